@@ -1,0 +1,36 @@
+# The two set-up commands of this project: `make demo` and `make test`.
+# Both create .venv from requirements.lock (pinned, so installs are reproducible)
+# the first time, and reuse it after.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+UV_VERSION := 0.13.8
+SHARED_TABLES ?= $(abspath ../shared/delta-tables)
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/airflow-delta describe \
+		$(SHARED_TABLES)/simple_table \
+		$(SHARED_TABLES)/delta-0.8.0-partitioned \
+		$(SHARED_TABLES)/table-with-dv-small \
+		$(SHARED_TABLES)/checkpoint-v2-table
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	DELTA_SHARED_TABLES=$(SHARED_TABLES) $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

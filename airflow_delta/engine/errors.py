@@ -1,0 +1,247 @@
+"""Every error the engine raises, under one base class, :class:`DeltaError`.
+
+Each error says what went wrong *and* what the caller can do about it. Errors that
+come from the log name the file (and line) that is at fault; conflict errors carry
+the winning commit's version, its operation and what it touched, so a DAG author can
+read why a task failed without opening the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class DeltaError(Exception):
+    """Base class of every error raised by :mod:`airflow_delta.engine`."""
+
+
+# --------------------------------------------------------------------------- table
+
+
+class TableNotFoundError(DeltaError):
+    """The path holds no Delta table (no ``_delta_log`` with any commit or checkpoint)."""
+
+    def __init__(self, table_uri: str, detail: str = "") -> None:
+        self.table_uri = table_uri
+        msg = f"no Delta table at {table_uri!r}: there is no _delta_log with a commit or checkpoint"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg + "; check the path, or create the table first")
+
+
+class TableAlreadyExistsError(DeltaError):
+    """``DeltaTable.create`` was asked to create a table where one exists."""
+
+    def __init__(self, table_uri: str) -> None:
+        self.table_uri = table_uri
+        super().__init__(f"a Delta table already exists at {table_uri!r}; open it instead of creating it")
+
+
+class VersionNotFoundError(DeltaError):
+    """Time travel asked for a version (or timestamp) the log cannot reconstruct."""
+
+    def __init__(self, requested: object, earliest: int | None, latest: int | None, detail: str = "") -> None:
+        self.requested = requested
+        self.earliest = earliest
+        self.latest = latest
+        msg = f"cannot load the table at {requested!r}: reconstructable versions are {earliest}..{latest}"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+
+class InvalidLogError(DeltaError):
+    """The transaction log breaks the protocol; the message names the offending file."""
+
+
+class LogNotContiguousError(InvalidLogError):
+    """Commit versions in the log have a gap, so no snapshot can be built across it."""
+
+    def __init__(self, table_uri: str, missing: Sequence[int]) -> None:
+        self.table_uri = table_uri
+        self.missing = list(missing)
+        shown = ", ".join(str(v) for v in self.missing[:10])
+        more = "" if len(self.missing) <= 10 else f" and {len(self.missing) - 10} more"
+        super().__init__(
+            f"the _delta_log of {table_uri!r} is not contiguous: commit(s) {shown}{more} are missing "
+            "and no checkpoint covers them"
+        )
+
+
+class MissingProtocolError(InvalidLogError):
+    """No ``protocol`` action was found while replaying the log up to the requested version."""
+
+
+class MissingMetadataError(InvalidLogError):
+    """No ``metaData`` action was found while replaying the log up to the requested version."""
+
+
+class CorruptCommitError(InvalidLogError):
+    """A commit file is not valid newline-delimited JSON of Delta actions."""
+
+    def __init__(self, file: str, line: int | None, reason: str) -> None:
+        self.file = file
+        self.line = line
+        where = f"{file}, line {line}" if line is not None else file
+        super().__init__(f"corrupt commit {where}: {reason}")
+
+
+class CorruptCheckpointError(InvalidLogError):
+    """A checkpoint file (or one of its parts or sidecars) cannot be read."""
+
+    def __init__(self, file: str, reason: str) -> None:
+        self.file = file
+        super().__init__(f"corrupt checkpoint {file}: {reason}")
+
+
+class ChecksumMismatchError(DeltaError):
+    """Stored bytes do not match their recorded checksum (deletion vector CRC, ``_last_checkpoint``)."""
+
+    def __init__(self, file: str, expected: object, actual: object) -> None:
+        self.file = file
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"checksum mismatch in {file}: expected {expected}, computed {actual}")
+
+
+class PathOutsideTableError(DeltaError):
+    """A path (from the log or from a caller) resolves outside the table root; it is never touched."""
+
+    def __init__(self, path: str, table_uri: str) -> None:
+        self.path = path
+        self.table_uri = table_uri
+        super().__init__(f"refusing path {path!r}: it is outside the table root {table_uri!r}")
+
+
+# --------------------------------------------------------------------- protocol
+
+
+class UnsupportedFeatureError(DeltaError):
+    """The table uses a protocol version or table feature this engine does not implement.
+
+    Raised instead of reading (or writing) the table wrongly.
+    """
+
+    def __init__(self, features: Sequence[str], *, access: str, detail: str = "") -> None:
+        self.features = sorted(features)
+        self.access = access  # "read" or "write"
+        msg = f"cannot {access} this table: it requires {', '.join(self.features)}, which airflow-delta does not implement"
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+
+# ----------------------------------------------------------------- user input
+
+
+class InvalidFilterError(DeltaError):
+    """A SQL filter string cannot be parsed or does not fit the table's schema."""
+
+    def __init__(self, filter_sql: str, reason: str) -> None:
+        self.filter_sql = filter_sql
+        super().__init__(f"invalid filter {filter_sql!r}: {reason}")
+
+
+class SchemaMismatchError(DeltaError):
+    """Data handed to a write does not match the table schema."""
+
+
+class InvalidTablePropertyError(DeltaError):
+    """A ``delta.*`` table property has a value the protocol does not allow."""
+
+    def __init__(self, key: str, value: object, expected: str) -> None:
+        self.key = key
+        self.value = value
+        super().__init__(f"table property {key}={value!r} is invalid: expected {expected}")
+
+
+class ConstraintViolationError(DeltaError):
+    """Rows to be written break a CHECK constraint, a column invariant or NOT NULL."""
+
+    def __init__(self, constraint: str, expression: str, violating_rows: int, example: Mapping[str, Any] | None = None) -> None:
+        self.constraint = constraint
+        self.expression = expression
+        self.violating_rows = violating_rows
+        self.example = dict(example) if example is not None else None
+        msg = f"{violating_rows} row(s) violate {constraint} ({expression})"
+        if self.example is not None:
+            msg += f"; for example {self.example}"
+        super().__init__(msg)
+
+
+class AppendOnlyViolationError(DeltaError):
+    """A transaction removes data from a table with ``delta.appendOnly=true``."""
+
+
+# ---------------------------------------------------------------- commits
+
+
+class CommitFailedError(DeltaError):
+    """A commit could not be written (storage failure, or retries exhausted)."""
+
+
+class TransactionAlreadyCommittedError(DeltaError):
+    """An idempotent write (``txn`` appId, version) was already committed by an earlier attempt."""
+
+    def __init__(self, app_id: str, version: int, committed_version: int) -> None:
+        self.app_id = app_id
+        self.version = version
+        self.committed_version = committed_version
+        super().__init__(
+            f"application {app_id!r} already committed transaction version {committed_version} "
+            f"(this attempt is version {version}); nothing was written again"
+        )
+
+
+class ConcurrentModificationError(DeltaError):
+    """Base of the logical conflicts found between our transaction and a winning commit.
+
+    ``winning_version`` is the commit that won, ``winning_operation`` its commitInfo
+    operation, and ``conflicting`` what overlapped: file paths, partition values,
+    app ids or domain names, depending on the rule.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        winning_version: int,
+        winning_operation: str | None,
+        conflicting: Sequence[Any] = (),
+    ) -> None:
+        self.winning_version = winning_version
+        self.winning_operation = winning_operation
+        self.conflicting = list(conflicting)
+        op = winning_operation or "unknown operation"
+        detail = ""
+        if self.conflicting:
+            shown = ", ".join(repr(c) for c in self.conflicting[:5])
+            more = "" if len(self.conflicting) <= 5 else f" and {len(self.conflicting) - 5} more"
+            detail = f"; conflicting: {shown}{more}"
+        super().__init__(f"{message} (winning commit: version {winning_version}, {op}{detail})")
+
+
+# Names follow Delta's own exceptions so that people who know Delta recognise them.
+class ProtocolChangedException(ConcurrentModificationError):  # noqa: N818
+    """A concurrent commit changed the table protocol."""
+
+
+class MetadataChangedException(ConcurrentModificationError):  # noqa: N818
+    """A concurrent commit changed the table metadata (schema, properties, partitioning)."""
+
+
+class ConcurrentTransactionException(ConcurrentModificationError):  # noqa: N818
+    """A concurrent commit wrote the same ``txn`` appId or the same domain."""
+
+
+class ConcurrentAppendException(ConcurrentModificationError):  # noqa: N818
+    """A concurrent commit added files that this transaction's reads would have seen."""
+
+
+class ConcurrentDeleteReadException(ConcurrentModificationError):  # noqa: N818
+    """A concurrent commit removed a file this transaction read."""
+
+
+class ConcurrentDeleteDeleteException(ConcurrentModificationError):  # noqa: N818
+    """A concurrent commit removed a file this transaction also removes."""

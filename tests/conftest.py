@@ -1,0 +1,31 @@
+"""Fixtures shared by the whole suite."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+_DEFAULT_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "delta-tables"
+
+
+def shared_tables_dir() -> Path:
+    """The shared Delta tables beside the project (``../shared/delta-tables``)."""
+    return Path(os.environ.get("DELTA_SHARED_TABLES", str(_DEFAULT_SHARED)))
+
+
+@pytest.fixture(scope="session")
+def shared_tables() -> Path:
+    path = shared_tables_dir()
+    if not path.is_dir():
+        pytest.fail(f"shared Delta tables not found at {path}; set DELTA_SHARED_TABLES")
+    return path
+
+
+@pytest.fixture
+def table_path(tmp_path: Path) -> str:
+    """A fresh directory for a table a test creates."""
+    path = tmp_path / "table"
+    path.mkdir()
+    return str(path)
