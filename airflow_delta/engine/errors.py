@@ -245,3 +245,78 @@ class ConcurrentDeleteReadException(ConcurrentModificationError):  # noqa: N818
 
 class ConcurrentDeleteDeleteException(ConcurrentModificationError):  # noqa: N818
     """A concurrent commit removed a file this transaction also removes."""
+
+
+# ------------------------------------------------------------- deletion vectors
+
+
+class CorruptDeletionVectorError(DeltaError):
+    """A deletion vector (file, inline data or descriptor) is not in the protocol's format.
+
+    ``source`` names the DV file, or the inline descriptor, so the offending action can be found.
+    """
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(f"corrupt deletion vector {source}: {reason}")
+
+
+class InvalidZ85Error(DeltaError):
+    """A string is not valid Z85 (the Base85 variant Delta uses for inline DVs and DV UUIDs)."""
+
+
+class InvalidTransactionError(DeltaError):
+    """The actions staged in a transaction break the protocol or the transaction's own rules.
+
+    For example two actions for the same file, partition values that do not match the
+    table's partition columns, a change to a system-controlled metadata domain, or a
+    transaction left without ``commit()``. Nothing was written.
+    """
+
+
+# ---------------------------------------------------------------- table creation
+
+
+class InvalidSchemaError(DeltaError):
+    """A schema (or partitioning) given to create a table breaks Delta's rules."""
+
+
+class UnknownTablePropertyError(InvalidTablePropertyError):
+    """A ``delta.*`` property that Delta does not define (most often a typo)."""
+
+    def __init__(self, key: str, value: object, valid: Sequence[str]) -> None:
+        self.valid = list(valid)
+        DeltaError.__init__(
+            self,
+            f"unknown table property {key}={value!r}: Delta defines no such property. Valid delta.* properties are: "
+            + ", ".join(self.valid)
+            + ". Keys outside the delta. namespace are kept as user metadata.",
+        )
+        self.key = key
+        self.value = value
+
+
+class DataFileNotFoundError(DeltaError):
+    """A data file that should be added to the table does not exist in storage."""
+
+
+class CorruptDataFileError(DeltaError):
+    """A data file the log references cannot be read as the table says it should be.
+
+    For example its parquet is unreadable, it lacks the field ids ``id`` column mapping
+    resolves by, a column holds values of a type the table's type cannot hold, or a
+    deletion vector names rows past the end of the file.
+    """
+
+    def __init__(self, file: str, reason: str) -> None:
+        self.file = file
+        super().__init__(f"cannot read data file {file}: {reason}")
+
+
+class InvalidTimestampError(DeltaError, ValueError):
+    """A time-travel timestamp is neither a datetime, an ISO-8601 string nor epoch milliseconds."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        self.value = value
+        super().__init__(f"invalid timestamp {value!r}: {reason}")

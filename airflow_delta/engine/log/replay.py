@@ -1,0 +1,197 @@
+"""Log replay: the spec's Action Reconciliation over a log segment.
+
+* the latest ``protocol`` and ``metaData`` win;
+* ``txn``: the latest action per ``appId`` wins;
+* ``domainMetadata``: the latest action per ``domain`` wins, and one with
+  ``removed=true`` is a tombstone that hides the domain;
+* file actions: a logical file is ``(path, deletionVector.uniqueId)``; the newest
+  action per logical file wins (adds are live files, removes are tombstones). Order is
+  the ``seq`` column: checkpoint rows first (tombstones before adds), then commit lines
+  in version and line order. The live set is then unique by ``path``: should a
+  (non-compliant) log add one path under two DVs, the newer add wins.
+
+File actions are reconciled with one Arrow ``group_by`` (no Python loop over files).
+Paths are compared exactly as written in the log (URI-encoded), which is how the spec
+defines the key and how JSON commits and checkpoints both store it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA, DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.errors import InvalidLogError, MissingMetadataError, MissingProtocolError
+from airflow_delta.engine.fs import FileIO
+from airflow_delta.engine.log.checkpoint_reader import CheckpointData, read_checkpoint
+from airflow_delta.engine.log.commit_reader import LogAction, ParsedLog, partition_keys_of, read_commits
+from airflow_delta.engine.log.listing import LogSegment, commit_version
+from airflow_delta.engine.protocol import check_readable
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """The reconciled state of a log segment."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    transactions: Mapping[str, SetTransaction]
+    domain_metadata: Mapping[str, DomainMetadata]  # live domains only
+    add_actions: pa.Table  # FILE_ACTIONS_SCHEMA, live files, ascending seq
+    tombstones: pa.Table  # FILE_ACTIONS_SCHEMA, removes that won, ascending seq
+    commit_infos: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # commitInfo per JSON commit read
+
+
+def replay(io: FileIO, segment: LogSegment, *, file_actions: bool = True, check_protocol: bool = True) -> ReplayResult:
+    """Replay ``segment``. With ``file_actions=False`` only protocol/metadata/txn/domains are built."""
+    checkpoint: CheckpointData | None = None
+    if segment.checkpoint_version is not None:
+        checkpoint = read_checkpoint(
+            io, segment.table_root, segment.checkpoint_version, segment.checkpoint_files, file_actions=file_actions
+        )
+    known_keys: set[str] = set()
+    if checkpoint is not None:
+        for action in checkpoint.actions:
+            if action.key == "metaData":
+                known_keys |= partition_keys_of(action.body)
+    seq_start = checkpoint.file_actions.num_rows if checkpoint is not None else 0
+    versions = [commit_version(f.name) for f in segment.commit_files]
+    commits: ParsedLog = read_commits(
+        io, segment.commit_files, [v if v is not None else -1 for v in versions],
+        seq_start=seq_start, partition_keys=known_keys, file_actions=file_actions,
+    )
+    actions: list[LogAction] = list(checkpoint.actions) if checkpoint is not None else []
+    actions.extend(commits.actions)
+    state = reconcile_actions(actions)
+    where = _describe(segment)
+    if state.protocol is None:
+        raise MissingProtocolError(f"no protocol action found in {where}; the log is incomplete or damaged")
+    if state.metadata is None:
+        raise MissingMetadataError(f"no metaData action found in {where}; the log is incomplete or damaged")
+    if check_protocol:
+        check_readable(state.protocol)
+
+    if file_actions:
+        tables = [commits.file_actions]
+        if checkpoint is not None:
+            tables.insert(0, checkpoint.file_actions)
+        combined = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        adds, tombstones = reconcile_files(combined)
+    else:
+        adds = tombstones = FILE_ACTIONS_SCHEMA.empty_table()
+    return ReplayResult(
+        version=segment.version,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        transactions=state.transactions,
+        domain_metadata=state.domain_metadata,
+        add_actions=adds,
+        tombstones=tombstones,
+        commit_infos=state.commit_infos,
+    )
+
+
+def _describe(segment: LogSegment) -> str:
+    parts = []
+    if segment.checkpoint_version is not None:
+        parts.append(f"the checkpoint of version {segment.checkpoint_version}")
+    if segment.commit_files:
+        parts.append(f"commits {segment.commit_versions[0]}..{segment.version}")
+    return f"{segment.log_dir} ({' and '.join(parts) or 'no files'})"
+
+
+@dataclass(frozen=True)
+class ActionState:
+    protocol: Protocol | None
+    metadata: Metadata | None
+    transactions: Mapping[str, SetTransaction]
+    domain_metadata: Mapping[str, DomainMetadata]
+    commit_infos: Mapping[int, Mapping[str, Any]]
+
+
+def reconcile_actions(actions: Sequence[LogAction]) -> ActionState:
+    """Reconcile the non-file actions, given in log order (checkpoint first)."""
+    protocol_action: LogAction | None = None
+    metadata_action: LogAction | None = None
+    txns: dict[str, SetTransaction] = {}
+    domains: dict[str, DomainMetadata] = {}
+    commit_infos: dict[int, Mapping[str, Any]] = {}
+    for action in actions:
+        key, body = action.key, action.body
+        try:
+            if key == "protocol":
+                protocol_action = action
+            elif key == "metaData":
+                metadata_action = action
+            elif key == "txn":
+                txn = SetTransaction.from_json(body)
+                txns[txn.app_id] = txn
+            elif key == "domainMetadata":
+                dm = DomainMetadata.from_json(body)
+                domains[dm.domain] = dm
+            elif key == "commitInfo":
+                commit_infos.setdefault(action.version, body)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidLogError(f"invalid {key} action in {_where(action)}: {exc!r}") from None
+    # Only the winners are turned into objects (a long log may hold many metaData actions).
+    protocol = _decode(protocol_action, Protocol.from_json)
+    metadata = _decode(metadata_action, Metadata.from_json)
+    live_domains = {name: dm for name, dm in domains.items() if not dm.removed}
+    return ActionState(
+        protocol, metadata, MappingProxyType(txns), MappingProxyType(live_domains), MappingProxyType(commit_infos)
+    )
+
+
+def _where(action: LogAction) -> str:
+    return action.source or f"version {action.version}"
+
+
+def _decode(action: LogAction | None, from_json: Any) -> Any:
+    if action is None:
+        return None
+    try:
+        return from_json(action.body)
+    except InvalidLogError as exc:
+        raise InvalidLogError(f"{exc} (in {_where(action)}); the log is damaged at that file") from None
+
+
+def reconcile_files(file_actions: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Live adds and tombstones of a table of file actions (any order, unique ``seq``)."""
+    n = file_actions.num_rows
+    empty = FILE_ACTIONS_SCHEMA.empty_table()
+    if n == 0:
+        return empty, empty
+    seq = file_actions.column("seq").to_numpy()
+    if n > 1 and not bool(np.all(seq[1:] > seq[:-1])):
+        file_actions = file_actions.take(pa.array(np.argsort(seq, kind="stable")))
+    row = pa.array(np.arange(n, dtype=np.int64))
+    keyed = pa.table({"path": file_actions.column("path"), "dv_id": file_actions.column("dv_id"), "row": row})
+    newest = keyed.group_by(["path", "dv_id"], use_threads=False).aggregate([("row", "max")])
+    if newest.num_rows == n:
+        winners = file_actions  # every action is the only one for its file (e.g. append-only): no copy
+    else:
+        winners = file_actions.take(pa.array(np.sort(newest.column("row_max").to_numpy())))
+    is_add = winners.column("is_add")
+    num_adds = pc.sum(is_add.cast(pa.int64())).as_py() or 0
+    if num_adds == winners.num_rows:
+        adds, tombstones = winners, empty
+    else:
+        adds = winners.filter(is_add)
+        tombstones = winners.filter(pc.invert(is_add))
+    if adds.num_rows > 1 and pc.count_distinct(adds.column("path")).as_py() < adds.num_rows:
+        adds = _newest_per_path(adds)
+    return adds, tombstones
+
+
+def _newest_per_path(adds: pa.Table) -> pa.Table:
+    row = pa.array(np.arange(adds.num_rows, dtype=np.int64))
+    keyed = pa.table({"path": adds.column("path"), "row": row})
+    newest = keyed.group_by(["path"], use_threads=False).aggregate([("row", "max")])
+    return adds.take(pa.array(np.sort(newest.column("row_max").to_numpy())))

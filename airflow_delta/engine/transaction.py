@@ -1,0 +1,935 @@
+"""Optimistic transactions: read a snapshot, stage actions, commit ``read_version + 1``.
+
+A :class:`Transaction` records what it read (filters through :meth:`Transaction.read_files`,
+specific files, the whole table, application transaction ids), stages actions, and on
+:meth:`Transaction.commit` writes ``_delta_log/<read_version + 1>.json`` with the
+FileIO's atomic put-if-absent. When another writer got that version first, each
+winning commit is checked with Delta's conflict rules (:mod:`.conflicts`); without a
+logical conflict the transaction is rebased onto the winner (in-commit timestamp
+recomputed, protocol and metadata unchanged) and retried, with exponential backoff and
+full jitter, up to ``max_attempts``.
+
+Leaving a ``with table.transaction() as txn:`` block never commits by itself: a commit
+needs an operation name, so it is always an explicit ``txn.commit("WRITE", ...)``. An
+exception inside the block discards the staged actions; leaving the block normally
+with staged but uncommitted actions raises :class:`InvalidTransactionError`, because
+that is almost certainly a forgotten ``commit()``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta import __version__
+from airflow_delta.engine import protocol as protocol_gate
+from airflow_delta.engine.actions import (
+    AddCDCFile,
+    AddFile,
+    DeletionVectorDescriptor,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+    action_to_line,
+)
+from airflow_delta.engine.conflicts import (
+    IsolationLevel,
+    TransactionFootprint,
+    WinningCommit,
+    check_winning_commit,
+    decode_paths,
+)
+from airflow_delta.engine.errors import (
+    AppendOnlyViolationError,
+    CommitFailedError,
+    ConcurrentModificationError,
+    DeltaError,
+    InvalidTransactionError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionAlreadyCommittedError,
+)
+from airflow_delta.engine.fs import CommitNotSupportedError
+from airflow_delta.engine.paths import decode_log_path
+from airflow_delta.engine.table_properties import TableProperties
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.snapshot import Snapshot
+    from airflow_delta.engine.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+ENGINE_INFO = f"airflow-delta/{__version__}"
+
+# Table features readers must understand too (listed in readerFeatures and writerFeatures);
+# every other feature is writer-only. Per the spec's feature list.
+_READER_WRITER_FEATURES: frozenset[str] = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
+        "catalogManaged",
+        "catalogOwned-preview",
+    }
+)
+
+# Properties that switch on a feature; the protocol must support it (and the gate then
+# refuses the ones this engine does not implement, instead of writing them unenforced).
+_ENABLING_PROPERTIES: Mapping[str, str] = {
+    "delta.enableTypeWidening": "typeWidening",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableIcebergCompatV1": "icebergCompatV1",
+    "delta.enableIcebergCompatV2": "icebergCompatV2",
+}
+
+_ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
+_ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
+
+
+DEFAULT_MAX_ATTEMPTS = 100
+DEFAULT_INITIAL_BACKOFF = 0.002  # seconds
+DEFAULT_MAX_BACKOFF = 1.0  # seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often, and how patiently, a commit that lost a race is retried.
+
+    ``max_attempts`` counts every attempt to write the commit file, the first one
+    included. Between attempts the transaction sleeps a random time in
+    ``[0, min(max_backoff, initial_backoff * 2 ** (n - 1))]`` after the n-th lost attempt
+    ("full jitter"), so writers that collided do not collide again in lockstep.
+    """
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    initial_backoff: float = DEFAULT_INITIAL_BACKOFF
+    max_backoff: float = DEFAULT_MAX_BACKOFF
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_backoff < 0 or self.max_backoff < 0:
+            raise ValueError("initial_backoff and max_backoff must be >= 0 seconds")
+
+    def backoff(self, lost_attempts: int, rng: random.Random) -> float:
+        ceiling = min(self.max_backoff, self.initial_backoff * (2 ** max(lost_attempts - 1, 0)))
+        return rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
+
+
+def commit_path(root: str, version: int) -> str:
+    return f"{root}/_delta_log/{version:020d}.json"
+
+
+def encode_operation_parameters(parameters: Mapping[str, Any] | None) -> dict[str, str | None]:
+    """``operationParameters`` as Delta writes them: strings as-is, ``None`` as null, the rest as JSON text."""
+    out: dict[str, str | None] = {}
+    for key, value in (parameters or {}).items():
+        if value is None or isinstance(value, str):
+            out[str(key)] = value
+        else:
+            out[str(key)] = json.dumps(value, separators=(",", ":"), default=str)
+    return out
+
+
+def encode_operation_metrics(metrics: Mapping[str, Any] | None) -> dict[str, str]:
+    """``operationMetrics`` as Delta writes them: every value a string (``"3"``, ``"true"``)."""
+    out: dict[str, str] = {}
+    for key, value in (metrics or {}).items():
+        if isinstance(value, bool):
+            out[str(key)] = "true" if value else "false"
+        else:
+            out[str(key)] = str(value)
+    return out
+
+
+# ---------------------------------------------------------------- protocol upgrade
+
+
+def required_features(metadata: Metadata, *, writes_domains: bool = False) -> frozenset[str]:
+    """Table features that ``metadata`` (and the commit's actions) make necessary."""
+    props = TableProperties.from_configuration(metadata.configuration)
+    needed: set[str] = set()
+    if props.enable_deletion_vectors:
+        needed.add("deletionVectors")
+    if props.enable_in_commit_timestamps:
+        needed.add("inCommitTimestamp")
+    if props.enable_change_data_feed:
+        needed.add("changeDataFeed")
+    if props.append_only:
+        needed.add("appendOnly")
+    if props.column_mapping_mode != "none":
+        needed.add("columnMapping")
+    if props.checkpoint_policy == "v2":
+        needed.add("v2Checkpoint")
+    if any(key.startswith("delta.constraints.") for key in metadata.configuration):
+        needed.add("checkConstraints")
+    schema_string = metadata.schema_string
+    if '"timestamp_ntz"' in schema_string:
+        needed.add("timestampNtz")
+    if "delta.invariants" in schema_string:
+        needed.add("invariants")
+    if writes_domains:
+        needed.add("domainMetadata")
+    for key, feature in _ENABLING_PROPERTIES.items():
+        if str(metadata.configuration.get(key, "")).strip().lower() == "true":
+            needed.add(feature)
+    return frozenset(needed)
+
+
+def upgrade_protocol(protocol: Protocol, features: Iterable[str]) -> Protocol:
+    """The smallest change to ``protocol`` that supports every feature in ``features``.
+
+    A protocol that already supports them is returned unchanged. Otherwise the table
+    moves to table features (writer version 7, and reader version 3 when a
+    reader-writer feature is missing); the features implied by legacy versions are
+    listed explicitly so that nothing the table may already use is dropped, as the
+    spec asks of such upgrades.
+    """
+    wanted = frozenset(features)
+    have_readers = protocol_gate.reader_features(protocol)
+    have_writers = protocol_gate.writer_features(protocol)
+    wanted_readers = {f for f in wanted if f in _READER_WRITER_FEATURES}
+    missing_writers = wanted - have_writers
+    missing_readers = wanted_readers - have_readers
+    if not missing_writers and not missing_readers:
+        return protocol
+    writers = set(have_writers) | set(wanted) | set(have_readers)
+    if protocol.min_reader_version == 2:
+        writers.add("columnMapping")  # reader version 2 means column mapping
+    if missing_readers or protocol.min_reader_version >= 3:
+        readers = set(have_readers) | wanted_readers
+        return Protocol(3, 7, frozenset(readers), frozenset(writers))
+    return Protocol(protocol.min_reader_version, 7, None, frozenset(writers))
+
+
+# ------------------------------------------------------------------ the transaction
+
+
+class Transaction:
+    """An optimistic transaction on one table; see the module docstring.
+
+    ``isolation_level`` defaults to the table's ``delta.isolationLevel``
+    (WriteSerializable). A transaction whose actions are only ``dataChange=false`` file
+    actions (OPTIMIZE and other rearrangements) is checked at SnapshotIsolation, as
+    Delta does. Options: ``max_attempts``, ``initial_backoff``, ``max_backoff`` (see
+    :class:`RetryPolicy`), ``snapshot`` (a snapshot already loaded, to read from),
+    ``engine_info`` and ``seed`` (for the jitter).
+    """
+
+    def __init__(
+        self,
+        table: DeltaTable,
+        isolation_level: str | IsolationLevel | None = None,
+        *,
+        snapshot: Snapshot | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
+        max_backoff: float = DEFAULT_MAX_BACKOFF,
+        engine_info: str = ENGINE_INFO,
+        seed: int | None = None,
+    ) -> None:
+        self.table = table
+        self.retry = RetryPolicy(max_attempts, initial_backoff, max_backoff)
+        self.engine_info = engine_info
+        self.txn_id = str(uuid.uuid4())
+        self._rng = random.Random(seed)
+        self._requested_isolation = IsolationLevel.parse(isolation_level) if isolation_level is not None else None
+        if self._requested_isolation is IsolationLevel.SNAPSHOT_ISOLATION:
+            raise InvalidTransactionError(
+                "SnapshotIsolation cannot be asked for: it is used automatically when a transaction only "
+                "rearranges data (dataChange=false); choose Serializable or WriteSerializable"
+            )
+        self.snapshot: Snapshot | None = snapshot if snapshot is not None else _load_latest(table)
+        self.read_version: int = self.snapshot.version if self.snapshot is not None else -1
+
+        self._adds: list[AddFile] = []
+        self._removes: list[RemoveFile] = []
+        self._cdc: list[AddCDCFile] = []
+        self._metadata: Metadata | None = None
+        self._protocol: Protocol | None = None
+        self._app_transactions: dict[str, SetTransaction] = {}
+        self._domains: dict[str, DomainMetadata] = {}
+        self._extra_features: set[str] = set()  # delta.feature.<name> asked for explicitly
+
+        self._read_predicates: list[Any] = []
+        self._read_whole_table = False
+        self._read_path_chunks: list[pa.Array] = []
+        self._read_app_ids: set[str] = set()
+
+        self._state = "open"  # open -> committed | failed | aborted
+        self.committed_version: int | None = None
+        self.attempts = 0
+        self.winning_commits: list[WinningCommit] = []
+        self.isolation_level: IsolationLevel | None = None
+        self._committed_payload = b""
+
+    # ------------------------------------------------------------ context manager
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._state != "open":
+            return
+        if exc_type is not None:
+            self.abort()
+            return
+        if self.has_staged_actions:
+            self.abort()
+            raise InvalidTransactionError(
+                "the transaction block ended with staged actions but without commit(); nothing was written. "
+                "Call txn.commit(operation, ...) inside the block"
+            )
+        self.abort()
+
+    def abort(self) -> None:
+        """Discard everything staged; nothing is written. Data files already written stay orphaned for VACUUM."""
+        if self._state == "open":
+            self._state = "aborted"
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def metadata(self) -> Metadata:
+        """The metadata this transaction commits against (staged, else the snapshot's)."""
+        if self._metadata is not None:
+            return self._metadata
+        if self.snapshot is None:
+            raise InvalidTransactionError(
+                f"{self.table.table_uri!r} has no table yet: stage its metadata with set_metadata() first"
+            )
+        return self.snapshot.metadata
+
+    @property
+    def protocol(self) -> Protocol | None:
+        if self._protocol is not None:
+            return self._protocol
+        return self.snapshot.protocol if self.snapshot is not None else None
+
+    @property
+    def has_staged_actions(self) -> bool:
+        return bool(
+            self._adds or self._removes or self._cdc or self._metadata is not None or self._protocol is not None
+            or self._app_transactions or self._domains or self._extra_features
+        )
+
+    def read_files(self, filter: str | None = None) -> pa.Table:
+        """Live files (``FILE_ACTIONS_SCHEMA`` rows) that may hold rows matching ``filter``, recorded as read.
+
+        Pruning uses partition values and file statistics and is conservative: a file
+        is returned unless its partition values or stats prove that no row matches.
+        The filter is remembered, so a concurrent commit that adds a file the filter
+        may match, or removes one of the returned files, conflicts with this one.
+        ``filter=None`` reads (and depends on) the whole table.
+        """
+        self._ensure_open()
+        snapshot = self._require_snapshot()
+        files: pa.Table = snapshot.add_actions
+        if filter is None:
+            # Any concurrent remove conflicts with a whole-table read, so the paths
+            # themselves need not be remembered.
+            self._read_whole_table = True
+            return files
+        from airflow_delta.engine.expressions import parse_predicate
+
+        predicate = parse_predicate(filter, snapshot.schema)
+        mask = files_may_match([predicate], files, snapshot.metadata)
+        matched = files.filter(mask)
+        self._read_predicates.append(predicate)
+        self._read_path_chunks.append(decode_paths(matched.column("path")))
+        return matched
+
+    def read_whole_table(self) -> None:
+        """Declare that this transaction depends on the entire table (any concurrent change conflicts)."""
+        self._ensure_open()
+        self._read_whole_table = True
+
+    def mark_files_read(self, paths: Iterable[str] | pa.Array | pa.ChunkedArray | pa.Table) -> None:
+        """Record specific files (log paths, or a table with a ``path`` column) as read."""
+        self._ensure_open()
+        if isinstance(paths, pa.Table):
+            arr = paths.column("path")
+        elif isinstance(paths, (pa.Array, pa.ChunkedArray)):
+            arr = paths
+        else:
+            arr = pa.array(list(paths), pa.string())
+        self._read_path_chunks.append(decode_paths(arr))
+
+    def read_app_transaction(self, app_id: str) -> int | None:
+        """The last version ``app_id`` committed (``txn`` action), recorded as read; None if never."""
+        self._ensure_open()
+        self._read_app_ids.add(app_id)
+        if self.snapshot is None:
+            return None
+        txn = self.snapshot.transactions.get(app_id)
+        return txn.version if txn is not None else None
+
+    # ---------------------------------------------------------------- staging
+    def add(self, action: AddFile) -> None:
+        self._ensure_open()
+        self._adds.append(action)
+
+    def add_files(self, actions: Iterable[AddFile]) -> None:
+        self._ensure_open()
+        self._adds.extend(actions)
+
+    def remove(self, action: RemoveFile) -> None:
+        self._ensure_open()
+        self._removes.append(action)
+
+    def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
+        """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
+        self._ensure_open()
+        ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
+        self._removes.extend(removes_from_file_actions(files, ts, data_change=data_change))
+
+    def add_cdc(self, action: AddCDCFile) -> None:
+        self._ensure_open()
+        self._cdc.append(action)
+
+    def set_metadata(self, metadata: Metadata) -> None:
+        self._ensure_open()
+        self._metadata = metadata
+
+    def set_properties(self, properties: Mapping[str, str | None]) -> None:
+        """Stage new metadata with ``properties`` set (``None`` unsets a key).
+
+        ``delta.*`` keys are validated and spelled as Delta does (the writer's rules);
+        ``delta.feature.<name>=supported`` adds a table feature to the protocol instead
+        of being stored, as in Delta. Features the new values need are added at commit.
+        """
+        from airflow_delta.engine.writer import normalize_properties
+
+        base = self.metadata
+        configuration = dict(base.configuration)
+        normalized = normalize_properties({k: v for k, v in properties.items() if v is not None})
+        if normalized.min_reader_version is not None or normalized.min_writer_version is not None:
+            raise InvalidTransactionError(
+                "delta.minReaderVersion/minWriterVersion are not table properties of an existing table; "
+                "use set_protocol() or delta.feature.<name>=supported"
+            )
+        for key, value in properties.items():
+            if value is None:
+                configuration.pop(key, None)
+        configuration.update(normalized.configuration)
+        TableProperties.from_configuration(configuration)
+        self._extra_features |= normalized.features
+        self.set_metadata(replace(base, configuration=configuration))
+
+    def set_protocol(self, protocol: Protocol) -> None:
+        self._ensure_open()
+        self._protocol = protocol
+
+    def set_app_transaction(self, app_id: str, version: int) -> None:
+        """Make this commit idempotent for ``(app_id, version)``.
+
+        Raises :class:`TransactionAlreadyCommittedError` right away when the snapshot
+        shows ``app_id`` already committed ``version`` or later, so the caller can skip
+        its work; the same check runs against every winning commit at commit time.
+        """
+        self._ensure_open()
+        self._read_app_ids.add(app_id)
+        if self.snapshot is not None:
+            existing = self.snapshot.transactions.get(app_id)
+            if existing is not None and existing.version >= version:
+                raise TransactionAlreadyCommittedError(app_id, version, existing.version)
+        self._app_transactions[app_id] = SetTransaction(app_id, int(version), _now_ms())
+
+    def set_domain_metadata(
+        self, domain: str, configuration: str | Mapping[str, Any], *, removed: bool = False, system: bool = False
+    ) -> None:
+        """Stage a ``domainMetadata`` action. ``delta.*`` domains are system-controlled and need ``system=True``."""
+        self._ensure_open()
+        if domain.startswith("delta.") and not system:
+            raise InvalidTransactionError(
+                f"domain {domain!r} is system-controlled (its name starts with 'delta.'); users may not change it"
+            )
+        text = configuration if isinstance(configuration, str) else json.dumps(configuration, separators=(",", ":"))
+        self._domains[domain] = DomainMetadata(domain, text, removed)
+
+    # ---------------------------------------------------------------- commit
+    def commit(
+        self,
+        operation: str,
+        operation_parameters: Mapping[str, Any] | None = None,
+        operation_metrics: Mapping[str, Any] | None = None,
+        *,
+        user_metadata: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> int:
+        """Commit the staged actions; returns the version written.
+
+        Raises a :class:`ConcurrentModificationError` subclass on a logical conflict,
+        :class:`TransactionAlreadyCommittedError` when an idempotent write already
+        landed, and :class:`CommitFailedError` when the attempts run out or storage fails.
+        Either way the transaction is finished afterwards.
+        """
+        self._ensure_open()
+        try:
+            version = self._commit(operation, operation_parameters, operation_metrics, user_metadata, tags)
+        except BaseException:
+            self._state = "failed"
+            raise
+        self._state = "committed"
+        self.committed_version = version
+        _run_post_commit(self.table, version, self._committed_payload)
+        return version
+
+    # ------------------------------------------------------------- internals
+    def _commit(
+        self,
+        operation: str,
+        operation_parameters: Mapping[str, Any] | None,
+        operation_metrics: Mapping[str, Any] | None,
+        user_metadata: str | None,
+        tags: Mapping[str, str] | None,
+    ) -> int:
+        read_protocol = self.snapshot.protocol if self.snapshot is not None else None
+        read_metadata = self.snapshot.metadata if self.snapshot is not None else None
+        metadata = self.metadata
+        base_protocol = self._protocol or read_protocol or Protocol(1, 2)
+        features = required_features(metadata, writes_domains=bool(self._domains)) | self._extra_features
+        protocol = upgrade_protocol(base_protocol, features)
+        if read_protocol is not None and self._protocol is not None:
+            _refuse_protocol_downgrade(read_protocol, protocol)
+        protocol_gate.check_writable(protocol, metadata)
+        write_protocol = read_protocol is None or self._protocol is not None or protocol != read_protocol
+        write_metadata = read_metadata is None or self._metadata is not None
+        if read_metadata is not None and write_metadata and metadata.id != read_metadata.id:
+            raise InvalidTransactionError(
+                f"the staged metadata has table id {metadata.id!r}, the table's is {read_metadata.id!r}; "
+                "a transaction cannot replace the table identity"
+            )
+        self._validate_actions(metadata, protocol, read_metadata or metadata)
+
+        isolation = self._isolation_level(metadata, write_protocol, write_metadata)
+        self.isolation_level = isolation
+        is_blind_append = self._is_blind_append()
+        footprint = TransactionFootprint(
+            read_version=self.read_version,
+            partitioned=bool((read_metadata or metadata).partition_columns),
+            read_predicates=tuple(self._read_predicates),
+            read_whole_table=self._read_whole_table,
+            read_paths=_concat(self._read_path_chunks),
+            read_app_ids=frozenset(self._read_app_ids),
+            app_transactions={a: t.version for a, t in self._app_transactions.items()},
+            removed_paths=frozenset(decode_log_path(r.path) for r in self._removes),
+            domains=frozenset(self._domains),
+            changes_protocol=write_protocol and read_protocol is not None,
+            changes_metadata=write_metadata and read_metadata is not None,
+            is_blind_append=is_blind_append,
+        )
+        ict_enabled = TableProperties.from_configuration(metadata.configuration).enable_in_commit_timestamps
+        enables_ict = ict_enabled and read_metadata is not None and not (
+            TableProperties.from_configuration(read_metadata.configuration).enable_in_commit_timestamps
+        )
+        previous_ts = self._read_commit_timestamp(file_time=enables_ict) if ict_enabled else None
+        matcher_metadata = read_metadata or metadata
+
+        def matcher(predicates: Sequence[Any], added: pa.Table) -> pa.BooleanArray:
+            return files_may_match(predicates, added, matcher_metadata)
+
+        attempt_version = self.read_version + 1
+        lost = 0
+        last_reason = ""
+        while True:
+            self.attempts += 1
+            now = _now_ms()
+            ict = max(now, previous_ts + 1) if previous_ts is not None else (now if ict_enabled else None)
+            commit_metadata = metadata
+            if enables_ict:
+                assert ict is not None
+                commit_metadata = replace(
+                    metadata,
+                    configuration={
+                        **dict(metadata.configuration),
+                        _ICT_VERSION_KEY: str(attempt_version),
+                        _ICT_TIMESTAMP_KEY: str(ict),
+                    },
+                )
+            payload = self._serialize(
+                operation, operation_parameters, operation_metrics, user_metadata, tags,
+                now=now, ict=ict, isolation=isolation, is_blind_append=is_blind_append,
+                protocol=protocol if write_protocol else None,
+                metadata=commit_metadata if (write_metadata or enables_ict) else None,
+            )
+            path = commit_path(self.table.root, attempt_version)
+            self._committed_payload = payload
+            storage_error: BaseException | None = None
+            try:
+                if self.table.io.put_if_absent(path, payload):
+                    return attempt_version
+            except CommitNotSupportedError:
+                raise
+            except OSError as exc:
+                # The write may or may not have happened; the txnId in our commitInfo
+                # tells, when the version is read back below.
+                storage_error = exc
+            next_version = attempt_version
+            while True:
+                winner = self._read_winner(next_version, with_mtime=ict_enabled)
+                if winner is None:
+                    break
+                if winner.txn_id == self.txn_id:
+                    return next_version  # an attempt that reported an error did land
+                if self.read_version < 0:
+                    raise TableAlreadyExistsError(self.table.table_uri)  # another creator won version 0
+                check_winning_commit(footprint, winner, isolation, matcher, read_protocol or protocol)
+                self.winning_commits.append(winner)
+                if ict_enabled:
+                    previous_ts = _winner_timestamp(winner, enables_ict, previous_ts)
+                next_version += 1
+            if storage_error is not None:
+                last_reason = f"storage error writing version {attempt_version}: {storage_error}"
+            else:
+                last = self.winning_commits[-1] if self.winning_commits else None
+                last_reason = (
+                    f"version {attempt_version} was taken"
+                    + (f" (latest winner: version {last.version}, {last.operation})" if last else "")
+                )
+            attempt_version = next_version
+            if self.attempts >= self.retry.max_attempts:
+                raise CommitFailedError(
+                    f"gave up committing {operation!r} to {self.table.table_uri!r} after {self.attempts} attempt(s): "
+                    f"{last_reason}. No logical conflict was found; raise max_attempts (or the backoff) "
+                    "if the table has this many concurrent writers"
+                ) from storage_error
+            lost += 1
+            delay = self.retry.backoff(lost, self._rng)
+            if delay > 0:
+                time.sleep(delay)
+
+    def _validate_actions(self, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
+        seen_adds: set[tuple[str, str | None]] = set()
+        for add in self._adds:
+            key = (decode_log_path(add.path), add.dv_unique_id)
+            if key in seen_adds:
+                raise InvalidTransactionError(f"file {add.path!r} is added twice in one commit")
+            seen_adds.add(key)
+        seen_removes: set[tuple[str, str | None]] = set()
+        for rm in self._removes:
+            key = (decode_log_path(rm.path), rm.dv_unique_id)
+            if key in seen_removes:
+                raise InvalidTransactionError(f"file {rm.path!r} is removed twice in one commit")
+            if key in seen_adds:
+                raise InvalidTransactionError(
+                    f"file {rm.path!r} (same deletion vector) is both added and removed in one commit"
+                )
+            seen_removes.add(key)
+
+        expected = set(_physical_partition_columns(metadata))
+        for add in self._adds:
+            if set(add.partition_values) != expected:
+                raise InvalidTransactionError(
+                    f"add {add.path!r} has partition values for {sorted(add.partition_values)}, "
+                    f"the table is partitioned by {sorted(expected)} (physical names)"
+                )
+
+        with_dv = [a.path for a in self._adds if a.deletion_vector is not None]
+        if with_dv and "deletionVectors" not in protocol_gate.writer_features(protocol):
+            raise InvalidTransactionError(
+                f"add {with_dv[0]!r} carries a deletion vector, but the table does not support the deletionVectors "
+                "feature; set delta.enableDeletionVectors=true first"
+            )
+
+        read_props = TableProperties.from_configuration(read_metadata.configuration)
+        if read_props.append_only and "appendOnly" in protocol_gate.writer_features(protocol):
+            changed = [r.path for r in self._removes if r.data_change]
+            if changed:
+                raise AppendOnlyViolationError(
+                    f"the table is append-only (delta.appendOnly=true) and this commit removes data from "
+                    f"{len(changed)} file(s), e.g. {changed[0]!r}; only dataChange=false rewrites are allowed. "
+                    "Set delta.appendOnly=false first if the data must really go"
+                )
+
+        # Change Data Feed: removing whole files or adding new ones needs no cdc actions (the
+        # change is the file's rows), but re-adding a file that is also removed (a
+        # deletion vector update) would make readers report every remaining row as
+        # deleted and re-inserted; such commits must carry their cdc files.
+        props = TableProperties.from_configuration(metadata.configuration)
+        if props.enable_change_data_feed and "changeDataFeed" in protocol_gate.writer_features(protocol) and not self._cdc:
+            removed = {decode_log_path(r.path) for r in self._removes if r.data_change}
+            rewritten = [a.path for a in self._adds if a.data_change and decode_log_path(a.path) in removed]
+            if rewritten:
+                raise InvalidTransactionError(
+                    f"the table has delta.enableChangeDataFeed=true and this commit rewrites {rewritten[0]!r} in place "
+                    "(remove and add of the same file) without cdc actions; stage the change data with add_cdc()"
+                )
+
+    def _isolation_level(self, metadata: Metadata, write_protocol: bool, write_metadata: bool) -> IsolationLevel:
+        has_non_file_actions = write_protocol or write_metadata or bool(self._app_transactions) or bool(self._domains)
+        data_changed = any(a.data_change for a in self._adds) or any(r.data_change for r in self._removes)
+        if not has_non_file_actions and not data_changed:
+            # Rearranging data (OPTIMIZE, ...) cannot be invalidated by files added
+            # concurrently, so Delta checks it at snapshot isolation whatever the level.
+            return IsolationLevel.SNAPSHOT_ISOLATION
+        if self._requested_isolation is not None:
+            return self._requested_isolation
+        return IsolationLevel.parse(TableProperties.from_configuration(metadata.configuration).isolation_level)
+
+    def _is_blind_append(self) -> bool:
+        depends_on_files = bool(self._read_predicates) or self._read_whole_table or any(
+            len(c) for c in self._read_path_chunks
+        )
+        only_adds = not self._removes and not self._cdc
+        return only_adds and not depends_on_files
+
+    def _serialize(
+        self,
+        operation: str,
+        operation_parameters: Mapping[str, Any] | None,
+        operation_metrics: Mapping[str, Any] | None,
+        user_metadata: str | None,
+        tags: Mapping[str, str] | None,
+        *,
+        now: int,
+        ict: int | None,
+        isolation: IsolationLevel,
+        is_blind_append: bool,
+        protocol: Protocol | None,
+        metadata: Metadata | None,
+    ) -> bytes:
+        info: dict[str, Any] = {}
+        if ict is not None:
+            info["inCommitTimestamp"] = ict  # must be the first field read by ICT-aware readers
+        info["timestamp"] = now
+        info["operation"] = operation
+        info["operationParameters"] = encode_operation_parameters(operation_parameters)
+        if self.read_version >= 0:
+            info["readVersion"] = self.read_version
+        info["isolationLevel"] = isolation.value
+        info["isBlindAppend"] = is_blind_append
+        info["operationMetrics"] = encode_operation_metrics(operation_metrics)
+        if user_metadata is not None:
+            info["userMetadata"] = user_metadata
+        if tags:
+            info["tags"] = dict(tags)
+        info["engineInfo"] = self.engine_info
+        info["txnId"] = self.txn_id
+        lines = [json.dumps({"commitInfo": info}, separators=(",", ":"))]
+        if protocol is not None:
+            lines.append(action_to_line(protocol))
+        if metadata is not None:
+            lines.append(action_to_line(metadata))
+        lines.extend(action_to_line(t) for t in self._app_transactions.values())
+        lines.extend(action_to_line(d) for d in self._domains.values())
+        lines.extend(action_to_line(r) for r in self._removes)
+        lines.extend(action_to_line(a) for a in self._adds)
+        lines.extend(action_to_line(c) for c in self._cdc)
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def _read_winner(self, version: int, with_mtime: bool = False) -> WinningCommit | None:
+        path = commit_path(self.table.root, version)
+        try:
+            data = self.table.io.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        mtime = None
+        if with_mtime:
+            info = self.table.io.info(path)
+            mtime = info.modification_time if info is not None else None
+        return WinningCommit.from_bytes(version, data, path, mtime)
+
+    def _read_commit_timestamp(self, file_time: bool) -> int | None:
+        """Timestamp of the commit we read (for ICT ordering): its in-commit timestamp, else its file time.
+
+        ``file_time``: the commit that switches ICT on must follow the previous commit's
+        file modification time (spec rule 5), whatever that commit's commitInfo says.
+        """
+        if self.snapshot is None:
+            return None
+        winner = self._read_winner(self.read_version, with_mtime=True)
+        if winner is not None:
+            if winner.in_commit_timestamp is not None and not file_time:
+                return winner.in_commit_timestamp
+            if winner.modification_time is not None:
+                return winner.modification_time
+        return int(self.snapshot.timestamp)
+
+    def _require_snapshot(self) -> Snapshot:
+        if self.snapshot is None:
+            raise TableNotFoundError(self.table.table_uri, "a transaction on a new table has nothing to read")
+        return self.snapshot
+
+    def _ensure_open(self) -> None:
+        if self._state != "open":
+            raise InvalidTransactionError(f"this transaction is already {self._state}; start a new one")
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _load_latest(table: DeltaTable) -> Snapshot | None:
+    try:
+        return table.snapshot()
+    except TableNotFoundError:
+        return None
+
+
+def _concat(chunks: list[pa.Array]) -> pa.Array:
+    if not chunks:
+        return pa.array([], pa.string())
+    return pa.concat_arrays([c.cast(pa.string()) for c in chunks])
+
+
+def _winner_timestamp(winner: WinningCommit, enables_ict: bool, previous: int | None) -> int | None:
+    # When our commit switches ICT on, the winners before it have no ICT: our timestamp
+    # must then exceed their file times (spec, In-Commit Timestamps, rule 5).
+    value = winner.in_commit_timestamp
+    if value is None or enables_ict:
+        value = winner.modification_time if winner.modification_time is not None else value
+    if value is None:
+        return previous
+    return value if previous is None else max(value, previous)
+
+
+def _refuse_protocol_downgrade(read: Protocol, new: Protocol) -> None:
+    """The spec forbids removing a supported feature or lowering a protocol version."""
+    dropped = (protocol_gate.reader_features(read) - protocol_gate.reader_features(new)) | (
+        protocol_gate.writer_features(read) - protocol_gate.writer_features(new)
+    )
+    lowered = new.min_reader_version < read.min_reader_version or new.min_writer_version < read.min_writer_version
+    if dropped or lowered:
+        detail = f"it drops {sorted(dropped)}" if dropped else "it lowers a protocol version"
+        raise InvalidTransactionError(
+            f"the staged protocol {new.to_json()} would downgrade the table's {read.to_json()}: {detail}; "
+            "table features cannot be removed by a commit"
+        )
+
+
+def _physical_partition_columns(metadata: Metadata) -> list[str]:
+    mode = TableProperties.from_configuration(metadata.configuration).column_mapping_mode
+    if mode == "none" or not metadata.partition_columns:
+        return list(metadata.partition_columns)
+    physical: dict[str, str] = {}
+    for f in metadata.schema_json.get("fields", []):
+        name = f.get("name")
+        physical[name] = (f.get("metadata") or {}).get("delta.columnMapping.physicalName", name)
+    return [physical.get(c, c) for c in metadata.partition_columns]
+
+
+def files_may_match(predicates: Sequence[Any], files: pa.Table, metadata: Metadata) -> pa.BooleanArray:
+    """For each row of ``files`` (``partition_values`` map with physical keys, ``stats`` JSON), may any predicate match?
+
+    Conservative: anything that cannot be evaluated (no statistics, a module that is
+    not available, stats that do not parse) counts as a possible match.
+    """
+    n = files.num_rows
+    everything = pa.array([True] * n, pa.bool_())
+    if n == 0 or not predicates:
+        return everything if predicates else pa.array([False] * n, pa.bool_())
+    try:
+        from airflow_delta.engine.expressions import prune_files
+        from airflow_delta.engine.schema import parse_partition_values
+    except ImportError:  # pragma: no cover - before the expression engine exists
+        log.debug("expressions/schema modules unavailable; every added file counts as matching")
+        return everything
+    try:
+        partition_values = parse_partition_values(files.column("partition_values").combine_chunks(), metadata)
+    except (DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
+        log.debug("partition values unusable for conflict checks (%s); every file counts as matching", exc)
+        return everything
+    stats = None
+    if "stats" in files.column_names and files.column("stats").null_count < n:
+        try:
+            from airflow_delta.engine.stats import parse_stats
+
+            stats = parse_stats(files.column("stats").combine_chunks(), metadata)
+        except (ImportError, DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
+            log.debug("statistics unusable for conflict checks (%s); partition values only", exc)
+            stats = None
+    mask: pa.Array | None = None
+    try:
+        for predicate in predicates:
+            m = prune_files(predicate, partition_values, stats, tuple(metadata.partition_columns))
+            mask = m if mask is None else pc.or_(mask, m)
+    except (DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
+        log.debug("could not evaluate read predicates on files (%s); every file counts as matching", exc)
+        return everything
+    assert mask is not None
+    return pc.fill_null(mask, True)
+
+
+def removes_from_file_actions(files: pa.Table, deletion_timestamp: int, *, data_change: bool = True) -> list[RemoveFile]:
+    """``remove`` actions for ``FILE_ACTIONS_SCHEMA`` rows, carrying what Delta puts in extended file metadata."""
+    out: list[RemoveFile] = []
+    for row in files.to_pylist():
+        dv = row.get("deletion_vector")
+        pv = row.get("partition_values")
+        tags = row.get("tags")
+        out.append(
+            RemoveFile(
+                path=row["path"],
+                deletion_timestamp=deletion_timestamp,
+                data_change=data_change,
+                extended_file_metadata=True,
+                partition_values=dict(pv) if pv is not None else {},
+                size=row.get("size"),
+                stats=row.get("stats"),
+                tags=dict(tags) if tags else None,
+                deletion_vector=DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None,
+                base_row_id=row.get("base_row_id"),
+                default_row_commit_version=row.get("default_row_commit_version"),
+            )
+        )
+    return out
+
+
+def _run_post_commit(table: DeltaTable, version: int, payload: bytes) -> None:
+    """Automatic checkpoints and .crc files (helper module); never fails a commit that already happened."""
+    try:
+        from airflow_delta.engine import checkpoints
+    except ImportError:
+        return
+    post_commit = getattr(checkpoints, "post_commit", None)
+    if post_commit is None:
+        return
+    try:
+        if "actions" in inspect.signature(post_commit).parameters:
+            # The commit's own actions spare the hook from reading the file back.
+            actions = [json.loads(line) for line in payload.decode("utf-8").splitlines() if line]
+            post_commit(table, version, actions=actions)
+        else:
+            post_commit(table, version)
+    except Exception as exc:
+        log.warning("version %d of %s was committed, but the post-commit hook failed: %s", version, table.table_uri, exc)
+
+
+__all__ = [
+    "ENGINE_INFO",
+    "ConcurrentModificationError",
+    "IsolationLevel",
+    "RetryPolicy",
+    "Transaction",
+    "encode_operation_metrics",
+    "encode_operation_parameters",
+    "files_may_match",
+    "removes_from_file_actions",
+    "required_features",
+    "upgrade_protocol",
+]

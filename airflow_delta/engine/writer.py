@@ -1,0 +1,1091 @@
+"""The embedded writer: create a table, append Arrow data as parquet files with statistics.
+
+Writing is two-phase, as the protocol prescribes: data files are written first (each
+under a fresh UUID name, never overwritten), then one commit adds them all. A write
+that fails before its commit leaves only unreferenced files behind; readers never see
+them and VACUUM deletes them later.
+
+* :func:`create_table` writes version 0 (commitInfo, protocol, metaData) with
+  put-if-absent, choosing the smallest protocol that the schema and properties need.
+* :func:`append` validates rows (schema, NOT NULL, invariants, CHECK constraints),
+  splits them by partition, writes parquet files and commits them as a blind append.
+* :func:`write_data_files` is the file-writing half of :func:`append`, for writers
+  that commit themselves; :func:`add_file_from_parquet` builds the ``add`` action for
+  a file someone else wrote (e.g. a Spark executor), with statistics from its footer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import string
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_delta import __version__
+from airflow_delta.engine.actions import AddFile, Metadata, Protocol
+from airflow_delta.engine.constraints import (
+    CHECK_CONSTRAINT_PREFIX,
+    Constraint,
+    enforce_constraints,
+    enforce_not_null,
+    invariants_of,
+    table_constraints,
+)
+from airflow_delta.engine.errors import (
+    DataFileNotFoundError,
+    DeltaError,
+    InvalidFilterError,
+    InvalidSchemaError,
+    InvalidTablePropertyError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnknownTablePropertyError,
+    UnsupportedFeatureError,
+)
+from airflow_delta.engine.fs import FileIO
+from airflow_delta.engine.paths import encode_log_path, resolve_in_table
+from airflow_delta.engine.protocol import (
+    SUPPORTED_READER_FEATURES,
+    SUPPORTED_WRITER_FEATURES,
+    check_writable,
+)
+from airflow_delta.engine.schema import ColumnMapping, arrow_to_delta_schema, schema_to_arrow, serialize_partition_value
+from airflow_delta.engine.table_properties import TableProperties
+from airflow_delta.engine.transaction import Transaction, commit_path
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.snapshot import Snapshot
+    from airflow_delta.engine.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+ENGINE_INFO = f"airflow-delta/{__version__}"
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+COLUMN_MAPPING_ID = "delta.columnMapping.id"
+COLUMN_MAPPING_PHYSICAL_NAME = "delta.columnMapping.physicalName"
+COLUMN_MAPPING_MAX_ID = "delta.columnMapping.maxColumnId"
+
+# --------------------------------------------------------------------------- properties
+
+# Every table property Delta defines (delta-spark's DeltaConfigs and the protocol's
+# "Table Properties"), so that a typo such as delta.appendOnyl is refused instead of
+# silently doing nothing. Two families are open-ended: delta.constraints.<name> (CHECK
+# constraints) and delta.feature.<name> (explicit table-feature support).
+KNOWN_DELTA_PROPERTIES: tuple[str, ...] = (
+    "delta.appendOnly",
+    "delta.autoOptimize",
+    "delta.autoOptimize.autoCompact",
+    "delta.autoOptimize.optimizeWrite",
+    "delta.checkpoint.writeStatsAsJson",
+    "delta.checkpoint.writeStatsAsStruct",
+    "delta.checkpointInterval",
+    "delta.checkpointPolicy",
+    "delta.checkpointRetentionDuration",
+    "delta.columnMapping.maxColumnId",
+    "delta.columnMapping.mode",
+    "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.dataSkippingNumIndexedCols",
+    "delta.dataSkippingStatsColumns",
+    "delta.deletedFileRetentionDuration",
+    "delta.enableChangeDataFeed",
+    "delta.enableDeletionVectors",
+    "delta.enableExpiredLogCleanup",
+    "delta.enableIcebergCompatV1",
+    "delta.enableIcebergCompatV2",
+    "delta.enableInCommitTimestamps",
+    "delta.enableRowTracking",
+    "delta.enableTypeWidening",
+    "delta.enableVariantShredding",
+    "delta.inCommitTimestampEnablementTimestamp",
+    "delta.inCommitTimestampEnablementVersion",
+    "delta.isolationLevel",
+    "delta.logRetentionDuration",
+    "delta.minReaderVersion",
+    "delta.minWriterVersion",
+    "delta.parquet.compression.codec",
+    "delta.parquet.format.version",
+    "delta.randomPrefixLength",
+    "delta.randomizeFilePrefixes",
+    "delta.rowTrackingSuspended",
+    "delta.sampleRetentionDuration",
+    "delta.setTransactionRetentionDuration",
+    "delta.targetFileSize",
+    "delta.tuneFileSizesForRewrites",
+    "delta.universalFormat.enabledFormats",
+)
+_KNOWN_BY_LOWER = {k.lower(): k for k in KNOWN_DELTA_PROPERTIES}
+FEATURE_PROPERTY_PREFIX = "delta.feature."
+
+# Properties only a writer sets (Delta refuses them from users): they record facts
+# about the table's history, which a user cannot know at creation.
+_WRITER_OWNED_PROPERTIES = frozenset(
+    {
+        COLUMN_MAPPING_MAX_ID,
+        "delta.inCommitTimestampEnablementVersion",
+        "delta.inCommitTimestampEnablementTimestamp",
+    }
+)
+
+# Properties that switch on a feature this engine cannot honour on later writes.
+_UNSUPPORTED_ENABLING_PROPERTIES: Mapping[str, str] = {
+    "delta.enableChangeDataFeed": "changeDataFeed",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableIcebergCompatV1": "icebergCompatV1",
+    "delta.enableIcebergCompatV2": "icebergCompatV2",
+    "delta.enableVariantShredding": "variantShredding",
+}
+
+# Table features that readers must understand too (listed in readerFeatures as well).
+READER_WRITER_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
+        "catalogManaged",
+        "catalogOwned-preview",
+    }
+)
+
+# The (reader, writer) versions that imply a feature without table features; features
+# absent here exist only as table features (writer version 7).
+_LEGACY_VERSIONS: Mapping[str, tuple[int, int]] = {
+    "appendOnly": (1, 2),
+    "invariants": (1, 2),
+    "checkConstraints": (1, 3),
+    "changeDataFeed": (1, 4),
+    "generatedColumns": (1, 4),
+    "columnMapping": (2, 5),
+    "identityColumns": (1, 6),
+}
+_LEGACY_WRITER_IMPLIES: Mapping[int, tuple[str, ...]] = {
+    2: ("appendOnly", "invariants"),
+    3: ("appendOnly", "invariants", "checkConstraints"),
+    4: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"),
+    5: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping"),
+    6: (
+        "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping",
+        "identityColumns",
+    ),
+}
+
+# Spark's ExternalCatalogUtils escape set for partition directory names (on POSIX), plus NUL,
+# which no file system accepts in a name.
+_PATH_ESCAPE = frozenset([chr(c) for c in range(0, 0x20)] + list('"#%\'*/:=?\\\x7f{[]^'))
+# Characters parquet (and therefore Delta without column mapping) refuses in column names.
+_INVALID_NAME_CHARS = frozenset(" ,;{}()\n\t=")
+_LOG_FILE = re.compile(r"^\d{20}\.(json|checkpoint\..+)$")
+
+_COMPRESSION_EXTENSIONS: Mapping[str, str] = {
+    "snappy": ".snappy",
+    "zstd": ".zstd",
+    "gzip": ".gz",
+    "lz4": ".lz4",
+    "lz4_raw": ".lz4raw",
+    "brotli": ".br",
+    "none": "",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _NormalizedProperties:
+    configuration: dict[str, str]  # what goes into metaData.configuration
+    features: frozenset[str]  # features asked for explicitly (delta.feature.<name>)
+    min_reader_version: int | None  # delta.minReaderVersion, if given
+    min_writer_version: int | None  # delta.minWriterVersion, if given
+
+
+def normalize_properties(properties: Mapping[str, str] | None) -> _NormalizedProperties:
+    """Validate user properties for a new table.
+
+    ``delta.*`` keys are matched case-insensitively and stored in Delta's spelling;
+    unknown ones raise :class:`UnknownTablePropertyError` listing the valid ones. Other
+    keys are user metadata and kept as given. ``delta.feature.<name>`` and
+    ``delta.min{Reader,Writer}Version`` shape the protocol and are not stored, as in
+    Delta. Values are checked with :class:`TableProperties`.
+    """
+    configuration: dict[str, str] = {}
+    features: set[str] = set()
+    min_reader: int | None = None
+    min_writer: int | None = None
+    for raw_key, raw_value in (properties or {}).items():
+        key = str(raw_key)
+        if raw_value is None:
+            raise InvalidTablePropertyError(key, raw_value, "a string value")
+        value = str(raw_value).lower() if isinstance(raw_value, bool) else str(raw_value)
+        lower = key.lower()
+        if not lower.startswith("delta."):
+            configuration[key] = value
+            continue
+        if lower.startswith(FEATURE_PROPERTY_PREFIX):
+            name = key[len(FEATURE_PROPERTY_PREFIX):]
+            if value.strip().lower() not in ("supported", "enabled"):
+                raise InvalidTablePropertyError(key, value, "'supported'")
+            features.add(name)
+            continue
+        if lower.startswith(CHECK_CONSTRAINT_PREFIX):
+            name = key[len(CHECK_CONSTRAINT_PREFIX):]
+            if not name or not value.strip():
+                raise InvalidTablePropertyError(key, value, "delta.constraints.<name> = <boolean SQL expression>")
+            # Delta keys constraints by their lower-cased name (names are case-insensitive).
+            configuration[CHECK_CONSTRAINT_PREFIX + name.lower()] = value
+            continue
+        canonical = _KNOWN_BY_LOWER.get(lower)
+        if canonical is None:
+            raise UnknownTablePropertyError(
+                key, value, [*KNOWN_DELTA_PROPERTIES, "delta.constraints.<name>", "delta.feature.<name>"]
+            )
+        if canonical in _WRITER_OWNED_PROPERTIES:
+            raise InvalidTablePropertyError(key, value, "no value: the writer maintains this property itself")
+        if canonical == "delta.minReaderVersion":
+            min_reader = _version_property(key, value, 1, 3)
+            continue
+        if canonical == "delta.minWriterVersion":
+            min_writer = _version_property(key, value, 2, 7)
+            continue
+        configuration[canonical] = value
+    for key, feature in _UNSUPPORTED_ENABLING_PROPERTIES.items():
+        if configuration.get(key, "").strip().lower() == "true":
+            raise UnsupportedFeatureError([feature], access="write", detail=f"{key}=true asks for it")
+    if configuration.get("delta.universalFormat.enabledFormats", "").strip():
+        raise UnsupportedFeatureError(["icebergCompatV2"], access="write", detail="delta.universalFormat.enabledFormats")
+    TableProperties.from_configuration(configuration)  # raises InvalidTablePropertyError
+    _compression_codec(configuration)
+    _int_property(configuration, "delta.targetFileSize", 1)
+    return _NormalizedProperties(configuration, frozenset(features), min_reader, min_writer)
+
+
+def _version_property(key: str, value: str, low: int, high: int) -> int:
+    try:
+        parsed = int(value)
+    except ValueError:
+        raise InvalidTablePropertyError(key, value, f"an integer from {low} to {high}") from None
+    if not low <= parsed <= high:
+        raise InvalidTablePropertyError(key, value, f"an integer from {low} to {high}")
+    return parsed
+
+
+def _int_property(configuration: Mapping[str, str], key: str, minimum: int) -> int | None:
+    value = configuration.get(key)
+    if value is None:
+        return None
+    try:
+        parsed = int(value.strip())
+    except ValueError:
+        raise InvalidTablePropertyError(key, value, f"an integer >= {minimum}") from None
+    if parsed < minimum:
+        raise InvalidTablePropertyError(key, value, f"an integer >= {minimum}")
+    return parsed
+
+
+def _compression_codec(configuration: Mapping[str, str]) -> str:
+    value = configuration.get("delta.parquet.compression.codec")
+    if value is None:
+        return "snappy"
+    codec = value.strip().lower()
+    codec = "none" if codec == "uncompressed" else codec
+    if codec not in _COMPRESSION_EXTENSIONS:
+        raise InvalidTablePropertyError(
+            "delta.parquet.compression.codec", value, "one of uncompressed, snappy, gzip, lz4, lz4_raw, zstd, brotli"
+        )
+    return codec
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+def required_features(schema_json: Mapping[str, Any], configuration: Mapping[str, str]) -> frozenset[str]:
+    """Table features the schema and properties of a new table make necessary."""
+    props = TableProperties.from_configuration(configuration)
+    needed: set[str] = set()
+    if props.append_only:
+        needed.add("appendOnly")
+    if invariants_of(schema_json):
+        needed.add("invariants")
+    if any(k.startswith(CHECK_CONSTRAINT_PREFIX) for k in configuration):
+        needed.add("checkConstraints")
+    if props.column_mapping_mode != "none":
+        needed.add("columnMapping")
+    if props.enable_deletion_vectors:
+        needed.add("deletionVectors")
+    if props.enable_in_commit_timestamps:
+        needed.add("inCommitTimestamp")
+    if props.checkpoint_policy == "v2":
+        needed.add("v2Checkpoint")
+    if configuration.get("delta.enableTypeWidening", "").strip().lower() == "true":
+        needed.add("typeWidening")
+    if _uses_type(schema_json, "timestamp_ntz"):
+        needed.add("timestampNtz")
+    return frozenset(needed)
+
+
+def minimal_protocol(
+    features: Iterable[str], min_reader_version: int | None = None, min_writer_version: int | None = None
+) -> Protocol:
+    """The smallest protocol supporting ``features``: legacy versions when they suffice, else table features.
+
+    Legacy: (1, 2) at least, raised to the versions that imply each feature. Table
+    features: writer version 7 listing every feature; reader version 3 listing the
+    reader-writer ones when there are any (reader version 1 otherwise).
+    """
+    wanted = set(features)
+    unsupported = sorted(
+        f for f in wanted
+        if f not in SUPPORTED_WRITER_FEATURES or (f in READER_WRITER_FEATURES and f not in SUPPORTED_READER_FEATURES)
+    )
+    if unsupported:
+        raise UnsupportedFeatureError(unsupported, access="write", detail="a new table cannot be created with it")
+    reader_floor = min_reader_version or 1
+    writer_floor = min_writer_version or 2
+    needs_table_features = any(f not in _LEGACY_VERSIONS for f in wanted) or reader_floor >= 3 or writer_floor >= 7
+    if not needs_table_features:
+        reader = max([reader_floor] + [_LEGACY_VERSIONS[f][0] for f in wanted])
+        writer = max([writer_floor] + [_LEGACY_VERSIONS[f][1] for f in wanted])
+        if reader == 2:  # reader version 2 means column mapping, which writers know from version 5
+            writer = max(writer, 5)
+        return Protocol(reader, writer)
+    # A legacy writer version asked for explicitly keeps the features it implies.
+    if min_writer_version is not None and min_writer_version < 7:
+        wanted.update(f for f in _LEGACY_WRITER_IMPLIES.get(min_writer_version, ()) if f in SUPPORTED_WRITER_FEATURES)
+    if min_reader_version == 2:
+        wanted.add("columnMapping")
+    reader_features = {f for f in wanted if f in READER_WRITER_FEATURES}
+    if reader_features or reader_floor >= 3:
+        return Protocol(3, 7, frozenset(reader_features), frozenset(wanted))
+    return Protocol(1, 7, None, frozenset(wanted))
+
+
+def _uses_type(schema_json: Mapping[str, Any], type_name: str) -> bool:
+    def walk(t: Any) -> bool:
+        if isinstance(t, str):
+            return t == type_name
+        kind = t.get("type")
+        if kind == "struct":
+            return any(walk(f["type"]) for f in t.get("fields", []))
+        if kind == "array":
+            return walk(t["elementType"])
+        if kind == "map":
+            return walk(t["keyType"]) or walk(t["valueType"])
+        return False
+
+    return walk(schema_json)
+
+
+# ------------------------------------------------------------------ schema checks
+
+
+def _check_schema(schema_json: Mapping[str, Any], column_mapping: bool) -> None:
+    """Column names must be unique ignoring case; without column mapping parquet's character rules apply."""
+    if not schema_json.get("fields"):
+        raise InvalidSchemaError("a Delta table needs at least one column")
+
+    def walk(t: Any, prefix: str) -> None:
+        if not isinstance(t, dict):
+            return
+        kind = t.get("type")
+        if kind == "struct":
+            seen: dict[str, str] = {}
+            for f in t.get("fields", []):
+                name = f["name"]
+                path = f"{prefix}{name}"
+                if name.lower() in seen:
+                    raise InvalidSchemaError(
+                        f"columns {prefix}{seen[name.lower()]!s} and {path} differ only in case; Delta column "
+                        "names must be unique regardless of case"
+                    )
+                seen[name.lower()] = name
+                if not column_mapping and (bad := sorted(set(name) & _INVALID_NAME_CHARS)):
+                    raise InvalidSchemaError(
+                        f"column name {path!r} contains {''.join(bad)!r}, which parquet column names cannot hold; "
+                        "rename it, or create the table with delta.columnMapping.mode=name"
+                    )
+                walk(f["type"], f"{path}.")
+        elif kind == "array":
+            walk(t["elementType"], f"{prefix}element.")
+        elif kind == "map":
+            walk(t["keyType"], f"{prefix}key.")
+            walk(t["valueType"], f"{prefix}value.")
+
+    walk(schema_json, "")
+
+
+def _check_partition_columns(schema_json: Mapping[str, Any], partition_by: Sequence[str]) -> tuple[str, ...]:
+    """Partition columns must be distinct top-level primitive columns, and not all of them."""
+    by_lower = {f["name"].lower(): f for f in schema_json["fields"]}
+    out: list[str] = []
+    for requested in partition_by:
+        field_json = by_lower.get(str(requested).lower())
+        if field_json is None:
+            raise InvalidSchemaError(
+                f"partition column {requested!r} is not a top-level column of the schema "
+                f"({', '.join(f['name'] for f in schema_json['fields'])})"
+            )
+        if not isinstance(field_json["type"], str):
+            raise InvalidSchemaError(
+                f"cannot partition by {field_json['name']!r}: it is a {field_json['type']['type']}, and partition "
+                "columns must be of a primitive type"
+            )
+        if field_json["type"] in ("variant", "void"):
+            raise InvalidSchemaError(f"cannot partition by {field_json['name']!r} of type {field_json['type']}")
+        if field_json["name"] in out:
+            raise InvalidSchemaError(f"partition column {field_json['name']!r} is listed twice")
+        out.append(field_json["name"])
+    if out and len(out) == len(schema_json["fields"]):
+        raise InvalidSchemaError("cannot partition by every column: a table needs at least one data column")
+    return tuple(out)
+
+
+def assign_column_mapping(schema_json: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of ``schema_json`` with an id and a ``col-<uuid>`` physical name on every (nested) field.
+
+    Ids are 1, 2, ... in pre-order (a struct before its fields), as Delta assigns them;
+    returns the schema and the largest id (``delta.columnMapping.maxColumnId``).
+    """
+    schema = json.loads(json.dumps(schema_json))
+    next_id = 0
+
+    def assign_type(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        kind = t.get("type")
+        if kind == "struct":
+            for f in t.get("fields", []):
+                assign_field(f)
+        elif kind == "array":
+            assign_type(t["elementType"])
+        elif kind == "map":
+            assign_type(t["keyType"])
+            assign_type(t["valueType"])
+
+    def assign_field(f: dict[str, Any]) -> None:
+        nonlocal next_id
+        next_id += 1
+        meta = {k: v for k, v in (f.get("metadata") or {}).items() if not k.startswith("delta.columnMapping.")}
+        meta[COLUMN_MAPPING_ID] = next_id
+        meta[COLUMN_MAPPING_PHYSICAL_NAME] = f"col-{uuid.uuid4()}"
+        f["metadata"] = meta
+        assign_type(f["type"])
+
+    assign_type(schema)
+    return schema, next_id
+
+
+def _strip_column_mapping(schema_json: Mapping[str, Any]) -> dict[str, Any]:
+    schema = json.loads(json.dumps(schema_json))
+
+    def walk(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        kind = t.get("type")
+        if kind == "struct":
+            for f in t.get("fields", []):
+                f["metadata"] = {
+                    k: v for k, v in (f.get("metadata") or {}).items() if not k.startswith("delta.columnMapping.")
+                }
+                walk(f["type"])
+        elif kind == "array":
+            walk(t["elementType"])
+        elif kind == "map":
+            walk(t["keyType"])
+            walk(t["valueType"])
+
+    walk(schema)
+    return schema
+
+
+# ------------------------------------------------------------------- create_table
+
+
+def create_table(
+    table: DeltaTable,
+    schema: pa.Schema,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> int:
+    """Create an empty table: commit version 0 with commitInfo, protocol and metaData; returns 0.
+
+    Raises :class:`TableAlreadyExistsError` when the log already has a commit or
+    checkpoint, or when a concurrent creator wins the put-if-absent of version 0.
+    """
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    if _table_exists(table.io, table.root):
+        raise TableAlreadyExistsError(table.table_uri)
+    props = normalize_properties(properties)
+    configuration = dict(props.configuration)
+    mode = TableProperties.from_configuration(configuration).column_mapping_mode
+    schema_json = _strip_column_mapping(arrow_to_delta_schema(schema))
+    _check_schema(schema_json, column_mapping=mode != "none")
+    partition_columns = _check_partition_columns(schema_json, partition_by)
+    _check_constraint_expressions(configuration, schema_to_arrow(schema_json))
+    if mode != "none":
+        schema_json, max_id = assign_column_mapping(schema_json)
+        configuration[COLUMN_MAPPING_MAX_ID] = str(max_id)
+    protocol = minimal_protocol(
+        required_features(schema_json, configuration) | props.features,
+        props.min_reader_version,
+        props.min_writer_version,
+    )
+    now = _now_ms()
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        schema_string=json.dumps(schema_json, separators=(",", ":")),
+        partition_columns=partition_columns,
+        configuration=configuration,
+        name=name,
+        description=description,
+        created_time=now,
+    )
+    check_writable(protocol, metadata)
+    user_properties = {k: v for k, v in configuration.items() if k != COLUMN_MAPPING_MAX_ID}
+    commit_info: dict[str, Any] = {}
+    if TableProperties.from_configuration(configuration).enable_in_commit_timestamps:
+        # In-commit timestamps: the commitInfo (first action) carries the commit time.
+        commit_info["inCommitTimestamp"] = now
+    commit_info.update(
+        {
+            "timestamp": now,
+            "operation": "CREATE TABLE",
+            "operationParameters": {
+                "isManaged": "false",
+                "description": description,
+                "partitionBy": json.dumps(list(partition_columns)),
+                "properties": json.dumps(user_properties, separators=(",", ":")),
+            },
+            "isolationLevel": "Serializable",
+            "isBlindAppend": True,
+            "operationMetrics": {},
+            "engineInfo": ENGINE_INFO,
+            "txnId": str(uuid.uuid4()),
+        }
+    )
+    actions = [{"commitInfo": commit_info}, {"protocol": protocol.to_json()}, {"metaData": metadata.to_json()}]
+    body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
+    if not table.io.put_if_absent(commit_path(table.root, 0), body):
+        raise TableAlreadyExistsError(table.table_uri)
+    _post_commit(table, 0, actions)
+    return 0
+
+
+def _check_constraint_expressions(configuration: Mapping[str, str], schema: pa.Schema) -> None:
+    """Every CHECK constraint must parse and refer only to existing columns."""
+    checks = {k: v for k, v in configuration.items() if k.startswith(CHECK_CONSTRAINT_PREFIX)}
+    if not checks:
+        return
+    from airflow_delta.engine.expressions import parse_predicate
+
+    for key, sql in checks.items():
+        try:
+            parse_predicate(sql, schema)
+        except InvalidFilterError as exc:
+            raise InvalidTablePropertyError(key, sql, f"a boolean SQL expression over the table's columns ({exc})") from exc
+
+
+def _table_exists(io: FileIO, root: str) -> bool:
+    return any(_LOG_FILE.match(f.name) for f in io.list_dir(f"{root}/_delta_log"))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _post_commit(table: DeltaTable, version: int, actions: list[dict[str, Any]]) -> None:
+    """The post-commit hook (.crc, checkpoints) for a commit written here; it never fails the commit."""
+    try:
+        from airflow_delta.engine.checkpoints import post_commit
+    except ImportError:  # pragma: no cover - checkpoints module absent
+        return
+    try:
+        post_commit(table, version, actions=actions)
+    except Exception as exc:
+        log.warning("version %d of %s was committed, but the post-commit hook failed: %s", version, table.table_uri, exc)
+
+
+# ------------------------------------------------------------------ data conforming
+
+
+def conform_to_schema(data: pa.Table, target: pa.Schema) -> pa.Table:
+    """``data`` cast to the table's logical schema, or :class:`SchemaMismatchError` naming every problem.
+
+    Columns are matched by name (case-insensitively when there is no exact match).
+    Allowed: lossless widening (int8 -> ... -> int64, float -> double, wider decimals),
+    string/binary layout variants, dictionary-encoded values, timestamps of any unit
+    (when no precision is lost) and zone (converted to UTC) into ``timestamp``, naive
+    timestamps into ``timestamp_ntz``. NOT NULL is checked separately
+    (:func:`enforce_not_null`), so nullable Arrow fields are accepted everywhere.
+    """
+    by_lower: dict[str, str] = {}
+    for n in data.column_names:
+        by_lower.setdefault(n.lower(), n)
+    problems: list[str] = []
+    columns: list[pa.ChunkedArray] = []
+    matched: set[str] = set()
+    for target_field in target:
+        source_name = target_field.name if target_field.name in data.column_names else by_lower.get(target_field.name.lower())
+        if source_name is None:
+            problems.append(f"missing column {target_field.name!r} ({target_field.type})")
+            continue
+        matched.add(source_name)
+        column = data.column(source_name)
+        problem = _type_problem(column.type, target_field.type, target_field.name)
+        if problem:
+            problems.append(problem)
+            continue
+        try:
+            columns.append(column if column.type == target_field.type else column.cast(target_field.type, safe=True))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            hint = ""
+            if pa.types.is_timestamp(target_field.type) and pa.types.is_timestamp(column.type):
+                hint = " (Delta stores microseconds: truncate first, e.g. column.cast(..., safe=False))"
+            problems.append(f"column {target_field.name!r} cannot be converted to {target_field.type}: {exc}{hint}")
+    extra = [n for n in data.column_names if n not in matched]
+    if extra:
+        problems.append(f"columns not in the table schema: {', '.join(repr(n) for n in extra)}")
+    if problems:
+        raise SchemaMismatchError(
+            "data does not match the table schema: " + "; ".join(problems)
+            + ". Cast or rename the data to the table schema (no schema evolution on append)"
+        )
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+_INT_WIDTH = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+_UINT_WIDTH = {pa.uint8(): 8, pa.uint16(): 16, pa.uint32(): 32, pa.uint64(): 64}
+
+
+def _type_problem(src: pa.DataType, dst: pa.DataType, path: str) -> str | None:
+    """Why values of ``src`` cannot be written into a column of ``dst`` losslessly, or None."""
+    if pa.types.is_dictionary(src):
+        return _type_problem(src.value_type, dst, path)
+    if pa.types.is_null(src):
+        return None
+    if src.equals(dst):
+        return None
+    mismatch = f"column {path!r} has type {src} but the table has {dst}"
+    if dst in _INT_WIDTH:
+        if src in _INT_WIDTH and _INT_WIDTH[src] <= _INT_WIDTH[dst]:
+            return None
+        if src in _UINT_WIDTH and _UINT_WIDTH[src] < _INT_WIDTH[dst]:
+            return None
+        return mismatch
+    if pa.types.is_floating(dst):
+        if pa.types.is_floating(src) and src.bit_width <= dst.bit_width:
+            return None
+        return mismatch
+    if pa.types.is_decimal(dst):
+        if pa.types.is_decimal(src) and src.scale <= dst.scale and src.precision - src.scale <= dst.precision - dst.scale:
+            return None
+        return mismatch
+    if pa.types.is_string(dst) or pa.types.is_large_string(dst):
+        return None if (pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_string_view(src)) else mismatch
+    if pa.types.is_binary(dst) or pa.types.is_large_binary(dst):
+        ok = (
+            pa.types.is_binary(src) or pa.types.is_large_binary(src) or pa.types.is_binary_view(src)
+            or pa.types.is_fixed_size_binary(src)
+        )
+        return None if ok else mismatch
+    if pa.types.is_date(dst):
+        return None if pa.types.is_date(src) else mismatch
+    if pa.types.is_timestamp(dst):
+        if not pa.types.is_timestamp(src):
+            return mismatch
+        if dst.tz is not None and src.tz is None:
+            return (
+                f"column {path!r} holds timestamps without a time zone ({src}) but the table column is a "
+                "timestamp (an instant, UTC); attach the zone (e.g. pc.assume_timezone) or use a timestamp_ntz column"
+            )
+        if dst.tz is None and src.tz is not None:
+            return (
+                f"column {path!r} holds zoned timestamps ({src}) but the table column is timestamp_ntz "
+                "(no time zone); drop the zone first"
+            )
+        return None
+    if pa.types.is_struct(dst):
+        if not pa.types.is_struct(src):
+            return mismatch
+        src_names = [src.field(i).name for i in range(src.num_fields)]
+        problems = []
+        for i in range(dst.num_fields):
+            f = dst.field(i)
+            if f.name not in src_names:
+                problems.append(f"missing field {path}.{f.name}")
+                continue
+            p = _type_problem(src.field(src_names.index(f.name)).type, f.type, f"{path}.{f.name}")
+            if p:
+                problems.append(p)
+        extra = [n for n in src_names if dst.get_field_index(n) < 0]
+        if extra:
+            problems.append(f"fields not in the table schema: {', '.join(f'{path}.{n}' for n in extra)}")
+        return "; ".join(problems) or None
+    if pa.types.is_list(dst) or pa.types.is_large_list(dst):
+        if not (pa.types.is_list(src) or pa.types.is_large_list(src) or pa.types.is_fixed_size_list(src)
+                or pa.types.is_list_view(src)):
+            return mismatch
+        return _type_problem(src.value_type, dst.value_type, f"{path}.element")
+    if pa.types.is_map(dst):
+        if not pa.types.is_map(src):
+            return mismatch
+        return _type_problem(src.key_type, dst.key_type, f"{path}.key") or _type_problem(
+            src.item_type, dst.item_type, f"{path}.value"
+        )
+    return mismatch
+
+
+# ---------------------------------------------------------------------- data files
+
+
+@dataclass(frozen=True, slots=True)
+class _WriteLayout:
+    """Everything about a table that decides how its data files are laid out."""
+
+    io: FileIO
+    root: str
+    metadata: Metadata
+    logical_schema: pa.Schema  # the table's columns, logical names and types
+    partition_columns: tuple[str, ...]
+    mapping: ColumnMapping  # logical <-> physical names and field ids (identity without column mapping)
+    random_prefix_length: int  # 0: Hive-style partition directories
+    compression: str
+    target_file_size: int
+    tight_bounds: bool  # deletion vectors supported: stats say their bounds are tight, as Delta writes them
+
+    @property
+    def data_columns(self) -> list[str]:
+        return [n for n in self.logical_schema.names if n not in self.partition_columns]
+
+
+def _layout(snapshot: Snapshot, target_file_size: int | None) -> _WriteLayout:
+    metadata = snapshot.metadata
+    props = snapshot.properties
+    mapping = ColumnMapping.from_metadata(metadata, snapshot.protocol)
+    partition_columns = tuple(snapshot.partition_columns)
+    if props.randomize_file_prefixes or (mapping.enabled and partition_columns):
+        # Under column mapping Delta never names directories after partition columns
+        # (they would expose renamable logical names); it uses random prefixes instead.
+        prefix_length = props.random_prefix_length
+    else:
+        prefix_length = 0
+    size = target_file_size or _int_property(metadata.configuration, "delta.targetFileSize", 1) or DEFAULT_TARGET_FILE_SIZE
+    return _WriteLayout(
+        io=snapshot.io,
+        root=snapshot.table_root,
+        metadata=metadata,
+        logical_schema=snapshot.schema,
+        partition_columns=partition_columns,
+        mapping=mapping,
+        random_prefix_length=prefix_length,
+        compression=_compression_codec(metadata.configuration),
+        target_file_size=int(size),
+        tight_bounds=snapshot.protocol.has_writer_feature("deletionVectors"),
+    )
+
+
+def escape_partition_path(value: str) -> str:
+    """Escape a partition column name or value for a directory name, as Spark does (``%XX``)."""
+    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPE else c for c in value)
+
+
+def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> str:
+    if layout.random_prefix_length:
+        alphabet = string.ascii_letters + string.digits
+        return "".join(secrets.choice(alphabet) for _ in range(layout.random_prefix_length))
+    return "/".join(
+        f"{escape_partition_path(c)}={escape_partition_path(v) if v is not None else HIVE_DEFAULT_PARTITION}"
+        for c, v in ((c, values[c]) for c in layout.partition_columns)
+    )
+
+
+def _file_name(index: int, compression: str) -> str:
+    return f"part-{index:05d}-{uuid.uuid4()}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
+
+
+@dataclass(slots=True)
+class _PartitionBuffer:
+    values: dict[str, str | None]  # logical name -> serialized value
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+
+
+class _FileWriter:
+    """Buffers validated rows per partition and writes a parquet file whenever one is full."""
+
+    def __init__(self, layout: _WriteLayout) -> None:
+        self.layout = layout
+        self.buffers: dict[tuple[str | None, ...], _PartitionBuffer] = {}
+        self.rows_per_file: int | None = None
+        self.adds: list[AddFile] = []
+        self.file_index = 0
+
+    def add(self, data: pa.Table) -> None:
+        if data.num_rows == 0:
+            return
+        if self.rows_per_file is None:
+            bytes_per_row = max(1, data.nbytes // data.num_rows)
+            self.rows_per_file = max(1, self.layout.target_file_size // bytes_per_row)
+        for values, rows in _split_partitions(data, self.layout):
+            key = tuple(values[c] for c in self.layout.partition_columns)
+            buffer = self.buffers.setdefault(key, _PartitionBuffer(values))
+            buffer.tables.append(rows)
+            buffer.rows += rows.num_rows
+            if buffer.rows >= self.rows_per_file:
+                self._flush(buffer, final=False)
+
+    def finish(self) -> list[AddFile]:
+        for buffer in self.buffers.values():
+            self._flush(buffer, final=True)
+        self.buffers.clear()
+        return self.adds
+
+    def _flush(self, buffer: _PartitionBuffer, *, final: bool) -> None:
+        assert self.rows_per_file is not None
+        if not buffer.tables:
+            return
+        pending = pa.concat_tables(buffer.tables) if len(buffer.tables) > 1 else buffer.tables[0]
+        offset = 0
+        while pending.num_rows - offset >= self.rows_per_file or (final and offset < pending.num_rows):
+            chunk = pending.slice(offset, self.rows_per_file)
+            self.adds.append(self._write_file(chunk, buffer.values))
+            offset += chunk.num_rows
+        rest = pending.slice(offset)
+        buffer.tables = [rest] if rest.num_rows else []
+        buffer.rows = rest.num_rows
+
+    def _write_file(self, rows: pa.Table, values: Mapping[str, str | None]) -> AddFile:
+        from airflow_delta.engine.stats import compute_stats
+
+        layout = self.layout
+        directory = _partition_dir(layout, values) if (layout.partition_columns or layout.random_prefix_length) else ""
+        relative = f"{directory}/{_file_name(self.file_index, layout.compression)}" if directory else _file_name(
+            self.file_index, layout.compression
+        )
+        self.file_index += 1
+        absolute = resolve_in_table(layout.root, encode_log_path(relative))
+        data_rows = rows.select(layout.data_columns)
+        with layout.io.open_output_stream(absolute) as out:
+            pq.write_table(
+                layout.mapping.to_physical(data_rows),
+                out,
+                compression=layout.compression,
+                write_statistics=True,
+            )
+        info = layout.io.info(absolute)
+        if info is None:
+            raise DataFileNotFoundError(f"data file {absolute} was written but cannot be listed; storage is inconsistent")
+        return AddFile(
+            path=encode_log_path(relative),
+            partition_values={layout.mapping.physical_name(c): values[c] for c in layout.partition_columns},
+            size=info.size,
+            modification_time=info.modification_time,
+            data_change=True,
+            stats=compute_stats(data_rows, layout.metadata, tight_bounds=True if layout.tight_bounds else None),
+        )
+
+
+def _split_partitions(data: pa.Table, layout: _WriteLayout) -> Iterator[tuple[dict[str, str | None], pa.Table]]:
+    """(serialized partition values by logical name, rows) for each distinct partition in ``data``."""
+    if not layout.partition_columns:
+        yield {}, data
+        return
+    keys = data.select(list(layout.partition_columns))
+    indexed = keys.append_column("__row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    groups = indexed.group_by(list(layout.partition_columns), use_threads=False).aggregate([("__row", "list")])
+    row_lists = groups.column("__row_list")
+    key_rows = groups.select(list(layout.partition_columns)).to_pylist()
+    for i, key in enumerate(key_rows):
+        values: dict[str, str | None] = {}
+        for c in layout.partition_columns:
+            serialized = serialize_partition_value(key[c], layout.logical_schema.field(c).type)
+            # An empty string cannot be told apart from NULL in a partition value (the
+            # protocol reads "" as null); Delta stores both as null.
+            values[c] = serialized if serialized != "" else None
+        yield values, data.take(row_lists[i].values)
+
+
+# ---------------------------------------------------------------------- append
+
+
+# Rows of a RecordBatchReader validated and partitioned at a time: a stream is never
+# held in memory whole, only up to this many rows plus one open file per partition.
+STREAM_CHUNK_ROWS = 1 << 20
+
+
+def _iter_tables(data: pa.Table | pa.RecordBatchReader | pa.RecordBatch) -> Iterator[pa.Table]:
+    """``data`` as tables of about :data:`STREAM_CHUNK_ROWS` rows (a Table is taken whole)."""
+    chunk_rows = STREAM_CHUNK_ROWS
+    if isinstance(data, pa.Table):
+        yield data
+        return
+    if isinstance(data, pa.RecordBatch):
+        yield pa.Table.from_batches([data])
+        return
+    if isinstance(data, pa.RecordBatchReader):
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in data:
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows >= chunk_rows:
+                yield pa.Table.from_batches(pending, schema=data.schema)
+                pending, rows = [], 0
+        if pending:
+            yield pa.Table.from_batches(pending, schema=data.schema)
+        return
+    raise SchemaMismatchError(
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch or RecordBatchReader"
+    )
+
+
+def write_data_files(
+    snapshot: Snapshot,
+    data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
+    *,
+    target_file_size: int | None = None,
+) -> list[AddFile]:
+    """Validate ``data`` against the table and write it as parquet files; returns their ``add`` actions.
+
+    Nothing is committed: the caller commits the actions (or leaves the files as
+    orphans for VACUUM). Raises :class:`SchemaMismatchError` or
+    :class:`ConstraintViolationError` before writing anything for a chunk that fails.
+    """
+    check_writable(snapshot.protocol, snapshot.metadata)
+    layout = _layout(snapshot, target_file_size)
+    constraints = table_constraints(snapshot.protocol, snapshot.metadata)
+    writer = _FileWriter(layout)
+    for chunk in _iter_tables(data):
+        writer.add(_validated(chunk, layout.logical_schema, constraints))
+    return writer.finish()
+
+
+def _validated(chunk: pa.Table, schema: pa.Schema, constraints: tuple[Constraint, ...]) -> pa.Table:
+    conformed = conform_to_schema(chunk, schema)
+    enforce_not_null(conformed, schema)
+    enforce_constraints(conformed, constraints, schema)
+    return conformed
+
+
+def append(
+    table: DeltaTable,
+    data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
+    *,
+    target_file_size: int | None = None,
+    app_id: str | None = None,
+    app_version: int | None = None,
+    partition_by: Sequence[str] | None = None,
+) -> int:
+    """Append ``data`` to ``table`` in one blind-append commit; returns the committed version.
+
+    ``app_id``/``app_version`` make the write idempotent (a ``txn`` action): if the table
+    already records ``app_version`` or later for ``app_id``, nothing is written and
+    :class:`TransactionAlreadyCommittedError` is raised. ``partition_by``, if given, must
+    name the table's partition columns (a guard against writing to the wrong table).
+    ``target_file_size`` (bytes, default ``delta.targetFileSize`` or 128 MiB) caps each
+    file by rows, from the in-memory size of the data.
+    """
+    if (app_id is None) != (app_version is None):
+        raise DeltaError("pass both app_id and app_version for an idempotent write, or neither")
+    with Transaction(table) as txn:
+        snapshot = txn.snapshot
+        if snapshot is None:
+            raise TableNotFoundError(table.table_uri, "append needs an existing table; create it first")
+        if partition_by is not None and [c.lower() for c in partition_by] != [
+            c.lower() for c in snapshot.partition_columns
+        ]:
+            raise SchemaMismatchError(
+                f"partition_by={list(partition_by)} does not match the table's partition columns "
+                f"{list(snapshot.partition_columns)}; changing partitioning needs an overwrite, not an append"
+            )
+        if app_id is not None and app_version is not None:
+            # Raises TransactionAlreadyCommittedError before any file is written.
+            txn.set_app_transaction(app_id, app_version)
+        adds = write_data_files(snapshot, data, target_file_size=target_file_size)
+        txn.add_files(adds)
+        metrics = {
+            "numFiles": len(adds),
+            "numOutputRows": sum(_num_records(a) for a in adds),
+            "numOutputBytes": sum(a.size for a in adds),
+        }
+        return txn.commit(
+            "WRITE",
+            {"mode": "Append", "partitionBy": json.dumps(list(snapshot.partition_columns))},
+            metrics,
+        )
+
+
+def _num_records(add: AddFile) -> int:
+    if not add.stats:
+        return 0
+    return int(json.loads(add.stats).get("numRecords", 0))
+
+
+# ------------------------------------------------------------- add_file_from_parquet
+
+
+def add_file_from_parquet(
+    io: FileIO,
+    root: str,
+    relative_path: str,
+    partition_values: Mapping[str, Any],
+    metadata: Metadata,
+    data_change: bool = True,
+) -> AddFile:
+    """The ``add`` action for a parquet file already written below the table root.
+
+    ``relative_path`` is the plain (not URI-encoded) path relative to the root.
+    ``partition_values`` maps each partition column's logical name to its value,
+    either already serialized as the protocol's string form (or None) or as a Python
+    value, which is serialized here. Size and modification time come from storage,
+    statistics from the parquet footer.
+    """
+    from airflow_delta.engine.stats import stats_from_parquet_metadata
+
+    log_path = encode_log_path(relative_path)
+    absolute = resolve_in_table(root, log_path)
+    partition_columns = tuple(metadata.partition_columns)
+    given = {str(k).lower(): (k, v) for k, v in partition_values.items()}
+    if sorted(given) != sorted(c.lower() for c in partition_columns):
+        raise SchemaMismatchError(
+            f"partition values for {sorted(str(k) for k in partition_values)} do not match the table's "
+            f"partition columns {list(partition_columns)}"
+        )
+    info = io.info(absolute)
+    if info is None:
+        raise DataFileNotFoundError(f"cannot add {relative_path!r}: no file at {absolute}")
+    logical = schema_to_arrow(metadata.schema_json)
+    mapping = ColumnMapping.from_metadata(metadata)
+    serialized: dict[str, str | None] = {}
+    for column in partition_columns:
+        value = given[column.lower()][1]
+        if value is not None and not isinstance(value, str):
+            value = serialize_partition_value(value, logical.field(column).type)
+        serialized[mapping.physical_name(column)] = value if value != "" else None
+    with io.open_input_file(absolute) as f:
+        footer = pq.ParquetFile(f).metadata
+    return AddFile(
+        path=log_path,
+        partition_values=serialized,
+        size=info.size,
+        modification_time=info.modification_time,
+        data_change=data_change,
+        stats=stats_from_parquet_metadata(footer, metadata),
+    )

@@ -1,0 +1,149 @@
+"""The benchmark harness: run each side of a case in a fresh process, time it, measure peak memory.
+
+A benchmark module (``benchmarks/<name>.py``) defines::
+
+    def cases() -> list[Case]: ...
+
+``cases()`` runs in the parent process once; it may build (and cache) data. Each
+:class:`Case` names two module-level functions of that module, ``ours`` and (optionally)
+``theirs`` (the delta-rs equivalent), and the positional ``args`` (JSON-serialisable)
+to call them with. Each side runs in its own subprocess: one untimed warm-up call
+(imports, caches), then ``repeat`` timed calls; we report the best time and the peak
+resident set size of that process (``ru_maxrss``: interpreter and libraries included).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+DATA_DIR = BENCH_DIR / ".data"  # cached inputs (gitignored)
+REPO_ROOT = BENCH_DIR.parent
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement: ``ours`` vs ``theirs`` (names of functions in the benchmark module)."""
+
+    name: str
+    ours: str
+    theirs: str | None = None
+    args: Sequence[Any] = field(default_factory=tuple)
+    repeat: int = 3
+
+
+@dataclass(frozen=True)
+class Measurement:
+    seconds: float  # best wall time of the timed runs
+    cpu_seconds: float  # CPU time (all threads) of that same run: steadier than wall time on a busy machine
+    peak_rss_mb: float
+
+
+@dataclass(frozen=True)
+class Result:
+    module: str
+    case: Case
+    ours: Measurement
+    theirs: Measurement | None
+
+
+def data_dir(name: str) -> Path:
+    """A cache directory for one benchmark's inputs."""
+    path = DATA_DIR / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def discover() -> list[str]:
+    """Names of the benchmark modules in this package."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(BENCH_DIR)]) if not m.name.startswith("_"))
+
+
+def measure(module: str, function: str, args: Sequence[Any], repeat: int) -> Measurement:
+    """Run ``benchmarks.<module>.<function>(*args)`` in a fresh interpreter."""
+    cmd = [sys.executable, "-m", "benchmarks._harness", module, function, json.dumps(list(args)), str(repeat)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module}.{function} failed:\n{proc.stderr[-4000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Measurement(out["seconds"], out["cpu_seconds"], out["peak_rss_mb"])
+
+
+def run_module(module: str) -> list[Result]:
+    mod = importlib.import_module(f"benchmarks.{module}")
+    results = []
+    for case in mod.cases():
+        ours = measure(module, case.ours, case.args, case.repeat)
+        theirs = measure(module, case.theirs, case.args, case.repeat) if case.theirs else None
+        result = Result(module, case, ours, theirs)
+        print_row(result)
+        results.append(result)
+    return results
+
+
+HEADER = (
+    f"{'benchmark':<16} {'case':<26} {'ours s':>7} {'d-rs s':>7} {'ratio':>6}"
+    f" {'ours cpu':>8} {'d-rs cpu':>8} {'ratio':>6} {'ours MB':>8} {'d-rs MB':>8}"
+)
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return f"{a / b:6.2f}" if b else f"{'-':>6}"
+
+
+def print_row(r: Result) -> None:
+    t = r.theirs
+    print(
+        f"{r.module:<16} {r.case.name:<26} {r.ours.seconds:7.3f} {t.seconds if t else float('nan'):7.3f}"
+        f" {_ratio(r.ours.seconds, t.seconds if t else None)}"
+        f" {r.ours.cpu_seconds:8.3f} {t.cpu_seconds if t else float('nan'):8.3f}"
+        f" {_ratio(r.ours.cpu_seconds, t.cpu_seconds if t else None)}"
+        f" {r.ours.peak_rss_mb:8.0f} {t.peak_rss_mb if t else float('nan'):8.0f}",
+        flush=True,
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m benchmarks [name ...]``: run the named benchmark modules (default: all)."""
+    names = list(argv) or discover()
+    unknown = [n for n in names if n not in discover()]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(discover())}", file=sys.stderr)
+        return 2
+    print(HEADER, flush=True)
+    for name in names:
+        run_module(name)
+    print("s = best wall seconds; cpu = CPU seconds of that run (all threads); ratio = ours / delta-rs "
+          "(below 1: we are faster); MB = peak RSS of the measuring process", flush=True)
+    return 0
+
+
+def _child(module: str, function: str, args_json: str, repeat: int) -> None:
+    fn = getattr(importlib.import_module(f"benchmarks.{module}"), function)
+    args = json.loads(args_json)
+    fn(*args)  # warm-up: imports, lazy initialisation
+    best, best_cpu = float("inf"), float("inf")
+    for _ in range(max(1, repeat)):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        fn(*args)
+        wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        if wall < best:
+            best, best_cpu = wall, cpu
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kilobytes on Linux
+    print(json.dumps({"seconds": best, "cpu_seconds": best_cpu, "peak_rss_mb": peak_kb / 1024}))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -1,0 +1,169 @@
+"""Commit throughput under contention: 1, 4 and 8 processes appending to one table at once.
+
+Each writer process appends a one-row table ``COMMITS_PER_WRITER`` times (ours:
+``DeltaTable.append``; delta-rs: ``write_deltalake(mode="append")``), so every commit
+writes one small parquet file and one log entry, and with several writers most commits
+first lose a race and retry. Both tables use ``delta.checkpointInterval=10`` (Delta's
+default; delta-rs would otherwise checkpoint every 100 versions), so both do the same
+post-commit work.
+
+The writer processes are started (and import everything) during the untimed warm-up
+call and reused, so a timed call covers: create a fresh table, let all writers append
+concurrently, wait for all of them. ``commits/s = writers * COMMITS_PER_WRITER / time``.
+delta-rs gives up after 15 retries without backoff; a write it gives up on is retried
+by the benchmark worker (so both sides land the same number of commits) and counted.
+
+``python -m benchmarks commit_throughput`` prints the harness table (time ratio);
+``python -m benchmarks.commit_throughput`` prints commits per second for both sides.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import shutil
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks._harness import Case, data_dir, measure
+
+WRITERS = (1, 4, 8)
+COMMITS_PER_WRITER = 20
+CONFIG = {"delta.checkpointInterval": "10"}
+
+_pools: dict[tuple[str, int], _WriterPool] = {}
+
+
+class _WriterPool:
+    """``n`` long-lived writer processes, each with its own inbox, so each run gets exactly one task per writer."""
+
+    def __init__(self, side: str, n: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.outbox: Any = ctx.Queue()
+        self.inboxes: list[Any] = [ctx.Queue() for _ in range(n)]
+        self.procs = [
+            ctx.Process(target=_writer_loop, args=(side, inbox, self.outbox), daemon=True) for inbox in self.inboxes
+        ]
+        for p in self.procs:
+            p.start()
+
+    def run(self, path: str, commits: int) -> list[dict[str, Any]]:
+        barrier_id = uuid.uuid4().hex
+        for i, inbox in enumerate(self.inboxes):
+            inbox.put((path, commits, i, barrier_id))
+        results = [self.outbox.get(timeout=600) for _ in self.inboxes]
+        failed = [r for r in results if "error" in r]
+        if failed:
+            raise RuntimeError(failed[0]["error"])
+        return results
+
+
+def _writer_loop(side: str, inbox: Any, outbox: Any) -> None:
+    import traceback
+
+    import pyarrow as pa
+
+    if side == "ours":
+        from airflow_delta.engine import DeltaTable, writer  # noqa: F401  (import before timing)
+    else:
+        import deltalake  # noqa: F401
+    while True:
+        path, commits, index, _ = inbox.get()
+        try:
+            data = pa.table({"id": pa.array([index], pa.int64()), "value": pa.array([f"w{index}"], pa.string())})
+            retried = 0
+            if side == "ours":
+                table = DeltaTable(path)
+                for _ in range(commits):
+                    table.append(data)
+            else:
+                from deltalake import write_deltalake
+                from deltalake.exceptions import CommitFailedError
+
+                for _ in range(commits):
+                    while True:
+                        try:
+                            write_deltalake(path, data, mode="append")
+                            break
+                        except CommitFailedError:
+                            retried += 1  # delta-rs ran out of its 15 retries
+            outbox.put({"index": index, "gave_up": retried})
+        except Exception as exc:
+            outbox.put({"index": index, "error": "".join(traceback.format_exception(exc))})
+
+
+def _pool(side: str, writers: int) -> _WriterPool:
+    key = (side, writers)
+    if key not in _pools:
+        _pools[key] = _WriterPool(side, writers)
+    return _pools[key]
+
+
+def _fresh_path() -> str:
+    runs = data_dir("commit_throughput") / "runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    runs.mkdir(parents=True)
+    return str(runs / uuid.uuid4().hex)
+
+
+def _check(path: str, expected_versions: int) -> None:
+    log_dir = Path(path, "_delta_log")
+    versions = sorted(int(f.name.split(".")[0]) for f in log_dir.glob("*.json"))
+    assert versions == list(range(expected_versions + 1)), f"expected versions 0..{expected_versions}, got {versions[-3:]}"
+
+
+def ours_commits(writers: int, commits: int) -> dict[str, int]:
+    import pyarrow as pa
+
+    from airflow_delta.engine import DeltaTable
+
+    pool = _pool("ours", writers)
+    path = _fresh_path()
+    schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
+    DeltaTable.create(path, schema, properties=CONFIG)
+    results = pool.run(path, commits)
+    _check(path, writers * commits)
+    return {"gave_up": sum(r["gave_up"] for r in results)}
+
+
+def delta_rs_commits(writers: int, commits: int) -> dict[str, int]:
+    import pyarrow as pa
+    from deltalake import DeltaTable as RsTable
+
+    pool = _pool("delta-rs", writers)
+    path = _fresh_path()
+    schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
+    RsTable.create(path, schema, configuration=CONFIG)
+    results = pool.run(path, commits)
+    _check(path, writers * commits)
+    return {"gave_up": sum(r["gave_up"] for r in results)}
+
+
+def cases() -> list[Case]:
+    return [
+        Case(f"{n} writer(s) x {COMMITS_PER_WRITER}", ours="ours_commits", theirs="delta_rs_commits",
+             args=(n, COMMITS_PER_WRITER), repeat=2)
+        for n in WRITERS
+    ]
+
+
+def main() -> int:
+    print(f"{'writers':>7} {'commits':>7} {'ours commits/s':>14} {'delta-rs commits/s':>18} {'ours/delta-rs':>13}")
+    for n in WRITERS:
+        total = n * COMMITS_PER_WRITER
+        ours = measure("commit_throughput", "ours_commits", (n, COMMITS_PER_WRITER), 2)
+        theirs = measure("commit_throughput", "delta_rs_commits", (n, COMMITS_PER_WRITER), 2)
+        ours_rate, theirs_rate = total / ours.seconds, total / theirs.seconds
+        gave_up = delta_rs_commits(n, COMMITS_PER_WRITER)["gave_up"]  # one more, untimed, run to count give-ups
+        print(
+            f"{n:>7} {total:>7} {ours_rate:>14.1f} {theirs_rate:>18.1f} {ours_rate / theirs_rate:>13.2f}"
+            f"   (delta-rs ran out of retries {gave_up} time(s))",
+            flush=True,
+        )
+    print("ours/delta-rs above 1: we commit faster", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

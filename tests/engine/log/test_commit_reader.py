@@ -1,0 +1,171 @@
+"""The JSON commit readers: one commit as dicts, and the vectorised bulk reader."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA
+from airflow_delta.engine.errors import CorruptCommitError
+from airflow_delta.engine.fs import LocalFileIO
+from airflow_delta.engine.log.commit_reader import (
+    file_actions_from_dicts,
+    parse_log_bytes,
+    partition_keys_of,
+    read_commit_actions,
+    read_commits,
+    struct_to_map,
+)
+from airflow_delta.engine.log.listing import list_log_segment
+from tests.engine.log import builders as b
+
+IO = LocalFileIO()
+
+
+def _lines(*actions: dict) -> bytes:
+    return b"".join(json.dumps(a).encode() + b"\n" for a in actions)
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    return table.to_pylist()
+
+
+def test_read_commit_actions(table_path: str) -> None:
+    b.write_commit(table_path, 0, [b.commit_info(), b.protocol(), b.metadata(), b.add("a")])
+    actions = read_commit_actions(IO, table_path, 0)
+    assert [next(iter(a)) for a in actions] == ["commitInfo", "protocol", "metaData", "add"]
+
+
+def test_read_commit_actions_names_the_corrupt_line(table_path: str) -> None:
+    path = b.write_raw(table_path, f"{0:020d}.json", _lines(b.commit_info(), b.protocol()) + b'{"add": {"path": \n')
+    with pytest.raises(CorruptCommitError) as err:
+        read_commit_actions(IO, table_path, 0)
+    assert err.value.file == path and err.value.line == 3
+    assert f"{path}, line 3" in str(err.value)
+
+
+def test_bulk_versions_seq_and_fields() -> None:
+    c0 = _lines(b.commit_info(), b.protocol(), b.metadata(["part"]),
+                b.add("part=x/a%20b.parquet", size=10, partition_values={"part": "x"}, stats='{"numRecords":3}',
+                      tags={"k": "v"}))
+    c1 = _lines(b.remove("part=x/a%20b.parquet", deletion_timestamp=5),
+                b.add("c", size=20, partition_values={"part": None}, deletion_vector=b.dv("abc", offset=4)))
+    parsed = parse_log_bytes([c0, c1], ["c0", "c1"], [0, 1], seq_start=100)
+    rows = _rows(parsed.file_actions)
+    assert parsed.file_actions.schema == FILE_ACTIONS_SCHEMA
+    assert [(r["version"], r["seq"], r["is_add"], r["path"]) for r in rows] == [
+        (0, 103, True, "part=x/a%20b.parquet"),  # paths stay encoded
+        (1, 104, False, "part=x/a%20b.parquet"),
+        (1, 105, True, "c"),
+    ]
+    assert rows[0]["partition_values"] == [("part", "x")]
+    assert rows[0]["tags"] == [("k", "v")]
+    assert rows[0]["stats"] == '{"numRecords":3}'
+    assert rows[0]["size"] == 10 and rows[0]["data_change"] is True and rows[0]["dv_id"] is None
+    assert rows[1]["deletion_timestamp"] == 5 and rows[1]["partition_values"] is None
+    assert rows[2]["partition_values"] == [("part", None)]  # a null partition value is kept
+    assert rows[2]["dv_id"] == "uabc@4"
+    assert rows[2]["deletion_vector"] == {"storageType": "u", "pathOrInlineDv": "abc", "offset": 4,
+                                          "sizeInBytes": 10, "cardinality": 1}
+    assert [(a.version, a.seq, a.key) for a in parsed.actions] == [
+        (0, 100, "commitInfo"), (0, 101, "protocol"), (0, 102, "metaData")]
+    assert parsed.num_lines == 6
+
+
+def test_date_like_partition_values_stay_strings() -> None:
+    # pyarrow's JSON inference would read these as timestamps; they must round-trip exactly.
+    values = ["2024-01-01", "2024-01-01 10:00:00", "1", "__HIVE_DEFAULT_PARTITION__"]
+    data = _lines(*[b.add(f"f{i}", partition_values={"d": v, "other": v}, tags={"t": v}) for i, v in enumerate(values)])
+    for keys in ([], ["d"]):  # declared or not
+        rows = _rows(parse_log_bytes([data], ["c"], [0], partition_keys=keys).file_actions)
+        assert [dict(r["partition_values"]) for r in rows] == [{"d": v, "other": v} for v in values]
+        assert [dict(r["tags"]) for r in rows] == [{"t": v} for v in values]
+
+
+def test_partition_keys_from_metadata_include_physical_names() -> None:
+    schema = json.dumps({"type": "struct", "fields": [
+        {"name": "p", "type": "string", "nullable": True,
+         "metadata": {"delta.columnMapping.physicalName": "col-123"}},
+        {"name": "x", "type": "long", "nullable": True, "metadata": {}},
+    ]})
+    assert partition_keys_of(b.metadata(["p"], schema_string=schema)["metaData"]) == {"p", "col-123"}
+    assert partition_keys_of(b.metadata()["metaData"]) == set()
+
+
+def test_unusual_formatting_and_types_fall_back_to_exact_parse() -> None:
+    data = (
+        b'{ "add" : {"path": "spaced", "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": true}}\n'
+        b'{"add": {"partitionValues": {"n": 1}, "path": "numeric-partition", "size": 1, "modificationTime": 2, "dataChange": true}}\n'
+        b"\n"
+        b'{"remove": {"path": "r", "dataChange": false}}\r\n'
+    )
+    rows = _rows(parse_log_bytes([data], ["c"], [3]).file_actions)
+    assert [(r["path"], r["is_add"], r["seq"]) for r in rows] == [("spaced", True, 0), ("numeric-partition", True, 1), ("r", False, 3)]
+    assert rows[1]["partition_values"] == [("n", "1")]
+
+
+def test_unknown_actions_and_fields_are_ignored() -> None:
+    data = _lines(
+        {"futureAction": {"x": 1}},
+        {"cdc": {"path": "_change_data/x", "partitionValues": {}, "size": 1, "dataChange": False}},
+        {"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": True,
+                 "someNewField": {"nested": [1, 2]}}},
+    )
+    parsed = parse_log_bytes([data], ["c"], [0])
+    assert [r["path"] for r in _rows(parsed.file_actions)] == ["a"]
+    assert [a.key for a in parsed.actions] == ["futureAction", "cdc"]
+
+
+def test_files_without_trailing_newline_do_not_merge() -> None:
+    c0 = _lines(b.add("a")).rstrip(b"\n")
+    c1 = _lines(b.add("b")).rstrip(b"\n")
+    rows = _rows(parse_log_bytes([c0, c1], ["c0", "c1"], [0, 1]).file_actions)
+    assert [(r["path"], r["version"]) for r in rows] == [("a", 0), ("b", 1)]
+
+
+@pytest.mark.parametrize("bad", [b'{"add": {"path": "x", "size": }}', b'{"remove": tru', b'{"metaData": {', b"[1, 2]"])
+def test_corrupt_line_is_named(bad: bytes) -> None:
+    good = _lines(b.commit_info(), b.add("a"))
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([good, good + bad + b"\n" + good], ["first.json", "second.json"], [0, 1])
+    assert (err.value.file, err.value.line) == ("second.json", 3)
+
+
+def test_add_without_path_is_corrupt() -> None:
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([b'{"add": {"size": 1}}\n'], ["c.json"], [0])
+    assert err.value.line == 1 and "path" in str(err.value)
+
+
+def test_metadata_only_read_skips_file_actions() -> None:
+    parsed = parse_log_bytes([_lines(b.protocol(), b.add("a"), b.add("b"))], ["c"], [0], file_actions=False)
+    assert parsed.file_actions.num_rows == 0 and [a.key for a in parsed.actions] == ["protocol"]
+
+
+def test_read_commits_from_disk(table_path: str) -> None:
+    for v in range(12):  # more than the sequential threshold: read in parallel
+        b.write_commit(table_path, v, [b.commit_info(), *([b.protocol(), b.metadata()] if v == 0 else []), b.add(f"f{v}")])
+    seg = list_log_segment(IO, table_path)
+    parsed = read_commits(IO, seg.commit_files, list(range(12)))
+    assert parsed.file_actions.column("path").to_pylist() == [f"f{v}" for v in range(12)]
+    assert parsed.file_actions.column("version").to_pylist() == list(range(12))
+
+
+def test_struct_to_map() -> None:
+    arr = pa.array([{"a": "1", "b": None}, None, {"a": None, "b": "2"}], pa.struct([("a", pa.string()), ("b", pa.string())]))
+    assert struct_to_map(arr, keep_null_values=True).to_pylist() == [[("a", "1"), ("b", None)], None, [("a", None), ("b", "2")]]
+    assert struct_to_map(arr, keep_null_values=False).to_pylist() == [[("a", "1")], None, [("b", "2")]]
+    empty = pa.array([{}, None], pa.struct([]))
+    assert struct_to_map(empty, keep_null_values=True).to_pylist() == [[], None]
+
+
+def test_slow_and_fast_paths_agree() -> None:
+    actions = [b.add(f"p={i % 3}/f{i}", size=i, partition_values={"p": str(i % 3)}, tags={"i": str(i)},
+                     deletion_vector=b.dv(f"dv{i}", offset=i if i % 2 else None) if i % 4 == 0 else None)
+               for i in range(20)]
+    actions += [b.remove(f"p=0/f{i}", size=i, partition_values={"p": "0"}) for i in range(0, 20, 3)]
+    fast = parse_log_bytes([_lines(*actions)], ["c"], [7]).file_actions
+    slow = file_actions_from_dicts([(7, i, next(iter(a)), next(iter(a.values()))) for i, a in enumerate(actions)])
+    assert fast.to_pylist() == slow.to_pylist()

@@ -1,0 +1,852 @@
+"""Optimistic transactions on real tables: staging, commitInfo, rebase and retry, writer checks.
+
+"Concurrent" writers here are two transactions opened on the same snapshot, committed
+one after the other: the second one finds the first in its way, exactly as when two
+processes race (``test_concurrency_stress.py`` does the racing for real).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from airflow_delta.engine import DeltaTable
+from airflow_delta.engine.actions import AddCDCFile, AddFile, Protocol
+from airflow_delta.engine.conflicts import IsolationLevel
+from airflow_delta.engine.errors import (
+    AppendOnlyViolationError,
+    CommitFailedError,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    InvalidTransactionError,
+    MetadataChangedException,
+    ProtocolChangedException,
+    TableAlreadyExistsError,
+    TransactionAlreadyCommittedError,
+    UnsupportedFeatureError,
+)
+from airflow_delta.engine.fs import LocalFileIO
+from airflow_delta.engine.transaction import (
+    ENGINE_INFO,
+    RetryPolicy,
+    Transaction,
+    encode_operation_metrics,
+    encode_operation_parameters,
+    upgrade_protocol,
+)
+
+SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("p", pa.string())])
+FLAT_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def rows(part: str, ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids, "value": [f"v{i}" for i in ids], "p": [part] * len(ids)}, schema=SCHEMA)
+
+
+def flat_rows(ids: list[int]) -> pa.Table:
+    return pa.table({"id": ids, "value": [f"v{i}" for i in ids]}, schema=FLAT_SCHEMA)
+
+
+def data_files(txn: Transaction, data: pa.Table) -> list[AddFile]:
+    """Write ``data`` as one parquet file per partition and return its ``add`` actions (with stats)."""
+    assert txn.snapshot is not None
+    return write_parquet_adds(txn.table, data, tuple(txn.snapshot.partition_columns))
+
+
+def write_parquet_adds(table: DeltaTable, data: pa.Table, partition_columns: tuple[str, ...]) -> list[AddFile]:
+    groups: dict[tuple[str, ...], list[int]] = {}
+    keys = [data.column(c).to_pylist() for c in partition_columns]
+    for i in range(data.num_rows):
+        groups.setdefault(tuple(str(k[i]) for k in keys), []).append(i)
+    adds = []
+    for values, indices in groups.items():
+        part = data.take(indices).drop_columns(list(partition_columns))
+        directory = "/".join(f"{c}={v}" for c, v in zip(partition_columns, values, strict=True))
+        relative = f"{directory}/part-{uuid.uuid4().hex}.parquet" if directory else f"part-{uuid.uuid4().hex}.parquet"
+        absolute = Path(table.root, relative)
+        absolute.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part, absolute)
+        stats = {
+            "numRecords": part.num_rows,
+            "minValues": {c: pc.min(part.column(c)).as_py() for c in part.column_names},
+            "maxValues": {c: pc.max(part.column(c)).as_py() for c in part.column_names},
+            "nullCount": {c: part.column(c).null_count for c in part.column_names},
+        }
+        adds.append(
+            AddFile(
+                path=relative,
+                partition_values=dict(zip(partition_columns, values, strict=True)),
+                size=absolute.stat().st_size,
+                modification_time=absolute.stat().st_mtime_ns // 1_000_000,
+                stats=json.dumps(stats),
+            )
+        )
+    return adds
+
+
+def append(table: DeltaTable, part: str, ids: list[int]) -> int:
+    with table.transaction() as txn:
+        txn.add_files(data_files(txn, rows(part, ids)))
+        return txn.commit("WRITE", {"mode": "Append", "partitionBy": ["p"]}, {"numFiles": 1})
+
+
+def commit_lines(table: DeltaTable, version: int) -> list[dict[str, Any]]:
+    text = Path(table.root, "_delta_log", f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def commit_info(table: DeltaTable, version: int) -> dict[str, Any]:
+    first = commit_lines(table, version)[0]
+    assert list(first) == ["commitInfo"], "commitInfo must be the first action"
+    return first["commitInfo"]
+
+
+def live_paths(table: DeltaTable) -> set[str]:
+    return set(table.snapshot().files().column("path").to_pylist())
+
+
+@pytest.fixture
+def table(table_path: str) -> DeltaTable:
+    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+    append(t, "a", [1, 2, 3])  # v1
+    append(t, "b", [10, 11])  # v2
+    return t
+
+
+@pytest.fixture
+def flat_table(table_path: str) -> DeltaTable:
+    t = DeltaTable.create(table_path, FLAT_SCHEMA)
+    with t.transaction() as txn:
+        txn.add_files(data_files(txn, flat_rows([1, 2, 3])))
+        txn.commit("WRITE")
+    return t
+
+
+# ------------------------------------------------------------------ commitInfo
+
+
+def test_commit_writes_next_version_with_delta_commit_info(table: DeltaTable) -> None:
+    with table.transaction() as txn:
+        adds = data_files(txn, rows("c", [7]))
+        txn.add_files(adds)
+        version = txn.commit(
+            "WRITE", {"mode": "Append", "partitionBy": ["p"], "statsOnLoad": False, "x": None}, {"numFiles": 1, "ok": True}
+        )
+    assert version == 3 == table.version()
+    info = commit_info(table, 3)
+    assert list(info)[:3] == ["timestamp", "operation", "operationParameters"]
+    assert info["operation"] == "WRITE"
+    assert info["operationParameters"] == {"mode": "Append", "partitionBy": '["p"]', "statsOnLoad": "false", "x": None}
+    assert info["readVersion"] == 2
+    assert info["isolationLevel"] == "WriteSerializable"
+    assert info["isBlindAppend"] is True
+    assert info["operationMetrics"] == {"numFiles": "1", "ok": "true"}
+    assert info["engineInfo"] == ENGINE_INFO and ENGINE_INFO.startswith("airflow-delta/")
+    assert info["txnId"] == txn.txn_id
+    assert "inCommitTimestamp" not in info
+    assert txn.committed_version == 3 and txn.attempts == 1 and txn.winning_commits == []
+    assert {a.path for a in adds} <= {p.replace(" ", "%20") for p in live_paths(table)}
+
+
+def test_operation_parameter_and_metric_encoding() -> None:
+    assert encode_operation_parameters({"a": "s", "b": [1, "x"], "c": {"k": 1}, "d": None, "e": 3}) == {
+        "a": "s", "b": '[1,"x"]', "c": '{"k":1}', "d": None, "e": "3",
+    }
+    assert encode_operation_metrics({"n": 3, "f": False, "s": "7"}) == {"n": "3", "f": "false", "s": "7"}
+
+
+def test_read_then_write_is_not_a_blind_append(table: DeltaTable) -> None:
+    with table.transaction() as txn:
+        files = txn.read_files("p = 'a'")
+        assert files.num_rows == 1
+        txn.remove_files(files)
+        txn.commit("DELETE", {"predicate": ["p = 'a'"]})
+    info = commit_info(table, 3)
+    assert info["isBlindAppend"] is False
+    removes = [line["remove"] for line in commit_lines(table, 3) if "remove" in line]
+    assert len(removes) == 1 and removes[0]["dataChange"] is True
+    assert removes[0]["extendedFileMetadata"] is True and removes[0]["partitionValues"] == {"p": "a"}
+    assert table.snapshot().files().num_rows == 1
+
+
+# ------------------------------------------------------------------ rebase and retry
+
+
+def test_concurrent_blind_appends_both_commit(table: DeltaTable) -> None:
+    t1, t2 = table.transaction(), table.transaction()
+    t1.add_files(data_files(t1, rows("a", [100])))
+    t2.add_files(data_files(t2, rows("a", [200])))
+    assert t1.commit("WRITE") == 3
+    assert t2.commit("WRITE") == 4
+    assert t2.attempts == 2
+    assert [w.version for w in t2.winning_commits] == [3]
+    assert commit_info(table, 4)["readVersion"] == 2  # what it read, not where it landed
+    assert sorted(table.snapshot().to_arrow(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 10, 11, 100, 200]
+
+
+def test_delete_conflicts_with_concurrent_non_blind_add_in_its_partition(table: DeltaTable) -> None:
+    deleter = table.transaction()
+    deleter.remove_files(deleter.read_files("p = 'a'"))
+
+    merger = table.transaction()
+    merger.read_files("p = 'b'")  # reads, so it is not a blind append
+    merger.add_files(data_files(merger, rows("a", [4])))
+    assert merger.commit("MERGE") == 3
+
+    with pytest.raises(ConcurrentAppendException) as info:
+        deleter.commit("DELETE")
+    assert info.value.winning_version == 3 and info.value.winning_operation == "MERGE"
+    assert info.value.conflicting == [{"p": "a"}]
+    assert table.version() == 3  # the loser wrote nothing
+
+
+def test_delete_rebases_over_an_append_to_another_partition(table: DeltaTable) -> None:
+    deleter = table.transaction()
+    deleter.remove_files(deleter.read_files("p = 'a'"))
+    merger = table.transaction()
+    merger.read_files("p = 'b'")
+    merger.add_files(data_files(merger, rows("c", [4])))
+    merger.commit("MERGE")
+    assert deleter.commit("DELETE") == 4
+    assert sorted(table.snapshot().to_arrow(columns=["id"]).column("id").to_pylist()) == [4, 10, 11]
+
+
+def test_write_serializable_ignores_blind_appends_serializable_does_not(table: DeltaTable) -> None:
+    for level, expect_conflict in ((IsolationLevel.WRITE_SERIALIZABLE, False), (IsolationLevel.SERIALIZABLE, True)):
+        deleter = table.transaction(isolation_level=level)
+        deleter.remove_files(deleter.read_files("p = 'b'"))
+        append(table, "b", [50])  # a blind append into the partition the deleter read
+        if expect_conflict:
+            with pytest.raises(ConcurrentAppendException):
+                deleter.commit("DELETE")
+        else:
+            deleter.commit("DELETE")
+            assert commit_info(table, table.version())["isolationLevel"] == "WriteSerializable"
+
+
+def test_table_isolation_level_property_is_the_default(table_path: str) -> None:
+    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.isolationLevel": "Serializable"})
+    append(t, "a", [1])
+    deleter = t.transaction()
+    deleter.remove_files(deleter.read_files("p = 'a'"))
+    append(t, "a", [2])
+    with pytest.raises(ConcurrentAppendException):
+        deleter.commit("DELETE")
+
+
+def test_optimize_runs_at_snapshot_isolation(table: DeltaTable) -> None:
+    append(table, "a", [4])  # v3: partition a now has two files
+    optimize = table.transaction()
+    small = optimize.read_files("p = 'a'")
+    assert small.num_rows == 2
+    optimize.remove_files(small, data_change=False)
+    compacted = data_files(optimize, rows("a", [1, 2, 3, 4]))
+    optimize.add_files(AddFile(**{**_fields(a), "data_change": False}) for a in compacted)
+
+    merger = table.transaction()
+    merger.read_files("p = 'b'")
+    merger.add_files(data_files(merger, rows("a", [5])))
+    merger.commit("MERGE")  # v4 adds into partition a: irrelevant to a rearrangement
+
+    assert optimize.commit("OPTIMIZE") == 5
+    assert commit_info(table, 5)["isolationLevel"] == "SnapshotIsolation"
+    assert sorted(table.snapshot().to_arrow(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 4, 5, 10, 11]
+
+
+def test_optimize_loses_to_a_delete_of_a_file_it_compacts(table: DeltaTable) -> None:
+    optimize = table.transaction()
+    optimize.remove_files(optimize.read_files("p = 'a'"), data_change=False)
+    deleter = table.transaction()
+    deleter.remove_files(deleter.read_files("p = 'a'"))
+    deleter.commit("DELETE")
+    with pytest.raises(ConcurrentDeleteReadException):
+        optimize.commit("OPTIMIZE")
+
+
+def test_two_blind_deletes_of_the_same_file(table: DeltaTable) -> None:
+    files = table.snapshot().add_actions
+    target = files.filter(pc.equal(files.column("path"), files.column("path")[0]))
+    first, second = table.transaction(), table.transaction()
+    first.remove_files(target)
+    second.remove_files(target)
+    first.commit("DELETE")
+    with pytest.raises(ConcurrentDeleteDeleteException):
+        second.commit("DELETE")
+
+
+def test_statistics_narrow_what_a_data_filter_depends_on(flat_table: DeltaTable) -> None:
+    deleter = flat_table.transaction()
+    deleter.remove_files(deleter.read_files("id < 10"))
+
+    far = flat_table.transaction()
+    far.mark_files_read([])  # not blind, but reads nothing
+    far.read_files("id > 1000")
+    far.add_files(data_files(far, flat_rows([100, 200])))
+    far.commit("MERGE")  # stats: 100..200, cannot hold id < 10
+    assert deleter.commit("DELETE") == 3
+
+    deleter2 = flat_table.transaction()
+    deleter2.remove_files(deleter2.read_files("id < 150"))
+    near = flat_table.transaction()
+    near.read_files("id > 1000")
+    near.add_files(data_files(near, flat_rows([5, 6])))
+    near.commit("MERGE")
+    with pytest.raises(ConcurrentAppendException):
+        deleter2.commit("DELETE")
+
+
+def test_winner_metadata_change_aborts(table: DeltaTable) -> None:
+    deleter = table.transaction()
+    deleter.remove_files(deleter.read_files("p = 'a'"))
+    with table.transaction() as alter:
+        alter.set_properties({"delta.logRetentionDuration": "interval 60 days"})
+        alter.commit("SET TBLPROPERTIES", {"properties": {"delta.logRetentionDuration": "interval 60 days"}})
+    with pytest.raises(MetadataChangedException):
+        deleter.commit("DELETE")
+
+
+def test_winner_protocol_change_aborts(table: DeltaTable) -> None:
+    writer = table.transaction()
+    writer.add_files(data_files(writer, rows("a", [9])))
+    with table.transaction() as upgrade:
+        upgrade.set_protocol(Protocol(1, 3))
+        upgrade.commit("UPGRADE PROTOCOL")
+    with pytest.raises(ProtocolChangedException):
+        writer.commit("WRITE")
+
+
+def test_retries_are_bounded(table: DeltaTable) -> None:
+    txn = table.transaction(max_attempts=1)
+    txn.add_files(data_files(txn, rows("a", [9])))
+    append(table, "b", [1])
+    with pytest.raises(CommitFailedError, match=r"after 1 attempt"):
+        txn.commit("WRITE")
+    assert table.version() == 3
+
+
+@given(lost=st.integers(1, 40), initial=st.floats(0, 1), cap=st.floats(0, 5), seed=st.integers(0, 2**32))
+def test_backoff_is_full_jitter_within_the_exponential_cap(lost: int, initial: float, cap: float, seed: int) -> None:
+    policy = RetryPolicy(10, initial, cap)
+    delay = policy.backoff(lost, random.Random(seed))
+    assert 0.0 <= delay <= min(cap, initial * 2 ** (lost - 1))
+
+
+def test_retry_policy_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        RetryPolicy(0)
+    with pytest.raises(ValueError):
+        RetryPolicy(3, -1.0)
+
+
+# ------------------------------------------------------------------ idempotent writes
+
+
+def test_idempotent_write_already_in_snapshot(table: DeltaTable) -> None:
+    with table.transaction() as txn:
+        txn.set_app_transaction("job-1", 5)
+        txn.add_files(data_files(txn, rows("a", [9])))
+        txn.commit("WRITE")
+    txn = table.transaction()
+    assert txn.read_app_transaction("job-1") == 5
+    with pytest.raises(TransactionAlreadyCommittedError):
+        txn.set_app_transaction("job-1", 5)
+    txn.set_app_transaction("job-1", 6)
+
+
+def test_idempotent_write_committed_by_a_winner_writes_nothing(table: DeltaTable) -> None:
+    first, second = table.transaction(), table.transaction()
+    for txn in (first, second):
+        txn.set_app_transaction("job-1", 1)
+        txn.add_files(data_files(txn, rows("a", [9])))
+    assert first.commit("WRITE") == 3
+    with pytest.raises(TransactionAlreadyCommittedError):
+        second.commit("WRITE")
+    assert table.version() == 3
+    assert table.snapshot().transactions["job-1"].version == 1
+
+
+def test_concurrent_instances_of_one_app_conflict(table: DeltaTable) -> None:
+    older, newer = table.transaction(), table.transaction()
+    older.set_app_transaction("job-1", 1)
+    newer.set_app_transaction("job-1", 2)
+    older.add_files(data_files(older, rows("a", [9])))
+    newer.add_files(data_files(newer, rows("a", [8])))
+    older.commit("WRITE")
+    with pytest.raises(ConcurrentTransactionException):
+        newer.commit("WRITE")
+
+
+# ------------------------------------------------------------------ writer checks
+
+
+def test_append_only_refuses_data_removal_but_allows_rearranging(table_path: str) -> None:
+    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.appendOnly": "true"})
+    append(t, "a", [1])
+    txn = t.transaction()
+    txn.remove_files(txn.read_files("p = 'a'"))
+    with pytest.raises(AppendOnlyViolationError):
+        txn.commit("DELETE")
+    assert t.version() == 1
+    with t.transaction() as txn:
+        files = txn.read_files("p = 'a'")
+        txn.remove_files(files, data_change=False)
+        txn.add_files(AddFile(**{**_fields(a), "data_change": False}) for a in data_files(txn, rows("a", [1])))
+        assert txn.commit("OPTIMIZE") == 2
+
+
+def test_enabling_deletion_vectors_upgrades_the_protocol(table: DeltaTable) -> None:
+    assert table.snapshot().protocol == Protocol(1, 2)
+    with table.transaction() as txn:
+        txn.set_properties({"delta.enableDeletionVectors": "true"})
+        version = txn.commit("SET TBLPROPERTIES")
+    protocol = table.snapshot().protocol
+    assert protocol == Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"appendOnly", "invariants", "deletionVectors"}))
+    kinds = [next(iter(line)) for line in commit_lines(table, version)]
+    assert kinds == ["commitInfo", "protocol", "metaData"]
+
+
+@pytest.mark.parametrize(
+    ("before", "features", "after"),
+    [
+        (Protocol(1, 2), {"appendOnly"}, Protocol(1, 2)),
+        (Protocol(1, 4), {"changeDataFeed"}, Protocol(1, 4)),
+        (Protocol(1, 2), {"inCommitTimestamp"}, Protocol(1, 7, None, frozenset({"appendOnly", "invariants", "inCommitTimestamp"}))),
+        (
+            Protocol(2, 5),
+            {"deletionVectors"},
+            Protocol(
+                3, 7, frozenset({"columnMapping", "deletionVectors"}),
+                frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping", "deletionVectors"}),
+            ),
+        ),
+        (
+            Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors"})),
+            {"domainMetadata"},
+            Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors", "domainMetadata"})),
+        ),
+    ],
+)
+def test_upgrade_protocol_keeps_existing_features(before: Protocol, features: set[str], after: Protocol) -> None:
+    assert upgrade_protocol(before, features) == after
+
+
+def test_duplicate_and_misplaced_actions_are_refused(table: DeltaTable) -> None:
+    txn = table.transaction()
+    add = data_files(txn, rows("a", [9]))[0]
+    txn.add(add)
+    txn.add(add)
+    with pytest.raises(InvalidTransactionError, match="twice"):
+        txn.commit("WRITE")
+    txn = table.transaction()
+    txn.add(AddFile(**{**_fields(add), "partition_values": {"q": "a"}}))
+    with pytest.raises(InvalidTransactionError, match="partition"):
+        txn.commit("WRITE")
+    assert table.version() == 2
+
+
+def _cdf_table(table_path: str) -> DeltaTable:
+    """A table with Change Data Feed and deletion vectors on (written raw: the writer refuses CDF tables)."""
+    reference = DeltaTable.create(table_path + "_ref", SCHEMA, partition_by=["p"])
+    metadata = reference.snapshot().metadata
+    config = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
+    t = DeltaTable(table_path)
+    protocol = Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors", "changeDataFeed"}))
+    _write_raw_commit(t, 0, [
+        {"commitInfo": {"timestamp": 1, "operation": "CREATE TABLE"}},
+        {"protocol": protocol.to_json()},
+        {"metaData": {**metadata.to_json(), "configuration": config}},
+    ])
+    return t
+
+
+def test_change_data_feed_tables_are_not_writable_yet(table_path: str) -> None:
+    t = _cdf_table(table_path)
+    txn = t.transaction()
+    txn.add_files(data_files(txn, rows("a", [1])))
+    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
+        txn.commit("WRITE")
+
+
+def test_change_data_feed_rewrite_needs_cdc_actions(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The protocol gate refuses CDF tables today; this is the rule that applies once it does not.
+    from airflow_delta.engine import protocol as gate
+
+    monkeypatch.setattr(gate, "SUPPORTED_WRITER_FEATURES", gate.SUPPORTED_WRITER_FEATURES | {"changeDataFeed"})
+    t = _cdf_table(table_path)
+    with t.transaction() as txn:
+        txn.add_files(data_files(txn, pa.concat_tables([rows("a", [1, 2]), rows("b", [3])])))
+        assert txn.commit("WRITE") == 1
+
+    def dv_update(txn: Transaction) -> None:
+        files = txn.read_files("p = 'a'")
+        txn.remove_files(files)
+        txn.add(AddFile(**{**_fields(AddFile.from_json(_add_json(files))), "deletion_vector": _inline_dv()}))
+
+    txn = t.transaction()
+    dv_update(txn)
+    with pytest.raises(InvalidTransactionError, match="cdc"):
+        txn.commit("DELETE")
+    with t.transaction() as txn:
+        dv_update(txn)
+        txn.add_cdc(AddCDCFile("_change_data/cdc-1.parquet", {"p": "a"}, 1))
+        assert txn.commit("DELETE") == 2
+    # Removing whole files needs no change data: the change is exactly the files' rows.
+    with t.transaction() as txn:
+        txn.remove_files(txn.read_files("p = 'b'"))
+        assert txn.commit("DELETE") == 3
+
+
+def test_deletion_vectors_need_the_feature(table: DeltaTable) -> None:
+    txn = table.transaction()
+    files = txn.read_files("p = 'a'")
+    txn.remove_files(files)
+    txn.add(AddFile(**{**_fields(AddFile.from_json(_add_json(files))), "deletion_vector": _inline_dv()}))
+    with pytest.raises(InvalidTransactionError, match="deletionVectors"):
+        txn.commit("DELETE")
+
+
+def test_system_domains_are_refused_and_user_domains_conflict(table: DeltaTable) -> None:
+    txn = table.transaction()
+    with pytest.raises(InvalidTransactionError, match="system-controlled"):
+        txn.set_domain_metadata("delta.clustering", {"clusteringColumns": []})
+    with table.transaction() as txn:
+        txn.set_domain_metadata("myapp.init", "{}")
+        txn.commit("SET DOMAIN")  # upgrades the protocol with domainMetadata
+    assert "domainMetadata" in (table.snapshot().protocol.writer_features or ())
+    first, second, other = table.transaction(), table.transaction(), table.transaction()
+    first.set_domain_metadata("myapp.state", {"k": 1})
+    second.set_domain_metadata("myapp.state", {"k": 2})
+    other.set_domain_metadata("myapp.other", {"k": 3})
+    first.commit("SET DOMAIN")
+    with pytest.raises(ConcurrentTransactionException) as info:
+        second.commit("SET DOMAIN")
+    assert info.value.conflicting == ["myapp.state"]
+    other.commit("SET DOMAIN")
+    domains = table.snapshot().domain_metadata
+    assert domains["myapp.state"].configuration == '{"k":1}' and "myapp.other" in domains
+
+
+# ------------------------------------------------------------------ in-commit timestamps
+
+
+def _write_raw_commit(table: DeltaTable, version: int, actions: list[dict[str, Any]]) -> None:
+    body = "\n".join(json.dumps(a) for a in actions) + "\n"
+    assert table.io.put_if_absent(f"{table.root}/_delta_log/{version:020d}.json", body.encode())
+
+
+def test_in_commit_timestamp_is_first_and_strictly_increasing(table_path: str) -> None:
+    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.enableInCommitTimestamps": "true"})
+    v1 = append(t, "a", [1])
+    info = commit_info(t, v1)
+    assert next(iter(info)) == "inCommitTimestamp"
+    future = info["inCommitTimestamp"] + 10_000_000
+    _write_raw_commit(t, 2, [{"commitInfo": {"inCommitTimestamp": future, "timestamp": 1, "operation": "X"}}])
+    v3 = append(t, "a", [2])
+    assert commit_info(t, v3)["inCommitTimestamp"] == future + 1
+
+
+def test_in_commit_timestamp_is_recomputed_on_rebase(table_path: str) -> None:
+    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.enableInCommitTimestamps": "true"})
+    txn = t.transaction()
+    txn.add_files(data_files(txn, rows("a", [1])))
+    future = commit_info(t, 0)["inCommitTimestamp"] + 50_000_000
+    _write_raw_commit(t, 1, [{"commitInfo": {"inCommitTimestamp": future, "timestamp": 1, "operation": "X", "isBlindAppend": True}}])
+    assert txn.commit("WRITE") == 2
+    assert commit_info(t, 2)["inCommitTimestamp"] == future + 1
+
+
+def test_enabling_in_commit_timestamps_records_enablement(table: DeltaTable) -> None:
+    with table.transaction() as txn:
+        txn.set_properties({"delta.enableInCommitTimestamps": "true"})
+        version = txn.commit("SET TBLPROPERTIES")
+    info = commit_info(table, version)
+    metadata = table.snapshot().metadata
+    assert metadata.configuration["delta.inCommitTimestampEnablementVersion"] == str(version)
+    assert metadata.configuration["delta.inCommitTimestampEnablementTimestamp"] == str(info["inCommitTimestamp"])
+    previous_mtime = os.stat(Path(table.root, "_delta_log", f"{version - 1:020d}.json")).st_mtime_ns // 1_000_000
+    assert info["inCommitTimestamp"] > previous_mtime
+    assert "inCommitTimestamp" in (table.snapshot().protocol.writer_features or ())
+
+
+# ------------------------------------------------------------------ lifecycle
+
+
+def test_exception_in_block_never_commits(table: DeltaTable) -> None:
+    with pytest.raises(RuntimeError), table.transaction() as txn:
+        txn.add_files(data_files(txn, rows("a", [9])))
+        raise RuntimeError("boom")
+    assert table.version() == 2
+    with pytest.raises(InvalidTransactionError):
+        txn.commit("WRITE")
+
+
+def test_leaving_block_with_staged_actions_but_no_commit_is_an_error(table: DeltaTable) -> None:
+    with pytest.raises(InvalidTransactionError, match="commit"), table.transaction() as txn:
+        txn.add_files(data_files(txn, rows("a", [9])))
+    assert table.version() == 2
+    with table.transaction() as txn:  # nothing staged: nothing to say
+        txn.read_files()
+
+
+def test_a_transaction_commits_once(table: DeltaTable) -> None:
+    with table.transaction() as txn:
+        txn.add_files(data_files(txn, rows("a", [9])))
+        txn.commit("WRITE")
+        with pytest.raises(InvalidTransactionError, match="committed"):
+            txn.commit("WRITE")
+
+
+def test_create_table_through_a_transaction(table_path: str) -> None:
+    reference = DeltaTable.create(table_path + "_ref", SCHEMA)
+    metadata = reference.snapshot().metadata
+    creator, racer = Transaction(DeltaTable(table_path)), Transaction(DeltaTable(table_path))
+    assert creator.read_version == -1
+    creator.set_metadata(metadata)
+    racer.set_metadata(metadata)
+    assert creator.commit("CREATE TABLE") == 0
+    info = commit_info(DeltaTable(table_path), 0)
+    assert "readVersion" not in info
+    assert DeltaTable(table_path).snapshot().protocol == Protocol(1, 2)
+    with pytest.raises(TableAlreadyExistsError):
+        racer.commit("CREATE TABLE")
+
+
+# ------------------------------------------------------------------ storage failures
+
+
+class FlakyIO(LocalFileIO):
+    """Local storage whose put-if-absent fails the first ``failures`` times, before or after writing."""
+
+    def __init__(self, failures: int, after_write: bool) -> None:
+        super().__init__()
+        self.failures = failures
+        self.after_write = after_write
+        self.calls = 0
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if not path.endswith(".json"):  # .crc files of the post-commit hook
+            return super().put_if_absent(path, data)
+        self.calls += 1
+        if self.calls <= self.failures:
+            if self.after_write:
+                super().put_if_absent(path, data)
+            raise OSError("injected: connection reset")
+        return super().put_if_absent(path, data)
+
+
+@pytest.mark.parametrize("after_write", [False, True])
+def test_ambiguous_storage_errors_commit_exactly_once(table: DeltaTable, after_write: bool) -> None:
+    flaky = FlakyIO(failures=2, after_write=after_write)
+    txn = table.transaction()
+    txn.add_files(data_files(txn, rows("a", [9])))
+    table.io = flaky
+    version = txn.commit("WRITE")
+    assert version == 3 == table.version()
+    assert commit_info(table, 3)["txnId"] == txn.txn_id
+    assert flaky.calls == (1 if after_write else 3)  # a landed write is found by its txnId
+
+
+def test_storage_errors_exhaust_attempts(table: DeltaTable) -> None:
+    txn = table.transaction(max_attempts=3, initial_backoff=0)
+    txn.add_files(data_files(txn, rows("a", [9])))
+    table.io = FlakyIO(failures=10, after_write=False)
+    with pytest.raises(CommitFailedError, match="3 attempt") as info:
+        txn.commit("WRITE")
+    assert isinstance(info.value.__cause__, OSError)
+    assert table.version() == 2
+
+
+def test_post_commit_failure_does_not_fail_the_commit(table: DeltaTable, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from airflow_delta.engine import checkpoints
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("checkpoint storage is down")
+
+    monkeypatch.setattr(checkpoints, "post_commit", broken)
+    assert append(table, "a", [9]) == 3
+    assert "post-commit hook failed" in caplog.text
+
+
+# ------------------------------------------------------------------ local helpers
+
+
+def _fields(add: AddFile) -> dict[str, Any]:
+    return {name: getattr(add, name) for name in AddFile.__slots__}
+
+
+def _add_json(files: pa.Table) -> dict[str, Any]:
+    row = files.slice(0, 1).to_pylist()[0]
+    return {
+        "path": row["path"], "partitionValues": dict(row["partition_values"]), "size": row["size"],
+        "modificationTime": row["modification_time"], "dataChange": True, "stats": row["stats"],
+    }
+
+
+def _inline_dv() -> Any:
+    from airflow_delta.engine.actions import DeletionVectorDescriptor
+
+    return DeletionVectorDescriptor("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L", 40, 6)
+
+
+# ------------------------------------------------------------------ conservative matching
+
+
+def test_files_without_statistics_may_match_a_data_filter(flat_table: DeltaTable) -> None:
+    deleter = flat_table.transaction()
+    deleter.remove_files(deleter.read_files("id < 10"))
+    other = flat_table.transaction()
+    other.read_files("id > 1000")
+    no_stats = [AddFile(**{**_fields(a), "stats": None}) for a in data_files(other, flat_rows([500]))]
+    other.add_files(no_stats)
+    other.commit("MERGE")
+    with pytest.raises(ConcurrentAppendException):
+        deleter.commit("DELETE")
+
+
+def test_read_files_prunes_with_partition_values_and_statistics(table: DeltaTable) -> None:
+    txn = table.transaction()
+    assert txn.read_files("p = 'b'").num_rows == 1
+    assert txn.read_files("id > 100").num_rows == 0
+    assert txn.read_files("id >= 3").num_rows == 2
+    txn.abort()
+
+
+# ------------------------------------------------------------------ delta-rs as the other writer
+
+
+def test_delta_rs_reads_what_we_commit(table: DeltaTable) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    with table.transaction() as txn:
+        txn.remove_files(txn.read_files("p = 'a'"))
+        txn.commit("DELETE", {"predicate": ["p = 'a'"]}, {"numRemovedFiles": 1})
+    theirs = deltalake.DeltaTable(table.root)
+    assert theirs.version() == 3
+    assert sorted(theirs.to_pyarrow_table().column("id").to_pylist()) == [10, 11]
+    history = theirs.history(1)[0]
+    assert history["operation"] == "DELETE" and history["readVersion"] == 2
+
+
+@pytest.mark.parametrize("level", ["WriteSerializable", "Serializable"])
+def test_delta_rs_append_as_the_winner(table: DeltaTable, level: str) -> None:
+    # delta-rs writes no isBlindAppend, so, as in Delta, its adds count as changed data
+    # even at WriteSerializable: a DELETE that read the partition must not commit over them.
+    deltalake = pytest.importorskip("deltalake")
+    deleter = table.transaction(isolation_level=level)
+    deleter.remove_files(deleter.read_files("p = 'a'"))
+    deltalake.write_deltalake(table.root, rows("a", [77]), mode="append")
+    assert "isBlindAppend" not in commit_info(table, 3)
+    with pytest.raises(ConcurrentAppendException) as info:
+        deleter.commit("DELETE")
+    assert info.value.winning_version == 3 and info.value.conflicting == [{"p": "a"}]
+
+
+def test_delta_rs_append_elsewhere_is_rebased_over(table: DeltaTable) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    deleter = table.transaction()
+    deleter.remove_files(deleter.read_files("p = 'a'"))
+    deltalake.write_deltalake(table.root, rows("z", [77]), mode="append")
+    assert deleter.commit("DELETE") == 4
+    assert sorted(table.snapshot().to_arrow(columns=["id"]).column("id").to_pylist()) == [10, 11, 77]
+
+
+def test_protocol_downgrades_are_refused(table: DeltaTable) -> None:
+    with table.transaction() as txn:
+        txn.set_protocol(Protocol(1, 7, None, frozenset({"appendOnly", "invariants", "domainMetadata"})))
+        txn.commit("UPGRADE PROTOCOL")
+    for staged in (Protocol(1, 2), Protocol(1, 7, None, frozenset({"appendOnly", "invariants"}))):
+        txn = table.transaction()
+        txn.set_protocol(staged)
+        with pytest.raises(InvalidTransactionError, match="downgrade"):
+            txn.commit("UPGRADE PROTOCOL")
+
+
+legacy_protocols = st.sampled_from(
+    [Protocol(1, w) for w in range(1, 7)] + [Protocol(2, w) for w in (5, 6)]
+    + [Protocol(1, 7, None, frozenset({"appendOnly"})), Protocol(3, 7, frozenset({"columnMapping"}), frozenset({"columnMapping"}))]
+)
+feature_sets = st.sets(st.sampled_from(["deletionVectors", "inCommitTimestamp", "domainMetadata", "appendOnly", "v2Checkpoint", "changeDataFeed"]))
+
+
+@given(before=legacy_protocols, features=feature_sets)
+def test_upgrade_protocol_supports_the_features_and_drops_nothing(before: Protocol, features: set[str]) -> None:
+    from airflow_delta.engine import protocol as gate
+
+    after = upgrade_protocol(before, features)
+    assert features <= gate.writer_features(after)
+    assert gate.writer_features(before) <= gate.writer_features(after)
+    assert gate.reader_features(before) <= gate.reader_features(after)
+    assert gate.reader_features(after) <= gate.writer_features(after) | {"columnMapping"}
+    assert after.min_reader_version >= before.min_reader_version and after.min_writer_version >= before.min_writer_version
+    if {"deletionVectors", "v2Checkpoint"} & features:
+        assert after.min_reader_version == 3 and {"deletionVectors", "v2Checkpoint"} & features <= after.reader_features
+    if after != before:
+        assert after.min_writer_version == 7 and after.writer_features is not None
+        assert (after.min_reader_version == 3) == (after.reader_features is not None)
+
+
+def test_successful_commits_run_the_post_commit_hook(table_path: str) -> None:
+    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.checkpointInterval": "2"})
+    append(t, "a", [1])
+    append(t, "b", [2])
+    log_dir = Path(table_path, "_delta_log")
+    assert (log_dir / f"{2:020d}.checkpoint.parquet").is_file()
+    assert (log_dir / f"{2:020d}.crc").is_file()
+
+
+def test_storage_without_atomic_create_refuses_to_commit(table: DeltaTable) -> None:
+    import pyarrow.fs as pafs
+
+    from airflow_delta.engine.fs import CommitNotSupportedError, FileIO
+
+    txn = table.transaction()
+    txn.add_files(data_files(txn, rows("a", [9])))
+    table.io = FileIO(pafs.LocalFileSystem())
+    with pytest.raises(CommitNotSupportedError):
+        txn.commit("WRITE")
+    assert table.version() == 2
+
+
+def test_feature_properties_shape_the_protocol_and_are_not_stored(table: DeltaTable) -> None:
+    with table.transaction() as txn:
+        txn.set_properties({"delta.feature.domainMetadata": "supported", "myapp.owner": "team-a"})
+        txn.commit("SET TBLPROPERTIES")
+    snapshot = table.snapshot()
+    assert "domainMetadata" in (snapshot.protocol.writer_features or ())
+    assert dict(snapshot.metadata.configuration) == {"myapp.owner": "team-a"}
+    with table.transaction() as txn:
+        txn.set_properties({"myapp.owner": None})
+        txn.commit("UNSET TBLPROPERTIES")
+    assert dict(table.snapshot().metadata.configuration) == {}
+
+
+def test_properties_of_unimplemented_features_are_refused(table: DeltaTable) -> None:
+    txn = table.transaction()
+    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+        txn.set_properties({"delta.enableRowTracking": "true"})
+    from dataclasses import replace as dc_replace
+
+    txn.set_metadata(dc_replace(txn.metadata, configuration={"delta.enableRowTracking": "true"}))
+    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+        txn.commit("SET TBLPROPERTIES")
+    assert table.version() == 2
+
+
+def test_snapshot_isolation_cannot_be_asked_for(table: DeltaTable) -> None:
+    with pytest.raises(InvalidTransactionError, match="automatically"):
+        table.transaction(isolation_level="SnapshotIsolation")
