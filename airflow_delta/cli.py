@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +29,9 @@ import pyarrow.parquet as pq
 from airflow_delta.engine import DeltaError, DeltaTable
 from airflow_delta.engine.paths import encode_log_path, resolve_in_table
 from airflow_delta.engine.protocol import reader_features, writer_features
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.snapshot import Snapshot
 
 HISTORY_IN_DESCRIBE = 5
 MAX_PROPERTIES_SHOWN = 12
@@ -111,7 +115,7 @@ def _features(names: Iterable[str], *, implied: bool) -> str:
     return f" ({'implies ' if implied else ''}{', '.join(listed)})"
 
 
-def _footer_row_counts(snapshot: Any, paths: Sequence[str]) -> int | None:
+def _footer_row_counts(snapshot: Snapshot, paths: Sequence[str]) -> int | None:
     """Sum of row counts in the parquet footers of ``paths`` (decoded, relative); None if any is unreadable."""
     total = 0
     for path in paths:
@@ -123,7 +127,7 @@ def _footer_row_counts(snapshot: Any, paths: Sequence[str]) -> int | None:
     return total
 
 
-def _rows_line(snapshot: Any, files: pa.Table) -> str:
+def _rows_line(snapshot: Snapshot, files: pa.Table) -> str:
     """Live rows: numRecords from the stats (parquet footers for files without stats, when few)
     minus the rows deletion vectors remove."""
     if files.num_rows == 0:
@@ -158,10 +162,25 @@ def _partitions_line(partition_columns: Sequence[str], files: pa.Table) -> str:
     return f"{', '.join(partition_columns)}: {format_count(distinct)} distinct {plural}"
 
 
-def _columns_line(schema: pa.Schema) -> str:
-    shown = [f"{f.name} {f.type}" for f in list(schema)[:MAX_COLUMNS_SHOWN]]
-    more = f", ... {len(schema) - MAX_COLUMNS_SHOWN} more" if len(schema) > MAX_COLUMNS_SHOWN else ""
-    return f"{len(schema)}: " + ", ".join(shown) + more
+def delta_type_name(t: Any) -> str:
+    """A Delta schema type as Delta users write it: ``long``, ``array<string>``, ``struct<a, b>``."""
+    if isinstance(t, str):
+        return t
+    kind = t.get("type")
+    if kind == "array":
+        return f"array<{delta_type_name(t.get('elementType'))}>"
+    if kind == "map":
+        return f"map<{delta_type_name(t.get('keyType'))}, {delta_type_name(t.get('valueType'))}>"
+    if kind == "struct":
+        return "struct<" + ", ".join(str(f.get("name")) for f in t.get("fields", [])) + ">"
+    return str(kind)
+
+
+def _columns_line(schema_json: Mapping[str, Any]) -> str:
+    fields = list(schema_json.get("fields", []))
+    shown = [f"{f['name']} {delta_type_name(f['type'])}" for f in fields[:MAX_COLUMNS_SHOWN]]
+    more = f", ... {len(fields) - MAX_COLUMNS_SHOWN} more" if len(fields) > MAX_COLUMNS_SHOWN else ""
+    return f"{len(fields)}: " + ", ".join(shown) + more
 
 
 def _properties_lines(configuration: Mapping[str, str]) -> list[str]:
@@ -176,7 +195,7 @@ def _properties_lines(configuration: Mapping[str, str]) -> list[str]:
     return lines or ["none"]
 
 
-def _checkpoint_line(snapshot: Any) -> str:
+def _checkpoint_line(snapshot: Snapshot) -> str:
     segment = snapshot.log_segment
     if segment.checkpoint_version is None:
         count = len(segment.commit_files)
@@ -200,8 +219,8 @@ def _dv_line(files: pa.Table) -> str:
 def _history_rows(entries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     rows = []
     for e in entries:
-        timestamp = e.get("inCommitTimestamp", e.get("timestamp"))
-        rows.append([f"v{e.get('version', '?')}", format_ms(timestamp), str(e.get("operation") or "?")])
+        # history() sets "timestamp" to the commit timestamp (in-commit timestamp where enabled).
+        rows.append([f"v{e.get('version', '?')}", format_ms(e.get("timestamp")), str(e.get("operation") or "(not recorded)")])
     return rows
 
 
@@ -217,7 +236,7 @@ def describe_lines(table: DeltaTable, path: str) -> list[str]:
         ("version", f"{snapshot.version} (committed {format_ms(snapshot.timestamp)})"),
         ("files", f"{format_count(files.num_rows)}, {human_bytes(total_bytes)}"),
         ("rows", _rows_line(snapshot, files)),
-        ("columns", _columns_line(snapshot.schema)),
+        ("columns", _columns_line(metadata.schema_json)),
         ("partitioned by", _partitions_line(snapshot.partition_columns, files)),
         (
             "protocol",
@@ -233,10 +252,10 @@ def describe_lines(table: DeltaTable, path: str) -> list[str]:
     fields.append(("checkpoint", _checkpoint_line(snapshot)))
     fields.append(("deletion vectors", _dv_line(files)))
 
+    history = table.history(limit=HISTORY_IN_DESCRIBE)
+    fields.append(("history", "" if history else "none"))
     lines = [f"{path}{name}"]
     lines += align([[label, value] for label, value in fields], indent="  ")
-    history = table.history(limit=HISTORY_IN_DESCRIBE)
-    lines.append("  history" + ("" if history else "          none"))
     lines += align(_history_rows(history), indent="    ", right=[0])
     return lines
 
@@ -354,7 +373,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         "history": lambda: cmd_history(args.path, args.limit, stream),
         "files": lambda: cmd_files(args.path, args.filter_sql, stream),
     }
-    return commands[args.command]()
+    try:
+        return commands[args.command]()
+    except BrokenPipeError:
+        # The reader went away (`airflow-delta describe ... | head`): stop quietly, and keep
+        # Python from complaining again when it flushes stdout at exit.
+        if out is None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

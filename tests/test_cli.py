@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_delta.cli import align, build_parser, format_ms, human_bytes, main
+from airflow_delta.cli import align, build_parser, delta_type_name, format_ms, human_bytes, main
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -40,6 +40,13 @@ def test_human_bytes(n: int | None, text: str) -> None:
     assert human_bytes(n) == text
 
 
+def test_delta_type_name() -> None:
+    nested = {"type": "map", "keyType": "string", "valueType": {"type": "array", "elementType": "variant", "containsNull": True}}
+    assert delta_type_name(nested) == "map<string, array<variant>>"
+    assert delta_type_name({"type": "struct", "fields": [{"name": "a"}, {"name": "b"}]}) == "struct<a, b>"
+    assert delta_type_name("decimal(8,5)") == "decimal(8,5)"
+
+
 def test_align_pads_columns_and_right_aligns_numbers() -> None:
     lines = align([["a", "1"], ["long", "100"]], indent="  ", right=[1])
     assert lines == ["  a       1", "  long  100"]
@@ -60,6 +67,7 @@ def test_describe_simple_table(shared_tables: Path, capsys: pytest.CaptureFixtur
     # No stats in this table's log: the row count comes from the parquet footers.
     assert _field(out, "rows") == f"{theirs.to_pyarrow_table().num_rows} (from parquet footers)"
     assert _field(out, "partitioned by") == "none"
+    assert _field(out, "columns") == "1: id long"
     assert _field(out, "protocol") == "reader 1, writer 2 (implies appendOnly, invariants)"
     assert _field(out, "checkpoint") == "none (5 commits replayed)"
     assert _field(out, "deletion vectors") == "none"
@@ -90,6 +98,7 @@ def test_describe_partitions_and_checkpoint(shared_tables: Path, capsys: pytest.
     # V2 checkpoint at 8 (the newest, per _last_checkpoint too), then commit 9.
     assert re.fullmatch(r"v8 \(v2, [\d.]+ (B|KiB)\), 1 commit since", _field(v2, "checkpoint"))
     assert "delta.checkpointPolicy=v2" in v2
+    assert _field(v2, "columns") == "3: id long, name string, created_at timestamp"
 
 
 def test_describe_continues_after_a_broken_table(shared_tables: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,3 +189,14 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         assert info.value.code == 2
     capsys.readouterr()
     assert build_parser().prog == "airflow-delta"
+
+
+def test_history_of_commits_without_an_operation(shared_tables: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # delta-rs 0.4 wrote commits 1 and 2 of this table with a commitInfo holding only timestamp
+    # and clientVersion, no operation (commit 0 is gone).
+    code, out = _run(capsys, "history", str(shared_tables / "checkpoint_with_partitions"))
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == ["v2", "v1"]
+    assert all(line.rstrip().endswith("(not recorded)") for line in lines[1:-1])
+    assert lines[-1] == "2 commits"

@@ -45,7 +45,6 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine.actions import (
     DELETION_VECTOR_TYPE,
-    FILE_ACTIONS_SCHEMA,
     STRING_MAP_TYPE,
     DomainMetadata,
     Metadata,
@@ -464,12 +463,10 @@ class _WrittenFile:
     size: int
     modification_time: int
     rows: int
-    num_adds: int = 0
 
 
 def _write_parquet(io: FileIO, path: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> _WrittenFile:
     rows = 0
-    adds = 0
     # An empty part still gets a valid file: the writer writes schema and footer on close.
     with _atomic_file(io, path) as out, pq.ParquetWriter(
         out, schema, compression="snappy", write_statistics=False
@@ -479,12 +476,10 @@ def _write_parquet(io: FileIO, path: str, schema: pa.Schema, batches: Iterator[p
                 continue
             writer.write_batch(batch, row_group_size=WRITE_BATCH_ROWS)
             rows += batch.num_rows
-            if "add" in schema.names:
-                adds += batch.num_rows - batch.column(schema.get_field_index("add")).null_count
     info = io.info(path)
     size = info.size if info is not None else 0
     mtime = info.modification_time if info is not None else int(time.time() * 1000)
-    return _WrittenFile(path, size, mtime, rows, adds)
+    return _WrittenFile(path, size, mtime, rows)
 
 
 # ----------------------------------------------------------------- row assembly
@@ -1121,9 +1116,10 @@ def _properties_at(table: DeltaTable, version: int, actions: Sequence[Mapping[st
 
 
 __all__ = [
-    "FILE_ACTIONS_SCHEMA",
+    "LOG_MAINTENANCE_WRITER_FEATURES",
     "CheckpointResult",
     "canonicalize_json",
+    "check_log_maintenance_supported",
     "checkpoint_schema",
     "create_checkpoint",
     "json_checksum",

@@ -43,6 +43,7 @@ from airflow_delta.engine.errors import (
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
     CorruptCommitError,
+    InvalidTablePropertyError,
     MetadataChangedException,
     ProtocolChangedException,
     TransactionAlreadyCommittedError,
@@ -68,8 +69,6 @@ class IsolationLevel(enum.StrEnum):
         for level in cls:
             if level.value.lower() == str(value).strip().lower():
                 return level
-        from airflow_delta.engine.errors import InvalidTablePropertyError
-
         raise InvalidTablePropertyError(
             "isolation_level", value, "one of Serializable, WriteSerializable, SnapshotIsolation"
         )

@@ -37,7 +37,9 @@ import struct
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Union
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -248,12 +250,15 @@ class RoaringBitmapArray:
             return cls()
         if int(rows.max()) <= 0xFFFFFFFF:  # the common case: every row in the first bucket
             return cls._create({0: _frozen_bucket(_sorted(rows.astype(np.uint32)))}, 1)
-        rows = _sorted(rows)
-        highs = rows >> np.uint64(32)
-        keys, starts = np.unique(highs, return_index=True)
-        bounds = [*starts.tolist(), rows.size]
-        low = (rows & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        buckets = {int(k): _frozen_bucket(low[bounds[i] : bounds[i + 1]]) for i, k in enumerate(keys.tolist())}
+        # Row indexes stay below 2**48, so bucket keys fit in 16 bits: count them with bincount
+        # and group rows by key with numpy's radix (stable) sort, both linear in the row count.
+        highs = (rows >> np.uint64(32)).astype(np.uint16)
+        low = rows.astype(np.uint32)  # keeps the low 32 bits
+        counts = np.bincount(highs)
+        keys = np.flatnonzero(counts)
+        low = low[np.argsort(highs, kind="stable")]
+        bounds = np.concatenate(([0], np.cumsum(counts[keys]))).tolist()
+        buckets = {int(k): _frozen_bucket(_sorted(low[bounds[i] : bounds[i + 1]])) for i, k in enumerate(keys.tolist())}
         return cls._create(buckets, int(keys[-1]) + 1)
 
     @classmethod
@@ -610,6 +615,8 @@ def dv_absolute_path(root: str, dv: DeletionVectorDescriptor) -> str:
         # The prefix is literal text, not URL-encoded: escape it so resolve_in_table's decoding is a no-op.
         return resolve_in_table(root, encode_log_path(dv_relative_path(dv)))
     if dv.storage_type == "p":
+        if not (dv.path_or_inline_dv.startswith("/") or urlsplit(dv.path_or_inline_dv).scheme):
+            raise CorruptDeletionVectorError(f"descriptor {dv.unique_id}", "a 'p' deletion vector needs an absolute path")
         return resolve_in_table(root, dv.path_or_inline_dv)
     if dv.storage_type == "i":
         raise ValueError("an inline deletion vector has no file")
@@ -713,12 +720,13 @@ def read_deletion_vector(
 
 
 def read_deletion_vectors(
-    io: FileIO, root: str, dvs: Sequence[DeletionVectorDescriptor | None]
+    io: FileIO, root: str, dvs: Sequence[DeletionVectorDescriptor | None], *, max_workers: int = 8
 ) -> list[RoaringBitmapArray | None]:
     """:func:`read_deletion_vector` for many descriptors, reading each DV file once.
 
     Spark packs the DVs of many data files into one file; a scan over those files should not
-    open it once per data file. Entries that are None stay None.
+    open it once per data file. Distinct files are fetched by up to ``max_workers`` threads
+    (object stores are latency-bound). Entries that are None stay None.
     """
     result: list[RoaringBitmapArray | None] = [None] * len(dvs)
     by_file: dict[str, list[int]] = {}
@@ -732,21 +740,35 @@ def read_deletion_vectors(
             result[i] = _decode_inline(dv, None)
         else:
             by_file.setdefault(dv_absolute_path(root, dv), []).append(i)
-    for path, positions in by_file.items():
-        if len(positions) == 1:
-            result[positions[0]] = read_deletion_vector(io, root, dvs[positions[0]])  # type: ignore[arg-type]
-            continue
+
+    def load(path: str) -> list[RoaringBitmapArray]:
+        positions = by_file[path]
+        if len(positions) == 1:  # a range read of just this DV
+            return [read_deletion_vector(io, root, dvs[positions[0]])]  # type: ignore[arg-type]
         blob = _read_file(io, path)
-        decoded: dict[int | None, RoaringBitmapArray] = {}
+        decoded: dict[tuple[int | None, int, int], RoaringBitmapArray] = {}
+        out = []
         for i in positions:
             dv = dvs[i]
             assert dv is not None
-            if dv.offset not in decoded:
+            key = (dv.offset, dv.size_in_bytes, dv.cardinality)
+            if key not in decoded:
                 source = f"{path} (offset {dv.offset or 0})"
                 bitmap = RoaringBitmapArray.deserialize(_frame_payload(blob, 0, dv, path), source)
                 _check_rows(bitmap, dv, source, None)
-                decoded[dv.offset] = bitmap
-            result[i] = decoded[dv.offset]
+                decoded[key] = bitmap
+            out.append(decoded[key])
+        return out
+
+    paths = list(by_file)
+    if len(paths) > 1 and max_workers > 1:
+        with ThreadPoolExecutor(max_workers=min(max_workers, len(paths))) as pool:
+            loaded = list(pool.map(load, paths))
+    else:
+        loaded = [load(path) for path in paths]
+    for path, bitmaps in zip(paths, loaded, strict=True):
+        for i, bitmap in zip(by_file[path], bitmaps, strict=True):
+            result[i] = bitmap
     return result
 
 

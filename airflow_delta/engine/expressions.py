@@ -250,16 +250,7 @@ def parse_predicate(sql: str | Predicate, schema: pa.Schema) -> Predicate:
         return sql
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidFilterError(str(sql), "the filter is empty; write a SQL condition such as \"id > 10\"")
-    try:
-        statements = sqlglot.parse(sql, read="spark")
-    except SqlglotError as exc:
-        raise InvalidFilterError(sql, f"it is not valid Spark SQL ({_first_line(exc)})") from None
-    statements = [s for s in statements if s is not None]
-    if len(statements) != 1:
-        raise InvalidFilterError(sql, "write exactly one condition (combine several with AND / OR, not ';')")
-    statement = statements[0]
-    if isinstance(statement, exp.Query | exp.DDL | exp.DML):
-        raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement")
+    statement = _parse_condition(sql)
     binder = _Binder(sql, schema)
     root = binder.bind(statement)
     if not pa.types.is_boolean(root.type) and not pa.types.is_null(root.type):
@@ -267,6 +258,35 @@ def parse_predicate(sql: str | Predicate, schema: pa.Schema) -> Predicate:
     if isinstance(root, Literal) and root.type.equals(pa.null()):
         root = Literal(None, _BOOL)
     return Predicate(sql, root)
+
+
+def _parse_condition(sql: str) -> exp.Expression:
+    """The sqlglot tree of ``sql`` read as the condition of a WHERE clause.
+
+    Parsing it in a ``WHERE`` position (rather than as a statement) keeps a filter that
+    starts with a column named like a command keyword (``comment``, ``show``, ...) a
+    condition; anything beyond the condition (``;``, ``ORDER BY``, ``LIMIT``) is refused.
+    """
+    try:
+        as_statement = sqlglot.parse(sql, read="spark")
+    except SqlglotError:
+        as_statement = []
+    if any(isinstance(s, exp.Query | exp.DDL | exp.DML) for s in as_statement):
+        raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement")
+    try:
+        statements = [s for s in sqlglot.parse(f"SELECT 1 WHERE {sql}", read="spark") if s is not None]
+    except SqlglotError as exc:
+        # Positions in sqlglot's message count the "SELECT 1 WHERE " prefix: drop them.
+        reason = re.sub(r"\.? Line \d+, Col: \d+\.?", "", _first_line(exc))
+        raise InvalidFilterError(sql, f"it is not valid Spark SQL ({reason})") from None
+    if len(statements) != 1:
+        raise InvalidFilterError(sql, "write exactly one condition (combine several with AND / OR, not ';')")
+    select = statements[0]
+    where = select.args.get("where") if isinstance(select, exp.Select) else None
+    extra = [key for key, value in select.args.items() if value and key not in ("expressions", "where")]
+    if where is None or extra:
+        raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement or other clauses")
+    return where.this
 
 
 def references_only(predicate: Predicate, columns: Iterable[str]) -> bool:

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.fs import FileInfo, FileIO
 from airflow_delta.engine.paths import relative_to_table
-from airflow_delta.engine.table_properties import TableProperties
+from airflow_delta.engine.table_properties import TableProperties, parse_interval
 
 if TYPE_CHECKING:
     from airflow_delta.engine.snapshot import Snapshot
@@ -274,12 +274,14 @@ def plan_cleanup(
     root: str,
     properties: TableProperties,
     *,
-    retention: timedelta | None = None,
+    retention: timedelta | str | None = None,
     now: datetime | int | None = None,
 ) -> CleanupPlan:
     """Decide what metadata cleanup deletes (nothing is deleted here)."""
     log_dir = f"{root}/_delta_log"
     now_ms = _to_ms(now)
+    if isinstance(retention, str):
+        retention = parse_interval("retention", retention)
     keep = properties.log_retention if retention is None else retention
     cutoff_ms = _midnight_utc(now_ms - int(keep.total_seconds() * 1000))
     listing = _list_log(io, log_dir)
@@ -321,14 +323,15 @@ def plan_cleanup(
 def cleanup_log(
     table: DeltaTable,
     *,
-    retention: timedelta | None = None,
+    retention: timedelta | str | None = None,
     now: datetime | int | None = None,
     dry_run: bool = False,
     snapshot: Snapshot | None = None,
 ) -> list[str]:
     """Delete expired log files of ``table``; returns the deleted (or, with ``dry_run``, deletable) paths.
 
-    ``retention`` overrides ``delta.logRetentionDuration``; ``now`` (datetime or epoch
+    ``retention`` (a timedelta or ``"interval 7 days"``) overrides
+    ``delta.logRetentionDuration``; ``now`` (datetime or epoch
     ms) is the clock; ``snapshot`` is the latest snapshot if the caller holds one (its
     properties decide retention and in-commit timestamps).
     """

@@ -28,6 +28,11 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "vacuumProtocolCheck",
         "typeWidening",
         "typeWidening-preview",
+        # Unshredded variants only: read as the raw struct<metadata, value> of binaries
+        # (the protocol's "Alternate" exposure). variantShredding stays unsupported: its
+        # files need reconstruction we do not implement.
+        "variantType",
+        "variantType-preview",
     }
 )
 

@@ -11,7 +11,9 @@ table's logical schema. For each file it:
    name (``name`` mode) or by parquet field id (``id`` mode), at every nesting level;
    columns the file lacks (added later by schema evolution) become nulls;
 4. casts to the table's types (type widening such as int -> long, timestamps to
-   microseconds with the right time zone), and adds the partition columns as constants
+   microseconds with the right time zone, unshredded variants to the
+   ``struct<metadata, value>`` of :data:`~airflow_delta.engine.schema.VARIANT_TYPE`),
+   and adds the partition columns as constants
    from the log (they are usually not in the file, and the log is authoritative);
 5. applies the row filter.
 
@@ -45,6 +47,7 @@ from airflow_delta.engine.schema import (
     FIELD_ID_KEY,
     PARQUET_FIELD_ID_KEY,
     PHYSICAL_NAME_KEY,
+    VARIANT_TYPE,
     column_mapping_mode,
     parse_partition_values,
     partition_schema,
@@ -94,7 +97,8 @@ def read_data(
     partition_names = set(snapshot.partition_columns)
     partitions = _partition_values(files, snapshot)
     paths = _absolute_paths(files, snapshot.table_root)
-    deleted_rows = _deleted_rows(snapshot, files)
+    workers = max(1, min(files.num_rows, max_workers or DEFAULT_MAX_WORKERS))
+    deleted_rows = _deleted_rows(snapshot, files, workers)
     plan = _FilePlan(
         io=snapshot.io,
         table_root=snapshot.table_root,
@@ -109,7 +113,6 @@ def read_data(
         _FileTask(path, deleted_rows[i], {name: values[i] for name, values in partition_arrays.items()})
         for i, path in enumerate(paths)
     ]
-    workers = max(1, min(len(tasks), max_workers or DEFAULT_MAX_WORKERS))
     # A few (large) files also decode their columns in parallel; many files already keep
     # every core busy one file each.
     column_threads = len(tasks) < (os.cpu_count() or 4)
@@ -196,11 +199,12 @@ def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
     return [resolve_in_table(table_root, p) for p in paths]
 
 
-def _deleted_rows(snapshot: Snapshot, files: pa.Table) -> list[np.ndarray | None]:
-    """Per file, the row indexes its deletion vector removes (None without a DV).
+def _deleted_rows(snapshot: Snapshot, files: pa.Table, workers: int) -> list[np.ndarray | None]:
+    """Per file, the sorted row indexes its deletion vector removes (None without a DV).
 
-    DV files are read up front through :func:`read_deletion_vectors`, which opens a DV
-    file shared by many data files (as Spark writes them) only once.
+    DVs are grouped by the file that stores them and each group goes through
+    :func:`read_deletion_vectors`, which opens a DV file shared by many data files (as
+    Spark writes them) only once; distinct DV files are read in parallel.
     """
     none: list[np.ndarray | None] = [None] * files.num_rows
     if "deletion_vector" not in files.column_names:
@@ -211,14 +215,30 @@ def _deleted_rows(snapshot: Snapshot, files: pa.Table) -> list[np.ndarray | None
     from airflow_delta.engine.deletion_vectors import dv_descriptor_from_struct, read_deletion_vectors
 
     # Only rows that have a DV become Python objects (files with DVs are the minority).
-    descriptors: list[DeletionVectorDescriptor | None] = [None] * files.num_rows
+    groups: dict[tuple[str, str], list[tuple[int, DeletionVectorDescriptor]]] = {}
     valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
     for i in np.flatnonzero(valid):
         row = column[int(i)].as_py()
         if row and row.get("storageType"):
-            descriptors[int(i)] = dv_descriptor_from_struct(row)
-    bitmaps = read_deletion_vectors(snapshot.io, snapshot.table_root, descriptors)
-    return [np.asarray(b.to_numpy(), dtype=np.uint64) if b is not None else None for b in bitmaps]
+            dv = dv_descriptor_from_struct(row)
+            # Inline DVs need no I/O; keep them together in one group.
+            key = ("i", "") if dv.storage_type == "i" else (dv.storage_type, dv.path_or_inline_dv)
+            groups.setdefault(key, []).append((int(i), dv))
+
+    def read_group(members: list[tuple[int, DeletionVectorDescriptor]]) -> list[tuple[int, np.ndarray]]:
+        bitmaps = read_deletion_vectors(snapshot.io, snapshot.table_root, [dv for _, dv in members])
+        return [(i, np.asarray(b.to_numpy(), dtype=np.uint64)) for (i, _), b in zip(members, bitmaps, strict=True) if b is not None]
+
+    out = none
+    if len(groups) > 1 and workers > 1:
+        with ThreadPoolExecutor(max_workers=min(workers, len(groups)), thread_name_prefix="delta-dv") as pool:
+            results = list(pool.map(read_group, groups.values()))
+    else:
+        results = [read_group(members) for members in groups.values()]
+    for result in results:
+        for i, rows in result:
+            out[i] = rows
+    return out
 
 
 # ------------------------------------------------------------------------------ one file
@@ -244,7 +264,8 @@ def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) ->
         parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
         file_schema = parquet.schema_arrow
         num_rows = parquet.metadata.num_rows
-        resolver = _resolver(plan.mode, task.path, file_schema)
+        # Without data columns to find (only partition columns asked for) nothing needs resolving.
+        resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
         matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
         to_read = sorted({i for i in matches.values() if i is not None})
         raw = parquet.read(columns=[file_schema.field(i).name for i in to_read], use_threads=use_threads)
@@ -367,6 +388,8 @@ def _conform(array: pa.Array, target: pa.DataType, resolver: _Resolver) -> pa.Ar
     if pa.types.is_null(source):
         return pa.nulls(len(array), target)
     mask = array.is_null() if array.null_count else None
+    if target == VARIANT_TYPE and pa.types.is_struct(source):
+        return _conform_variant(array, mask)
     if pa.types.is_struct(target):
         if not pa.types.is_struct(source):
             raise pa.ArrowTypeError(f"expected a struct for {target}, the file has {source}")
@@ -395,6 +418,28 @@ def _conform(array: pa.Array, target: pa.DataType, resolver: _Resolver) -> pa.Ar
         # time zone label keeps the instant (INT96 and TIMESTAMP(isAdjustedToUTC) are UTC).
         return array.cast(target, safe=False)
     return array.cast(target)
+
+
+def _conform_variant(array: pa.StructArray, mask: pa.Array | None) -> pa.StructArray:
+    """An unshredded variant as stored (``value`` and ``metadata`` binaries, Spark writes
+    ``value`` first) in the table's field order. The two names are the protocol's own,
+    never column-mapped."""
+    names = [array.type.field(i).name for i in range(array.type.num_fields)]
+    if "typed_value" in names:
+        # The protocol gate only lets tables without variantShredding through, and such
+        # tables must not hold shredded files; reading just ``value`` would lose data.
+        raise pa.ArrowTypeError(
+            "a variant column is stored shredded (it has a typed_value field) but the table does not "
+            "support variantShredding; shredded variants cannot be read without reconstruction"
+        )
+    missing = [f.name for f in VARIANT_TYPE if f.name not in names]
+    if missing:
+        raise pa.ArrowTypeError(
+            f"a variant column lacks its {' and '.join(missing)} field; unshredded variants must store both "
+            "value and metadata binaries"
+        )
+    children = [array.field(names.index(f.name)).cast(f.type) for f in VARIANT_TYPE]
+    return pa.StructArray.from_arrays(children, fields=list(VARIANT_TYPE), mask=mask)
 
 
 def _same(source: pa.DataType, target: pa.DataType, resolver: _Resolver) -> bool:

@@ -61,6 +61,18 @@ MAP_VALUE_NAME = "value"
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 TIMESTAMP_NTZ_TYPE = pa.timestamp("us")
 
+# A Delta ``variant`` as Arrow: the unshredded parquet layout (protocol "Variant data in
+# Parquet"), exposed raw as the protocol's "Alternate" allows. Field order and
+# nullability are delta-rs's (Spark writes ``value`` first; the scan reorders).
+VARIANT_METADATA_NAME = "metadata"
+VARIANT_VALUE_NAME = "value"
+VARIANT_TYPE = pa.struct(
+    [
+        pa.field(VARIANT_METADATA_NAME, pa.binary(), nullable=False),
+        pa.field(VARIANT_VALUE_NAME, pa.binary(), nullable=False),
+    ]
+)
+
 _PRIMITIVES: Mapping[str, pa.DataType] = {
     "string": pa.string(),
     "long": pa.int64(),
@@ -121,9 +133,7 @@ def delta_type_to_arrow(t: str | Mapping[str, Any], physical: bool = False) -> p
         if t == "decimal":  # Spark's default precision and scale
             return pa.decimal128(10, 0)
         if t == "variant":
-            raise UnsupportedFeatureError(
-                ["variantType"], access="read", detail="the schema has a variant column; variant data cannot be decoded"
-            )
+            return VARIANT_TYPE
         if t.startswith("interval"):
             raise UnsupportedFeatureError([f"type {t!r}"], access="read", detail="interval types are not implemented")
         raise UnsupportedFeatureError([f"type {t!r}"], access="read", detail="the schema uses a data type this engine does not know")
@@ -143,7 +153,7 @@ def delta_type_to_arrow(t: str | Mapping[str, Any], physical: bool = False) -> p
             pa.field(MAP_VALUE_NAME, value, nullable=bool(t.get("valueContainsNull", True))),
         )
     if isinstance(kind, str):
-        # e.g. {"type": "variant"} is not how Spark writes it, but be precise if it appears.
+        # e.g. {"type": "variant"}: the protocol's own example writes variant this way.
         return delta_type_to_arrow(kind, physical)
     raise InvalidLogError(f"invalid type {dict(t)!r} in the table schema")
 
@@ -234,6 +244,10 @@ def arrow_to_delta_schema(schema: pa.Schema) -> dict[str, Any]:
     binary variants (large, view) map to ``string``/``binary``; dictionary types to their
     values; tz-aware timestamps to ``timestamp`` and naive ones to ``timestamp_ntz``.
     Types Delta cannot store raise :class:`SchemaMismatchError`.
+
+    An Arrow struct of two binaries ``metadata`` and ``value`` stays a ``struct``: Arrow
+    cannot tell a variant read by :func:`schema_to_arrow` from a user's struct of that
+    shape, and a struct is the reading that never changes what the user wrote.
     """
     return {"type": "struct", "fields": [_delta_field(f, (f.name,)) for f in schema]}
 
@@ -537,6 +551,8 @@ class _MapLookup:
         # Assign in reverse so that, for a duplicated key, the first entry is the one that stays.
         codes[parents[::-1]] = self.codes[hits[::-1]]
         valid = codes >= 0
+        if not valid.any():
+            return pa.DictionaryArray.from_arrays(pa.nulls(self.length, pa.int32()), pa.array([], pa.string()))
         used = np.unique(codes[valid])
         remap = np.zeros(len(self.dictionary), dtype=np.int64)
         remap[used] = np.arange(len(used))

@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 from airflow_delta.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.fs import FileIO
-from airflow_delta.engine.log.listing import LogSegment, list_log, segment_from_listing
+from airflow_delta.engine.log.listing import LogSegment, list_log, list_log_and_segment
 from airflow_delta.engine.log.replay import replay
-from airflow_delta.engine.paths import decode_log_path
+from airflow_delta.engine.paths import decode_log_path, relative_to_table, resolve_in_table
 from airflow_delta.engine.table_properties import TableProperties
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class Snapshot:
         else:
             num_records = pa.nulls(len(stats), pa.int64())
         return pa.table({
-            "path": decode_paths(actions.column("path")),
+            "path": relative_paths(self.table_root, actions.column("path")),
             "partition_values": pv,
             "size": actions.column("size"),
             "modification_time": actions.column("modification_time"),
@@ -159,6 +159,22 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.array(out, pa.string())
 
 
+def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Decoded paths relative to the root; the (rare) absolute URIs in a log are made relative."""
+    decoded = decode_paths(paths)
+    if len(decoded) == 0:
+        return decoded
+    absolute = pc.or_(pc.starts_with(decoded, "/"), pc.match_substring(decoded, "://"))
+    idx = np.flatnonzero(pc.fill_null(absolute, False).to_numpy(zero_copy_only=False))
+    if idx.size == 0:
+        return decoded
+    encoded = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    out = np.asarray(decoded.to_pylist(), dtype=object)
+    for i, log_path in zip(idx.tolist(), encoded.take(pa.array(idx)).to_pylist(), strict=True):
+        out[i] = relative_to_table(table_root, resolve_in_table(table_root, log_path))
+    return pa.array(out, pa.string())
+
+
 def load_snapshot(
     io: FileIO,
     root: str,
@@ -170,10 +186,9 @@ def load_snapshot(
 
     if version is not None and timestamp is not None:
         raise DeltaError("pass either version or timestamp, not both")
-    listing = list_log(io, root)
     if timestamp is not None:
-        version = version_at_timestamp(io, root, timestamp, listing=listing)
-    segment = segment_from_listing(listing, version)
+        version = version_at_timestamp(io, root, timestamp, listing=list_log(io, root))
+    _, segment = list_log_and_segment(io, root, version)
     state = replay(io, segment)
     properties = TableProperties.from_configuration(state.metadata.configuration)
     commit_info = state.commit_infos.get(segment.version)

@@ -17,7 +17,9 @@ column mapping. This module
 What Delta collects (and what we write): min/max for byte, short, integer, long, float,
 double, decimal, date, timestamp, timestamp_ntz and string columns; no min/max for
 boolean, binary, arrays, maps or variants; ``nullCount`` for every indexed leaf (an
-array or map counts as one leaf). Strings are cut to a 32-character prefix for the
+array, map or variant counts as one leaf). Variant bounds exist only with variant
+shredding (Z85-encoded variants, protocol "Statistics for Variant Columns"), which we
+do not read: they are ignored. Strings are cut to a 32-character prefix for the
 minimum and to a prefix plus a tie-breaker (U+FFFD) for the maximum, so the maximum
 stays an upper bound. Timestamps are written truncated to milliseconds.
 """
@@ -75,7 +77,7 @@ class StatsField:
     logical: str
     physical: str
     delta_type: Any  # the Delta type: a name, or a struct/array/map definition
-    arrow_type: pa.DataType | None  # None for leaves we cannot type (e.g. variant)
+    arrow_type: pa.DataType | None  # None for leaves of a type this engine does not know
     children: tuple[StatsField, ...] | None = None  # set for structs
 
     @property
@@ -101,7 +103,7 @@ def _fields_of(schema_fields: Sequence[Mapping[str, Any]], mapping_enabled: bool
         try:
             arrow_type: pa.DataType | None = delta_type_to_arrow(t)
         except UnsupportedFeatureError:
-            arrow_type = None  # e.g. variant: only its nullCount is meaningful here
+            arrow_type = None  # an unknown type: only its nullCount is meaningful here
         out.append(StatsField(name, physical, t, arrow_type))
     return tuple(out)
 

@@ -103,6 +103,12 @@ _ENABLING_PROPERTIES: Mapping[str, str] = {
     "delta.enableIcebergCompatV2": "icebergCompatV2",
 }
 
+# Operations that replace data wholesale: on a CDF table their removes and adds are the
+# change (old rows deleted, new rows inserted), so they need no cdc actions.
+_REPLACING_OPERATIONS = frozenset(
+    {"WRITE", "CREATE OR REPLACE TABLE", "REPLACE TABLE", "CREATE OR REPLACE TABLE AS SELECT", "REPLACE TABLE AS SELECT"}
+)
+
 _ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 _ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 
@@ -521,7 +527,7 @@ class Transaction:
                 f"the staged metadata has table id {metadata.id!r}, the table's is {read_metadata.id!r}; "
                 "a transaction cannot replace the table identity"
             )
-        self._validate_actions(metadata, protocol, read_metadata or metadata)
+        self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
 
         isolation = self._isolation_level(metadata, write_protocol, write_metadata)
         self.isolation_level = isolation
@@ -552,7 +558,6 @@ class Transaction:
 
         attempt_version = self.read_version + 1
         lost = 0
-        last_reason = ""
         while True:
             self.attempts += 1
             now = _now_ms()
@@ -586,6 +591,13 @@ class Transaction:
                 # The write may or may not have happened; the txnId in our commitInfo
                 # tells, when the version is read back below.
                 storage_error = exc
+            lost += 1
+            if self.attempts < self.retry.max_attempts:
+                # Sleep *before* catching up with the winners, so the attempt that follows
+                # targets the newest version rather than one that aged during the sleep.
+                delay = self.retry.backoff(lost, self._rng)
+                if delay > 0:
+                    time.sleep(delay)
             next_version = attempt_version
             while True:
                 winner = self._read_winner(next_version, with_mtime=ict_enabled)
@@ -600,27 +612,22 @@ class Transaction:
                 if ict_enabled:
                     previous_ts = _winner_timestamp(winner, enables_ict, previous_ts)
                 next_version += 1
-            if storage_error is not None:
-                last_reason = f"storage error writing version {attempt_version}: {storage_error}"
-            else:
-                last = self.winning_commits[-1] if self.winning_commits else None
-                last_reason = (
-                    f"version {attempt_version} was taken"
-                    + (f" (latest winner: version {last.version}, {last.operation})" if last else "")
-                )
-            attempt_version = next_version
             if self.attempts >= self.retry.max_attempts:
+                if storage_error is not None:
+                    reason = f"storage error writing version {attempt_version}: {storage_error}"
+                else:
+                    last = self.winning_commits[-1] if self.winning_commits else None
+                    reason = f"version {attempt_version} was taken" + (
+                        f" (latest winner: version {last.version}, {last.operation})" if last else ""
+                    )
                 raise CommitFailedError(
                     f"gave up committing {operation!r} to {self.table.table_uri!r} after {self.attempts} attempt(s): "
-                    f"{last_reason}. No logical conflict was found; raise max_attempts (or the backoff) "
+                    f"{reason}. No logical conflict was found; raise max_attempts (or the backoff) "
                     "if the table has this many concurrent writers"
                 ) from storage_error
-            lost += 1
-            delay = self.retry.backoff(lost, self._rng)
-            if delay > 0:
-                time.sleep(delay)
+            attempt_version = next_version
 
-    def _validate_actions(self, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
+    def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
         seen_adds: set[tuple[str, str | None]] = set()
         for add in self._adds:
             key = (decode_log_path(add.path), add.dv_unique_id)
@@ -663,18 +670,21 @@ class Transaction:
                     "Set delta.appendOnly=false first if the data must really go"
                 )
 
-        # Change Data Feed: removing whole files or adding new ones needs no cdc actions (the
-        # change is the file's rows), but re-adding a file that is also removed (a
-        # deletion vector update) would make readers report every remaining row as
-        # deleted and re-inserted; such commits must carry their cdc files.
+        # Change Data Feed: adding new files or removing whole files needs no cdc actions
+        # (the change is exactly those files' rows), and neither does replacing the table
+        # or a partition (every old row deleted, every new row inserted). A commit that
+        # removes files and adds rewritten ones for any other operation (UPDATE, DELETE
+        # or MERGE rewriting files, deletion vector updates) would make readers report
+        # untouched rows as deleted and re-inserted, so it must carry its cdc files.
         props = TableProperties.from_configuration(metadata.configuration)
         if props.enable_change_data_feed and "changeDataFeed" in protocol_gate.writer_features(protocol) and not self._cdc:
-            removed = {decode_log_path(r.path) for r in self._removes if r.data_change}
-            rewritten = [a.path for a in self._adds if a.data_change and decode_log_path(a.path) in removed]
-            if rewritten:
+            removes_data = any(r.data_change for r in self._removes)
+            adds_data = [a.path for a in self._adds if a.data_change]
+            if removes_data and adds_data and operation.upper() not in _REPLACING_OPERATIONS:
                 raise InvalidTransactionError(
-                    f"the table has delta.enableChangeDataFeed=true and this commit rewrites {rewritten[0]!r} in place "
-                    "(remove and add of the same file) without cdc actions; stage the change data with add_cdc()"
+                    f"the table has delta.enableChangeDataFeed=true and this {operation} commit rewrites data "
+                    f"(removes files and adds {adds_data[0]!r}) without cdc actions; stage the change data "
+                    "with add_cdc()"
                 )
 
     def _isolation_level(self, metadata: Metadata, write_protocol: bool, write_metadata: bool) -> IsolationLevel:

@@ -31,7 +31,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta import __version__
 from airflow_delta.engine.actions import AddFile, Metadata, Protocol
 from airflow_delta.engine.constraints import (
     CHECK_CONSTRAINT_PREFIX,
@@ -62,7 +61,7 @@ from airflow_delta.engine.protocol import (
 )
 from airflow_delta.engine.schema import ColumnMapping, arrow_to_delta_schema, schema_to_arrow, serialize_partition_value
 from airflow_delta.engine.table_properties import TableProperties
-from airflow_delta.engine.transaction import Transaction, commit_path
+from airflow_delta.engine.transaction import ENGINE_INFO, Transaction, commit_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.snapshot import Snapshot
@@ -70,7 +69,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENGINE_INFO = f"airflow-delta/{__version__}"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 COLUMN_MAPPING_ID = "delta.columnMapping.id"
@@ -270,7 +268,7 @@ def normalize_properties(properties: Mapping[str, str] | None) -> _NormalizedPro
         raise UnsupportedFeatureError(["icebergCompatV2"], access="write", detail="delta.universalFormat.enabledFormats")
     TableProperties.from_configuration(configuration)  # raises InvalidTablePropertyError
     _compression_codec(configuration)
-    _int_property(configuration, "delta.targetFileSize", 1)
+    target_file_size_of(configuration)
     return _NormalizedProperties(configuration, frozenset(features), min_reader, min_writer)
 
 
@@ -284,17 +282,19 @@ def _version_property(key: str, value: str, low: int, high: int) -> int:
     return parsed
 
 
-def _int_property(configuration: Mapping[str, str], key: str, minimum: int) -> int | None:
-    value = configuration.get(key)
+_BYTE_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def target_file_size_of(configuration: Mapping[str, str]) -> int | None:
+    """``delta.targetFileSize`` in bytes: a number, or with a unit as Spark reads it (``100mb``, ``1g``)."""
+    value = configuration.get("delta.targetFileSize")
     if value is None:
         return None
-    try:
-        parsed = int(value.strip())
-    except ValueError:
-        raise InvalidTablePropertyError(key, value, f"an integer >= {minimum}") from None
-    if parsed < minimum:
-        raise InvalidTablePropertyError(key, value, f"an integer >= {minimum}")
-    return parsed
+    match = _BYTE_SIZE.match(value)
+    if not match or int(match.group(1)) < 1:
+        raise InvalidTablePropertyError("delta.targetFileSize", value, "a positive size in bytes such as 134217728 or 128mb")
+    return int(match.group(1)) * _BYTE_UNITS[match.group(2).lower()]
 
 
 def _compression_codec(configuration: Mapping[str, str]) -> str:
@@ -339,12 +339,18 @@ def required_features(schema_json: Mapping[str, Any], configuration: Mapping[str
 
 
 def minimal_protocol(
-    features: Iterable[str], min_reader_version: int | None = None, min_writer_version: int | None = None
+    features: Iterable[str],
+    min_reader_version: int | None = None,
+    min_writer_version: int | None = None,
+    *,
+    table_features: bool = False,
 ) -> Protocol:
     """The smallest protocol supporting ``features``: legacy versions when they suffice, else table features.
 
     Legacy: (1, 2) at least, raised to the versions that imply each feature. Table
-    features: writer version 7 listing every feature; reader version 3 listing the
+    features (needed by a feature that has no legacy version, asked for with
+    ``table_features`` - features named by ``delta.feature.*`` - or by the minimum
+    versions): writer version 7 listing every feature; reader version 3 listing the
     reader-writer ones when there are any (reader version 1 otherwise).
     """
     wanted = set(features)
@@ -356,7 +362,9 @@ def minimal_protocol(
         raise UnsupportedFeatureError(unsupported, access="write", detail="a new table cannot be created with it")
     reader_floor = min_reader_version or 1
     writer_floor = min_writer_version or 2
-    needs_table_features = any(f not in _LEGACY_VERSIONS for f in wanted) or reader_floor >= 3 or writer_floor >= 7
+    needs_table_features = (
+        table_features or any(f not in _LEGACY_VERSIONS for f in wanted) or reader_floor >= 3 or writer_floor >= 7
+    )
     if not needs_table_features:
         reader = max([reader_floor] + [_LEGACY_VERSIONS[f][0] for f in wanted])
         writer = max([writer_floor] + [_LEGACY_VERSIONS[f][1] for f in wanted])
@@ -546,6 +554,7 @@ def create_table(
         required_features(schema_json, configuration) | props.features,
         props.min_reader_version,
         props.min_writer_version,
+        table_features=bool(props.features),
     )
     now = _now_ms()
     metadata = Metadata(
@@ -632,8 +641,8 @@ def conform_to_schema(data: pa.Table, target: pa.Schema) -> pa.Table:
     Allowed: lossless widening (int8 -> ... -> int64, float -> double, wider decimals),
     string/binary layout variants, dictionary-encoded values, timestamps of any unit
     (when no precision is lost) and zone (converted to UTC) into ``timestamp``, naive
-    timestamps into ``timestamp_ntz``. NOT NULL is checked separately
-    (:func:`enforce_not_null`), so nullable Arrow fields are accepted everywhere.
+    timestamps into ``timestamp_ntz``. Nullable Arrow fields are accepted everywhere;
+    actual NULLs in NOT NULL columns or fields raise :class:`ConstraintViolationError`.
     """
     by_lower: dict[str, str] = {}
     for n in data.column_names:
@@ -652,8 +661,9 @@ def conform_to_schema(data: pa.Table, target: pa.Schema) -> pa.Table:
         if problem:
             problems.append(problem)
             continue
+        relaxed = _all_nullable(target_field.type)
         try:
-            columns.append(column if column.type == target_field.type else column.cast(target_field.type, safe=True))
+            columns.append(column if column.type == relaxed else column.cast(relaxed, safe=True))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             hint = ""
             if pa.types.is_timestamp(target_field.type) and pa.types.is_timestamp(column.type):
@@ -667,7 +677,30 @@ def conform_to_schema(data: pa.Table, target: pa.Schema) -> pa.Table:
             "data does not match the table schema: " + "; ".join(problems)
             + ". Cast or rename the data to the table schema (no schema evolution on append)"
         )
-    return pa.Table.from_arrays(columns, schema=target)
+    # Arrow refuses to cast nulls into a nested non-nullable field; cast to an all-nullable
+    # type first so that NOT NULL violations are reported as such, then take the table's
+    # exact types (same memory layout: a zero-copy view).
+    relaxed_table = pa.Table.from_arrays(columns, names=target.names)
+    enforce_not_null(relaxed_table, target)
+    strict = [
+        c if c.type == f.type else pa.chunked_array([chunk.view(f.type) for chunk in c.chunks], type=f.type)
+        for c, f in zip(relaxed_table.columns, target, strict=True)
+    ]
+    return pa.Table.from_arrays(strict, schema=target)
+
+
+def _all_nullable(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (map keys excepted, which Arrow requires non-null)."""
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_all_nullable(t.field(i).type)).with_nullable(True) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        element = t.value_field.with_type(_all_nullable(t.value_type)).with_nullable(True)
+        return pa.large_list(element) if pa.types.is_large_list(t) else pa.list_(element)
+    if pa.types.is_map(t):
+        key = t.key_field.with_type(_all_nullable(t.key_type))
+        item = t.item_field.with_type(_all_nullable(t.item_type)).with_nullable(True)
+        return pa.map_(key, item, keys_sorted=t.keys_sorted)
+    return t
 
 
 _INT_WIDTH = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
@@ -786,7 +819,7 @@ def _layout(snapshot: Snapshot, target_file_size: int | None) -> _WriteLayout:
         prefix_length = props.random_prefix_length
     else:
         prefix_length = 0
-    size = target_file_size or _int_property(metadata.configuration, "delta.targetFileSize", 1) or DEFAULT_TARGET_FILE_SIZE
+    size = target_file_size or target_file_size_of(metadata.configuration) or DEFAULT_TARGET_FILE_SIZE
     return _WriteLayout(
         io=snapshot.io,
         root=snapshot.table_root,
@@ -978,8 +1011,7 @@ def write_data_files(
 
 
 def _validated(chunk: pa.Table, schema: pa.Schema, constraints: tuple[Constraint, ...]) -> pa.Table:
-    conformed = conform_to_schema(chunk, schema)
-    enforce_not_null(conformed, schema)
+    conformed = conform_to_schema(chunk, schema)  # enforces NOT NULL too
     enforce_constraints(conformed, constraints, schema)
     return conformed
 

@@ -66,7 +66,7 @@ def _worker(root: str, worker: int, role: str, barrier: Any, out_file: str) -> N
                     txn.remove_files(files)
                     operation = "DELETE"
                 else:
-                    if files.num_rows < 2:
+                    if files.num_rows == 0:
                         txn.abort()
                         record["outcome"] = "skipped"
                         record["seconds"] = round(time.monotonic() - started, 3)

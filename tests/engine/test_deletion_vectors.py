@@ -420,6 +420,45 @@ def test_write_deletion_vectors_packs_one_file_with_distinct_offsets(table_path:
     assert [b.to_numpy().tolist() if b is not None else None for b in batch] == [sorted(sets[2]), None, [0, 1], [2**32 + 1], [0, 1]]
 
 
+def test_batch_read_mixes_storage_types_and_files(table_path: str) -> None:
+    io = LocalFileIO()
+    packed = write_deletion_vectors(io, table_path, [[1], [2, 3]])
+    single = write_deletion_vector(io, table_path, [4], random_prefix_length=2)
+    inline = inline_deletion_vector([5, 6])
+    empty = DeletionVectorDescriptor("i", "", 0, 0)
+    absolute = DeletionVectorDescriptor("p", "file://" + dv_absolute_path(table_path, single), single.size_in_bytes, 1, 1)
+    dvs = [packed[1], None, single, inline, empty, packed[0], absolute]
+    expected = [[2, 3], None, [4], [5, 6], [], [1], [4]]
+    for workers in (1, 8):
+        got = read_deletion_vectors(io, table_path, dvs, max_workers=workers)
+        assert [b.to_numpy().tolist() if b is not None else None for b in got] == expected
+    # Two descriptors of one frame must each match it: a wrong cardinality is not hidden by a shared read.
+    lying = DeletionVectorDescriptor("u", packed[0].path_or_inline_dv, packed[0].size_in_bytes, 2, packed[0].offset)
+    with pytest.raises(CorruptDeletionVectorError, match="cardinality 2"):
+        read_deletion_vectors(io, table_path, [packed[0], lying])
+
+
+@FAST
+@given(row_sets, row_sets, st.booleans())
+def test_merge_holds_old_and_new_rows(old: set[int], new: set[int], inline: bool) -> None:
+    import tempfile
+
+    io = LocalFileIO()
+    with tempfile.TemporaryDirectory() as root:
+        existing = write_deletion_vector(io, root, sorted(old)) if old else None
+        if not old and not new:
+            with pytest.raises(ValueError):
+                merge_deletion_vector(io, root, existing, [])
+            return
+        merged, dv = merge_deletion_vector(io, root, existing, np.array(sorted(new), dtype=np.uint64), inline=inline)
+        assert merged.to_numpy().tolist() == sorted(old | new)
+        if existing is not None and new <= old:
+            assert dv is existing
+        else:
+            assert dv.storage_type == ("i" if inline else "u") and dv.cardinality == len(old | new)
+        assert read_deletion_vector(io, root, dv) == merged
+
+
 def test_packing_target_splits_files(table_path: str) -> None:
     io = LocalFileIO()
     dvs = write_deletion_vectors(io, table_path, [[i] for i in range(6)], target_file_size=100)
@@ -467,6 +506,9 @@ def test_absolute_path_descriptors(table_path: str) -> None:
     for uri in (absolute, "file://" + absolute, "file:" + absolute):
         p = DeletionVectorDescriptor("p", uri, u.size_in_bytes, u.cardinality, u.offset)
         assert read_deletion_vector(io, table_path, p).to_numpy().tolist() == [6, 8]
+    relative = DeletionVectorDescriptor("p", os.path.basename(absolute), u.size_in_bytes, u.cardinality, u.offset)
+    with pytest.raises(CorruptDeletionVectorError, match="needs an absolute path"):
+        read_deletion_vector(io, table_path, relative)
 
 
 # ----------------------------------------------------------- DV file errors
@@ -718,7 +760,7 @@ def test_delta_rs_reads_a_table_with_dvs_we_wrote(table_path: str) -> None:
     deltalake = pytest.importorskip("deltalake")
     io = LocalFileIO()
     files = []
-    for i in range(6):
+    for i in range(7):
         name = f"part-{i:05d}.parquet"
         pq.write_table(pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64())}), os.path.join(table_path, name))
         files.append(name)
@@ -729,11 +771,16 @@ def test_delta_rs_reads_a_table_with_dvs_we_wrote(table_path: str) -> None:
         *packed,
         None,
     ]
-    deleted = {0, 5, 99, 101, 102, 103, 210, 211, 212, 350, *range(400, 500, 2)}
+    on_disk = write_deletion_vector(io, table_path, [7, 8])
+    dvs.append(DeletionVectorDescriptor("p", "file://" + dv_absolute_path(table_path, on_disk), on_disk.size_in_bytes, 2, 1))
+    deleted = {0, 5, 99, 101, 102, 103, 210, 211, 212, 350, *range(400, 500, 2), 607, 608}
     _commit_table_with_dvs(table_path, dvs, files)
     dt = deltalake.DeltaTable(table_path)
     result = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id FROM t").read_all())
-    assert sorted(result.column("id").to_pylist()) == sorted(set(range(600)) - deleted)
+    assert sorted(result.column("id").to_pylist()) == sorted(set(range(700)) - deleted)
+    from airflow_delta.engine.table import DeltaTable
+
+    assert sorted(DeltaTable(table_path).snapshot().to_arrow().column("id").to_pylist()) == sorted(set(range(700)) - deleted)
 
 
 def test_deletes_committed_through_our_writer_and_transaction_read_back(table_path: str) -> None:

@@ -424,3 +424,10 @@ def test_tables_with_unknown_writer_features_are_refused(table_path: str) -> Non
     with pytest.raises(UnsupportedFeatureError):
         cleanup(table_path, cutoff_version=5)
     assert len([n for n in log_files(table_path) if n.endswith(".json")]) == 6
+
+
+def test_retention_can_be_given_as_an_interval_string(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6))
+    as_string = cleanup_log(DeltaTable(table_path), retention="interval 1 days", now=now_for_cutoff(8), dry_run=True)
+    as_delta = cleanup_log(DeltaTable(table_path), retention=timedelta(days=1), now=now_for_cutoff(8), dry_run=True)
+    assert as_string == as_delta and as_string

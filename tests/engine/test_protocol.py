@@ -21,9 +21,9 @@ def test_legacy_reader_versions() -> None:
 
 
 def test_unknown_reader_feature_is_named() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="variantType") as info:
-        check_readable(Protocol(3, 7, frozenset({"deletionVectors", "variantType"}), frozenset()))
-    assert info.value.features == ["variantType"] and info.value.access == "read"
+    with pytest.raises(UnsupportedFeatureError, match="variantShredding") as info:
+        check_readable(Protocol(3, 7, frozenset({"deletionVectors", "variantType", "variantShredding"}), frozenset()))
+    assert info.value.features == ["variantShredding"] and info.value.access == "read"
 
 
 def test_reader_version_too_new() -> None:

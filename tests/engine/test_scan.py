@@ -356,6 +356,8 @@ def test_deletion_vectors_drop_rows_by_position(tmp_path: Path) -> None:
     assert by_file[0].column("id").to_pylist() == [i for i in range(100) if i not in (0, 5, 99)]
     assert by_file[1].column("id").to_pylist() == [i for i in range(100) if i not in (1, 2)]
     assert by_file[2].column("id").to_pylist() == list(range(100))
+    # Counting rows (no columns) still honours the deletion vectors.
+    assert read_data(snapshot, snapshot.add_actions, columns=[]).num_rows == 295
     # The filter applies to surviving rows only.
     assert read_data(snapshot, snapshot.add_actions, row_filter=pc.field("id") < 3).column("id").to_pylist() == [1, 2, 0, 0, 1, 2]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -161,14 +162,20 @@ def test_invalid_decimals_are_refused(bad: str) -> None:
         delta_type_to_arrow(bad)
 
 
+_VARIANT = pa.struct([pa.field("metadata", pa.binary(), nullable=False), pa.field("value", pa.binary(), nullable=False)])
+
+
 @pytest.mark.parametrize(
-    "t",
-    ["variant", {"type": "array", "elementType": "variant", "containsNull": True}],
+    ("t", "arrow"),
+    [
+        ("variant", _VARIANT),
+        ({"type": "variant"}, _VARIANT),
+        ({"type": "array", "elementType": "variant", "containsNull": True}, pa.list_(pa.field("element", _VARIANT))),
+    ],
 )
-def test_variant_is_refused_by_name(t: Any) -> None:
-    with pytest.raises(UnsupportedFeatureError) as info:
-        schema_to_arrow({"type": "struct", "fields": [_field("v", t)]})
-    assert info.value.features == ["variantType"]
+def test_variant_is_the_unshredded_struct_of_binaries(t: Any, arrow: pa.DataType) -> None:
+    # delta-rs's layout (protocol "Variant data in Parquet", exposed raw); more in test_variant.py.
+    assert schema_to_arrow({"type": "struct", "fields": [_field("v", t)]}).field("v").type == arrow
 
 
 def test_unknown_type_is_refused() -> None:
@@ -503,6 +510,9 @@ def test_parse_partition_values_of_sliced_maps_with_repeated_keys() -> None:
         {"p": None, "q": None},
     ]
     assert len(parse_partition_values(pv.slice(2, 0), metadata)) == 0
+    # Only nulls (no string values at all in the maps).
+    only_nulls = pa.array([[("p", None)], [("q", None)]], type=pa.map_(pa.string(), pa.string()))
+    assert parse_partition_values(only_nulls, metadata).to_pylist() == [{"p": None, "q": None}] * 2
 
 
 def test_parse_partition_values_is_vectorised_over_many_rows() -> None:
@@ -665,3 +675,20 @@ def test_partition_values_written_by_delta_rs_parse_to_the_written_values(tmp_pa
         # What we would write for the same values parses back the same way.
         ours = [serialize_partition_value(v, values.type) for v in values.to_pylist()]
         assert parse_partition_strings(pa.array(ours, pa.string()), values.type).to_pylist() == values.to_pylist()
+
+
+_MAPS = st.lists(
+    st.none() | st.lists(st.tuples(st.sampled_from(["p", "q", "r"]), st.none() | st.text(max_size=2)), max_size=4),
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(maps=_MAPS, start=st.integers(0, 12), length=st.integers(0, 12))
+def test_partition_lookup_agrees_with_arrow_map_lookup(maps: list[Any], start: int, length: int) -> None:
+    metadata = _metadata([_field("p", "string"), _field("q", "string")], ("p", "q"))
+    pv = pa.array(maps, type=pa.map_(pa.string(), pa.string())).slice(start, length)
+    parsed = parse_partition_values(pv, metadata)
+    for key in ("p", "q"):
+        expected = [None if v == "" else v for v in pc.map_lookup(pv, pa.scalar(key), "first").to_pylist()] if len(pv) else []
+        assert parsed.field(key).to_pylist() == expected

@@ -39,7 +39,6 @@ from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.errors import (
     DataFileNotFoundError,
     DeltaError,
-    InvalidFilterError,
     InvalidLogError,
     UnsupportedFeatureError,
     VersionNotFoundError,
@@ -120,13 +119,10 @@ SPEC: dict[str, Outcome] = {
     "spark-shredded-variant-preview-delta": Raises(
         UnsupportedFeatureError, "variantShredding-preview", "variant shredding is not implemented (delta-rs refuses too)",
     ),
-    "spark-variant-checkpoint": Raises(
-        UnsupportedFeatureError, "variantType-preview",
-        "delta-rs reads this one; we do not implement the variant type, so we refuse rather than misread it",
+    "spark-variant-checkpoint": SameAsDeltaRs(
+        "variant columns (top level and nested), read unshredded as struct<metadata, value> binaries"
     ),
-    "spark-variant-stable-feature-checkpoint": Raises(
-        UnsupportedFeatureError, "variantType", "variant type (and the data files are missing too)",
-    ),
+    "spark-variant-stable-feature-checkpoint": DataFilesMissing("log only; stable variantType feature"),
     "table-with-domain-metadata": DataFilesMissing("log only: a single checkpoint at v108, domain metadata, row tracking"),
     "table-with-dv-small": SameAsExpectedFile("one deletion vector"),
     "table-without-dv-small": SameAsDeltaRs(),
@@ -435,7 +431,7 @@ def test_in_commit_timestamps_are_the_commit_timestamps(shared_tables: Path) -> 
 
 # Filters: our SQL (Spark dialect) against delta-rs's DataFusion SQL over the same table.
 # DataFusion folds unquoted identifiers to lower case, hence its own spelling per case.
-FILTER_CASES: list[Any] = [
+FILTER_CASES: list[tuple[str, str, str]] = [
     ("http_requests", "date = '2023-04-14'", "date = '2023-04-14'"),
     (
         "http_requests",
@@ -454,26 +450,34 @@ FILTER_CASES: list[Any] = [
     ("checkpoint-v2-table", "id IN (1, 5, 44) OR name = 'x'", "id IN (1, 5, 44) OR name = 'x'"),
     ("delta-0.8.0-null-partition", "k IS NULL", "k IS NULL"),
     ("cdf-table-with-cdc-and-dvs", "id < 12 AND comment <> ''", "id < 12 AND comment <> ''"),
-    pytest.param(
-        "cdf-table-with-cdc-and-dvs", "comment <> '' AND id < 12", "comment <> '' AND id < 12",
-        marks=pytest.mark.xfail(
-            strict=True, raises=InvalidFilterError,
-            reason="expressions.parse_predicate hands the filter to sqlglot as a statement, and a filter "
-            "that starts with a column named like a command keyword (COMMENT) parses as a Command",
-        ),
-        id="cdf-table-with-cdc-and-dvs:comment-first",
-    ),
+    # A leading column named like a SQL command keyword (COMMENT) must still parse as a predicate.
+    ("cdf-table-with-cdc-and-dvs", "comment <> '' AND id < 12", "comment <> '' AND id < 12"),
 ]
 
 
-def _filter_id(case: Any) -> str:
-    return case.id if hasattr(case, "id") else f"{case[0]}:{case[1]}"
-
-
-@pytest.mark.parametrize(("name", "ours_sql", "datafusion_sql"), FILTER_CASES, ids=[_filter_id(c) for c in FILTER_CASES])
+@pytest.mark.parametrize(("name", "ours_sql", "datafusion_sql"), FILTER_CASES, ids=[f"{c[0]}:{c[1]}" for c in FILTER_CASES])
 def test_filtered_read_matches_delta_rs_sql(shared_tables: Path, name: str, ours_sql: str, datafusion_sql: str) -> None:
     table_dir = shared_tables / name
     snapshot = DeltaTable(str(table_dir)).snapshot()
     ours = snapshot.to_arrow(filter=ours_sql)
     reader = deltalake.QueryBuilder().register("t", _delta_rs(table_dir)).execute(f"SELECT * FROM t WHERE {datafusion_sql}")
     assert_same_rows(ours, pa.table(reader.read_all()))
+
+
+PROJECTION_CASES: list[tuple[str, list[str]]] = [
+    ("delta-0.8.0-partitioned", ["day", "value"]),  # a partition column first, out of table order
+    ("http_requests", ["EdgeResponseBytes", "date"]),
+    ("golden/data-reader-array-primitives", ["as_array_string", "as_array_big_decimal"]),
+    ("delta-2.2.0-partitioned-types", ["c2"]),  # only a partition column
+    ("spark-variant-checkpoint", ["map_of_variants", "id"]),
+]
+
+
+@pytest.mark.parametrize(("name", "columns"), PROJECTION_CASES, ids=[c[0] for c in PROJECTION_CASES])
+def test_projection_matches_delta_rs(shared_tables: Path, name: str, columns: list[str]) -> None:
+    table_dir = shared_tables / name
+    ours = DeltaTable(str(table_dir)).snapshot().to_arrow(columns=columns)
+    # Output keeps the table's column order, whatever order the caller asked in.
+    schema_order = [n for n in DeltaTable(str(table_dir)).snapshot().schema.names if n in columns]
+    assert ours.column_names == schema_order
+    assert_same_rows(ours, pa.table(_delta_rs(table_dir).to_pyarrow_table(columns=columns)))

@@ -13,7 +13,7 @@ from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA
 from airflow_delta.engine.errors import DeltaError, UnsupportedFeatureError, VersionNotFoundError
 from airflow_delta.engine.fs import LocalFileIO
-from airflow_delta.engine.snapshot import decode_paths, load_snapshot
+from airflow_delta.engine.snapshot import decode_paths, load_snapshot, relative_paths
 from tests.engine.log import builders as b
 
 IO = LocalFileIO()
@@ -146,3 +146,9 @@ def test_shared_domain_metadata_from_checkpoint_only(shared_tables: Path) -> Non
     assert snap.version == 108
     assert sorted(snap.domain_metadata) == ["com.databricks.liquid", "delta.clustering", "delta.rowTracking"]
     assert snap.timestamp > 0  # the checkpoint's mtime: no JSON commit is left
+
+
+def test_relative_paths(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    paths = pa.array(["a%20b.parquet", f"file://{root}/x=1/c.parquet", f"{root}/d.parquet"])
+    assert relative_paths(root, paths).to_pylist() == ["a b.parquet", "x=1/c.parquet", "d.parquet"]

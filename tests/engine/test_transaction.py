@@ -510,6 +510,17 @@ def test_change_data_feed_rewrite_needs_cdc_actions(table_path: str, monkeypatch
     with t.transaction() as txn:
         txn.remove_files(txn.read_files("p = 'b'"))
         assert txn.commit("DELETE") == 3
+    # A copy-on-write rewrite into a new file needs it as much as a DV update does ...
+    txn = t.transaction()
+    txn.remove_files(txn.read_files("p = 'a'"))
+    txn.add_files(data_files(txn, rows("a", [2])))
+    with pytest.raises(InvalidTransactionError, match="cdc"):
+        txn.commit("UPDATE")
+    # ... but an overwrite replaces every row: old ones deleted, new ones inserted.
+    with t.transaction() as txn:
+        txn.remove_files(txn.read_files("p = 'a'"))
+        txn.add_files(data_files(txn, rows("a", [5])))
+        assert txn.commit("WRITE", {"mode": "Overwrite"}) == 4
 
 
 def test_deletion_vectors_need_the_feature(table: DeltaTable) -> None:
@@ -850,3 +861,18 @@ def test_properties_of_unimplemented_features_are_refused(table: DeltaTable) -> 
 def test_snapshot_isolation_cannot_be_asked_for(table: DeltaTable) -> None:
     with pytest.raises(InvalidTransactionError, match="automatically"):
         table.transaction(isolation_level="SnapshotIsolation")
+
+
+def test_whole_table_read_depends_on_every_change_but_blind_appends(table: DeltaTable) -> None:
+    reader = table.transaction()
+    everything = reader.read_files()
+    assert everything.num_rows == 2
+    reader.add_files(data_files(reader, rows("c", [99])))  # e.g. INSERT ... SELECT from the table itself
+    append(table, "a", [50])  # blind: invisible at WriteSerializable
+    deleter = table.transaction()
+    deleter.remove_files(deleter.read_files("p = 'b'"))
+    deleter.commit("DELETE")
+    with pytest.raises(ConcurrentDeleteReadException) as info:
+        reader.commit("WRITE")
+    assert info.value.winning_version == 4
+    assert commit_info(table, 4)["operation"] == "DELETE"

@@ -43,6 +43,7 @@ from airflow_delta.engine.writer import (
     escape_partition_path,
     minimal_protocol,
     normalize_properties,
+    target_file_size_of,
     write_data_files,
 )
 
@@ -152,6 +153,12 @@ def test_concurrent_creators_exactly_one_wins(tmp_path: Path) -> None:
             Protocol(1, 7, None, frozenset({"inCommitTimestamp", "checkConstraints"})),
         ),
         ({"delta.minWriterVersion": "4"}, SIMPLE, Protocol(1, 4)),
+        ({"delta.feature.appendOnly": "supported"}, SIMPLE, Protocol(1, 7, None, frozenset({"appendOnly"}))),
+        (
+            {"delta.feature.domainMetadata": "supported", "delta.minWriterVersion": "3"},
+            SIMPLE,
+            Protocol(1, 7, None, frozenset({"domainMetadata", "appendOnly", "invariants", "checkConstraints"})),
+        ),
         (
             {"delta.feature.vacuumProtocolCheck": "supported"},
             SIMPLE,
@@ -217,7 +224,7 @@ def test_invalid_property_values(table_path: str, properties: dict[str, str]) ->
 
 @pytest.mark.parametrize(
     "properties",
-    [{"delta.enableChangeDataFeed": "true"}, {"delta.enableRowTracking": "true"}, {"delta.feature.variantType": "supported"}],
+    [{"delta.enableChangeDataFeed": "true"}, {"delta.enableRowTracking": "true"}, {"delta.feature.catalogManaged": "supported"}],
 )
 def test_unsupported_features_refused(table_path: str, properties: dict[str, str]) -> None:
     with pytest.raises(UnsupportedFeatureError):
@@ -815,3 +822,32 @@ def test_append_refuses_active_unsupported_writer_features(shared_tables: Path, 
     with pytest.raises(UnsupportedFeatureError, match="identityColumns"):
         table.append(rows)
     assert _data_files(str(path)) == _data_files(str(shared_tables / "checkpoint-v2-table"))
+
+
+def test_nested_not_null_fields_on_append(table_path: str) -> None:
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64()),
+            pa.field("s", pa.struct([pa.field("a", pa.int64(), nullable=False)])),
+            pa.field("l", pa.list_(pa.field("element", pa.int64(), nullable=False))),
+        ]
+    )
+    table = DeltaTable.create(table_path, schema)
+    field = json.loads(_action(_log(table_path), "metaData")["schemaString"])["fields"][1]
+    assert field["type"]["fields"][0]["nullable"] is False
+    # A null struct has no fields, so its NOT NULL field is not violated.
+    good = pa.table({"id": [1, 2], "s": [{"a": 1}, None], "l": [[1], None]})
+    table.append(good)
+    assert table.snapshot().to_arrow().sort_by("id").to_pylist() == good.to_pylist()
+    with pytest.raises(ConstraintViolationError, match=r"NOT NULL constraint on s\.a"):
+        table.append(pa.table({"id": [3], "s": [{"a": None}], "l": [[]]}))
+    with pytest.raises(ConstraintViolationError, match=r"NOT NULL constraint on l\[\]"):
+        table.append(pa.table({"id": [3], "s": [{"a": 3}], "l": [[None]]}))
+    assert table.version() == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("134217728", 134217728), ("100mb", 100 << 20), ("1G", 1 << 30), ("64k", 64 << 10)]
+)
+def test_target_file_size_property_accepts_units(value: str, expected: int) -> None:
+    assert target_file_size_of({"delta.targetFileSize": value}) == expected

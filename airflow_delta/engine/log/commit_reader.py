@@ -262,6 +262,15 @@ def parse_log_bytes(
             partition_keys |= partition_keys_of(action.body)
 
     file_idx = np.flatnonzero(is_file_np)
+    if len(file_idx) == 0 and not stray_file_actions:
+        return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), tuple(actions), num_lines)
+    try:
+        # One parse of the whole buffer, in place: every line becomes a row (non-file
+        # actions are ignored fields), so no bytes are copied to gather the file lines.
+        table = _parse_all_lines_fast(data, lines, is_file_line, file_of_line, version_arr, seq_start, partition_keys)
+        return ParsedLog(table, tuple(actions), num_lines)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
+        pass  # a corrupt or unusual line: the line-by-line paths below find it
     tables: list[pa.Table] = []
     if len(file_idx):
         selected = lines.filter(is_file_line)
@@ -330,6 +339,48 @@ def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], tag_keys: Seque
     )
 
 
+def _parse_all_lines_fast(
+    data: pa.Buffer,
+    lines: pa.LargeStringArray,
+    is_file_line: pa.BooleanArray,
+    file_of_line: np.ndarray,
+    version_arr: np.ndarray,
+    seq_start: int,
+    partition_keys: Iterable[str],
+) -> pa.Table:
+    blank = np.asarray(pc.match_substring_regex(lines, r"^\s*$").to_numpy(zero_copy_only=False), dtype=bool)
+    row_line = np.flatnonzero(~blank)  # pyarrow skips blank lines: row i is line row_line[i]
+    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(lines.filter(is_file_line)))
+    table = _read_json(data, pkeys, None)
+    if table.num_rows != len(row_line):
+        raise ValueError("line count mismatch")
+    tags = _tags_patch(lines.take(pa.array(row_line)), table, pkeys)
+    versions = version_arr[file_of_line[row_line]]
+    seqs = row_line.astype(np.int64) + seq_start
+    return file_actions_from_json_table(table, versions, seqs, tags)
+
+
+def _tags_patch(row_lines: pa.LargeStringArray, table: pa.Table, pkeys: Sequence[str]) -> dict[str, pa.Array] | None:
+    """Tags of every row, for the few rows whose lines carry non-empty tags (None: no such rows)."""
+    tag_lines = pc.match_substring_regex(row_lines, r'"tags"\s*:\s*\{\s*"')
+    tagged = np.flatnonzero(np.asarray(tag_lines.to_numpy(zero_copy_only=False), dtype=bool))
+    if not tagged.size:
+        return None
+    sub_buffer = _contiguous_bytes(row_lines.take(pa.array(tagged)))
+    keys = sorted(set(_all_keys(_read_json(sub_buffer, pkeys, []), "tags")))
+    sub = _read_json(sub_buffer, pkeys, keys)
+    if any(_non_string_keys(sub)):
+        raise ValueError("non-string tag values")
+    tags = {}
+    for key in FILE_ACTION_KEYS:
+        main = _map_field(table.column(key).combine_chunks(), "tags", keep_null_values=False)
+        patch = _map_field(sub.column(key).combine_chunks(), "tags", keep_null_values=False)
+        index = np.arange(len(main), dtype=np.int64)
+        index[tagged] = len(main) + np.arange(tagged.size, dtype=np.int64)
+        tags[key] = pa.concat_arrays([main, patch]).take(pa.array(index))
+    return tags
+
+
 def _parse_file_lines_fast(
     selected: pa.LargeStringArray,
     file_idx: np.ndarray,
@@ -350,24 +401,7 @@ def _parse_file_lines_fast(
     table = _read_json(_contiguous_bytes(selected), pkeys, None)
     if table.num_rows != len(file_idx):
         raise ValueError("line count mismatch")
-    tag_lines = pc.match_substring_regex(selected, r'"tags"\s*:\s*\{\s*"')
-    tagged = np.flatnonzero(np.asarray(tag_lines.to_numpy(zero_copy_only=False), dtype=bool))
-    tags: dict[str, pa.Array] | None = None
-    if tagged.size:
-        subset = selected.take(pa.array(tagged))
-        sub_buffer = _contiguous_bytes(subset)
-        probe = _read_json(sub_buffer, pkeys, [])
-        keys = sorted(set(_all_keys(probe, "tags")))
-        sub = _read_json(sub_buffer, pkeys, keys)
-        if any(_non_string_keys(sub)):
-            raise ValueError("non-string tag values")
-        tags = {}
-        for key in FILE_ACTION_KEYS:
-            main = _map_field(table.column(key).combine_chunks(), "tags", keep_null_values=False)
-            patch = _map_field(sub.column(key).combine_chunks(), "tags", keep_null_values=False)
-            index = np.arange(len(main), dtype=np.int64)
-            index[tagged] = len(main) + np.arange(tagged.size, dtype=np.int64)
-            tags[key] = pa.concat_arrays([main, patch]).take(pa.array(index))
+    tags = _tags_patch(selected, table, pkeys)
     versions = version_arr[file_of_line[file_idx]]
     seqs = file_idx.astype(np.int64) + seq_start
     return file_actions_from_json_table(table, versions, seqs, tags)

@@ -223,7 +223,27 @@ def latest_version(io: FileIO, root: str) -> int:
 
 def list_log_segment(io: FileIO, root: str, version: int | None = None) -> LogSegment:
     """The log segment for ``version`` (default: the latest version)."""
-    return segment_from_listing(list_log(io, root), version)
+    return list_log_and_segment(io, root, version)[1]
+
+
+def list_log_and_segment(
+    io: FileIO, root: str, version: int | None = None, attempts: int = 3
+) -> tuple[LogListing, LogSegment]:
+    """List the log and build the segment, re-listing if a gap turns out to be a listing race.
+
+    A directory listing is not a snapshot: a commit created while the directory is being
+    read may be missed while a later one is seen (readdir order is not creation order).
+    When a commit reported missing does exist on a direct check, we list again.
+    """
+    for attempt in range(attempts):
+        listing = list_log(io, root)
+        try:
+            return listing, segment_from_listing(listing, version)
+        except LogNotContiguousError as exc:
+            raced = any(io.info(commit_path(root, v)) is not None for v in exc.missing[:10])
+            if not raced or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def segment_from_listing(listing: LogListing, version: int | None = None) -> LogSegment:

@@ -243,3 +243,24 @@ def test_shared_checkpoint_only_table(shared_tables: Path) -> None:
 def test_shared_checkpoint_at_version_zero(shared_tables: Path) -> None:
     seg = list_log_segment(IO, str(shared_tables / "python-0.25.5-checkpoint"))
     assert (seg.version, seg.checkpoint_version, seg.commit_versions) == (1, 0, [1])
+
+
+class _RacyIO(LocalFileIO):
+    """A listing that misses one commit once, as readdir can while that commit is being created."""
+
+    def __init__(self, hide: str) -> None:
+        super().__init__()
+        self.hide = hide
+
+    def list_dir(self, path: str):  # type: ignore[no-untyped-def]
+        infos = super().list_dir(path)
+        if self.hide:
+            infos = [i for i in infos if i.name != self.hide]
+            self.hide = ""
+        return infos
+
+
+def test_listing_race_is_retried(table_path: str) -> None:
+    _table(table_path, range(4))
+    seg = list_log_segment(_RacyIO(f"{2:020d}.json"), table_path)
+    assert seg.commit_versions == [0, 1, 2, 3]
