@@ -21,7 +21,9 @@ and counted.
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
+import os
 import shutil
 import sys
 import uuid
@@ -112,10 +114,23 @@ def _pool(side: str, writers: int) -> _WriterPool:
 
 
 def _fresh_path() -> str:
+    """A new table directory for this run; the previous run's table of this process is removed.
+
+    Paths are unique per process, so benchmark runs going on at the same time never
+    touch each other's tables.
+    """
     runs = data_dir("commit_throughput") / "runs"
-    shutil.rmtree(runs, ignore_errors=True)
-    runs.mkdir(parents=True)
-    return str(runs / uuid.uuid4().hex)
+    runs.mkdir(parents=True, exist_ok=True)
+    for previous in _made_paths:
+        shutil.rmtree(previous, ignore_errors=True)
+    _made_paths.clear()
+    path = runs / f"{os.getpid()}-{uuid.uuid4().hex}"
+    _made_paths.append(path)
+    return str(path)
+
+
+_made_paths: list[Path] = []
+atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _made_paths])
 
 
 def _check(path: str, expected_versions: int) -> None:

@@ -8,7 +8,11 @@ regime applies is decided by the latest table metadata.
 
 File modification times are not guaranteed to increase with the version (clock skew,
 copied tables), so, like Delta, we make them monotonic before searching: a commit's
-timestamp is raised to one millisecond after its predecessor's when needed.
+timestamp is raised to one millisecond after its predecessor's when needed. In-commit
+timestamps get the same treatment for the search: the spec defines each as at least one
+millisecond after the previous commit's, so a non-compliant log (an ICT earlier than its
+predecessor's) is read as a compliant writer would have written it. ``history()`` and
+``Snapshot.timestamp`` still report what each commit recorded.
 
 Time travel by timestamp selects the latest version whose commit timestamp is <= the
 requested one. A timestamp before the earliest reconstructable commit, or after the
@@ -19,13 +23,14 @@ that instant, so the answer would not be repeatable. Use ``version=None`` for "l
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from airflow_delta.engine.errors import DeltaError, InvalidTimestampError, VersionNotFoundError
 from airflow_delta.engine.fs import FileIO
@@ -162,8 +167,39 @@ def read_history(io: FileIO, root: str, limit: int | None = None) -> list[dict[s
 # ------------------------------------------------------------------ timestamp -> version
 
 
+def read_commit_infos(io: FileIO, paths: Sequence[str], head_bytes: int = 8192) -> list[dict[str, Any] | None]:
+    """``commitInfo`` of several commits, reading only the head of each file where it can.
+
+    With in-commit timestamps the spec puts ``commitInfo`` first in every commit, so its
+    line is nearly always within the first few KB; otherwise the whole file is read.
+    Reads overlap on remote storage.
+    """
+    def one(path: str) -> dict[str, Any] | None:
+        with io.open_input_file(path) as f:
+            head = f.read(head_bytes)
+            if head.startswith(b'{"commitInfo"') and b"\n" in head:
+                info = extract_commit_info(head[: head.index(b"\n")], path)
+                if info is not None:
+                    return info
+            data = head + f.read()
+        return extract_commit_info(data, path)
+
+    if len(paths) <= 8 or isinstance(io.filesystem, pafs.LocalFileSystem):
+        return [one(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(one, paths))
+
+
 def version_at_timestamp(io: FileIO, root: str, timestamp: TimestampLike, listing: LogListing | None = None) -> int:
-    """The latest version whose commit timestamp is <= ``timestamp`` (see the module doc)."""
+    """The latest version whose commit timestamp is <= ``timestamp`` (see the module doc).
+
+    Timestamps are made monotonic first, as a writer following the spec would have
+    written them: file modification times always (Delta does the same), and in-commit
+    timestamps too, which the spec defines as at least one millisecond after the previous
+    commit's (a non-compliant log may break that). The latter requires every commit's
+    ``commitInfo`` in the in-commit-timestamp range (only the head of each file is read):
+    a binary search over a sequence that may not be sorted can return a wrong version.
+    """
     requested = to_epoch_ms(timestamp)
     listing = listing if listing is not None else list_log(io, root)
     latest = listing.latest_version
@@ -184,28 +220,29 @@ def version_at_timestamp(io: FileIO, root: str, timestamp: TimestampLike, listin
         raise VersionNotFoundError(timestamp, earliest, latest, "no commit timestamps are available")
     properties = latest_properties(io, root, listing)
 
-    def ict(version: int) -> int:
-        info = listing.commits.get(version)
-        if info is None:
-            return mtimes[version]
-        commit_info = extract_commit_info(io.read_bytes(info.path), info.path)
-        return commit_timestamp(version, info.modification_time, commit_info, properties)
+    def file_times(vs: Sequence[int]) -> np.ndarray:
+        return monotonic_timestamps([mtimes[v] for v in vs])
+
+    def in_commit_times(vs: Sequence[int]) -> np.ndarray:
+        with_file = [v for v in vs if v in listing.commits]
+        infos = dict(zip(with_file, read_commit_infos(io, [listing.commits[v].path for v in with_file]), strict=True))
+        raw = [commit_timestamp(v, mtimes[v], infos.get(v), properties) for v in vs]
+        return monotonic_timestamps(raw)
 
     if properties.enable_in_commit_timestamps:
         start = properties.in_commit_timestamp_enablement_version or 0
         start_ts = properties.in_commit_timestamp_enablement_timestamp
         ict_versions = [v for v in versions if v >= start]
+        ict_times = in_commit_times(ict_versions)
         if start_ts is None or requested >= start_ts:
-            candidates, resolve = ict_versions, ict
+            candidates, times = ict_versions, ict_times
         else:
             candidates = [v for v in versions if v < start]
-            adjusted = dict(zip(candidates, monotonic_timestamps([mtimes[v] for v in candidates]).tolist(), strict=True))
-            resolve = adjusted.__getitem__
-        latest_ts = ict(versions[-1]) if versions[-1] >= start else mtimes[versions[-1]]
+            times = file_times(candidates)
+        latest_ts = int(ict_times[-1]) if versions[-1] >= start else int(file_times(versions)[-1])
     else:
-        adjusted = dict(zip(versions, monotonic_timestamps([mtimes[v] for v in versions]).tolist(), strict=True))
-        candidates, resolve = versions, adjusted.__getitem__
-        latest_ts = adjusted[versions[-1]]
+        candidates, times = versions, file_times(versions)
+        latest_ts = int(times[-1])
 
     if requested > latest_ts:
         raise VersionNotFoundError(
@@ -213,11 +250,10 @@ def version_at_timestamp(io: FileIO, root: str, timestamp: TimestampLike, listin
             f"it is after the latest commit (version {versions[-1]} at {_iso(latest_ts)}); "
             "load the latest version instead",
         )
-    # Timestamps are non-decreasing in the version, so binary search (reads O(log n) commits).
-    pos = bisect.bisect_right(candidates, requested, key=resolve) - 1 if candidates else -1
+    pos = int(np.searchsorted(times, requested, side="right")) - 1 if candidates else -1
     if pos < 0:
         first = versions[0]
-        first_ts = resolve(first) if candidates and candidates[0] == first else mtimes[first]
+        first_ts = int(times[0]) if candidates and candidates[0] == first else mtimes[first]
         raise VersionNotFoundError(
             timestamp, earliest, latest,
             f"it is before the earliest available commit (version {first} at {_iso(first_ts)})",

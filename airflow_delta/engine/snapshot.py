@@ -12,20 +12,28 @@ planned files (deletion vectors applied) and filters their rows.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+from typing import Protocol as Protocol_
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
-from airflow_delta.engine.errors import DeltaError
+from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.fs import FileIO
-from airflow_delta.engine.log.listing import LogSegment, list_log, list_log_and_segment
-from airflow_delta.engine.log.replay import replay
+from airflow_delta.engine.log.listing import (
+    LogListing,
+    LogSegment,
+    list_log,
+    list_log_and_segment,
+    segment_from_listing,
+)
+from airflow_delta.engine.log.replay import FileActions, LogState, replay_metadata
 from airflow_delta.engine.paths import decode_log_path, relative_to_table, resolve_in_table
 from airflow_delta.engine.table_properties import TableProperties
 
@@ -35,7 +43,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, eq=False)
 class Snapshot:
-    """The state of a table at one version. Immutable; cheap derived values are cached."""
+    """The state of a table at one version. Immutable; derived values are computed once.
+
+    Protocol, metadata, properties, transactions, domains and the timestamp are decided
+    when the snapshot is loaded. The file state (``add_actions``, ``tombstones``) is
+    reconciled on first use (:class:`~.log.replay.FileActions`), so a snapshot loaded
+    for its metadata never parses file actions. Errors in file actions (a corrupt
+    ``add`` line) therefore surface on first use of the file state.
+    """
 
     table_root: str
     io: FileIO
@@ -47,12 +62,21 @@ class Snapshot:
     log_segment: LogSegment
     transactions: Mapping[str, SetTransaction]
     domain_metadata: Mapping[str, DomainMetadata]  # live domains (tombstones excluded)
-    add_actions: pa.Table  # FILE_ACTIONS_SCHEMA: the live files, URI-encoded paths
-    tombstones: pa.Table  # FILE_ACTIONS_SCHEMA: removes that are still tombstones
+    file_state: FileStateLoader = field(repr=False)
     commit_info: Mapping[str, Any] | None = None  # commitInfo of ``version``, if its JSON exists
 
     def __repr__(self) -> str:
-        return f"Snapshot({self.table_root!r}, version={self.version}, files={self.add_actions.num_rows})"
+        return f"Snapshot({self.table_root!r}, version={self.version})"
+
+    @cached_property
+    def add_actions(self) -> pa.Table:
+        """FILE_ACTIONS_SCHEMA: the live files, URI-encoded paths (reconciled on first use)."""
+        return self.file_state.adds()
+
+    @cached_property
+    def tombstones(self) -> pa.Table:
+        """FILE_ACTIONS_SCHEMA: removes that are still tombstones (read on first use)."""
+        return self.file_state.tombstones()
 
     # ------------------------------------------------------------------ metadata
     @cached_property
@@ -175,6 +199,118 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     return pa.array(out, pa.string())
 
 
+class FileStateLoader(Protocol_):
+    """Where a snapshot's file state comes from: ``adds()`` and ``tombstones()`` (cached)."""
+
+    def adds(self) -> pa.Table: ...
+
+    def tombstones(self) -> pa.Table: ...
+
+
+class _FallbackFiles:
+    """A replay's :class:`FileActions` that, should the checkpoint turn out unreadable when
+    its file actions are read, rebuilds the file state from an older checkpoint (or the
+    commits from version 0), as :func:`load_snapshot` does for the metadata pass."""
+
+    def __init__(self, io: FileIO, listing: LogListing, files: FileActions) -> None:
+        self._io, self._listing, self._files = io, listing, files
+        self._replacement: FileActions | None = None
+        self._lock = threading.Lock()
+
+    def _source(self) -> FileActions:
+        return self._replacement if self._replacement is not None else self._files
+
+    def _retry(self, exc: CorruptCheckpointError) -> FileActions:
+        with self._lock:
+            if self._replacement is None:
+                _, state = _replay_falling_back(self._io, self._listing, self._files.segment, exc,
+                                                need_files=True)
+                self._replacement = state.files
+            return self._replacement
+
+    def adds(self) -> pa.Table:
+        try:
+            return self._source().adds()
+        except CorruptCheckpointError as exc:
+            if self._source() is not self._files:
+                raise
+            return self._retry(exc).adds()
+
+    def tombstones(self) -> pa.Table:
+        try:
+            return self._source().tombstones()
+        except CorruptCheckpointError as exc:
+            if self._source() is not self._files:
+                raise
+            return self._retry(exc).tombstones()
+
+
+def _replay_falling_back(
+    io: FileIO,
+    listing: LogListing,
+    segment: LogSegment,
+    failure: CorruptCheckpointError | None = None,
+    *,
+    need_files: bool = False,
+) -> tuple[LogSegment, LogState]:
+    """Replay ``segment``; while its checkpoint cannot be read, retry with the newest
+    checkpoint strictly older than the bad one (or none: the commits from version 0), as
+    Delta does. With ``need_files`` the file actions are read too (so that a checkpoint
+    whose file columns are damaged is skipped as well).
+
+    Raises :class:`CorruptCheckpointError` naming the bad checkpoint file(s) when no
+    complete alternative exists.
+    """
+    failures: list[CorruptCheckpointError] = [failure] if failure is not None else []
+    if failure is not None:
+        segment = _older_segment(listing, segment, failures)
+    while True:
+        try:
+            state = replay_metadata(io, segment)
+            if need_files:
+                state.files.adds()
+            return segment, state
+        except CorruptCheckpointError as exc:
+            if segment.checkpoint_version is None:
+                raise
+            failures.append(exc)
+            segment = _older_segment(listing, segment, failures)
+
+
+def _older_segment(listing: LogListing, segment: LogSegment, failures: Sequence[CorruptCheckpointError]) -> LogSegment:
+    """The segment of the same version with a checkpoint older than ``segment``'s, or the
+    error that says which checkpoint is corrupt and that the version cannot be rebuilt."""
+    assert segment.checkpoint_version is not None
+    try:
+        return segment_from_listing(listing, segment.version, checkpoint_below=segment.checkpoint_version)
+    except (LogNotContiguousError, VersionNotFoundError) as exc:
+        first = failures[0]
+        others = "".join(f"; older checkpoint also unreadable: {f}" for f in failures[1:])
+        raise CorruptCheckpointError(
+            first.file,
+            f"{str(first).split(': ', 1)[-1]}{others}; version {segment.version} cannot be reconstructed "
+            f"without it (no older checkpoint, or the commits from version 0, can take its place: {exc}). "
+            "Restore the checkpoint file from a backup or copy of the log",
+        ) from None
+
+
+def _load_state(io: FileIO, root: str, version: int | None, attempts: int = 3) -> tuple[LogListing, LogSegment, LogState]:
+    """List and replay the metadata, falling back past unreadable checkpoints, and listing
+    again if a listed log file vanished meanwhile (concurrent log cleanup removes commits
+    once a newer checkpoint covers them; a fresh listing finds that checkpoint)."""
+    for attempt in range(attempts):
+        listing, segment = list_log_and_segment(io, root, version)
+        try:
+            used, state = _replay_falling_back(io, listing, segment)
+            return listing, used, state
+        except (FileNotFoundError, CorruptCheckpointError):
+            files = [*segment.checkpoint_files, *segment.commit_files]
+            vanished = any(io.info(f.path) is None for f in files)
+            if not vanished or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def load_snapshot(
     io: FileIO,
     root: str,
@@ -188,8 +324,7 @@ def load_snapshot(
         raise DeltaError("pass either version or timestamp, not both")
     if timestamp is not None:
         version = version_at_timestamp(io, root, timestamp, listing=list_log(io, root))
-    _, segment = list_log_and_segment(io, root, version)
-    state = replay(io, segment)
+    listing, segment, state = _load_state(io, root, version)
     properties = TableProperties.from_configuration(state.metadata.configuration)
     commit_info = state.commit_infos.get(segment.version)
     if commit_info is None and segment.latest_commit_file is not None and segment.version == segment.checkpoint_version:
@@ -211,7 +346,6 @@ def load_snapshot(
         log_segment=segment,
         transactions=state.transactions,
         domain_metadata=state.domain_metadata,
-        add_actions=state.add_actions,
-        tombstones=state.tombstones,
+        file_state=_FallbackFiles(io, listing, state.files),
         commit_info=commit_info,
     )

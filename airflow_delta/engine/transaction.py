@@ -74,35 +74,6 @@ log = logging.getLogger(__name__)
 
 ENGINE_INFO = f"airflow-delta/{__version__}"
 
-# Table features readers must understand too (listed in readerFeatures and writerFeatures);
-# every other feature is writer-only. Per the spec's feature list.
-_READER_WRITER_FEATURES: frozenset[str] = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding",
-        "variantShredding-preview",
-        "catalogManaged",
-        "catalogOwned-preview",
-    }
-)
-
-# Properties that switch on a feature; the protocol must support it (and the gate then
-# refuses the ones this engine does not implement, instead of writing them unenforced).
-_ENABLING_PROPERTIES: Mapping[str, str] = {
-    "delta.enableTypeWidening": "typeWidening",
-    "delta.enableRowTracking": "rowTracking",
-    "delta.enableIcebergCompatV1": "icebergCompatV1",
-    "delta.enableIcebergCompatV2": "icebergCompatV2",
-}
-
 # Operations that replace data wholesale: on a CDF table their removes and adds are the
 # change (old rows deleted, new rows inserted), so they need no cdc actions.
 _REPLACING_OPERATIONS = frozenset(
@@ -167,66 +138,6 @@ def encode_operation_metrics(metrics: Mapping[str, Any] | None) -> dict[str, str
         else:
             out[str(key)] = str(value)
     return out
-
-
-# ---------------------------------------------------------------- protocol upgrade
-
-
-def required_features(metadata: Metadata, *, writes_domains: bool = False) -> frozenset[str]:
-    """Table features that ``metadata`` (and the commit's actions) make necessary."""
-    props = TableProperties.from_configuration(metadata.configuration)
-    needed: set[str] = set()
-    if props.enable_deletion_vectors:
-        needed.add("deletionVectors")
-    if props.enable_in_commit_timestamps:
-        needed.add("inCommitTimestamp")
-    if props.enable_change_data_feed:
-        needed.add("changeDataFeed")
-    if props.append_only:
-        needed.add("appendOnly")
-    if props.column_mapping_mode != "none":
-        needed.add("columnMapping")
-    if props.checkpoint_policy == "v2":
-        needed.add("v2Checkpoint")
-    if any(key.startswith("delta.constraints.") for key in metadata.configuration):
-        needed.add("checkConstraints")
-    schema_string = metadata.schema_string
-    if '"timestamp_ntz"' in schema_string:
-        needed.add("timestampNtz")
-    if "delta.invariants" in schema_string:
-        needed.add("invariants")
-    if writes_domains:
-        needed.add("domainMetadata")
-    for key, feature in _ENABLING_PROPERTIES.items():
-        if str(metadata.configuration.get(key, "")).strip().lower() == "true":
-            needed.add(feature)
-    return frozenset(needed)
-
-
-def upgrade_protocol(protocol: Protocol, features: Iterable[str]) -> Protocol:
-    """The smallest change to ``protocol`` that supports every feature in ``features``.
-
-    A protocol that already supports them is returned unchanged. Otherwise the table
-    moves to table features (writer version 7, and reader version 3 when a
-    reader-writer feature is missing); the features implied by legacy versions are
-    listed explicitly so that nothing the table may already use is dropped, as the
-    spec asks of such upgrades.
-    """
-    wanted = frozenset(features)
-    have_readers = protocol_gate.reader_features(protocol)
-    have_writers = protocol_gate.writer_features(protocol)
-    wanted_readers = {f for f in wanted if f in _READER_WRITER_FEATURES}
-    missing_writers = wanted - have_writers
-    missing_readers = wanted_readers - have_readers
-    if not missing_writers and not missing_readers:
-        return protocol
-    writers = set(have_writers) | set(wanted) | set(have_readers)
-    if protocol.min_reader_version == 2:
-        writers.add("columnMapping")  # reader version 2 means column mapping
-    if missing_readers or protocol.min_reader_version >= 3:
-        readers = set(have_readers) | wanted_readers
-        return Protocol(3, 7, frozenset(readers), frozenset(writers))
-    return Protocol(protocol.min_reader_version, 7, None, frozenset(writers))
 
 
 # ------------------------------------------------------------------ the transaction
@@ -515,8 +426,13 @@ class Transaction:
         read_metadata = self.snapshot.metadata if self.snapshot is not None else None
         metadata = self.metadata
         base_protocol = self._protocol or read_protocol or Protocol(1, 2)
-        features = required_features(metadata, writes_domains=bool(self._domains)) | self._extra_features
-        protocol = upgrade_protocol(base_protocol, features)
+        features = (
+            protocol_gate.required_features(
+                metadata.schema_json, metadata.configuration, writes_domains=bool(self._domains)
+            )
+            | self._extra_features
+        )
+        protocol = protocol_gate.upgrade_protocol(base_protocol, features)
         if read_protocol is not None and self._protocol is not None:
             _refuse_protocol_downgrade(read_protocol, protocol)
         protocol_gate.check_writable(protocol, metadata)
@@ -940,6 +856,4 @@ __all__ = [
     "encode_operation_parameters",
     "files_may_match",
     "removes_from_file_actions",
-    "required_features",
-    "upgrade_protocol",
 ]

@@ -23,7 +23,7 @@ import secrets
 import string
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +31,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta.engine.actions import AddFile, Metadata, Protocol
+from airflow_delta.engine.actions import AddFile, Metadata
 from airflow_delta.engine.constraints import (
     CHECK_CONSTRAINT_PREFIX,
     Constraint,
     enforce_constraints,
     enforce_not_null,
-    invariants_of,
     table_constraints,
 )
 from airflow_delta.engine.errors import (
@@ -55,9 +54,11 @@ from airflow_delta.engine.errors import (
 from airflow_delta.engine.fs import FileIO
 from airflow_delta.engine.paths import encode_log_path, resolve_in_table
 from airflow_delta.engine.protocol import (
-    SUPPORTED_READER_FEATURES,
+    FEATURE_ENABLING_PROPERTIES,
     SUPPORTED_WRITER_FEATURES,
     check_writable,
+    minimal_protocol,
+    required_features,
 )
 from airflow_delta.engine.schema import ColumnMapping, arrow_to_delta_schema, schema_to_arrow, serialize_partition_value
 from airflow_delta.engine.table_properties import TableProperties
@@ -136,56 +137,6 @@ _WRITER_OWNED_PROPERTIES = frozenset(
     }
 )
 
-# Properties that switch on a feature this engine cannot honour on later writes.
-_UNSUPPORTED_ENABLING_PROPERTIES: Mapping[str, str] = {
-    "delta.enableChangeDataFeed": "changeDataFeed",
-    "delta.enableRowTracking": "rowTracking",
-    "delta.enableIcebergCompatV1": "icebergCompatV1",
-    "delta.enableIcebergCompatV2": "icebergCompatV2",
-    "delta.enableVariantShredding": "variantShredding",
-}
-
-# Table features that readers must understand too (listed in readerFeatures as well).
-READER_WRITER_FEATURES = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding",
-        "variantShredding-preview",
-        "catalogManaged",
-        "catalogOwned-preview",
-    }
-)
-
-# The (reader, writer) versions that imply a feature without table features; features
-# absent here exist only as table features (writer version 7).
-_LEGACY_VERSIONS: Mapping[str, tuple[int, int]] = {
-    "appendOnly": (1, 2),
-    "invariants": (1, 2),
-    "checkConstraints": (1, 3),
-    "changeDataFeed": (1, 4),
-    "generatedColumns": (1, 4),
-    "columnMapping": (2, 5),
-    "identityColumns": (1, 6),
-}
-_LEGACY_WRITER_IMPLIES: Mapping[int, tuple[str, ...]] = {
-    2: ("appendOnly", "invariants"),
-    3: ("appendOnly", "invariants", "checkConstraints"),
-    4: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"),
-    5: ("appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping"),
-    6: (
-        "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping",
-        "identityColumns",
-    ),
-}
-
 # Spark's ExternalCatalogUtils escape set for partition directory names (on POSIX), plus NUL,
 # which no file system accepts in a name.
 _PATH_ESCAPE = frozenset([chr(c) for c in range(0, 0x20)] + list('"#%\'*/:=?\\\x7f{[]^'))
@@ -261,8 +212,8 @@ def normalize_properties(properties: Mapping[str, str] | None) -> _NormalizedPro
             min_writer = _version_property(key, value, 2, 7)
             continue
         configuration[canonical] = value
-    for key, feature in _UNSUPPORTED_ENABLING_PROPERTIES.items():
-        if configuration.get(key, "").strip().lower() == "true":
+    for key, feature in FEATURE_ENABLING_PROPERTIES.items():
+        if feature not in SUPPORTED_WRITER_FEATURES and configuration.get(key, "").strip().lower() == "true":
             raise UnsupportedFeatureError([feature], access="write", detail=f"{key}=true asks for it")
     if configuration.get("delta.universalFormat.enabledFormats", "").strip():
         raise UnsupportedFeatureError(["icebergCompatV2"], access="write", detail="delta.universalFormat.enabledFormats")
@@ -308,94 +259,6 @@ def _compression_codec(configuration: Mapping[str, str]) -> str:
             "delta.parquet.compression.codec", value, "one of uncompressed, snappy, gzip, lz4, lz4_raw, zstd, brotli"
         )
     return codec
-
-
-# --------------------------------------------------------------------------- protocol
-
-
-def required_features(schema_json: Mapping[str, Any], configuration: Mapping[str, str]) -> frozenset[str]:
-    """Table features the schema and properties of a new table make necessary."""
-    props = TableProperties.from_configuration(configuration)
-    needed: set[str] = set()
-    if props.append_only:
-        needed.add("appendOnly")
-    if invariants_of(schema_json):
-        needed.add("invariants")
-    if any(k.startswith(CHECK_CONSTRAINT_PREFIX) for k in configuration):
-        needed.add("checkConstraints")
-    if props.column_mapping_mode != "none":
-        needed.add("columnMapping")
-    if props.enable_deletion_vectors:
-        needed.add("deletionVectors")
-    if props.enable_in_commit_timestamps:
-        needed.add("inCommitTimestamp")
-    if props.checkpoint_policy == "v2":
-        needed.add("v2Checkpoint")
-    if configuration.get("delta.enableTypeWidening", "").strip().lower() == "true":
-        needed.add("typeWidening")
-    if _uses_type(schema_json, "timestamp_ntz"):
-        needed.add("timestampNtz")
-    return frozenset(needed)
-
-
-def minimal_protocol(
-    features: Iterable[str],
-    min_reader_version: int | None = None,
-    min_writer_version: int | None = None,
-    *,
-    table_features: bool = False,
-) -> Protocol:
-    """The smallest protocol supporting ``features``: legacy versions when they suffice, else table features.
-
-    Legacy: (1, 2) at least, raised to the versions that imply each feature. Table
-    features (needed by a feature that has no legacy version, asked for with
-    ``table_features`` - features named by ``delta.feature.*`` - or by the minimum
-    versions): writer version 7 listing every feature; reader version 3 listing the
-    reader-writer ones when there are any (reader version 1 otherwise).
-    """
-    wanted = set(features)
-    unsupported = sorted(
-        f for f in wanted
-        if f not in SUPPORTED_WRITER_FEATURES or (f in READER_WRITER_FEATURES and f not in SUPPORTED_READER_FEATURES)
-    )
-    if unsupported:
-        raise UnsupportedFeatureError(unsupported, access="write", detail="a new table cannot be created with it")
-    reader_floor = min_reader_version or 1
-    writer_floor = min_writer_version or 2
-    needs_table_features = (
-        table_features or any(f not in _LEGACY_VERSIONS for f in wanted) or reader_floor >= 3 or writer_floor >= 7
-    )
-    if not needs_table_features:
-        reader = max([reader_floor] + [_LEGACY_VERSIONS[f][0] for f in wanted])
-        writer = max([writer_floor] + [_LEGACY_VERSIONS[f][1] for f in wanted])
-        if reader == 2:  # reader version 2 means column mapping, which writers know from version 5
-            writer = max(writer, 5)
-        return Protocol(reader, writer)
-    # A legacy writer version asked for explicitly keeps the features it implies.
-    if min_writer_version is not None and min_writer_version < 7:
-        wanted.update(f for f in _LEGACY_WRITER_IMPLIES.get(min_writer_version, ()) if f in SUPPORTED_WRITER_FEATURES)
-    if min_reader_version == 2:
-        wanted.add("columnMapping")
-    reader_features = {f for f in wanted if f in READER_WRITER_FEATURES}
-    if reader_features or reader_floor >= 3:
-        return Protocol(3, 7, frozenset(reader_features), frozenset(wanted))
-    return Protocol(1, 7, None, frozenset(wanted))
-
-
-def _uses_type(schema_json: Mapping[str, Any], type_name: str) -> bool:
-    def walk(t: Any) -> bool:
-        if isinstance(t, str):
-            return t == type_name
-        kind = t.get("type")
-        if kind == "struct":
-            return any(walk(f["type"]) for f in t.get("fields", []))
-        if kind == "array":
-            return walk(t["elementType"])
-        if kind == "map":
-            return walk(t["keyType"]) or walk(t["valueType"])
-        return False
-
-    return walk(schema_json)
 
 
 # ------------------------------------------------------------------ schema checks

@@ -6,7 +6,7 @@ written, halfway through writing it, after writing it but before it is linked in
 place, and after it is in place but before the post-commit hook), or at a random
 moment while committing in a loop. After each death the table must load, its versions
 must be contiguous, every commit file must be complete, and the next writer must
-commit at the next version. (Checkpoint crash tests live in test_checkpoints_crash.py.)
+commit at the next version. (Crash tests of checkpoint writing belong to the checkpoint tests.)
 """
 
 from __future__ import annotations

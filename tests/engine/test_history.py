@@ -158,3 +158,42 @@ def test_shared_ict_table(shared_tables: Path) -> None:
     # only the monotonic tail is a meaningful time-travel target.)
     for h in history[:2]:
         assert version_at_timestamp(IO, root, h["timestamp"]) == h["version"]
+
+
+def test_non_monotonic_in_commit_timestamps(table_path: str) -> None:
+    # A non-compliant writer: v2's ICT is before v1's. The spec defines an ICT as at least
+    # 1 ms after the previous one, so v2 counts as committed at v1 + 1 ms. (A binary search
+    # over the raw values would answer 2 for T0 + 150, although v2 came after T0 + 200.)
+    raw = [T0 + 100, T0 + 200, T0 + 50, T0 + 300, T0 + 400, T0 + 500, T0 + 600]
+    config = {"delta.enableInCommitTimestamps": "true"}
+    for v, ict in enumerate(raw):
+        head = [b.protocol(1, 7, writer_features=["inCommitTimestamp"]), b.metadata(configuration=config)] if v == 0 else []
+        b.write_commit(table_path, v, [{"commitInfo": {"inCommitTimestamp": ict}}, *head, b.add(f"f{v}")],
+                       mtime_ms=T0 + 99_000 - v)  # file times are irrelevant here
+    effective = monotonic_timestamps(raw).tolist()
+    assert effective[:4] == [T0 + 100, T0 + 200, T0 + 201, T0 + 300]
+    for requested in range(T0 + 100, T0 + 601, 7):
+        expected = max(v for v, t in enumerate(effective) if t <= requested)
+        assert version_at_timestamp(IO, table_path, requested) == expected, requested
+    assert version_at_timestamp(IO, table_path, T0 + 150) == 0
+    assert version_at_timestamp(IO, table_path, T0 + 200) == 1
+    assert version_at_timestamp(IO, table_path, T0 + 201) == 2
+    with pytest.raises(VersionNotFoundError, match="before the earliest"):
+        version_at_timestamp(IO, table_path, T0 + 60)  # v2's raw ICT, but v0 and v1 came later
+    # History keeps what each commit recorded.
+    assert [h["timestamp"] for h in read_history(IO, table_path)] == raw[::-1]
+
+
+def test_shared_ict_table_non_monotonic(shared_tables: Path) -> None:
+    # cdc_ict_table: v1's in-commit timestamp is a year *before* v0's (non-compliant).
+    root = str(shared_tables / "cdc_ict_table")
+    icts = {h["version"]: h["inCommitTimestamp"] for h in read_history(IO, root)}
+    assert icts[1] < icts[0] < icts[2] < icts[3]
+    assert version_at_timestamp(IO, root, icts[0]) == 0  # v1 counts as committed at icts[0] + 1
+    assert version_at_timestamp(IO, root, icts[0] + 1) == 1
+    assert version_at_timestamp(IO, root, icts[2] - 1) == 1
+    assert version_at_timestamp(IO, root, icts[2]) == 2
+    with pytest.raises(VersionNotFoundError, match="before the earliest"):
+        version_at_timestamp(IO, root, icts[1])  # the table did not exist yet
+    with pytest.raises(VersionNotFoundError, match="before the earliest"):
+        version_at_timestamp(IO, root, icts[0] - 1)

@@ -5,13 +5,20 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA
-from airflow_delta.engine.errors import DeltaError, UnsupportedFeatureError, VersionNotFoundError
+from airflow_delta.engine.errors import (
+    CorruptCheckpointError,
+    CorruptCommitError,
+    DeltaError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
 from airflow_delta.engine.fs import LocalFileIO
 from airflow_delta.engine.snapshot import decode_paths, load_snapshot, relative_paths
 from tests.engine.log import builders as b
@@ -152,3 +159,180 @@ def test_relative_paths(tmp_path: Path) -> None:
     root = str(tmp_path)
     paths = pa.array(["a%20b.parquet", f"file://{root}/x=1/c.parquet", f"{root}/d.parquet"])
     assert relative_paths(root, paths).to_pylist() == ["a b.parquet", "x=1/c.parquet", "d.parquet"]
+
+
+class _CleanupDuringReadIO(LocalFileIO):
+    """After the first listing, checkpoints version 2 and deletes commits 0-1, as a concurrent
+    checkpoint + log cleanup would: the listing just taken is then stale."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__()
+        self.root = root
+        self.pending = True
+
+    def list_dir(self, path: str):  # type: ignore[no-untyped-def]
+        infos = super().list_dir(path)
+        if self.pending:
+            self.pending = False
+            b.write_classic_checkpoint(self.root, 2, [b.protocol(), b.metadata(["part"]), b.txn("app", 2),
+                                                      b.add("part=b/f2.parquet", size=2, partition_values={"part": "b"})])
+            for v in (0, 1):
+                os.remove(b.commit_file(self.root, v))
+        return infos
+
+
+def test_commits_vanishing_during_load_are_retried(table_path: str) -> None:
+    _table(table_path)
+    snap = load_snapshot(_CleanupDuringReadIO(table_path), table_path)
+    assert snap.version == 2 and snap.log_segment.checkpoint_version == 2
+    assert snap.add_actions.column("path").to_pylist() == ["part=b/f2.parquet"]
+
+
+# ------------------------------------------------------------------ corrupt checkpoints: fall back
+
+_HISTORY: list[list[dict]] = [
+    [b.commit_info(), b.protocol(), b.metadata(["part"]), b.txn("app", 0),
+     b.add("part=a/f0.parquet", size=10, partition_values={"part": "a"}, stats='{"numRecords":1}')],
+    [b.add("part=b/f1.parquet", size=11, partition_values={"part": "b"}), b.domain("dom", "1")],
+    [b.remove("part=a/f0.parquet"), b.add("part=a/f2.parquet", size=12, partition_values={"part": "a"})],
+    [b.txn("app", 3), b.add("part=c/f3.parquet", size=13, partition_values={"part": "c"})],
+    [b.remove("part=b/f1.parquet"), b.domain("dom", "2")],
+    [b.add("part=d/f5.parquet", size=15, partition_values={"part": "d"})],
+    [b.remove("part=c/f3.parquet"), b.add("part=e/f6.parquet", size=16, partition_values={"part": "e"})],
+]
+
+
+def _reconciled(version: int) -> tuple[list[dict], list[dict]]:
+    return b.oracle_state_actions(b.oracle_replay(_HISTORY[: version + 1]))
+
+
+def _history_with_checkpoints(root: str, kinds: dict[int, str]) -> dict[int, list[str]]:
+    """Commits 0..6 and a checkpoint of each version in ``kinds`` (classic, multipart,
+    v2-json, v2-parquet): the files of each checkpoint."""
+    for v, actions in enumerate(_HISTORY):
+        b.write_commit(root, v, actions, mtime_ms=T0 + v * 1000)
+    written: dict[int, list[str]] = {}
+    for version, kind in kinds.items():
+        non_file, files = _reconciled(version)
+        if kind in ("classic", "multipart"):
+            written[version] = b.write_classic_checkpoint(root, version, non_file + files,
+                                                          parts=1 if kind == "classic" else 2)
+        else:
+            written[version] = [b.write_v2_checkpoint(root, version, non_file, files, sidecars=2,
+                                                      fmt=kind.removeprefix("v2-"))]
+    return written
+
+
+def _state(snap: Any) -> tuple[Any, ...]:
+    """What a snapshot says about the table, independent of where replay started."""
+    def files(t: pa.Table) -> list[tuple[Any, ...]]:
+        return sorted(zip(*(t.column(c).to_pylist() for c in ("path", "dv_id", "size", "partition_values", "stats")),
+                          strict=True))
+
+    txns = {app: t.version for app, t in snap.transactions.items()}  # (the test checkpoints drop lastUpdated)
+    return (snap.version, snap.protocol, snap.metadata, txns, dict(snap.domain_metadata),
+            files(snap.add_actions), [r[0] for r in files(snap.tombstones)])
+
+
+def _truncate(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+def test_truncated_checkpoint_falls_back_to_an_older_one(table_path: str) -> None:
+    written = _history_with_checkpoints(table_path, {3: "classic", 5: "classic"})
+    before = _state(load_snapshot(IO, table_path))
+    assert load_snapshot(IO, table_path).log_segment.checkpoint_version == 5
+    _truncate(written[5][0])
+    snap = load_snapshot(IO, table_path)
+    assert snap.log_segment.checkpoint_version == 3
+    assert _state(snap) == before
+    _truncate(written[3][0])  # both bad: the JSON commits from version 0 rebuild it
+    snap = load_snapshot(IO, table_path)
+    assert snap.log_segment.checkpoint_version is None and _state(snap) == before
+
+
+def test_truncated_checkpoint_without_json_history_is_a_typed_error(table_path: str) -> None:
+    written = _history_with_checkpoints(table_path, {3: "classic", 5: "classic"})
+    before = _state(load_snapshot(IO, table_path))
+    for v in range(0, 6):
+        os.remove(b.commit_file(table_path, v))
+    assert _state(load_snapshot(IO, table_path)) == before  # still fine from checkpoint 5
+    _truncate(written[5][0])
+    with pytest.raises(CorruptCheckpointError) as err:
+        load_snapshot(IO, table_path)
+    assert err.value.file == written[5][0]
+    assert "version 6 cannot be reconstructed" in str(err.value)
+    with pytest.raises(CorruptCheckpointError, match="version 5 cannot be reconstructed"):
+        load_snapshot(IO, table_path, version=5)
+
+
+@pytest.mark.parametrize("kind", ["multipart", "v2-json", "v2-parquet"])
+def test_corrupt_part_or_top_level_file_falls_back(table_path: str, kind: str) -> None:
+    written = _history_with_checkpoints(table_path, {3: "classic", 5: kind})
+    before = _state(load_snapshot(IO, table_path))
+    assert load_snapshot(IO, table_path).log_segment.checkpoint_version == 5
+    bad = written[5][-1]
+    if bad.endswith(".json"):
+        with open(bad, "a") as f:
+            f.write('{"metaData": {"id": \n')  # a torn write
+    else:
+        _truncate(bad)
+    snap = load_snapshot(IO, table_path)
+    assert snap.log_segment.checkpoint_version == 3 and _state(snap) == before
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_bad_sidecar_falls_back(table_path: str, damage: str) -> None:
+    written = _history_with_checkpoints(table_path, {3: "classic", 5: "v2-json"})
+    before = _state(load_snapshot(IO, table_path))
+    sidecar = sorted(Path(b.log_dir(table_path), "_sidecars").iterdir())[0]
+    if damage == "missing":
+        sidecar.unlink()
+    else:
+        _truncate(str(sidecar))
+    # Sidecars hold only file actions: the metadata loads from the V2 checkpoint, and the
+    # file state falls back when it is first needed.
+    snap = load_snapshot(IO, table_path)
+    assert snap.log_segment.checkpoint_version == 5  # the metadata came from it
+    assert _state(snap) == before
+    assert written[5]
+
+
+def test_bad_sidecar_without_json_history_is_a_typed_error(table_path: str) -> None:
+    _history_with_checkpoints(table_path, {5: "v2-parquet"})
+    for v in range(0, 6):
+        os.remove(b.commit_file(table_path, v))
+    sidecar = sorted(Path(b.log_dir(table_path), "_sidecars").iterdir())[0]
+    sidecar.unlink()
+    snap = load_snapshot(IO, table_path)
+    assert snap.version == 6 and snap.transactions["app"].version == 3  # metadata is intact
+    with pytest.raises(CorruptCheckpointError) as err:
+        _ = snap.add_actions
+    assert err.value.file == str(sidecar) and "version 6 cannot be reconstructed" in str(err.value)
+
+
+@pytest.mark.parametrize("hint", [
+    '{"version": 9, "size": 4}',  # a checkpoint that does not exist
+    '{"version": 5, "size": 4, "parts": 3}',  # the wrong number of parts
+    '{"version": 5, "siz',  # torn
+])
+def test_last_checkpoint_pointing_at_missing_or_corrupt_checkpoint(table_path: str, hint: str) -> None:
+    written = _history_with_checkpoints(table_path, {3: "classic", 5: "classic"})
+    before = _state(load_snapshot(IO, table_path))
+    b.write_raw(table_path, "_last_checkpoint", hint)
+    assert _state(load_snapshot(IO, table_path)) == before
+    _truncate(written[5][0])
+    snap = load_snapshot(IO, table_path)
+    assert snap.log_segment.checkpoint_version == 3 and _state(snap) == before
+
+
+def test_metadata_does_not_need_the_file_actions(table_path: str) -> None:
+    # A corrupt add line is only found when the file state is first used: loading the
+    # snapshot for its metadata never parses file actions.
+    b.write_commit(table_path, 0, [b.commit_info(), b.protocol(), b.metadata(), b.txn("app", 7)])
+    b.write_raw(table_path, f"{1:020d}.json", '{"add": {"path": "x.parquet", "size": \n')
+    snap = load_snapshot(IO, table_path)
+    assert snap.version == 1 and snap.transactions["app"].version == 7 and snap.schema is not None
+    with pytest.raises(CorruptCommitError):
+        _ = snap.add_actions

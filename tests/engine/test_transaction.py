@@ -45,7 +45,6 @@ from airflow_delta.engine.transaction import (
     Transaction,
     encode_operation_metrics,
     encode_operation_parameters,
-    upgrade_protocol,
 )
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("p", pa.string())])
@@ -421,31 +420,6 @@ def test_enabling_deletion_vectors_upgrades_the_protocol(table: DeltaTable) -> N
     assert kinds == ["commitInfo", "protocol", "metaData"]
 
 
-@pytest.mark.parametrize(
-    ("before", "features", "after"),
-    [
-        (Protocol(1, 2), {"appendOnly"}, Protocol(1, 2)),
-        (Protocol(1, 4), {"changeDataFeed"}, Protocol(1, 4)),
-        (Protocol(1, 2), {"inCommitTimestamp"}, Protocol(1, 7, None, frozenset({"appendOnly", "invariants", "inCommitTimestamp"}))),
-        (
-            Protocol(2, 5),
-            {"deletionVectors"},
-            Protocol(
-                3, 7, frozenset({"columnMapping", "deletionVectors"}),
-                frozenset({"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "columnMapping", "deletionVectors"}),
-            ),
-        ),
-        (
-            Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors"})),
-            {"domainMetadata"},
-            Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors", "domainMetadata"})),
-        ),
-    ],
-)
-def test_upgrade_protocol_keeps_existing_features(before: Protocol, features: set[str], after: Protocol) -> None:
-    assert upgrade_protocol(before, features) == after
-
-
 def test_duplicate_and_misplaced_actions_are_refused(table: DeltaTable) -> None:
     txn = table.transaction()
     add = data_files(txn, rows("a", [9]))[0]
@@ -785,30 +759,6 @@ def test_protocol_downgrades_are_refused(table: DeltaTable) -> None:
         txn.set_protocol(staged)
         with pytest.raises(InvalidTransactionError, match="downgrade"):
             txn.commit("UPGRADE PROTOCOL")
-
-
-legacy_protocols = st.sampled_from(
-    [Protocol(1, w) for w in range(1, 7)] + [Protocol(2, w) for w in (5, 6)]
-    + [Protocol(1, 7, None, frozenset({"appendOnly"})), Protocol(3, 7, frozenset({"columnMapping"}), frozenset({"columnMapping"}))]
-)
-feature_sets = st.sets(st.sampled_from(["deletionVectors", "inCommitTimestamp", "domainMetadata", "appendOnly", "v2Checkpoint", "changeDataFeed"]))
-
-
-@given(before=legacy_protocols, features=feature_sets)
-def test_upgrade_protocol_supports_the_features_and_drops_nothing(before: Protocol, features: set[str]) -> None:
-    from airflow_delta.engine import protocol as gate
-
-    after = upgrade_protocol(before, features)
-    assert features <= gate.writer_features(after)
-    assert gate.writer_features(before) <= gate.writer_features(after)
-    assert gate.reader_features(before) <= gate.reader_features(after)
-    assert gate.reader_features(after) <= gate.writer_features(after) | {"columnMapping"}
-    assert after.min_reader_version >= before.min_reader_version and after.min_writer_version >= before.min_writer_version
-    if {"deletionVectors", "v2Checkpoint"} & features:
-        assert after.min_reader_version == 3 and {"deletionVectors", "v2Checkpoint"} & features <= after.reader_features
-    if after != before:
-        assert after.min_writer_version == 7 and after.writer_features is not None
-        assert (after.min_reader_version == 3) == (after.reader_features is not None)
 
 
 def test_successful_commits_run_the_post_commit_hook(table_path: str) -> None:

@@ -41,7 +41,6 @@ from airflow_delta.engine.writer import (
     assign_column_mapping,
     conform_to_schema,
     escape_partition_path,
-    minimal_protocol,
     normalize_properties,
     target_file_size_of,
     write_data_files,
@@ -283,11 +282,6 @@ def test_assign_column_mapping_replaces_stale_mapping() -> None:
     assert max_id == 1 and meta["delta.columnMapping.id"] == 1 and meta["comment"] == "c"
     assert meta["delta.columnMapping.physicalName"] != "old"
     assert schema["fields"][0]["metadata"]["delta.columnMapping.id"] == 99  # input untouched
-
-
-def test_minimal_protocol_refuses_unknown_feature() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        minimal_protocol({"rowTracking"})
 
 
 def test_normalize_properties_bool_values() -> None:

@@ -40,6 +40,10 @@ _REMOVE_FIELDS = (
     "path", "deletionTimestamp", "dataChange", "extendedFileMetadata", "partitionValues", "size",
     "stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion",
 )
+# Rows per decoded batch: the non-file columns are read in small batches (nearly all null,
+# little is kept); file actions in larger ones (each batch is converted, then dropped).
+_SMALL_BATCH = 8192
+_FILE_BATCH = 32768
 # Non-file action columns, each with a required field that tells a real row from a null.
 _NON_FILE_KEYS = {
     "protocol": "minReaderVersion",
@@ -60,6 +64,59 @@ class CheckpointData:
     actions: tuple[LogAction, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointActions:
+    """The non-file actions of a checkpoint and the sidecar files it references (V2)."""
+
+    version: int
+    actions: tuple[LogAction, ...]  # protocol, metaData, txn, domainMetadata
+    sidecars: tuple[str, ...]  # absolute sidecar paths, resolved in the table
+
+
+def read_checkpoint_actions(io: FileIO, root: str, version: int, files: Sequence[FileInfo]) -> CheckpointActions:
+    """The non-file actions of one checkpoint; only those columns are read (cheap)."""
+    actions: list[LogAction] = []
+    for info in files:
+        if info.name.endswith(".json"):
+            _, found = _read_json_checkpoint(io, info, version, (), False)
+        else:
+            found = _read_parquet_actions(io, info.path, version)
+        actions.extend(found)
+    sidecars = tuple(_sidecar_path(root, str(a.body["path"])) for a in actions if a.key == "sidecar")
+    others = tuple(a for a in actions if a.key not in ("sidecar", "checkpointMetadata"))
+    return CheckpointActions(version, others, sidecars)
+
+
+def read_checkpoint_file_actions(
+    io: FileIO,
+    version: int,
+    files: Sequence[FileInfo],
+    sidecars: Sequence[str],
+    *,
+    key: str,
+    partition_keys: Iterable[str] = (),
+) -> pa.Table:
+    """The ``add`` (``key="add"``) or ``remove`` rows of a checkpoint and its sidecars.
+
+    Rows are FILE_ACTIONS_SCHEMA in file order, ``seq`` 0..n-1 (callers place them).
+    Parquet is read batch by batch, only the leaf columns replay needs, each batch
+    converted before the next is decoded, so the nested form is never held whole.
+    """
+    keys = tuple(partition_keys)
+    tables: list[pa.Table] = []
+    for info in files:
+        if info.name.endswith(".json"):
+            t, _ = _read_json_checkpoint(io, info, version, keys, True)
+            tables.append(t.filter(pc.equal(t.column("is_add"), pa.scalar(key == "add"))))
+        else:
+            tables.append(_read_parquet_file_actions(io, info.path, version, key))
+    for path in sidecars:
+        tables.append(_read_parquet_file_actions(io, path, version, key))
+    tables = [t for t in tables if t.num_rows] or [FILE_ACTIONS_SCHEMA.empty_table()]
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return table.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), pa.array(np.arange(table.num_rows, dtype=np.int64)))
+
+
 def read_checkpoint(
     io: FileIO,
     root: str,
@@ -70,32 +127,15 @@ def read_checkpoint(
     file_actions: bool = True,
 ) -> CheckpointData:
     """Read one complete checkpoint (all parts, and the sidecars it references)."""
-    tables: list[pa.Table] = []
-    actions: list[LogAction] = []
-    keys = tuple(partition_keys)
-    for info in files:
-        if info.name.endswith(".json"):
-            t, a = _read_json_checkpoint(io, info, version, keys, file_actions)
-        else:
-            t, a = _read_parquet(io, info.path, version, file_actions=file_actions)
-        tables.append(t)
-        actions.extend(a)
-    sidecars = [a for a in actions if a.key == "sidecar"]
-    if file_actions:
-        for sidecar in sidecars:
-            path = _sidecar_path(root, str(sidecar.body["path"]))
-            t, _ = _read_parquet(io, path, version, file_actions=True, non_file=False)
-            tables.append(t)
-    others = tuple(a for a in actions if a.key not in ("sidecar", "checkpointMetadata"))
+    found = read_checkpoint_actions(io, root, version, files)
     if not file_actions:
-        return CheckpointData(version, FILE_ACTIONS_SCHEMA.empty_table(), others)
-    table = pa.concat_tables(tables) if len(tables) != 1 else tables[0]
+        return CheckpointData(version, FILE_ACTIONS_SCHEMA.empty_table(), found.actions)
     # Tombstones first, then live files; seq is the position in that order.
-    is_add = np.asarray(table.column("is_add").to_numpy(), dtype=bool)
-    if not (is_add[1:] >= is_add[:-1]).all():  # already in order when parts hold adds or removes only
-        table = table.take(pa.array(np.lexsort((np.arange(table.num_rows), is_add))))
+    removes = read_checkpoint_file_actions(io, version, files, found.sidecars, key="remove", partition_keys=partition_keys)
+    adds = read_checkpoint_file_actions(io, version, files, found.sidecars, key="add", partition_keys=partition_keys)
+    table = pa.concat_tables([removes, adds])
     table = table.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    return CheckpointData(version, table, others)
+    return CheckpointData(version, table, found.actions)
 
 
 def _sidecar_path(root: str, path: str) -> str:
@@ -121,59 +161,96 @@ def _read_json_checkpoint(
     return parsed.file_actions, actions
 
 
-def _read_parquet(
-    io: FileIO, path: str, version: int, *, file_actions: bool, non_file: bool = True
-) -> tuple[pa.Table, list[LogAction]]:
+def _open_parquet(io: FileIO, path: str) -> pq.ParquetFile:
     try:
-        pf = pq.ParquetFile(io.open_input_file(path))
-        schema = pf.schema_arrow
-        columns: list[str] = []
-        if file_actions:
-            for key, wanted in (("add", _ADD_FIELDS), ("remove", _REMOVE_FIELDS)):
-                idx = schema.get_field_index(key)
-                if idx >= 0 and pa.types.is_struct(schema.field(idx).type):
-                    present = {f.name for f in schema.field(idx).type}
-                    columns.extend(f"{key}.{f}" for f in wanted if f in present)
-        if non_file:
-            columns.extend(k for k in _NON_FILE_KEYS if schema.get_field_index(k) >= 0)
-        table = pf.read(columns=columns) if columns else pa.table({})
+        return pq.ParquetFile(io.open_input_file(path))
     except (OSError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
 
+
+def _read_parquet_actions(io: FileIO, path: str, version: int) -> list[LogAction]:
+    """The non-file actions of one checkpoint parquet file (only their columns are read).
+
+    Read in small batches: the columns are nearly all null (one row per action among
+    as many rows as files), so only the few real rows of each batch are kept.
+    """
+    pf = _open_parquet(io, path)
+    schema = pf.schema_arrow
+    columns = [k for k in _NON_FILE_KEYS if schema.get_field_index(k) >= 0]
+    if not columns:
+        return []
+    found: dict[str, list[pa.Array]] = {k: [] for k in columns}
+    try:
+        for batch in pf.iter_batches(batch_size=_SMALL_BATCH, columns=columns, use_threads=False):
+            for key in columns:
+                col = batch.column(key)
+                required = _NON_FILE_KEYS[key]
+                if not isinstance(col, pa.StructArray) or col.type.get_field_index(required) < 0:
+                    continue
+                present = pc.is_valid(pc.struct_field(col, required))
+                if present.true_count:
+                    found[key].append(col.filter(present))
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
+    actions: list[LogAction] = []
+    for key in _NON_FILE_KEYS:  # a fixed order of kinds (reconciliation only looks within a kind)
+        for chunk in found.get(key, ()):
+            for body in chunk.to_pylist(maps_as_pydicts="lossy"):
+                actions.append(LogAction(version, 0, key, _drop_nulls(body), path))
+    return actions
+
+
+def _file_columns(schema: pa.Schema, key: str) -> list[str]:
+    """The leaf columns of ``add`` / ``remove`` replay needs (never ``stats_parsed`` etc.)."""
+    idx = schema.get_field_index(key)
+    if idx < 0 or not pa.types.is_struct(schema.field(idx).type):
+        return []
+    present = {f.name for f in schema.field(idx).type}
+    if "path" not in present:
+        return []
+    return [f"{key}.{f}" for f in (_ADD_FIELDS if key == "add" else _REMOVE_FIELDS) if f in present]
+
+
+def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) -> pa.Table:
+    """The ``key`` rows of one checkpoint parquet file (part or sidecar) as FILE_ACTIONS rows."""
+    pf = _open_parquet(io, path)
+    columns = _file_columns(pf.schema_arrow, key)
+    if not columns:
+        return FILE_ACTIONS_SCHEMA.empty_table()
     parts: list[pa.Table] = []
-    if file_actions:
-        for key in ("remove", "add"):
-            if key not in table.column_names:
+    masks: list[np.ndarray] = []
+    try:
+        for batch in pf.iter_batches(batch_size=_FILE_BATCH, columns=columns, use_threads=False):
+            col = batch.column(0)
+            live = pc.is_valid(pc.struct_field(col, "path"))
+            masks.append(np.asarray(live.to_numpy(zero_copy_only=False), dtype=bool))
+            if live.true_count == 0:
                 continue
-            col = table.column(key).combine_chunks()
-            if not isinstance(col, pa.StructArray) or col.type.get_field_index("path") < 0:
-                continue
-            live = pc.fill_null(pc.is_valid(pc.struct_field(col, "path")), False)
-            body = col.filter(live)
+            body = _select(col, live)
             n = len(body)
-            if n == 0:
-                continue
-            part = file_actions_from_structs(
+            parts.append(file_actions_from_structs(
                 body, is_add=key == "add",
                 versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
-            )
-            if key == "add":
-                part = _stats_from_parsed(pf, schema, part, live)
-            parts.append(part)
-    actions: list[LogAction] = []
-    if non_file:
-        for key, required in _NON_FILE_KEYS.items():
-            if key not in table.column_names:
-                continue
-            col = table.column(key).combine_chunks()
-            if not isinstance(col, pa.StructArray) or col.type.get_field_index(required) < 0:
-                continue
-            present = pc.fill_null(pc.is_valid(pc.struct_field(col, required)), False)
-            for body in col.filter(present).to_pylist(maps_as_pydicts="lossy"):
-                actions.append(LogAction(version, 0, key, _drop_nulls(body), path))
+            ))
+            del batch, col, body
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
     if not parts:
-        return FILE_ACTIONS_SCHEMA.empty_table(), actions
-    return (pa.concat_tables(parts) if len(parts) > 1 else parts[0]), actions
+        return FILE_ACTIONS_SCHEMA.empty_table()
+    table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    if key == "add":
+        live_all = pa.array(np.concatenate(masks)) if masks else pa.array([], pa.bool_())
+        table = _stats_from_parsed(pf, pf.schema_arrow, table, live_all)
+    return table
+
+
+def _select(col: pa.Array, mask: pa.BooleanArray) -> pa.Array:
+    """``col.filter(mask)``, zero-copy when the selected rows are one contiguous run (the usual
+    layout: the few non-file rows come first or last)."""
+    idx = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size:
+        return col.slice(int(idx[0]), int(idx.size))
+    return col.filter(mask)
 
 
 def _stats_from_parsed(pf: pq.ParquetFile, schema: pa.Schema, adds: pa.Table, live: pa.Array) -> pa.Table:
@@ -190,7 +267,7 @@ def _stats_from_parsed(pf: pq.ParquetFile, schema: pa.Schema, adds: pa.Table, li
     if add_type.get_field_index("stats_parsed") < 0:
         return adds
     parsed = pf.read(columns=["add.stats_parsed"]).column("add").combine_chunks()
-    parsed = pc.struct_field(parsed.filter(live), "stats_parsed")
+    parsed = pc.struct_field(_select(parsed, live), "stats_parsed")
     stats = adds.column("stats").combine_chunks().to_pylist()
     rows = parsed.filter(missing).to_pylist()
     for i, row in zip(np.flatnonzero(missing.to_numpy(zero_copy_only=False)).tolist(), rows, strict=True):

@@ -186,6 +186,146 @@ def read_files_joined(io: FileIO, files: Sequence[FileInfo]) -> JoinedFiles | li
     return JoinedFiles(data, starts)
 
 
+@dataclass(frozen=True, slots=True)
+class LogLines:
+    """JSON log files split into lines over one buffer (zero-copy), and which lines are add/remove.
+
+    This is what the metadata pass of replay keeps so that the (lazy) file-action pass
+    parses the same bytes instead of reading the commits again.
+    """
+
+    data: pa.Buffer
+    lines: pa.LargeStringArray
+    is_file_line: pa.BooleanArray
+    file_of_line: np.ndarray  # int64, the file index of each line
+    first_line_of_file: np.ndarray  # int64
+    versions: np.ndarray  # int64, the version of each file
+    names: tuple[str, ...]  # file paths, for error messages
+
+    @property
+    def num_lines(self) -> int:
+        return len(self.lines)
+
+    def where(self, line_index: int) -> tuple[str, int]:
+        """(file, 1-based line number) of a line."""
+        f = int(self.file_of_line[line_index])
+        return self.names[f], int(line_index - self.first_line_of_file[f]) + 1
+
+
+# An add/remove written with unusual spacing or key order: (version, seq, key, body).
+StrayFileAction = tuple[int, int, str, Mapping[str, Any]]
+
+
+def split_log_lines(contents: Sequence[bytes] | JoinedFiles, names: Sequence[str], versions: Sequence[int]) -> LogLines | None:
+    """Split files' bytes into lines (None when there are no bytes at all)."""
+    if isinstance(contents, JoinedFiles):
+        raw, file_starts = contents.data, contents.starts
+    else:
+        if not contents:
+            return None
+        # Every file ends with a newline so that lines never span two files.
+        chunks = [c if c.endswith(b"\n") else c + b"\n" for c in contents]
+        sizes = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))
+        file_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        raw = np.frombuffer(b"".join(chunks), dtype=np.uint8)
+    if raw.size == 0:
+        return None
+    data = pa.py_buffer(raw)
+    line_ends = np.flatnonzero(raw == 10) + 1  # exclusive, newline included
+    line_starts = np.concatenate([[0], line_ends[:-1]]).astype(np.int64)
+    num_lines = len(line_ends)
+    offsets = np.concatenate([[0], line_ends]).astype(np.int64)
+    lines = pa.LargeStringArray.from_buffers(num_lines, pa.py_buffer(offsets), data)
+    is_file_line = pc.fill_null(
+        pc.or_(pc.starts_with(lines, '{"add":'), pc.starts_with(lines, '{"remove":')), False
+    )
+    return LogLines(
+        data=data,
+        lines=lines,
+        is_file_line=is_file_line,
+        file_of_line=np.searchsorted(file_starts, line_starts, side="right") - 1,
+        first_line_of_file=np.searchsorted(line_starts, file_starts, side="left"),
+        versions=np.asarray(versions, dtype=np.int64),
+        names=tuple(names),
+    )
+
+
+def parse_non_file_actions(log: LogLines, seq_start: int = 0) -> tuple[tuple[LogAction, ...], tuple[StrayFileAction, ...]]:
+    """The non-file actions (few; parsed one by one with :mod:`json`), and any add/remove
+    lines the fast classification missed (left for :func:`parse_file_actions`)."""
+    is_file_np = np.asarray(log.is_file_line.to_numpy(zero_copy_only=False), dtype=bool)
+    other_idx = np.flatnonzero(~is_file_np)
+    actions: list[LogAction] = []
+    stray: list[StrayFileAction] = []
+    if not len(other_idx):
+        return (), ()
+    for i, text in zip(other_idx.tolist(), log.lines.take(pa.array(other_idx)).to_pylist(), strict=True):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            file, number = log.where(i)
+            raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            file, number = log.where(i)
+            raise CorruptCommitError(file, number, f"expected a JSON object, found {type(obj).__name__}")
+        version = int(log.versions[log.file_of_line[i]])
+        source = log.names[int(log.file_of_line[i])]
+        for key, body in obj.items():
+            if not isinstance(body, dict):
+                continue  # not an action we know; unknown actions are ignored
+            if key in FILE_ACTION_KEYS:
+                stray.append((version, seq_start + i, key, body))
+            else:
+                actions.append(LogAction(version, seq_start + i, key, body, source))
+    return tuple(actions), tuple(stray)
+
+
+def parse_file_actions(
+    log: LogLines,
+    stray: Sequence[StrayFileAction] = (),
+    *,
+    seq_start: int = 0,
+    partition_keys: Iterable[str] = (),
+) -> pa.Table:
+    """The add/remove actions of ``log`` as FILE_ACTIONS rows; ``seq`` is ``seq_start`` + line index.
+
+    ``stray`` (from :func:`parse_non_file_actions`, parsed with the same ``seq_start``
+    of 0) are shifted by ``seq_start`` too.
+    """
+    if stray and seq_start:
+        stray = [(v, s + seq_start, k, body) for v, s, k, body in stray]
+    is_file_np = np.asarray(log.is_file_line.to_numpy(zero_copy_only=False), dtype=bool)
+    file_idx = np.flatnonzero(is_file_np)
+    if len(file_idx) == 0 and not stray:
+        return FILE_ACTIONS_SCHEMA.empty_table()
+    try:
+        # One parse of the whole buffer, in place: every line becomes a row (non-file
+        # actions are ignored fields), so no bytes are copied to gather the file lines.
+        # Stray add/remove lines are rows of this parse too, so ``stray`` is not needed here.
+        return _parse_all_lines_fast(log.data, log.lines, log.is_file_line, log.file_of_line, log.versions,
+                                     seq_start, partition_keys)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
+        pass  # a corrupt or unusual line: the line-by-line paths below find it
+    tables: list[pa.Table] = []
+    if len(file_idx):
+        selected = log.lines.filter(log.is_file_line)
+        try:
+            tables.append(_parse_file_lines_fast(selected, file_idx, log.file_of_line, log.versions, seq_start,
+                                                 partition_keys))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
+            tables.append(_parse_file_lines_slow(selected, file_idx, log.versions[log.file_of_line[file_idx]],
+                                                 seq_start, log.where))
+    if stray:
+        tables.append(file_actions_from_dicts(stray))
+    if not tables:
+        return FILE_ACTIONS_SCHEMA.empty_table()
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables).sort_by("seq")
+
+
 def parse_log_bytes(
     contents: Sequence[bytes] | JoinedFiles,
     names: Sequence[str],
@@ -196,97 +336,19 @@ def parse_log_bytes(
     file_actions: bool = True,
 ) -> ParsedLog:
     """:func:`read_commits` on bytes already read (``names`` are used in error messages)."""
-    if isinstance(contents, JoinedFiles):
-        raw, file_starts = contents.data, contents.starts
-    else:
-        if not contents:
-            return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), (), 0)
-        # Every file ends with a newline so that lines never span two files.
-        chunks = [c if c.endswith(b"\n") else c + b"\n" for c in contents]
-        sizes = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))
-        file_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        raw = np.frombuffer(b"".join(chunks), dtype=np.uint8)
-    if raw.size == 0:
+    log = split_log_lines(contents, names, versions)
+    if log is None:
         return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), (), 0)
-    data = pa.py_buffer(raw)
-    line_ends = np.flatnonzero(raw == 10) + 1  # exclusive, newline included
-    line_starts = np.concatenate([[0], line_ends[:-1]]).astype(np.int64)
-    num_lines = len(line_ends)
-    offsets = np.concatenate([[0], line_ends]).astype(np.int64)
-    lines = pa.LargeStringArray.from_buffers(num_lines, pa.py_buffer(offsets), data)
-    file_of_line = np.searchsorted(file_starts, line_starts, side="right") - 1
-    first_line_of_file = np.searchsorted(line_starts, file_starts, side="left")
-    version_arr = np.asarray(versions, dtype=np.int64)
-
-    is_file_line = pc.fill_null(
-        pc.or_(pc.starts_with(lines, '{"add":'), pc.starts_with(lines, '{"remove":')), False
-    )
-    is_file_np = is_file_line.to_numpy(zero_copy_only=False)
-
-    def where(line_index: int) -> tuple[str, int]:
-        f = int(file_of_line[line_index])
-        return names[f], int(line_index - first_line_of_file[f]) + 1
-
-    # Non-file actions: few, parsed one by one.
-    other_idx = np.flatnonzero(~is_file_np)
-    actions: list[LogAction] = []
-    stray_file_actions: list[tuple[int, int, str, Mapping[str, Any]]] = []
-    if len(other_idx):
-        for i, text in zip(other_idx.tolist(), lines.take(pa.array(other_idx)).to_pylist(), strict=True):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except ValueError as exc:
-                file, number = where(i)
-                raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
-            if not isinstance(obj, dict):
-                file, number = where(i)
-                raise CorruptCommitError(file, number, f"expected a JSON object, found {type(obj).__name__}")
-            version = int(version_arr[file_of_line[i]])
-            source = names[int(file_of_line[i])]
-            for key, body in obj.items():
-                if not isinstance(body, dict):
-                    continue  # not an action we know; unknown actions are ignored
-                if key in FILE_ACTION_KEYS:
-                    # An add/remove written with unusual spacing or key order.
-                    stray_file_actions.append((version, seq_start + i, key, body))
-                else:
-                    actions.append(LogAction(version, seq_start + i, key, body, source))
-
+    actions, stray = parse_non_file_actions(log, seq_start)
     if not file_actions:
-        return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), tuple(actions), num_lines)
-    partition_keys = set(partition_keys)
+        return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), actions, log.num_lines)
+    keys = set(partition_keys)
     for action in actions:
         if action.key == "metaData":
-            partition_keys |= partition_keys_of(action.body)
-
-    file_idx = np.flatnonzero(is_file_np)
-    if len(file_idx) == 0 and not stray_file_actions:
-        return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), tuple(actions), num_lines)
-    try:
-        # One parse of the whole buffer, in place: every line becomes a row (non-file
-        # actions are ignored fields), so no bytes are copied to gather the file lines.
-        table = _parse_all_lines_fast(data, lines, is_file_line, file_of_line, version_arr, seq_start, partition_keys)
-        return ParsedLog(table, tuple(actions), num_lines)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
-        pass  # a corrupt or unusual line: the line-by-line paths below find it
-    tables: list[pa.Table] = []
-    if len(file_idx):
-        selected = lines.filter(is_file_line)
-        try:
-            tables.append(_parse_file_lines_fast(selected, file_idx, file_of_line, version_arr, seq_start, partition_keys))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
-            tables.append(_parse_file_lines_slow(selected, file_idx, version_arr[file_of_line[file_idx]], seq_start, where))
-    if stray_file_actions:
-        tables.append(file_actions_from_dicts(stray_file_actions))
-    if not tables:
-        table = FILE_ACTIONS_SCHEMA.empty_table()
-    elif len(tables) == 1:
-        table = tables[0]
-    else:
-        table = pa.concat_tables(tables).sort_by("seq")
-    return ParsedLog(table, tuple(actions), num_lines)
+            keys |= partition_keys_of(action.body)
+    stray = tuple((v, s - seq_start, k, body) for v, s, k, body in stray)
+    table = parse_file_actions(log, stray, seq_start=seq_start, partition_keys=keys)
+    return ParsedLog(table, actions, log.num_lines)
 
 
 def partition_keys_of(metadata: Mapping[str, Any]) -> set[str]:
@@ -350,7 +412,8 @@ def _parse_all_lines_fast(
 ) -> pa.Table:
     blank = np.asarray(pc.match_substring_regex(lines, r"^\s*$").to_numpy(zero_copy_only=False), dtype=bool)
     row_line = np.flatnonzero(~blank)  # pyarrow skips blank lines: row i is line row_line[i]
-    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(lines.filter(is_file_line)))
+    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(lines, np.flatnonzero(
+        np.asarray(is_file_line.to_numpy(zero_copy_only=False), dtype=bool))))
     table = _read_json(data, pkeys, None)
     if table.num_rows != len(row_line):
         raise ValueError("line count mismatch")
@@ -363,6 +426,9 @@ def _parse_all_lines_fast(
 def _tags_patch(row_lines: pa.LargeStringArray, table: pa.Table, pkeys: Sequence[str]) -> dict[str, pa.Array] | None:
     """Tags of every row, for the few rows whose lines carry non-empty tags (None: no such rows)."""
     tag_lines = pc.match_substring_regex(row_lines, r'"tags"\s*:\s*\{\s*"')
+    # Only file-action rows (commitInfo may carry tags of its own; they are not ours to parse).
+    is_file_row = pc.or_(table.column("add").is_valid(), table.column("remove").is_valid())
+    tag_lines = pc.and_(tag_lines, is_file_row)
     tagged = np.flatnonzero(np.asarray(tag_lines.to_numpy(zero_copy_only=False), dtype=bool))
     if not tagged.size:
         return None
@@ -397,7 +463,7 @@ def _parse_file_lines_fast(
     inference to find them (declared as strings, since pyarrow infers date-like
     strings as timestamps).
     """
-    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(selected))
+    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(selected, np.arange(len(selected))))
     table = _read_json(_contiguous_bytes(selected), pkeys, None)
     if table.num_rows != len(file_idx):
         raise ValueError("line count mismatch")
@@ -407,12 +473,15 @@ def _parse_file_lines_fast(
     return file_actions_from_json_table(table, versions, seqs, tags)
 
 
-def _sampled_partition_keys(selected: pa.LargeStringArray, samples: int = 64) -> set[str]:
-    """Partition value keys seen in a spread of lines: a guard for keys no ``metaData`` announced."""
-    n = len(selected)
-    idx = np.unique(np.linspace(0, n - 1, min(n, samples)).astype(np.int64))
+def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, samples: int = 64) -> set[str]:
+    """Partition value keys seen in a spread of the ``candidates`` lines: a guard for keys no
+    ``metaData`` announced (which an explicit-schema parse would otherwise drop)."""
+    n = len(candidates)
+    if n == 0:
+        return set()
+    idx = candidates[np.unique(np.linspace(0, n - 1, min(n, samples)).astype(np.int64))]
     keys: set[str] = set()
-    for text in selected.take(pa.array(idx)).to_pylist():
+    for text in lines.take(pa.array(idx)).to_pylist():
         try:
             obj = json.loads(text)
         except ValueError:

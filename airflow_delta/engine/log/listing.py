@@ -101,11 +101,11 @@ class LogListing:
             candidates.append(self.checkpoints[-1].version)
         return max(candidates) if candidates else None
 
-    def best_checkpoint(self, at_most: int) -> Checkpoint | None:
-        """The newest complete checkpoint with version <= ``at_most``."""
+    def best_checkpoint(self, at_most: int, below: int | None = None) -> Checkpoint | None:
+        """The newest complete checkpoint with version <= ``at_most`` (and < ``below``, if given)."""
         best: Checkpoint | None = None
         for cp in self.checkpoints:
-            if cp.version <= at_most:
+            if cp.version <= at_most and (below is None or cp.version < below):
                 best = cp
         return best
 
@@ -246,7 +246,15 @@ def list_log_and_segment(
     raise AssertionError("unreachable")
 
 
-def segment_from_listing(listing: LogListing, version: int | None = None) -> LogSegment:
+def segment_from_listing(
+    listing: LogListing, version: int | None = None, *, checkpoint_below: int | None = None
+) -> LogSegment:
+    """The segment for ``version`` (default: latest) from a listing.
+
+    ``checkpoint_below`` restricts the checkpoint to versions strictly below it: the
+    retry after a checkpoint turned out to be unreadable (as Delta does, an older
+    checkpoint or the commits from version 0 may still rebuild the version).
+    """
     root = listing.table_root
     latest = listing.latest_version
     if latest is None:
@@ -256,7 +264,7 @@ def segment_from_listing(listing: LogListing, version: int | None = None) -> Log
     if version is not None and (version < 0 or version > latest):
         raise VersionNotFoundError(version, earliest, latest, "no such version in the log")
 
-    checkpoint = listing.best_checkpoint(target)
+    checkpoint = listing.best_checkpoint(target, checkpoint_below)
     start = checkpoint.version + 1 if checkpoint is not None else 0
     missing = [v for v in range(start, target + 1) if v not in listing.commits]
     if missing:

@@ -17,6 +17,7 @@ defines the key and how JSON commits and checkpoints both store it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -29,8 +30,21 @@ import pyarrow.compute as pc
 from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA, DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.errors import InvalidLogError, MissingMetadataError, MissingProtocolError
 from airflow_delta.engine.fs import FileIO
-from airflow_delta.engine.log.checkpoint_reader import CheckpointData, read_checkpoint
-from airflow_delta.engine.log.commit_reader import LogAction, ParsedLog, partition_keys_of, read_commits
+from airflow_delta.engine.log.checkpoint_reader import (
+    CheckpointActions,
+    read_checkpoint_actions,
+    read_checkpoint_file_actions,
+)
+from airflow_delta.engine.log.commit_reader import (
+    LogAction,
+    LogLines,
+    StrayFileAction,
+    parse_file_actions,
+    parse_non_file_actions,
+    partition_keys_of,
+    read_files_joined,
+    split_log_lines,
+)
 from airflow_delta.engine.log.listing import LogSegment, commit_version
 from airflow_delta.engine.protocol import check_readable
 
@@ -49,26 +63,133 @@ class ReplayResult:
     commit_infos: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)  # commitInfo per JSON commit read
 
 
-def replay(io: FileIO, segment: LogSegment, *, file_actions: bool = True, check_protocol: bool = True) -> ReplayResult:
-    """Replay ``segment``. With ``file_actions=False`` only protocol/metadata/txn/domains are built."""
-    checkpoint: CheckpointData | None = None
+class FileActions:
+    """The file-action half of a replay, computed on first use and then kept.
+
+    The metadata pass (:func:`replay_metadata`) already read the commits; their lines are
+    kept here so that file actions parse the same bytes (no second read, and no race with
+    log cleanup). The checkpoint is read at first use, its ``add`` rows for
+    :meth:`adds` and its ``remove`` rows only for :meth:`tombstones`: checkpoint
+    tombstones can never hide a file (a checkpoint is reconciled and precedes every
+    commit of the segment), so live files never need them.
+
+    Sequence numbers: checkpoint adds 0..a-1, commit lines a + line index, checkpoint
+    tombstones negative (before everything). Thread-safe; results are immutable tables.
+    """
+
+    def __init__(
+        self,
+        io: FileIO,
+        segment: LogSegment,
+        commits: LogLines | None,
+        stray: Sequence[StrayFileAction],
+        partition_keys: frozenset[str],
+        sidecars: Sequence[str] = (),
+    ) -> None:
+        self.io = io
+        self.segment = segment
+        self._commits = commits
+        self._stray = tuple(stray)
+        self._partition_keys = partition_keys
+        self._sidecars = tuple(sidecars)
+        self._lock = threading.RLock()
+        self._adds: pa.Table | None = None
+        self._commit_tombstones: pa.Table | None = None  # tombstones decided by the commits
+        self._touched_keys: pa.Array | None = None  # (path, dv_id) keys of every commit file action
+        self._tombstones: pa.Table | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._adds is not None
+
+    def adds(self) -> pa.Table:
+        """The live files (FILE_ACTIONS_SCHEMA, ascending seq)."""
+        with self._lock:
+            if self._adds is None:
+                self._reconcile_adds()
+            assert self._adds is not None
+            return self._adds
+
+    def tombstones(self) -> pa.Table:
+        """Removes that are still tombstones (FILE_ACTIONS_SCHEMA, ascending seq)."""
+        with self._lock:
+            if self._tombstones is None:
+                self.adds()
+                assert self._commit_tombstones is not None and self._touched_keys is not None
+                checkpoint = self._checkpoint_rows("remove")
+                if checkpoint.num_rows:
+                    # A checkpoint tombstone stays one unless a commit acted on the same file.
+                    keep = pc.invert(pc.is_in(_file_keys(checkpoint), value_set=self._touched_keys))
+                    checkpoint = checkpoint.filter(keep)
+                    seq = np.arange(checkpoint.num_rows, dtype=np.int64) - checkpoint.num_rows
+                    checkpoint = checkpoint.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), pa.array(seq))
+                    self._tombstones = pa.concat_tables([checkpoint, self._commit_tombstones])
+                else:
+                    self._tombstones = self._commit_tombstones
+            return self._tombstones
+
+    def _checkpoint_rows(self, key: str) -> pa.Table:
+        seg = self.segment
+        if seg.checkpoint_version is None:
+            return FILE_ACTIONS_SCHEMA.empty_table()
+        return read_checkpoint_file_actions(self.io, seg.checkpoint_version, seg.checkpoint_files, self._sidecars,
+                                            key=key, partition_keys=self._partition_keys)
+
+    def _reconcile_adds(self) -> None:
+        checkpoint_adds = self._checkpoint_rows("add")
+        if self._commits is not None:
+            commits = parse_file_actions(self._commits, self._stray, seq_start=checkpoint_adds.num_rows,
+                                         partition_keys=self._partition_keys)
+        else:
+            commits = FILE_ACTIONS_SCHEMA.empty_table()
+        self._commits = None  # the bytes are no longer needed
+        if commits.num_rows == 0:
+            adds, commit_tombstones = checkpoint_adds, FILE_ACTIONS_SCHEMA.empty_table()
+        else:
+            combined = pa.concat_tables([checkpoint_adds, commits]) if checkpoint_adds.num_rows else commits
+            adds, commit_tombstones = reconcile_files(combined)
+        self._touched_keys = _file_keys(commits)
+        self._commit_tombstones = commit_tombstones
+        self._adds = adds
+
+
+def _file_keys(actions: pa.Table) -> pa.Array:
+    """One string per logical file, ``path`` NUL ``dv_id`` (for set membership)."""
+    if actions.num_rows == 0:
+        return pa.array([], pa.string())
+    dv = pc.fill_null(actions.column("dv_id"), "")
+    return pc.binary_join_element_wise(actions.column("path"), dv, "\x00").combine_chunks()
+
+
+@dataclass(frozen=True)
+class LogState:
+    """The result of the metadata pass: everything but the file actions, which are lazy."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    transactions: Mapping[str, SetTransaction]
+    domain_metadata: Mapping[str, DomainMetadata]
+    commit_infos: Mapping[int, Mapping[str, Any]]
+    files: FileActions
+
+
+def replay_metadata(io: FileIO, segment: LogSegment, *, check_protocol: bool = True) -> LogState:
+    """Reconcile the non-file actions of ``segment``; file actions are left to ``state.files``.
+
+    Reads the checkpoint's non-file columns and every commit's bytes (once; the bytes are
+    kept in ``state.files`` for the file-action pass).
+    """
+    checkpoint: CheckpointActions | None = None
     if segment.checkpoint_version is not None:
-        checkpoint = read_checkpoint(
-            io, segment.table_root, segment.checkpoint_version, segment.checkpoint_files, file_actions=file_actions
-        )
-    known_keys: set[str] = set()
-    if checkpoint is not None:
-        for action in checkpoint.actions:
-            if action.key == "metaData":
-                known_keys |= partition_keys_of(action.body)
-    seq_start = checkpoint.file_actions.num_rows if checkpoint is not None else 0
+        checkpoint = read_checkpoint_actions(io, segment.table_root, segment.checkpoint_version,
+                                             segment.checkpoint_files)
     versions = [commit_version(f.name) for f in segment.commit_files]
-    commits: ParsedLog = read_commits(
-        io, segment.commit_files, [v if v is not None else -1 for v in versions],
-        seq_start=seq_start, partition_keys=known_keys, file_actions=file_actions,
-    )
+    commits = split_log_lines(read_files_joined(io, segment.commit_files) if segment.commit_files else [],
+                              [f.path for f in segment.commit_files], [v if v is not None else -1 for v in versions])
+    commit_actions, stray = parse_non_file_actions(commits) if commits is not None else ((), ())
     actions: list[LogAction] = list(checkpoint.actions) if checkpoint is not None else []
-    actions.extend(commits.actions)
+    actions.extend(commit_actions)
     state = reconcile_actions(actions)
     where = _describe(segment)
     if state.protocol is None:
@@ -77,13 +198,27 @@ def replay(io: FileIO, segment: LogSegment, *, file_actions: bool = True, check_
         raise MissingMetadataError(f"no metaData action found in {where}; the log is incomplete or damaged")
     if check_protocol:
         check_readable(state.protocol)
+    keys: set[str] = set()
+    for action in actions:
+        if action.key == "metaData":
+            keys |= partition_keys_of(action.body)
+    files = FileActions(io, segment, commits, stray, frozenset(keys), checkpoint.sidecars if checkpoint else ())
+    return LogState(
+        version=segment.version,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        transactions=state.transactions,
+        domain_metadata=state.domain_metadata,
+        commit_infos=state.commit_infos,
+        files=files,
+    )
 
+
+def replay(io: FileIO, segment: LogSegment, *, file_actions: bool = True, check_protocol: bool = True) -> ReplayResult:
+    """Replay ``segment`` eagerly. With ``file_actions=False`` only protocol/metadata/txn/domains are built."""
+    state = replay_metadata(io, segment, check_protocol=check_protocol)
     if file_actions:
-        tables = [commits.file_actions]
-        if checkpoint is not None:
-            tables.insert(0, checkpoint.file_actions)
-        combined = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        adds, tombstones = reconcile_files(combined)
+        adds, tombstones = state.files.adds(), state.files.tombstones()
     else:
         adds = tombstones = FILE_ACTIONS_SCHEMA.empty_table()
     return ReplayResult(

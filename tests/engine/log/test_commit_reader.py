@@ -9,7 +9,7 @@ import pytest
 
 from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA
 from airflow_delta.engine.errors import CorruptCommitError
-from airflow_delta.engine.fs import LocalFileIO
+from airflow_delta.engine.fs import FileInfo, LocalFileIO
 from airflow_delta.engine.log.commit_reader import (
     file_actions_from_dicts,
     parse_log_bytes,
@@ -169,3 +169,22 @@ def test_slow_and_fast_paths_agree() -> None:
     fast = parse_log_bytes([_lines(*actions)], ["c"], [7]).file_actions
     slow = file_actions_from_dicts([(7, i, next(iter(a)), next(iter(a.values()))) for i, a in enumerate(actions)])
     assert fast.to_pylist() == slow.to_pylist()
+
+
+def test_read_commits_when_listed_sizes_are_wrong(table_path: str) -> None:
+    paths = [b.write_commit(table_path, v, [b.add(f"f{v}")]) for v in range(3)]
+    for sizes in ([1, 1, 1], [0, 0, 0], [10**6] * 3):  # stale, unknown, too large
+        files = [FileInfo(p, s, 0) for p, s in zip(paths, sizes, strict=True)]
+        parsed = read_commits(IO, files, [0, 1, 2])
+        assert parsed.file_actions.column("path").to_pylist() == ["f0", "f1", "f2"]
+
+
+def test_commit_info_tags_do_not_disturb_file_tags() -> None:
+    data = _lines(
+        {"commitInfo": {"tags": {"restoresDeletedRows": "false"}, "operationMetrics": {"n": "1"}}},
+        b.add("a", tags={"INSERTION_TIME": "1700000000000000"}),
+        {"commitInfo": {"tags": {"x": 1}, "operationMetrics": {"n": 2}}},  # types differ from the first
+        b.add("b"),
+    )
+    rows = _rows(parse_log_bytes([data], ["c"], [0]).file_actions)
+    assert [(r["path"], r["tags"]) for r in rows] == [("a", [("INSERTION_TIME", "1700000000000000")]), ("b", None)]
