@@ -11,8 +11,12 @@ _DEFAULT_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "delta
 
 
 def shared_tables_dir() -> Path:
-    """The shared Delta tables beside the project (``../shared/delta-tables``)."""
-    return Path(os.environ.get("DELTA_SHARED_TABLES", str(_DEFAULT_SHARED)))
+    """The shared Delta tables beside the project (``../shared/delta-tables``).
+
+    Resolved, because delta-rs reports file URIs with symlinks resolved and tests compare
+    its URIs with ours.
+    """
+    return Path(os.environ.get("DELTA_SHARED_TABLES", str(_DEFAULT_SHARED))).resolve()
 
 
 @pytest.fixture(scope="session")

@@ -320,3 +320,31 @@ class InvalidTimestampError(DeltaError, ValueError):
     def __init__(self, value: object, reason: str) -> None:
         self.value = value
         super().__init__(f"invalid timestamp {value!r}: {reason}")
+
+
+# ------------------------------------------------------------ row-level deletes
+
+
+class DeletionVectorsNotEnabledError(InvalidTransactionError):
+    """Rows were to be deleted through deletion vectors on a table that does not enable them."""
+
+    def __init__(self, table_uri: str) -> None:
+        self.table_uri = table_uri
+        super().__init__(
+            f"{table_uri!r} does not enable deletion vectors; set the table property "
+            "delta.enableDeletionVectors=true first (it upgrades the table protocol to the "
+            "deletionVectors feature), or rewrite the files without the deleted rows instead"
+        )
+
+
+class RowIndexOutOfRangeError(InvalidTransactionError):
+    """A row index to delete is not a row of the data file (it has ``num_records`` rows, 0-based)."""
+
+    def __init__(self, path: str, row_index: int, num_records: int) -> None:
+        self.path = path
+        self.row_index = row_index
+        self.num_records = num_records
+        super().__init__(
+            f"cannot delete row {row_index} of {path!r}: the data file has {num_records} records "
+            f"(row indexes are 0-based positions in the file, so at most {num_records - 1})"
+        )

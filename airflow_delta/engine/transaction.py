@@ -321,6 +321,133 @@ class Transaction:
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
         self._removes.extend(removes_from_file_actions(files, ts, data_change=data_change))
 
+    def delete_rows(
+        self,
+        deletes: Mapping[str, Any],
+        *,
+        deletion_timestamp: int | None = None,
+        target_dv_file_size: int | None = None,
+    ) -> RowDeletion:
+        """Stage the deletion of rows of live files through deletion vectors (DVs).
+
+        ``deletes`` maps a live file's path (the decoded path relative to the table
+        root, as ``snapshot.files()`` gives it, or the log path of :meth:`read_files`)
+        to the 0-based row indexes to delete in that data file (any iterable of ints, a
+        numpy/Arrow integer array or a ``RoaringBitmapArray``). For each file the new
+        rows are merged with the rows its current DV already deletes, then:
+
+        * every row is now deleted: the file is removed outright (``remove`` with its
+          old DV, no new DV);
+        * some rows remain: ``remove`` of ``(path, old DV)`` and ``add`` of the same
+          path with the new DV and the old statistics marked ``tightBounds: false``
+          (min/max may now be wider than the remaining rows, as Delta writes them);
+        * nothing new is deleted: nothing is staged for the file.
+
+        The new DVs are written at once, packed into as few DV files as
+        ``target_dv_file_size`` allows (in a random prefix directory when
+        ``delta.randomizeFilePrefixes`` is set). The files are not recorded as read
+        here (record what the rows were chosen from with :meth:`read_files` or
+        :meth:`mark_files_read`); a concurrent commit that removes one of them conflicts
+        through the staged ``remove`` (:class:`ConcurrentDeleteDeleteException`).
+
+        Raises :class:`DeletionVectorsNotEnabledError` unless the table (or metadata
+        staged in this transaction) sets ``delta.enableDeletionVectors=true``,
+        :class:`RowIndexOutOfRangeError` for a row index past the file's
+        ``numRecords``, and :class:`InvalidTransactionError` for a path that is not a
+        live file or that this transaction already removes.
+        """
+        from airflow_delta.engine.deletion_vectors import (
+            DEFAULT_PACKING_TARGET_SIZE,
+            RoaringBitmapArray,
+            dv_descriptor_from_struct,
+            read_deletion_vectors,
+            write_deletion_vectors,
+        )
+
+        self._ensure_open()
+        snapshot = self._require_snapshot()
+        props = TableProperties.from_configuration(self.metadata.configuration)
+        if not props.enable_deletion_vectors:
+            raise DeletionVectorsNotEnabledError(self.table.table_uri)
+        if not deletes:
+            return RowDeletion()
+        files = _live_files_by_path(snapshot, list(deletes))
+        already_removed = {decode_log_path(r.path) for r in self._removes}
+
+        # One pass over the touched files: row sets, numRecords, existing DVs.
+        rows_list = files.to_pylist()
+        new_rows: list[RoaringBitmapArray] = []
+        num_records: list[int] = []
+        existing: list[DeletionVectorDescriptor | None] = []
+        for key, row in zip(files.column("key").to_pylist(), rows_list, strict=True):
+            if decode_log_path(row["path"]) in already_removed:
+                raise InvalidTransactionError(
+                    f"file {key!r} is already removed in this transaction; pass all of its rows to one "
+                    "delete_rows() call"
+                )
+            bitmap = RoaringBitmapArray.from_indices(deletes[key])
+            records = _num_records_of(snapshot, row)
+            if bitmap and bitmap.max >= records:  # type: ignore[operator]
+                raise RowIndexOutOfRangeError(key, int(bitmap.max), records)  # type: ignore[arg-type]
+            dv = row.get("deletion_vector")
+            existing.append(dv_descriptor_from_struct(dv) if dv and dv.get("storageType") else None)
+            new_rows.append(bitmap)
+            num_records.append(records)
+        old_rows = read_deletion_vectors(snapshot.io, snapshot.table_root, existing)
+
+        summary = RowDeletion()
+        ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
+        removes = removes_from_file_actions(files.drop_columns(["key"]), ts, data_change=True)
+        to_write: list[tuple[int, RoaringBitmapArray]] = []
+        for i, (new, old) in enumerate(zip(new_rows, old_rows, strict=True)):
+            old = old if old is not None else RoaringBitmapArray()
+            merged = old.union(new)
+            added = merged.cardinality - old.cardinality
+            if added == 0:
+                continue  # every row was deleted already: leave the file as it is
+            summary.num_deleted_rows += added
+            summary.removes.append(removes[i])
+            if merged.cardinality >= num_records[i]:
+                summary.num_removed_files += 1
+                summary.num_removed_bytes += int(rows_list[i].get("size") or 0)
+                summary.num_deletion_vectors_removed += existing[i] is not None
+                summary.removed_paths.append(decode_log_path(rows_list[i]["path"]))
+            else:
+                to_write.append((i, merged))
+        descriptors = write_deletion_vectors(
+            snapshot.io,
+            snapshot.table_root,
+            [merged for _, merged in to_write],
+            random_prefix_length=props.random_prefix_length if props.randomize_file_prefixes else 0,
+            target_file_size=target_dv_file_size or DEFAULT_PACKING_TARGET_SIZE,
+        ) if to_write else []
+        for (i, _), descriptor in zip(to_write, descriptors, strict=True):
+            row = rows_list[i]
+            if existing[i] is None:
+                summary.num_deletion_vectors_added += 1
+            else:
+                summary.num_deletion_vectors_updated += 1
+            pv = row.get("partition_values")
+            tags = row.get("tags")
+            summary.adds.append(
+                AddFile(
+                    path=row["path"],
+                    partition_values=dict(pv) if pv is not None else {},
+                    size=int(row["size"]),
+                    modification_time=int(row["modification_time"]),
+                    data_change=True,
+                    stats=_stats_with_wide_bounds(row.get("stats"), num_records[i]),
+                    tags=dict(tags) if tags else None,
+                    deletion_vector=descriptor,
+                    base_row_id=row.get("base_row_id"),
+                    default_row_commit_version=row.get("default_row_commit_version"),
+                    clustering_provider=row.get("clustering_provider"),
+                )
+            )
+        self._removes.extend(summary.removes)
+        self._adds.extend(summary.adds)
+        return summary
+
     def add_cdc(self, action: AddCDCFile) -> None:
         self._ensure_open()
         self._cdc.append(action)

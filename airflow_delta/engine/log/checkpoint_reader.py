@@ -28,7 +28,16 @@ import pyarrow.parquet as pq
 from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA
 from airflow_delta.engine.errors import CorruptCheckpointError, CorruptCommitError
 from airflow_delta.engine.fs import FileInfo, FileIO
-from airflow_delta.engine.log.commit_reader import LogAction, file_actions_from_structs, parse_log_bytes
+from airflow_delta.engine.log.commit_reader import (
+    EMPTY_FILE_ACTIONS,
+    LogAction,
+    bool_array,
+    bool_scalar,
+    file_actions_from_structs,
+    int64_array,
+    mask_to_numpy,
+    parse_log_bytes,
+)
 from airflow_delta.engine.log.listing import SIDECAR_DIR, log_dir
 from airflow_delta.engine.paths import decode_log_path, resolve_in_table
 
@@ -44,6 +53,8 @@ _REMOVE_FIELDS = (
 # little is kept); file actions in larger ones (each batch is converted, then dropped).
 _SMALL_BATCH = 8192
 _FILE_BATCH = 32768
+_READ_BUFFER = 1 << 20
+_POOL = pa.default_memory_pool()
 # Non-file action columns, each with a required field that tells a real row from a null.
 _NON_FILE_KEYS = {
     "protocol": "minReaderVersion",
@@ -107,14 +118,14 @@ def read_checkpoint_file_actions(
     for info in files:
         if info.name.endswith(".json"):
             t, _ = _read_json_checkpoint(io, info, version, keys, True)
-            tables.append(t.filter(pc.equal(t.column("is_add"), pa.scalar(key == "add"))))
+            tables.append(t.filter(pc.equal(t.column("is_add"), bool_scalar(key == "add"))))
         else:
             tables.append(_read_parquet_file_actions(io, info.path, version, key))
     for path in sidecars:
         tables.append(_read_parquet_file_actions(io, path, version, key))
-    tables = [t for t in tables if t.num_rows] or [FILE_ACTIONS_SCHEMA.empty_table()]
+    tables = [t for t in tables if t.num_rows] or [EMPTY_FILE_ACTIONS]
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    return table.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    return table.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), int64_array(np.arange(table.num_rows, dtype=np.int64)))
 
 
 def read_checkpoint(
@@ -129,12 +140,12 @@ def read_checkpoint(
     """Read one complete checkpoint (all parts, and the sidecars it references)."""
     found = read_checkpoint_actions(io, root, version, files)
     if not file_actions:
-        return CheckpointData(version, FILE_ACTIONS_SCHEMA.empty_table(), found.actions)
+        return CheckpointData(version, EMPTY_FILE_ACTIONS, found.actions)
     # Tombstones first, then live files; seq is the position in that order.
     removes = read_checkpoint_file_actions(io, version, files, found.sidecars, key="remove", partition_keys=partition_keys)
     adds = read_checkpoint_file_actions(io, version, files, found.sidecars, key="add", partition_keys=partition_keys)
     table = pa.concat_tables([removes, adds])
-    table = table.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    table = table.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), int64_array(np.arange(table.num_rows, dtype=np.int64)))
     return CheckpointData(version, table, found.actions)
 
 
@@ -162,8 +173,14 @@ def _read_json_checkpoint(
 
 
 def _open_parquet(io: FileIO, path: str) -> pq.ParquetFile:
+    """Open a checkpoint file for streaming reads.
+
+    ``buffer_size`` makes column chunks stream through a 1 MB buffer instead of being
+    read whole (a checkpoint is often one row group, its ``add.stats`` chunk alone tens
+    of MB): peak memory drops by about the size of the chunks read.
+    """
     try:
-        return pq.ParquetFile(io.open_input_file(path))
+        return pq.ParquetFile(io.open_input_file(path), buffer_size=_READ_BUFFER, pre_buffer=False)
     except (OSError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
 
@@ -216,14 +233,14 @@ def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) ->
     pf = _open_parquet(io, path)
     columns = _file_columns(pf.schema_arrow, key)
     if not columns:
-        return FILE_ACTIONS_SCHEMA.empty_table()
+        return EMPTY_FILE_ACTIONS
     parts: list[pa.Table] = []
     masks: list[np.ndarray] = []
     try:
         for batch in pf.iter_batches(batch_size=_FILE_BATCH, columns=columns, use_threads=False):
             col = batch.column(0)
             live = pc.is_valid(pc.struct_field(col, "path"))
-            masks.append(np.asarray(live.to_numpy(zero_copy_only=False), dtype=bool))
+            masks.append(mask_to_numpy(live))
             if live.true_count == 0:
                 continue
             body = _select(col, live)
@@ -233,13 +250,14 @@ def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) ->
                 versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
             ))
             del batch, col, body
+            _POOL.release_unused()  # hand the decoded batch back to the OS before the next one
     except (OSError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
     if not parts:
-        return FILE_ACTIONS_SCHEMA.empty_table()
+        return EMPTY_FILE_ACTIONS
     table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     if key == "add":
-        live_all = pa.array(np.concatenate(masks)) if masks else pa.array([], pa.bool_())
+        live_all = bool_array(np.concatenate(masks) if masks else np.zeros(0, dtype=bool))
         table = _stats_from_parsed(pf, pf.schema_arrow, table, live_all)
     return table
 
@@ -247,7 +265,7 @@ def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) ->
 def _select(col: pa.Array, mask: pa.BooleanArray) -> pa.Array:
     """``col.filter(mask)``, zero-copy when the selected rows are one contiguous run (the usual
     layout: the few non-file rows come first or last)."""
-    idx = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))
+    idx = np.flatnonzero(mask_to_numpy(mask))
     if idx.size and idx[-1] - idx[0] + 1 == idx.size:
         return col.slice(int(idx[0]), int(idx.size))
     return col.filter(mask)

@@ -39,6 +39,76 @@ from airflow_delta.engine.log.listing import commit_path
 FILE_ACTION_KEYS = ("add", "remove")
 
 
+# ------------------------------------------------------------------ Arrow <-> numpy without pandas
+# pyarrow imports pandas (when installed; ~55 MB resident) the first time a Python or numpy
+# object is converted: ``pa.array(ndarray)``, ``pa.scalar``, ``Array.to_numpy``, a Python
+# scalar argument to a compute function. The hot paths of replay convert through buffers
+# instead, so that loading a snapshot does not pull pandas in.
+
+
+# No rows, one (empty) chunk per column; ``Schema.empty_table()`` would import pandas.
+EMPTY_FILE_ACTIONS: pa.Table = pa.table([pa.nulls(0, f.type) for f in FILE_ACTIONS_SCHEMA], schema=FILE_ACTIONS_SCHEMA)
+
+
+def int64_array(values: np.ndarray) -> pa.Array:
+    """An int64 Arrow array over (a contiguous copy of) ``values``, no nulls."""
+    data = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
+def bool_array(values: np.ndarray) -> pa.BooleanArray:
+    """A boolean Arrow array of ``values``, no nulls."""
+    values = np.asarray(values, dtype=bool)
+    bits = np.packbits(values, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+
+
+def bool_scalar(value: bool) -> pa.BooleanScalar:
+    return bool_array(np.array([value]))[0]
+
+
+def string_scalar(value: str | None) -> pa.StringScalar:
+    if value is None:
+        return pa.nulls(1, pa.string())[0]
+    data = value.encode()
+    offsets = np.array([0, len(data)], dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
+
+
+def mask_to_numpy(mask: pa.BooleanArray | pa.ChunkedArray) -> np.ndarray:
+    """A boolean Arrow array as a numpy bool array; nulls count as False."""
+    if isinstance(mask, pa.ChunkedArray):
+        if mask.num_chunks == 0:
+            return np.zeros(0, dtype=bool)
+        return np.concatenate([mask_to_numpy(c) for c in mask.chunks])
+    n = len(mask)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    validity, data = mask.buffers()[:2]
+
+    def bits(buf: pa.Buffer) -> np.ndarray:
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        return np.unpackbits(raw, bitorder="little", count=mask.offset + n)[mask.offset:].astype(bool)
+
+    out = bits(data)
+    if validity is not None and mask.null_count:
+        out &= bits(validity)
+    return out
+
+
+def int64_to_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An int64 Arrow array without nulls as numpy (zero-copy for one chunk)."""
+    if isinstance(arr, pa.ChunkedArray):
+        if arr.num_chunks == 1:
+            return int64_to_numpy(arr.chunk(0))
+        return np.concatenate([int64_to_numpy(c) for c in arr.chunks]) if arr.num_chunks else np.zeros(0, np.int64)
+    if arr.type != pa.int64() or arr.null_count:
+        raise ValueError("expected int64 values without nulls")
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr)]
+
+
 @dataclass(frozen=True, slots=True)
 class LogAction:
     """A non-file action found in the log: its commit version, global order, key and body."""
@@ -299,7 +369,7 @@ def parse_file_actions(
     is_file_np = np.asarray(log.is_file_line.to_numpy(zero_copy_only=False), dtype=bool)
     file_idx = np.flatnonzero(is_file_np)
     if len(file_idx) == 0 and not stray:
-        return FILE_ACTIONS_SCHEMA.empty_table()
+        return EMPTY_FILE_ACTIONS
     try:
         # One parse of the whole buffer, in place: every line becomes a row (non-file
         # actions are ignored fields), so no bytes are copied to gather the file lines.
@@ -320,7 +390,7 @@ def parse_file_actions(
     if stray:
         tables.append(file_actions_from_dicts(stray))
     if not tables:
-        return FILE_ACTIONS_SCHEMA.empty_table()
+        return EMPTY_FILE_ACTIONS
     if len(tables) == 1:
         return tables[0]
     return pa.concat_tables(tables).sort_by("seq")
@@ -338,10 +408,10 @@ def parse_log_bytes(
     """:func:`read_commits` on bytes already read (``names`` are used in error messages)."""
     log = split_log_lines(contents, names, versions)
     if log is None:
-        return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), (), 0)
+        return ParsedLog(EMPTY_FILE_ACTIONS, (), 0)
     actions, stray = parse_non_file_actions(log, seq_start)
     if not file_actions:
-        return ParsedLog(FILE_ACTIONS_SCHEMA.empty_table(), actions, log.num_lines)
+        return ParsedLog(EMPTY_FILE_ACTIONS, actions, log.num_lines)
     keys = set(partition_keys)
     for action in actions:
         if action.key == "metaData":
@@ -552,12 +622,16 @@ def struct_to_map(arr: pa.Array, *, keep_null_values: bool) -> pa.Array:
 
 def dv_unique_ids(dv: pa.Array) -> pa.Array:
     """``DeletionVectorDescriptor.unique_id`` for a struct array of DVs (null without a DV)."""
+    if dv.null_count == len(dv):
+        return pa.nulls(len(dv), pa.string())
+    empty = string_scalar("")
     st = pc.struct_field(dv, "storageType")
     path = pc.struct_field(dv, "pathOrInlineDv")
     offset = pc.struct_field(dv, "offset")
-    suffix = pc.if_else(pc.is_null(offset), "", pc.binary_join_element_wise("@", offset.cast(pa.string()), ""))
-    out = pc.binary_join_element_wise(st, path, suffix, "")
-    return pc.if_else(dv.is_valid(), out, pa.scalar(None, pa.string()))
+    suffix = pc.if_else(pc.is_null(offset), empty,
+                        pc.binary_join_element_wise(string_scalar("@"), offset.cast(pa.string()), empty))
+    out = pc.binary_join_element_wise(st, path, suffix, empty)
+    return pc.if_else(dv.is_valid(), out, string_scalar(None))
 
 
 def normalize_dv(dv: pa.Array) -> pa.Array:
@@ -602,9 +676,9 @@ def file_actions_from_structs(
     else:
         dv = normalize_dv(dv_child)
     cols = {
-        "version": pa.array(versions, pa.int64()),
-        "seq": pa.array(seqs, pa.int64()),
-        "is_add": pa.array(np.full(n, is_add)),
+        "version": versions.cast(pa.int64()) if isinstance(versions, pa.Array) else int64_array(versions),
+        "seq": seqs.cast(pa.int64()) if isinstance(seqs, pa.Array) else int64_array(seqs),
+        "is_add": bool_array(np.full(n, is_add)),
         "path": _field(struct, "path", pa.string()),
         "dv_id": dv_unique_ids(dv),
         "partition_values": _map_field(struct, "partitionValues", keep_null_values=True),
@@ -646,7 +720,7 @@ def file_actions_from_json_table(
                                    tags[key].filter(valid))
         parts.append(part)
     if not parts:
-        return FILE_ACTIONS_SCHEMA.empty_table()
+        return EMPTY_FILE_ACTIONS
     out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     return out.sort_by("seq") if len(parts) > 1 else out
 

@@ -36,14 +36,18 @@ from airflow_delta.engine.log.checkpoint_reader import (
     read_checkpoint_file_actions,
 )
 from airflow_delta.engine.log.commit_reader import (
+    EMPTY_FILE_ACTIONS,
     LogAction,
     LogLines,
     StrayFileAction,
+    int64_array,
+    int64_to_numpy,
     parse_file_actions,
     parse_non_file_actions,
     partition_keys_of,
     read_files_joined,
     split_log_lines,
+    string_scalar,
 )
 from airflow_delta.engine.log.listing import LogSegment, commit_version
 from airflow_delta.engine.protocol import check_readable
@@ -95,7 +99,7 @@ class FileActions:
         self._lock = threading.RLock()
         self._adds: pa.Table | None = None
         self._commit_tombstones: pa.Table | None = None  # tombstones decided by the commits
-        self._touched_keys: pa.Array | None = None  # (path, dv_id) keys of every commit file action
+        self._checkpoint_adds = 0  # rows of the checkpoint's adds: seq below this
         self._tombstones: pa.Table | None = None
 
     @property
@@ -114,15 +118,17 @@ class FileActions:
         """Removes that are still tombstones (FILE_ACTIONS_SCHEMA, ascending seq)."""
         with self._lock:
             if self._tombstones is None:
-                self.adds()
-                assert self._commit_tombstones is not None and self._touched_keys is not None
+                adds = self.adds()
+                assert self._commit_tombstones is not None
                 checkpoint = self._checkpoint_rows("remove")
                 if checkpoint.num_rows:
-                    # A checkpoint tombstone stays one unless a commit acted on the same file.
-                    keep = pc.invert(pc.is_in(_file_keys(checkpoint), value_set=self._touched_keys))
-                    checkpoint = checkpoint.filter(keep)
+                    # A checkpoint tombstone stays one unless a commit acted on the same file;
+                    # the newest action on such a file is a commit row of the adds or tombstones.
+                    from_commits = adds.filter(pc.greater_equal(adds.column("seq"), int64_array(np.array([self._checkpoint_adds]))[0]))
+                    touched = pa.concat_arrays([_file_keys(from_commits), _file_keys(self._commit_tombstones)])
+                    checkpoint = checkpoint.filter(pc.invert(pc.is_in(_file_keys(checkpoint), value_set=touched)))
                     seq = np.arange(checkpoint.num_rows, dtype=np.int64) - checkpoint.num_rows
-                    checkpoint = checkpoint.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), pa.array(seq))
+                    checkpoint = checkpoint.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), int64_array(seq))
                     self._tombstones = pa.concat_tables([checkpoint, self._commit_tombstones])
                 else:
                     self._tombstones = self._commit_tombstones
@@ -131,7 +137,7 @@ class FileActions:
     def _checkpoint_rows(self, key: str) -> pa.Table:
         seg = self.segment
         if seg.checkpoint_version is None:
-            return FILE_ACTIONS_SCHEMA.empty_table()
+            return EMPTY_FILE_ACTIONS
         return read_checkpoint_file_actions(self.io, seg.checkpoint_version, seg.checkpoint_files, self._sidecars,
                                             key=key, partition_keys=self._partition_keys)
 
@@ -141,14 +147,14 @@ class FileActions:
             commits = parse_file_actions(self._commits, self._stray, seq_start=checkpoint_adds.num_rows,
                                          partition_keys=self._partition_keys)
         else:
-            commits = FILE_ACTIONS_SCHEMA.empty_table()
+            commits = EMPTY_FILE_ACTIONS
         self._commits = None  # the bytes are no longer needed
         if commits.num_rows == 0:
-            adds, commit_tombstones = checkpoint_adds, FILE_ACTIONS_SCHEMA.empty_table()
+            adds, commit_tombstones = checkpoint_adds, EMPTY_FILE_ACTIONS
         else:
             combined = pa.concat_tables([checkpoint_adds, commits]) if checkpoint_adds.num_rows else commits
             adds, commit_tombstones = reconcile_files(combined)
-        self._touched_keys = _file_keys(commits)
+        self._checkpoint_adds = checkpoint_adds.num_rows
         self._commit_tombstones = commit_tombstones
         self._adds = adds
 
@@ -156,9 +162,9 @@ class FileActions:
 def _file_keys(actions: pa.Table) -> pa.Array:
     """One string per logical file, ``path`` NUL ``dv_id`` (for set membership)."""
     if actions.num_rows == 0:
-        return pa.array([], pa.string())
-    dv = pc.fill_null(actions.column("dv_id"), "")
-    return pc.binary_join_element_wise(actions.column("path"), dv, "\x00").combine_chunks()
+        return pa.nulls(0, pa.string())
+    dv = pc.fill_null(actions.column("dv_id"), string_scalar(""))
+    return pc.binary_join_element_wise(actions.column("path"), dv, string_scalar("\x00")).combine_chunks()
 
 
 @dataclass(frozen=True)
@@ -220,7 +226,7 @@ def replay(io: FileIO, segment: LogSegment, *, file_actions: bool = True, check_
     if file_actions:
         adds, tombstones = state.files.adds(), state.files.tombstones()
     else:
-        adds = tombstones = FILE_ACTIONS_SCHEMA.empty_table()
+        adds = tombstones = EMPTY_FILE_ACTIONS
     return ReplayResult(
         version=segment.version,
         protocol=state.protocol,
@@ -300,19 +306,19 @@ def _decode(action: LogAction | None, from_json: Any) -> Any:
 def reconcile_files(file_actions: pa.Table) -> tuple[pa.Table, pa.Table]:
     """Live adds and tombstones of a table of file actions (any order, unique ``seq``)."""
     n = file_actions.num_rows
-    empty = FILE_ACTIONS_SCHEMA.empty_table()
+    empty = EMPTY_FILE_ACTIONS
     if n == 0:
         return empty, empty
-    seq = file_actions.column("seq").to_numpy()
+    seq = int64_to_numpy(file_actions.column("seq"))
     if n > 1 and not bool(np.all(seq[1:] > seq[:-1])):
-        file_actions = file_actions.take(pa.array(np.argsort(seq, kind="stable")))
-    row = pa.array(np.arange(n, dtype=np.int64))
+        file_actions = file_actions.take(int64_array(np.argsort(seq, kind="stable")))
+    row = int64_array(np.arange(n, dtype=np.int64))
     keyed = pa.table({"path": file_actions.column("path"), "dv_id": file_actions.column("dv_id"), "row": row})
     newest = keyed.group_by(["path", "dv_id"], use_threads=False).aggregate([("row", "max")])
     if newest.num_rows == n:
         winners = file_actions  # every action is the only one for its file (e.g. append-only): no copy
     else:
-        winners = file_actions.take(pa.array(np.sort(newest.column("row_max").to_numpy())))
+        winners = file_actions.take(int64_array(np.sort(int64_to_numpy(newest.column("row_max")))))
     is_add = winners.column("is_add")
     num_adds = pc.sum(is_add.cast(pa.int64())).as_py() or 0
     if num_adds == winners.num_rows:
@@ -326,7 +332,7 @@ def reconcile_files(file_actions: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 
 def _newest_per_path(adds: pa.Table) -> pa.Table:
-    row = pa.array(np.arange(adds.num_rows, dtype=np.int64))
+    row = int64_array(np.arange(adds.num_rows, dtype=np.int64))
     keyed = pa.table({"path": adds.column("path"), "row": row})
     newest = keyed.group_by(["path"], use_threads=False).aggregate([("row", "max")])
-    return adds.take(pa.array(np.sort(newest.column("row_max").to_numpy())))
+    return adds.take(int64_array(np.sort(int64_to_numpy(newest.column("row_max")))))
