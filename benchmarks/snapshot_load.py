@@ -91,11 +91,15 @@ def ours(path: str) -> int:
     import pyarrow.compute as pc
 
     from airflow_delta.engine import DeltaTable
+    from airflow_delta.engine.log.commit_reader import string_scalar
     from airflow_delta.engine.snapshot import decode_paths
 
     table = DeltaTable(path)
     snapshot = table.snapshot()
-    uris = pc.binary_join_element_wise(f"{table.root}/", decode_paths(snapshot.add_actions.column("path")), "")
+    # Arrow scalars built from buffers: a Python ``str`` argument would make pyarrow import
+    # pandas (~55 MB resident), which the engine itself avoids on this path.
+    uris = pc.binary_join_element_wise(string_scalar(f"{table.root}/"), decode_paths(snapshot.add_actions.column("path")),
+                                       string_scalar(""))
     files = uris.to_pylist()
     assert len(files) == COMMITS * FILES_PER_COMMIT, len(files)
     return len(files)

@@ -1,9 +1,19 @@
 """``Snapshot``: one immutable version of a table, and :func:`load_snapshot`.
 
-Loading lists the log once, replays the segment (:mod:`.log.replay`) and checks the
-reader feature gate. File actions stay Arrow (``FILE_ACTIONS_SCHEMA``); statistics stay
-JSON strings until :meth:`Snapshot.files` or a filter needs them, so loading a snapshot
-for its metadata never pays for parsing stats.
+Loading lists the log once, replays the non-file actions of the segment
+(:func:`.log.replay.replay_metadata`) and checks the reader feature gate. The file state
+(``add_actions``, ``tombstones``) is reconciled on first use from the commit bytes read
+during loading, plus the checkpoint's ``add`` (and, for tombstones, ``remove``) columns.
+File actions stay Arrow (``FILE_ACTIONS_SCHEMA``); statistics stay JSON strings until
+:meth:`Snapshot.files` or a filter needs them. So a snapshot loaded for its metadata
+never parses file actions.
+
+A checkpoint that cannot be read (truncated, a missing part or sidecar) is skipped as
+Delta does: the load is retried with the newest checkpoint strictly older than the bad
+one, or with the commits from version 0, and fails with :class:`CorruptCheckpointError`
+naming the file only when no complete alternative exists. This holds for the metadata
+pass and for the (later) file-action pass alike; ``log_segment`` is the segment the
+metadata came from.
 
 Reading follows pyiceberg's shape: :meth:`Snapshot.plan_files` prunes the live files
 with a filter (partition values, then statistics), :meth:`Snapshot.to_arrow` reads the
@@ -26,6 +36,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.fs import FileIO
+from airflow_delta.engine.log.commit_reader import int64_array, mask_to_numpy
 from airflow_delta.engine.log.listing import (
     LogListing,
     LogSegment,
@@ -173,11 +184,10 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
         paths = paths.combine_chunks() if paths.num_chunks != 1 else paths.chunk(0)
     if len(paths) == 0:
         return paths
-    encoded = pc.fill_null(pc.match_substring(paths, "%"), False)
-    idx = np.flatnonzero(encoded.to_numpy(zero_copy_only=False))
+    idx = np.flatnonzero(mask_to_numpy(pc.match_substring(paths, "%")))
     if idx.size == 0:
         return paths
-    decoded = [decode_log_path(p) for p in paths.take(pa.array(idx)).to_pylist()]
+    decoded = [decode_log_path(p) for p in paths.take(int64_array(idx)).to_pylist()]
     out = np.asarray(paths.to_pylist(), dtype=object)
     out[idx] = decoded
     return pa.array(out, pa.string())
@@ -189,12 +199,12 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     if len(decoded) == 0:
         return decoded
     absolute = pc.or_(pc.starts_with(decoded, "/"), pc.match_substring(decoded, "://"))
-    idx = np.flatnonzero(pc.fill_null(absolute, False).to_numpy(zero_copy_only=False))
+    idx = np.flatnonzero(mask_to_numpy(absolute))
     if idx.size == 0:
         return decoded
     encoded = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
     out = np.asarray(decoded.to_pylist(), dtype=object)
-    for i, log_path in zip(idx.tolist(), encoded.take(pa.array(idx)).to_pylist(), strict=True):
+    for i, log_path in zip(idx.tolist(), encoded.take(int64_array(idx)).to_pylist(), strict=True):
         out[i] = relative_to_table(table_root, resolve_in_table(table_root, log_path))
     return pa.array(out, pa.string())
 

@@ -3,7 +3,8 @@
 It is a thin facade. Each verb delegates to the module that owns the subject, so that
 protocol knowledge stays in small modules: log replay in :mod:`.snapshot` and
 :mod:`.log`, commits in :mod:`.transaction`, checkpoints in :mod:`.checkpoints`,
-cleanup in :mod:`.log_cleanup`, the embedded writer in :mod:`.writer`.
+cleanup in :mod:`.log_cleanup`, the embedded writer in :mod:`.writer`, DELETE in
+:mod:`.dml`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow as pa
 from airflow_delta.engine.fs import FileIO, resolve_table_uri
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.dml import DeleteResult
     from airflow_delta.engine.snapshot import Snapshot
     from airflow_delta.engine.transaction import Transaction
 
@@ -85,6 +87,12 @@ class DeltaTable:
         from airflow_delta.engine.writer import append
 
         return append(self, data, **options)
+
+    def delete(self, predicate: str | None = None, **options: Any) -> DeleteResult:
+        """``DELETE FROM table [WHERE predicate]`` in one commit (deletion vectors where the table enables them)."""
+        from airflow_delta.engine.dml import delete
+
+        return delete(self, predicate, **options)
 
     def transaction(self, isolation_level: str | None = None, **options: Any) -> Transaction:
         """A low-level optimistic transaction on the latest snapshot; use as a context manager."""

@@ -56,8 +56,10 @@ from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     CommitFailedError,
     ConcurrentModificationError,
+    DeletionVectorsNotEnabledError,
     DeltaError,
     InvalidTransactionError,
+    RowIndexOutOfRangeError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
@@ -138,6 +140,28 @@ def encode_operation_metrics(metrics: Mapping[str, Any] | None) -> dict[str, str
         else:
             out[str(key)] = str(value)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class RowDeletion:
+    """What :meth:`Transaction.delete_rows` staged, counted as Delta's DELETE metrics count it.
+
+    ``num_deleted_rows`` counts only rows that were not deleted before (the union of old
+    and new deleted rows, minus the old). A file that lost its last row is removed
+    (``removed_paths``, ``num_removed_files``/``num_removed_bytes``); a file that keeps
+    rows gets a new DV: ``added`` when it had none, ``updated`` when it replaces one.
+    ``num_deletion_vectors_removed`` counts the DVs of files removed outright.
+    """
+
+    num_deleted_rows: int = 0
+    num_removed_files: int = 0
+    num_removed_bytes: int = 0
+    num_deletion_vectors_added: int = 0
+    num_deletion_vectors_updated: int = 0
+    num_deletion_vectors_removed: int = 0
+    removed_paths: tuple[str, ...] = ()
+    removes: tuple[RemoveFile, ...] = ()
+    adds: tuple[AddFile, ...] = ()
 
 
 # ------------------------------------------------------------------ the transaction
@@ -319,7 +343,11 @@ class Transaction:
         """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
         self._ensure_open()
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
-        self._removes.extend(removes_from_file_actions(files, ts, data_change=data_change))
+        partition_columns = _physical_partition_columns(self.metadata)
+        self._removes.extend(
+            replace(r, partition_values=_only_partition_columns(r.partition_values, partition_columns))
+            for r in removes_from_file_actions(files, ts, data_change=data_change)
+        )
 
     def delete_rows(
         self,
@@ -395,23 +423,28 @@ class Transaction:
             num_records.append(records)
         old_rows = read_deletion_vectors(snapshot.io, snapshot.table_root, existing)
 
-        summary = RowDeletion()
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
-        removes = removes_from_file_actions(files.drop_columns(["key"]), ts, data_change=True)
+        partition_columns = _physical_partition_columns(self.metadata)
+        removes = [
+            replace(r, partition_values=_only_partition_columns(r.partition_values, partition_columns))
+            for r in removes_from_file_actions(files.drop_columns(["key"]), ts, data_change=True)
+        ]
+        staged_removes: list[RemoveFile] = []
+        removed_paths: list[str] = []
         to_write: list[tuple[int, RoaringBitmapArray]] = []
+        deleted_rows = removed_bytes = dvs_removed = 0
         for i, (new, old) in enumerate(zip(new_rows, old_rows, strict=True)):
             old = old if old is not None else RoaringBitmapArray()
             merged = old.union(new)
             added = merged.cardinality - old.cardinality
             if added == 0:
                 continue  # every row was deleted already: leave the file as it is
-            summary.num_deleted_rows += added
-            summary.removes.append(removes[i])
+            deleted_rows += added
+            staged_removes.append(removes[i])
             if merged.cardinality >= num_records[i]:
-                summary.num_removed_files += 1
-                summary.num_removed_bytes += int(rows_list[i].get("size") or 0)
-                summary.num_deletion_vectors_removed += existing[i] is not None
-                summary.removed_paths.append(decode_log_path(rows_list[i]["path"]))
+                removed_bytes += int(rows_list[i].get("size") or 0)
+                dvs_removed += existing[i] is not None
+                removed_paths.append(decode_log_path(rows_list[i]["path"]))
             else:
                 to_write.append((i, merged))
         descriptors = write_deletion_vectors(
@@ -421,18 +454,14 @@ class Transaction:
             random_prefix_length=props.random_prefix_length if props.randomize_file_prefixes else 0,
             target_file_size=target_dv_file_size or DEFAULT_PACKING_TARGET_SIZE,
         ) if to_write else []
+        staged_adds: list[AddFile] = []
         for (i, _), descriptor in zip(to_write, descriptors, strict=True):
             row = rows_list[i]
-            if existing[i] is None:
-                summary.num_deletion_vectors_added += 1
-            else:
-                summary.num_deletion_vectors_updated += 1
-            pv = row.get("partition_values")
             tags = row.get("tags")
-            summary.adds.append(
+            staged_adds.append(
                 AddFile(
                     path=row["path"],
-                    partition_values=dict(pv) if pv is not None else {},
+                    partition_values=removes[i].partition_values or {},
                     size=int(row["size"]),
                     modification_time=int(row["modification_time"]),
                     data_change=True,
@@ -444,6 +473,18 @@ class Transaction:
                     clustering_provider=row.get("clustering_provider"),
                 )
             )
+        updated = sum(existing[i] is not None for i, _ in to_write)
+        summary = RowDeletion(
+            num_deleted_rows=deleted_rows,
+            num_removed_files=len(removed_paths),
+            num_removed_bytes=removed_bytes,
+            num_deletion_vectors_added=len(to_write) - updated,
+            num_deletion_vectors_updated=updated,
+            num_deletion_vectors_removed=dvs_removed,
+            removed_paths=tuple(removed_paths),
+            removes=tuple(staged_removes),
+            adds=tuple(staged_adds),
+        )
         self._removes.extend(summary.removes)
         self._adds.extend(summary.adds)
         return summary
@@ -953,6 +994,119 @@ def removes_from_file_actions(files: pa.Table, deletion_timestamp: int, *, data_
     return out
 
 
+def _live_files_by_path(snapshot: Snapshot, keys: Sequence[str]) -> pa.Table:
+    """The live files (``FILE_ACTIONS_SCHEMA``) named by ``keys``, plus a ``key`` column: the caller's name for each.
+
+    A key may be the log path (URI-encoded, as :meth:`Transaction.read_files` returns
+    it) or the decoded path relative to the root (as ``snapshot.files()`` returns it).
+    """
+    from airflow_delta.engine.snapshot import relative_paths
+
+    live: pa.Table = snapshot.add_actions
+    wanted = pa.array(list(keys), pa.string())
+    log_paths = live.column("path").combine_chunks() if live.num_rows else pa.array([], pa.string())
+    relative = relative_paths(snapshot.table_root, log_paths)
+    by_log = pc.fill_null(pc.is_in(log_paths, value_set=wanted), False)
+    by_relative = pc.fill_null(pc.is_in(relative, value_set=wanted), False)
+    mask = pc.or_(by_log, by_relative)
+    found = live.filter(mask)
+    found_log = log_paths.filter(mask).to_pylist()
+    found_relative = relative.filter(mask).to_pylist()
+    names = set(keys)
+    key_of: list[str] = []
+    seen: set[str] = set()
+    for log_path, rel in zip(found_log, found_relative, strict=True):
+        key = log_path if log_path in names else rel
+        if key in seen:
+            raise InvalidTransactionError(f"{key!r} names more than one live file; pass log paths instead")
+        seen.add(key)
+        key_of.append(key)
+    missing = [k for k in keys if k not in seen]
+    if missing:
+        raise InvalidTransactionError(
+            f"{missing[0]!r} is not a live file of version {snapshot.version}"
+            + (f" ({len(missing) - 1} more are not either)" if len(missing) > 1 else "")
+            + "; use the paths snapshot.files() or Transaction.read_files() return"
+        )
+    return found.append_column("key", pa.array(key_of, pa.string()))
+
+
+def _num_records_of(snapshot: Snapshot, row: Mapping[str, Any]) -> int:
+    """The data file's physical row count: ``numRecords`` from its stats, else its parquet footer."""
+    stats = row.get("stats")
+    if stats:
+        value = json.loads(stats).get("numRecords")
+        if value is not None:
+            return int(value)
+    import pyarrow.parquet as pq
+
+    from airflow_delta.engine.paths import resolve_in_table
+
+    with snapshot.io.open_input_file(resolve_in_table(snapshot.table_root, row["path"])) as f:
+        return int(pq.ParquetFile(f).metadata.num_rows)
+
+
+def _only_partition_columns(values: Mapping[str, str | None] | None, columns: Sequence[str]) -> dict[str, str | None]:
+    """A file's ``partitionValues`` with exactly the table's (physical) partition columns as keys.
+
+    The Arrow form of file actions may carry extra keys with null values (one map type
+    for all files of a log); the actions we write must not.
+    """
+    given = dict(values or {})
+    return {c: given.get(c) for c in columns}
+
+
+def _stats_with_wide_bounds(stats: str | None, num_records: int) -> str:
+    """Statistics of a file that just got a DV: unchanged, but ``tightBounds: false``.
+
+    Rows the DV hides may hold the min/max values, so the bounds are only wide bounds
+    now (spec, Per-file Statistics); ``numRecords`` stays the physical row count, and
+    must be there for any file with a DV. Every other value keeps its exact JSON text
+    (re-encoding would turn a 38-digit decimal bound into a float).
+    """
+    try:
+        fields = _top_level_json_fields(stats) if stats else []
+    except (ValueError, IndexError) as exc:
+        raise InvalidTransactionError(f"file statistics are not valid JSON ({exc}): {stats[:80]!r}") from exc
+    if not any(key == "numRecords" for key, _ in fields):
+        fields.insert(0, ("numRecords", str(int(num_records))))
+    fields = [(k, v) for k, v in fields if k != "tightBounds"] + [("tightBounds", "false")]
+    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in fields) + "}"
+
+
+def _top_level_json_fields(text: str) -> list[tuple[str, str]]:
+    """``(key, raw value text)`` of each member of a JSON object, in order."""
+    decoder = json.JSONDecoder()
+    ws = " \t\n\r"
+    pos = len(text) - len(text.lstrip(ws))
+    if text[pos : pos + 1] != "{":
+        raise InvalidTransactionError(f"file statistics are not a JSON object: {text[:80]!r}")
+    pos += 1
+    out: list[tuple[str, str]] = []
+    while True:
+        while pos < len(text) and text[pos] in ws:
+            pos += 1
+        if text[pos : pos + 1] == "}":
+            return out
+        key, pos = decoder.raw_decode(text, pos)
+        while text[pos] in ws:
+            pos += 1
+        if text[pos] != ":":
+            raise InvalidTransactionError(f"file statistics are not valid JSON: {text[:80]!r}")
+        pos += 1
+        while text[pos] in ws:
+            pos += 1
+        _, end = decoder.raw_decode(text, pos)
+        out.append((str(key), text[pos:end]))
+        pos = end
+        while text[pos] in ws:
+            pos += 1
+        if text[pos] == ",":
+            pos += 1
+        elif text[pos] != "}":
+            raise InvalidTransactionError(f"file statistics are not valid JSON: {text[:80]!r}")
+
+
 def _run_post_commit(table: DeltaTable, version: int, payload: bytes) -> None:
     """Automatic checkpoints and .crc files (helper module); never fails a commit that already happened."""
     try:
@@ -978,6 +1132,7 @@ __all__ = [
     "ConcurrentModificationError",
     "IsolationLevel",
     "RetryPolicy",
+    "RowDeletion",
     "Transaction",
     "encode_operation_metrics",
     "encode_operation_parameters",

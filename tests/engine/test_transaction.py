@@ -826,3 +826,196 @@ def test_whole_table_read_depends_on_every_change_but_blind_appends(table: Delta
         reader.commit("WRITE")
     assert info.value.winning_version == 4
     assert commit_info(table, 4)["operation"] == "DELETE"
+
+
+# ------------------------------------------------------------------ delete_rows (deletion vectors)
+
+
+def _dv_table(table_path: str, **properties: str) -> DeltaTable:
+    t = DeltaTable.create(
+        table_path, SCHEMA, partition_by=["p"], properties={"delta.enableDeletionVectors": "true", **properties}
+    )
+    t.append(rows("a", list(range(10))))
+    t.append(rows("b c", list(range(100, 110))))  # a partition directory that needs URI encoding
+    return t
+
+
+def _live(table: DeltaTable) -> list[int]:
+    return sorted(table.snapshot().to_arrow(columns=["id"]).column("id").to_pylist())
+
+
+def _path_of(table: DeltaTable, part: str) -> str:
+    files = table.snapshot().files(f"p = '{part}'")
+    assert files.num_rows == 1
+    return str(files.column("path")[0].as_py())
+
+
+def test_delete_rows_merges_with_the_existing_deletion_vector(table_path: str) -> None:
+    from airflow_delta.engine.deletion_vectors import read_deletion_vector
+
+    t = _dv_table(table_path)
+    a, bc = _path_of(t, "a"), _path_of(t, "b c")
+    assert bc == "p=b c/" + bc.split("/", 1)[1]  # decoded path, as files() gives it
+    with t.transaction() as txn:
+        first = txn.delete_rows({a: [0, 1, 2], bc: [9]})
+        v1 = txn.commit("DELETE")
+    assert (first.num_deleted_rows, first.num_deletion_vectors_added, first.num_deletion_vectors_updated) == (4, 2, 0)
+    lines = commit_lines(t, v1)
+    adds = [line["add"] for line in lines if "add" in line]
+    # Both DVs packed into one new DV file, at different offsets.
+    assert len({a["deletionVector"]["pathOrInlineDv"] for a in adds}) == 1
+    assert sorted(a["deletionVector"]["offset"] for a in adds)[0] == 1
+    with t.transaction() as txn:
+        files = txn.read_files("p = 'a'")  # log paths work as keys too
+        second = txn.delete_rows({files.column("path")[0].as_py(): [2, 3, 9]})  # row 2 is already deleted
+        v2 = txn.commit("DELETE")
+    assert second.num_deleted_rows == 2 and second.num_deletion_vectors_updated == 1
+    lines = commit_lines(t, v2)
+    (remove,) = [line["remove"] for line in lines if "remove" in line]
+    (add,) = [line["add"] for line in lines if "add" in line]
+    old = next(x["add"] for x in commit_lines(t, v1) if "add" in x and x["add"]["partitionValues"]["p"] == "a")
+    assert remove["deletionVector"] == old["deletionVector"]  # the old (path, dv) goes
+    assert remove["dataChange"] is True and remove["extendedFileMetadata"] is True
+    assert remove["size"] == old["size"] and remove["partitionValues"] == {"p": "a"} and remove["stats"] == old["stats"]
+    assert add["path"] == remove["path"] and add["deletionVector"]["cardinality"] == 5  # union, not a sum
+    stats = json.loads(add["stats"])
+    assert stats["numRecords"] == 10 and stats["tightBounds"] is False
+    assert stats["minValues"] == {"id": 0, "value": "v0"}  # bounds kept (now wide), as Delta does
+    from airflow_delta.engine.actions import DeletionVectorDescriptor
+
+    dv = read_deletion_vector(t.io, t.root, DeletionVectorDescriptor.from_json(add["deletionVector"]), num_records=10)
+    assert dv.to_numpy().tolist() == [0, 1, 2, 3, 9]
+    assert _live(t) == [4, 5, 6, 7, 8, *range(100, 109)]
+
+
+def test_delete_rows_removes_a_file_that_loses_every_row(table_path: str) -> None:
+    t = _dv_table(table_path)
+    a = _path_of(t, "a")
+    with t.transaction() as txn:
+        txn.delete_rows({a: range(0, 10, 2)})
+        txn.commit("DELETE")
+    with t.transaction() as txn:
+        summary = txn.delete_rows({a: range(1, 10, 2)})
+        version = txn.commit("DELETE")
+    assert summary.num_removed_files == 1 and summary.removed_paths == (a,)
+    assert summary.num_deletion_vectors_removed == 1 and summary.adds == ()
+    lines = commit_lines(t, version)
+    assert not [x for x in lines if "add" in x]
+    (remove,) = [x["remove"] for x in lines if "remove" in x]
+    assert remove["deletionVector"]["cardinality"] == 5
+    assert _live(t) == list(range(100, 110))
+    assert a not in live_paths(t)
+
+
+def test_delete_rows_of_already_deleted_rows_stages_nothing(table_path: str) -> None:
+    t = _dv_table(table_path)
+    a = _path_of(t, "a")
+    with t.transaction() as txn:
+        txn.delete_rows({a: [4]})
+        txn.commit("DELETE")
+    txn = t.transaction()
+    summary = txn.delete_rows({a: [4, 4]})
+    assert summary.num_deleted_rows == 0 and not txn.has_staged_actions
+    txn.abort()
+
+
+def test_delete_rows_needs_deletion_vectors_enabled(table: DeltaTable) -> None:
+    from airflow_delta.engine.errors import DeletionVectorsNotEnabledError
+
+    path = _path_of(table, "a")
+    txn = table.transaction()
+    with pytest.raises(DeletionVectorsNotEnabledError, match=r"delta\.enableDeletionVectors=true"):
+        txn.delete_rows({path: [0]})
+    # Enabling it in the same transaction upgrades the protocol at commit.
+    txn.set_properties({"delta.enableDeletionVectors": "true"})
+    txn.delete_rows({path: [0]})
+    version = txn.commit("DELETE")
+    protocol = next(x["protocol"] for x in commit_lines(table, version) if "protocol" in x)
+    assert "deletionVectors" in protocol["readerFeatures"] and "deletionVectors" in protocol["writerFeatures"]
+    assert sorted(table.snapshot().to_arrow().column("id").to_pylist()) == [2, 3, 10, 11]
+
+
+def test_delete_rows_refuses_rows_past_the_end_and_unknown_files(table_path: str) -> None:
+    from airflow_delta.engine.errors import RowIndexOutOfRangeError
+
+    t = _dv_table(table_path)
+    a = _path_of(t, "a")
+    txn = t.transaction()
+    with pytest.raises(RowIndexOutOfRangeError, match="has 10 records") as info:
+        txn.delete_rows({a: [3, 10]})
+    assert (info.value.row_index, info.value.num_records) == (10, 10)
+    with pytest.raises(InvalidTransactionError, match="not a live file"):
+        txn.delete_rows({"p=a/missing.parquet": [0]})
+    txn.delete_rows({a: [1]})
+    with pytest.raises(InvalidTransactionError, match="already removed in this transaction"):
+        txn.delete_rows({a: [2]})
+    txn.abort()
+    # Only the one accepted call wrote a DV (now an orphan for VACUUM); refused calls write nothing.
+    assert len([n for n in os.listdir(t.root) if n.startswith("deletion_vector_")]) == 1
+
+
+def test_delete_rows_uses_a_random_prefix_when_asked(table_path: str) -> None:
+    t = DeltaTable.create(
+        table_path,
+        FLAT_SCHEMA,
+        properties={
+            "delta.enableDeletionVectors": "true",
+            "delta.randomizeFilePrefixes": "true",
+            "delta.randomPrefixLength": "3",
+        },
+    )
+    t.append(flat_rows(list(range(5))))
+    (path,) = t.snapshot().files().column("path").to_pylist()
+    with t.transaction() as txn:
+        txn.delete_rows({path: [1]})
+        version = txn.commit("DELETE")
+    (add,) = [x["add"] for x in commit_lines(t, version) if "add" in x]
+    encoded = add["deletionVector"]["pathOrInlineDv"]
+    assert len(encoded) == 23  # 3 prefix characters + the 20-character Z85 UUID
+    prefix = encoded[:3]
+    assert prefix.isalnum() and any(n.startswith("deletion_vector_") for n in os.listdir(Path(t.root, prefix)))
+    assert sorted(t.snapshot().to_arrow().column("id").to_pylist()) == [0, 2, 3, 4]
+
+
+def test_concurrent_deletes_of_the_same_file_conflict(table_path: str) -> None:
+    from airflow_delta.engine.errors import ConcurrentDeleteDeleteException as DeleteDelete
+
+    t = _dv_table(table_path)
+    a = _path_of(t, "a")
+    loser = t.transaction()
+    loser.delete_rows({a: [5]})
+    with t.transaction() as winner:
+        winner.delete_rows({a: range(10)})  # removes the file outright
+        winner.commit("DELETE")
+    with pytest.raises(DeleteDelete) as info:
+        loser.commit("DELETE")
+    assert info.value.conflicting == [a] and info.value.winning_operation == "DELETE"
+
+
+def test_delta_rs_reads_the_deletion_vectors_of_delete_rows(table_path: str) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    t = _dv_table(table_path)
+    a, bc = _path_of(t, "a"), _path_of(t, "b c")
+    for rows_a, rows_bc in (([0, 3], [1]), ([3, 4, 7], [1, 2, 8])):
+        with t.transaction() as txn:
+            txn.delete_rows({a: rows_a, bc: rows_bc})
+            txn.commit("DELETE")
+    expected = [1, 2, 5, 6, 8, 9, 100, 103, 104, 105, 106, 107, 109]
+    dt = deltalake.DeltaTable(t.root)
+    got = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id FROM t").read_all())
+    assert sorted(got.column("id").to_pylist()) == expected == _live(t)
+
+
+def test_delete_rows_on_a_file_without_statistics_records_num_records(table_path: str) -> None:
+    t = DeltaTable.create(table_path, FLAT_SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    with t.transaction() as txn:
+        (add,) = data_files(txn, flat_rows([7, 8, 9]))
+        txn.add(AddFile(add.path, {}, add.size, add.modification_time))  # no stats at all
+        txn.commit("WRITE")
+    with t.transaction() as txn:
+        txn.delete_rows({add.path: [1]})
+        version = txn.commit("DELETE")
+    (new,) = [x["add"] for x in commit_lines(t, version) if "add" in x]
+    # A file with a DV must state its physical row count (spec, Per-file Statistics): taken from the footer.
+    assert json.loads(new["stats"]) == {"numRecords": 3, "tightBounds": False}
+    assert sorted(t.snapshot().to_arrow().column("id").to_pylist()) == [7, 9]

@@ -1,8 +1,11 @@
 """Reading checkpoints (classic, multi-part, V2 with sidecars) into Arrow.
 
-Only the columns replay needs are read from parquet: the file-action fields of ``add``
-and ``remove`` (never ``stats_parsed`` / ``partitionValues_parsed``) and the small
-non-file actions. File actions become rows of ``FILE_ACTIONS_SCHEMA``; the rest become
+Only the columns replay needs are read from parquet, and separately: the small
+non-file actions (:func:`read_checkpoint_actions`, for the metadata pass), then the
+file-action fields of ``add`` or of ``remove`` (:func:`read_checkpoint_file_actions`;
+never ``stats_parsed`` / ``partitionValues_parsed`` unless JSON stats are missing).
+Files are read in batches through a small read buffer, each batch converted to rows of
+``FILE_ACTIONS_SCHEMA`` before the next is decoded. Non-file actions become
 :class:`LogAction` dicts.
 
 A checkpoint is already reconciled: its ``add`` rows are the live files and its
@@ -54,7 +57,6 @@ _REMOVE_FIELDS = (
 _SMALL_BATCH = 8192
 _FILE_BATCH = 32768
 _READ_BUFFER = 1 << 20
-_POOL = pa.default_memory_pool()
 # Non-file action columns, each with a required field that tells a real row from a null.
 _NON_FILE_KEYS = {
     "protocol": "minReaderVersion",
@@ -250,7 +252,7 @@ def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) ->
                 versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
             ))
             del batch, col, body
-            _POOL.release_unused()  # hand the decoded batch back to the OS before the next one
+            pa.default_memory_pool().release_unused()  # return the decoded batch to the OS before the next
     except (OSError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
     if not parts:

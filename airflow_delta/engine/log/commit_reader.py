@@ -56,6 +56,20 @@ def int64_array(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
+def int32_array(values: np.ndarray) -> pa.Array:
+    """An int32 Arrow array over (a contiguous copy of) ``values``, no nulls."""
+    data = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
+
+
+def string_array(values: Sequence[str]) -> pa.Array:
+    """A string Arrow array of Python strings, no nulls."""
+    encoded = [v.encode() for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
 def bool_array(values: np.ndarray) -> pa.BooleanArray:
     """A boolean Arrow array of ``values``, no nulls."""
     values = np.asarray(values, dtype=bool)
@@ -301,14 +315,12 @@ def split_log_lines(contents: Sequence[bytes] | JoinedFiles, names: Sequence[str
     if raw.size == 0:
         return None
     data = pa.py_buffer(raw)
-    line_ends = np.flatnonzero(raw == 10) + 1  # exclusive, newline included
+    line_ends = _newline_positions(raw) + 1  # exclusive, newline included
     line_starts = np.concatenate([[0], line_ends[:-1]]).astype(np.int64)
     num_lines = len(line_ends)
     offsets = np.concatenate([[0], line_ends]).astype(np.int64)
     lines = pa.LargeStringArray.from_buffers(num_lines, pa.py_buffer(offsets), data)
-    is_file_line = pc.fill_null(
-        pc.or_(pc.starts_with(lines, '{"add":'), pc.starts_with(lines, '{"remove":')), False
-    )
+    is_file_line = pc.or_(pc.starts_with(lines, '{"add":'), pc.starts_with(lines, '{"remove":'))  # no nulls
     return LogLines(
         data=data,
         lines=lines,
@@ -320,16 +332,25 @@ def split_log_lines(contents: Sequence[bytes] | JoinedFiles, names: Sequence[str
     )
 
 
+def _newline_positions(raw: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+    """Positions of ``\\n`` in ``raw``; searched in chunks so that the temporary boolean
+    array stays small (a whole-buffer ``raw == 10`` is as large as the log itself)."""
+    if raw.size <= chunk:
+        return np.flatnonzero(raw == 10)
+    parts = [np.flatnonzero(raw[i:i + chunk] == 10) + i for i in range(0, raw.size, chunk)]
+    return np.concatenate(parts)
+
+
 def parse_non_file_actions(log: LogLines, seq_start: int = 0) -> tuple[tuple[LogAction, ...], tuple[StrayFileAction, ...]]:
     """The non-file actions (few; parsed one by one with :mod:`json`), and any add/remove
     lines the fast classification missed (left for :func:`parse_file_actions`)."""
-    is_file_np = np.asarray(log.is_file_line.to_numpy(zero_copy_only=False), dtype=bool)
+    is_file_np = mask_to_numpy(log.is_file_line)
     other_idx = np.flatnonzero(~is_file_np)
     actions: list[LogAction] = []
     stray: list[StrayFileAction] = []
     if not len(other_idx):
         return (), ()
-    for i, text in zip(other_idx.tolist(), log.lines.take(pa.array(other_idx)).to_pylist(), strict=True):
+    for i, text in zip(other_idx.tolist(), log.lines.take(int64_array(other_idx)).to_pylist(), strict=True):
         if not text.strip():
             continue
         try:
@@ -366,7 +387,7 @@ def parse_file_actions(
     """
     if stray and seq_start:
         stray = [(v, s + seq_start, k, body) for v, s, k, body in stray]
-    is_file_np = np.asarray(log.is_file_line.to_numpy(zero_copy_only=False), dtype=bool)
+    is_file_np = mask_to_numpy(log.is_file_line)
     file_idx = np.flatnonzero(is_file_np)
     if len(file_idx) == 0 and not stray:
         return EMPTY_FILE_ACTIONS
@@ -374,8 +395,7 @@ def parse_file_actions(
         # One parse of the whole buffer, in place: every line becomes a row (non-file
         # actions are ignored fields), so no bytes are copied to gather the file lines.
         # Stray add/remove lines are rows of this parse too, so ``stray`` is not needed here.
-        return _parse_all_lines_fast(log.data, log.lines, log.is_file_line, log.file_of_line, log.versions,
-                                     seq_start, partition_keys)
+        return _parse_all_lines_chunked(log, seq_start, partition_keys)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
         pass  # a corrupt or unusual line: the line-by-line paths below find it
     tables: list[pa.Table] = []
@@ -464,11 +484,42 @@ def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], tag_keys: Seque
     schema = pa.schema([("add", body(_ADD_FIELDS)), ("remove", body(_REMOVE_FIELDS))])
     return pajson.read_json(
         pa.BufferReader(buffer),
-        read_options=pajson.ReadOptions(block_size=1 << 22),
+        read_options=pajson.ReadOptions(block_size=1 << 21),
         parse_options=pajson.ParseOptions(
             explicit_schema=schema, unexpected_field_behavior="ignore" if tag_keys is None else "infer"
         ),
     )
+
+
+def _parse_all_lines_chunked(log: LogLines, seq_start: int, partition_keys: Iterable[str],
+                             chunk_bytes: int = 1 << 24) -> pa.Table:
+    """:func:`_parse_all_lines_fast` over runs of whole lines of about ``chunk_bytes``.
+
+    Each run's nested parse result is converted to FILE_ACTIONS rows and dropped before
+    the next run is parsed, so peak memory follows the chunk size, not the log size.
+    """
+    lines = log.lines
+    n = len(lines)
+    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(lines, np.flatnonzero(mask_to_numpy(log.is_file_line))))
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + n + 1]
+    parts: list[pa.Table] = []
+    a = 0
+    while a < n:
+        b = int(np.searchsorted(offsets, offsets[a] + chunk_bytes, side="right")) - 1
+        b = min(max(b, a + 1), n)
+        start, end = int(offsets[a]), int(offsets[b])
+        part = _parse_all_lines_fast(
+            log.data.slice(start, end - start), lines.slice(a, b - a), log.is_file_line.slice(a, b - a),
+            log.file_of_line[a:b], log.versions, seq_start + a, pkeys,
+        )
+        if part.num_rows:
+            parts.append(part)
+        if b < n:
+            pa.default_memory_pool().release_unused()  # the nested parse of this run is garbage now
+        a = b
+    if not parts:
+        return EMPTY_FILE_ACTIONS
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
 def _parse_all_lines_fast(
@@ -478,19 +529,34 @@ def _parse_all_lines_fast(
     file_of_line: np.ndarray,
     version_arr: np.ndarray,
     seq_start: int,
-    partition_keys: Iterable[str],
+    pkeys: Sequence[str],
 ) -> pa.Table:
-    blank = np.asarray(pc.match_substring_regex(lines, r"^\s*$").to_numpy(zero_copy_only=False), dtype=bool)
-    row_line = np.flatnonzero(~blank)  # pyarrow skips blank lines: row i is line row_line[i]
-    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(lines, np.flatnonzero(
-        np.asarray(is_file_line.to_numpy(zero_copy_only=False), dtype=bool))))
+    """Parse every line of ``data`` (the bytes of ``lines``) in one ``read_json``; the
+    add/remove rows become FILE_ACTIONS rows with ``seq`` = ``seq_start`` + line index."""
+    row_line = np.flatnonzero(~_blank_lines(lines))  # pyarrow skips blank lines: row i is line row_line[i]
+    if row_line.size == 0:
+        return EMPTY_FILE_ACTIONS
     table = _read_json(data, pkeys, None)
     if table.num_rows != len(row_line):
         raise ValueError("line count mismatch")
-    tags = _tags_patch(lines.take(pa.array(row_line)), table, pkeys)
+    tags = _tags_patch(lines.take(int64_array(row_line)), table, pkeys)
     versions = version_arr[file_of_line[row_line]]
     seqs = row_line.astype(np.int64) + seq_start
     return file_actions_from_json_table(table, versions, seqs, tags)
+
+
+def _blank_lines(lines: pa.LargeStringArray) -> np.ndarray:
+    """Which lines are whitespace only. Only lines that start with whitespace can be, so
+    the regex runs on those few (every line ends with its newline, so none is empty)."""
+    n = len(lines)
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + n]
+    raw = np.frombuffer(lines.buffers()[2], dtype=np.uint8)
+    first = raw[offsets]
+    candidates = np.flatnonzero((first == 32) | (first == 9) | (first == 10) | (first == 13))
+    blank = np.zeros(n, dtype=bool)
+    if candidates.size:
+        blank[candidates] = mask_to_numpy(pc.match_substring_regex(lines.take(int64_array(candidates)), r"^\s*$"))
+    return blank
 
 
 def _tags_patch(row_lines: pa.LargeStringArray, table: pa.Table, pkeys: Sequence[str]) -> dict[str, pa.Array] | None:
@@ -499,10 +565,10 @@ def _tags_patch(row_lines: pa.LargeStringArray, table: pa.Table, pkeys: Sequence
     # Only file-action rows (commitInfo may carry tags of its own; they are not ours to parse).
     is_file_row = pc.or_(table.column("add").is_valid(), table.column("remove").is_valid())
     tag_lines = pc.and_(tag_lines, is_file_row)
-    tagged = np.flatnonzero(np.asarray(tag_lines.to_numpy(zero_copy_only=False), dtype=bool))
+    tagged = np.flatnonzero(mask_to_numpy(tag_lines))
     if not tagged.size:
         return None
-    sub_buffer = _contiguous_bytes(row_lines.take(pa.array(tagged)))
+    sub_buffer = _contiguous_bytes(row_lines.take(int64_array(tagged)))
     keys = sorted(set(_all_keys(_read_json(sub_buffer, pkeys, []), "tags")))
     sub = _read_json(sub_buffer, pkeys, keys)
     if any(_non_string_keys(sub)):
@@ -513,7 +579,7 @@ def _tags_patch(row_lines: pa.LargeStringArray, table: pa.Table, pkeys: Sequence
         patch = _map_field(sub.column(key).combine_chunks(), "tags", keep_null_values=False)
         index = np.arange(len(main), dtype=np.int64)
         index[tagged] = len(main) + np.arange(tagged.size, dtype=np.int64)
-        tags[key] = pa.concat_arrays([main, patch]).take(pa.array(index))
+        tags[key] = pa.concat_arrays([main, patch]).take(int64_array(index))
     return tags
 
 
@@ -551,7 +617,7 @@ def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, 
         return set()
     idx = candidates[np.unique(np.linspace(0, n - 1, min(n, samples)).astype(np.int64))]
     keys: set[str] = set()
-    for text in lines.take(pa.array(idx)).to_pylist():
+    for text in lines.take(int64_array(idx)).to_pylist():
         try:
             obj = json.loads(text)
         except ValueError:
@@ -600,24 +666,21 @@ def struct_to_map(arr: pa.Array, *, keep_null_values: bool) -> pa.Array:
     n = len(arr)
     names = [f.name for f in arr.type]
     k = len(names)
-    row_valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    mask = pa.array(~row_valid)
+    row_valid = mask_to_numpy(arr.is_valid())
+    mask = bool_array(~row_valid)
     if k == 0 or n == 0:
-        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
-        return pa.MapArray.from_arrays(offsets, pa.array([], pa.string()), pa.array([], pa.string()), mask=mask).cast(STRING_MAP_TYPE)
+        offsets = int32_array(np.zeros(n + 1, dtype=np.int32))
+        return pa.MapArray.from_arrays(offsets, pa.nulls(0, pa.string()), pa.nulls(0, pa.string()), mask=mask).cast(STRING_MAP_TYPE)
     children = [c.cast(pa.string()) for c in arr.flatten()]  # parent nulls pushed down
     # Row-major (row i, field j) -> position j*n + i in the concatenated children.
     order = (np.arange(k, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None]).ravel()
-    values = pa.concat_arrays(children).take(pa.array(order))
-    keys = pa.array(np.tile(np.asarray(names, dtype=object), n), pa.string())
-    if keep_null_values:
-        present = np.repeat(row_valid, k)
-    else:
-        present = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    values = pa.concat_arrays(children).take(int64_array(order))
+    keys = string_array(names).take(int64_array(np.tile(np.arange(k, dtype=np.int64), n)))
+    present = np.repeat(row_valid, k) if keep_null_values else mask_to_numpy(values.is_valid())
     counts = present.reshape(n, k).sum(axis=1)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    keep = pa.array(present)
-    return pa.MapArray.from_arrays(pa.array(offsets), keys.filter(keep), values.filter(keep), mask=mask).cast(STRING_MAP_TYPE)
+    keep = bool_array(present)
+    return pa.MapArray.from_arrays(int32_array(offsets), keys.filter(keep), values.filter(keep), mask=mask).cast(STRING_MAP_TYPE)
 
 
 def dv_unique_ids(dv: pa.Array) -> pa.Array:
@@ -708,7 +771,7 @@ def file_actions_from_json_table(
     for key in FILE_ACTION_KEYS:
         col = table.column(key).combine_chunks()
         valid = col.is_valid()
-        valid_np = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)
+        valid_np = mask_to_numpy(valid)
         if not valid_np.any():
             continue
         body = col.filter(valid)

@@ -10,7 +10,12 @@
   in version and line order. The live set is then unique by ``path``: should a
   (non-compliant) log add one path under two DVs, the newer add wins.
 
-File actions are reconciled with one Arrow ``group_by`` (no Python loop over files).
+Replay runs in two passes: :func:`replay_metadata` (non-file actions; the checkpoint's
+non-file columns and the commit bytes, which it keeps) and :class:`FileActions`, which
+reconciles file actions on first use. :func:`replay` runs both eagerly.
+
+File actions are reconciled by hashing their keys (``dictionary_encode``) and keeping
+the last row per key, vectorised (no Python loop over files).
 Paths are compared exactly as written in the log (URI-encoded), which is how the spec
 defines the key and how JSON commits and checkpoints both store it.
 """
@@ -125,8 +130,10 @@ class FileActions:
                     # A checkpoint tombstone stays one unless a commit acted on the same file;
                     # the newest action on such a file is a commit row of the adds or tombstones.
                     from_commits = adds.filter(pc.greater_equal(adds.column("seq"), int64_array(np.array([self._checkpoint_adds]))[0]))
-                    touched = pa.concat_arrays([_file_keys(from_commits), _file_keys(self._commit_tombstones)])
-                    checkpoint = checkpoint.filter(pc.invert(pc.is_in(_file_keys(checkpoint), value_set=touched)))
+                    touched = pa.concat_arrays([_file_keys(from_commits, comparable=True),
+                                                _file_keys(self._commit_tombstones, comparable=True)])
+                    known = pc.is_in(_file_keys(checkpoint, comparable=True), value_set=touched)
+                    checkpoint = checkpoint.filter(pc.invert(known))
                     seq = np.arange(checkpoint.num_rows, dtype=np.int64) - checkpoint.num_rows
                     checkpoint = checkpoint.set_column(1, FILE_ACTIONS_SCHEMA.field("seq"), int64_array(seq))
                     self._tombstones = pa.concat_tables([checkpoint, self._commit_tombstones])
@@ -157,13 +164,22 @@ class FileActions:
         self._checkpoint_adds = checkpoint_adds.num_rows
         self._commit_tombstones = commit_tombstones
         self._adds = adds
+        # The parse left large freed blocks behind; hand them back (mimalloc keeps them).
+        pa.default_memory_pool().release_unused()
 
 
-def _file_keys(actions: pa.Table) -> pa.Array:
-    """One string per logical file, ``path`` NUL ``dv_id`` (for set membership)."""
+def _file_keys(actions: pa.Table, *, comparable: bool = False) -> pa.Array:
+    """One string per logical file: ``path`` NUL ``dv_id`` (empty without a DV).
+
+    Within one table, when no row has a DV the path alone is the key (no copy); keys
+    of different tables compared with each other need ``comparable=True``.
+    """
     if actions.num_rows == 0:
         return pa.nulls(0, pa.string())
-    dv = pc.fill_null(actions.column("dv_id"), string_scalar(""))
+    dv_id = actions.column("dv_id")
+    if not comparable and dv_id.null_count == len(dv_id):
+        return actions.column("path").combine_chunks()
+    dv = pc.fill_null(dv_id, string_scalar(""))
     return pc.binary_join_element_wise(actions.column("path"), dv, string_scalar("\x00")).combine_chunks()
 
 
@@ -312,13 +328,9 @@ def reconcile_files(file_actions: pa.Table) -> tuple[pa.Table, pa.Table]:
     seq = int64_to_numpy(file_actions.column("seq"))
     if n > 1 and not bool(np.all(seq[1:] > seq[:-1])):
         file_actions = file_actions.take(int64_array(np.argsort(seq, kind="stable")))
-    row = int64_array(np.arange(n, dtype=np.int64))
-    keyed = pa.table({"path": file_actions.column("path"), "dv_id": file_actions.column("dv_id"), "row": row})
-    newest = keyed.group_by(["path", "dv_id"], use_threads=False).aggregate([("row", "max")])
-    if newest.num_rows == n:
-        winners = file_actions  # every action is the only one for its file (e.g. append-only): no copy
-    else:
-        winners = file_actions.take(int64_array(np.sort(int64_to_numpy(newest.column("row_max")))))
+    newest = _last_row_per_key(_file_keys(file_actions))
+    # When every action is the only one for its file (e.g. append-only), no copy.
+    winners = file_actions if newest.size == n else file_actions.take(int64_array(newest))
     is_add = winners.column("is_add")
     num_adds = pc.sum(is_add.cast(pa.int64())).as_py() or 0
     if num_adds == winners.num_rows:
@@ -326,13 +338,28 @@ def reconcile_files(file_actions: pa.Table) -> tuple[pa.Table, pa.Table]:
     else:
         adds = winners.filter(is_add)
         tombstones = winners.filter(pc.invert(is_add))
-    if adds.num_rows > 1 and pc.count_distinct(adds.column("path")).as_py() < adds.num_rows:
+    # Without DVs the key is the path, so the winners are already unique by path.
+    has_dv = file_actions.column("dv_id").null_count < n
+    if has_dv and adds.num_rows > 1 and len(pc.unique(adds.column("path"))) < adds.num_rows:
         adds = _newest_per_path(adds)
     return adds, tombstones
 
 
 def _newest_per_path(adds: pa.Table) -> pa.Table:
-    row = int64_array(np.arange(adds.num_rows, dtype=np.int64))
-    keyed = pa.table({"path": adds.column("path"), "row": row})
-    newest = keyed.group_by(["path"], use_threads=False).aggregate([("row", "max")])
-    return adds.take(int64_array(np.sort(int64_to_numpy(newest.column("row_max")))))
+    return adds.take(int64_array(_last_row_per_key(adds.column("path"))))
+
+
+def _last_row_per_key(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Ascending row indexes of the last row of each distinct key (hash-based, vectorised).
+
+    ``dictionary_encode`` numbers the keys; the last row of each number is its first
+    occurrence in reversed order. (No ``Table.group_by``: it loads Acero, whose import
+    pulls in pyarrow.dataset and pandas.)
+    """
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    codes = pc.dictionary_encode(keys).indices
+    codes_np = np.frombuffer(codes.buffers()[1], dtype=np.int32)[codes.offset:codes.offset + len(codes)]
+    n = len(codes_np)
+    _, first_in_reversed = np.unique(codes_np[::-1], return_index=True)
+    return np.sort(n - 1 - first_in_reversed).astype(np.int64)

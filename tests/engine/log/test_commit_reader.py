@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_delta.engine.actions import FILE_ACTIONS_SCHEMA
 from airflow_delta.engine.errors import CorruptCommitError
 from airflow_delta.engine.fs import FileInfo, LocalFileIO
+from airflow_delta.engine.log import commit_reader as cr
 from airflow_delta.engine.log.commit_reader import (
     file_actions_from_dicts,
     parse_log_bytes,
@@ -188,3 +192,47 @@ def test_commit_info_tags_do_not_disturb_file_tags() -> None:
     )
     rows = _rows(parse_log_bytes([data], ["c"], [0]).file_actions)
     assert [(r["path"], r["tags"]) for r in rows] == [("a", [("INSERTION_TIME", "1700000000000000")]), ("b", None)]
+
+
+# ------------------------------------------------------------------ chunked parsing, pandas-free conversions
+
+
+def test_chunked_parse_equals_one_parse() -> None:
+    actions = [b.commit_info(), b.protocol(), b.metadata(["p"])]
+    for i in range(40):
+        actions.append(b.add(f"p={i % 3}/f{i}.parquet", size=i, partition_values={"p": str(i % 3)},
+                             stats=f'{{"numRecords":{i}}}', tags={"k": str(i)} if i % 7 == 0 else None,
+                             deletion_vector=b.dv(f"dv{i}", offset=i) if i % 5 == 0 else None))
+        if i % 4 == 3:
+            actions.append(b.remove(f"p={i % 3}/f{i - 1}.parquet"))
+    data = _lines(*actions[:20]) + b"\n   \n" + _lines(*actions[20:])
+    log = cr.split_log_lines([data, _lines(b.add("last.parquet"))], ["a.json", "b.json"], [3, 4])
+    assert log is not None
+    one = cr._parse_all_lines_chunked(log, 5, {"p"}, chunk_bytes=1 << 30)
+    for chunk in (1, 100, 1000):
+        assert cr._parse_all_lines_chunked(log, 5, {"p"}, chunk_bytes=chunk).to_pylist() == one.to_pylist()
+    rows = one.to_pylist()
+    assert len(rows) == 40 + 10 + 1 and rows[-1]["version"] == 4 and rows[0]["seq"] == 5 + 3
+    assert rows[0]["tags"] == [("k", "0")] and rows[0]["dv_id"] == "udv0@0"
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.booleans()), max_size=70), start=st.integers(0, 70))
+def test_mask_to_numpy_matches_pyarrow(values: list[bool | None], start: int) -> None:
+    arr = pa.array(values, pa.bool_()).slice(min(start, len(values)))
+    expected = [bool(v) for v in arr.to_pylist()]  # nulls count as False
+    assert cr.mask_to_numpy(arr).tolist() == expected
+    assert cr.mask_to_numpy(pa.chunked_array([arr, arr], pa.bool_())).tolist() == expected * 2
+    assert cr.bool_array(np.array(expected, dtype=bool)).to_pylist() == expected
+
+
+def test_buffer_built_arrays() -> None:
+    assert cr.int64_array(np.arange(3)).to_pylist() == [0, 1, 2]
+    assert cr.int64_to_numpy(pa.chunked_array([cr.int64_array(np.arange(5)).slice(2)])).tolist() == [2, 3, 4]
+    assert cr.int32_array(np.array([1, 2])).type == pa.int32()
+    assert cr.string_array(["a", "", "é"]).to_pylist() == ["a", "", "é"]
+    assert cr.string_scalar("x").as_py() == "x" and cr.string_scalar(None).as_py() is None
+    assert cr.bool_scalar(True).as_py() is True
+    assert cr.EMPTY_FILE_ACTIONS.schema == FILE_ACTIONS_SCHEMA and cr.EMPTY_FILE_ACTIONS.num_rows == 0
+    with pytest.raises(ValueError):
+        cr.int64_to_numpy(pa.array([1, None]))
