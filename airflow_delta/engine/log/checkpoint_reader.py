@@ -252,7 +252,6 @@ def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) ->
                 versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
             ))
             del batch, col, body
-            pa.default_memory_pool().release_unused()  # return the decoded batch to the OS before the next
     except (OSError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
     if not parts:

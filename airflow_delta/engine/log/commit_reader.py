@@ -482,17 +482,27 @@ def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], tag_keys: Seque
         ])
 
     schema = pa.schema([("add", body(_ADD_FIELDS)), ("remove", body(_REMOVE_FIELDS))])
-    return pajson.read_json(
-        pa.BufferReader(buffer),
-        read_options=pajson.ReadOptions(block_size=1 << 21),
-        parse_options=pajson.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore" if tag_keys is None else "infer"
-        ),
+    parse_options = pajson.ParseOptions(
+        explicit_schema=schema, unexpected_field_behavior="ignore" if tag_keys is None else "infer"
     )
+    # Blocks of 1 MB are parsed in parallel; a line longer than a block (a huge schema or
+    # stats) cannot be split, so then the buffer is parsed as one block.
+    try:
+        return pajson.read_json(pa.BufferReader(buffer), read_options=pajson.ReadOptions(block_size=_JSON_BLOCK),
+                                parse_options=parse_options)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc) or buffer.size <= _JSON_BLOCK:
+            raise
+    block = min(max(buffer.size + 1, _JSON_BLOCK), (1 << 31) - 1)
+    return pajson.read_json(pa.BufferReader(buffer), read_options=pajson.ReadOptions(block_size=block),
+                            parse_options=parse_options)
+
+
+_JSON_BLOCK = 1 << 20
 
 
 def _parse_all_lines_chunked(log: LogLines, seq_start: int, partition_keys: Iterable[str],
-                             chunk_bytes: int = 1 << 24) -> pa.Table:
+                             chunk_bytes: int = 1 << 23) -> pa.Table:
     """:func:`_parse_all_lines_fast` over runs of whole lines of about ``chunk_bytes``.
 
     Each run's nested parse result is converted to FILE_ACTIONS rows and dropped before

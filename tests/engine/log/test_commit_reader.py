@@ -236,3 +236,12 @@ def test_buffer_built_arrays() -> None:
     assert cr.EMPTY_FILE_ACTIONS.schema == FILE_ACTIONS_SCHEMA and cr.EMPTY_FILE_ACTIONS.num_rows == 0
     with pytest.raises(ValueError):
         cr.int64_to_numpy(pa.array([1, None]))
+
+
+def test_lines_longer_than_a_parse_block() -> None:
+    stats = json.dumps({"numRecords": 1, "minValues": {f"c{i}": "x" * 40 for i in range(40_000)}})  # ~2 MB
+    data = _lines(b.protocol(), b.metadata(), b.add("big.parquet", stats=stats), b.add("small.parquet"))
+    assert cr._read_json(pa.py_buffer(data), [], None).num_rows == 4  # the fast parse copes
+    parsed = parse_log_bytes([data], ["0.json"], [0])
+    assert parsed.file_actions.column("path").to_pylist() == ["big.parquet", "small.parquet"]
+    assert parsed.file_actions.column("stats").to_pylist()[0] == stats
