@@ -81,8 +81,22 @@ class Snapshot:
 
     @cached_property
     def add_actions(self) -> pa.Table:
-        """FILE_ACTIONS_SCHEMA: the live files, URI-encoded paths (reconciled on first use)."""
-        return self.file_state.adds()
+        """FILE_ACTIONS_SCHEMA: the live files, URI-encoded paths (reconciled on first use).
+
+        ``partition_values`` holds exactly the table's (physical) partition columns: the
+        log parser declares every key any metadata in the segment used, so a key the
+        file's action did not carry would otherwise appear as a null entry, and be
+        written back that way by checkpoints and removes.
+        """
+        from airflow_delta.engine.log.replay import restrict_map_keys
+        from airflow_delta.engine.schema import ColumnMapping
+
+        adds = self.file_state.adds()
+        mapping = ColumnMapping.from_metadata(self.metadata, self.protocol)
+        keys = [mapping.physical_name(c) for c in self.metadata.partition_columns]
+        column = adds.column("partition_values")
+        index = adds.schema.get_field_index("partition_values")
+        return adds.set_column(index, adds.schema.field(index), restrict_map_keys(column, keys))
 
     @cached_property
     def tombstones(self) -> pa.Table:

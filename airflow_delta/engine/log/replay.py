@@ -363,3 +363,31 @@ def _last_row_per_key(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     n = len(codes_np)
     _, first_in_reversed = np.unique(codes_np[::-1], return_index=True)
     return np.sort(n - 1 - first_in_reversed).astype(np.int64)
+
+
+def restrict_map_keys(column: pa.ChunkedArray | pa.Array, keys: Sequence[str]) -> pa.Array:
+    """``column`` (a map<string, string> array) with only the entries whose key is in ``keys``.
+
+    Vectorised: entries are masked, and each map's new end offset is the running count of
+    kept entries at its old end offset. Maps that are null stay null.
+    """
+    maps = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(maps) == 0:
+        return maps
+    # MapArray.keys/.items ignore a slice's offset: cut them to this array's entries.
+    start, end = maps.offsets[0].as_py(), maps.offsets[-1].as_py()
+    map_keys, map_items = maps.keys.slice(start, end - start), maps.items.slice(start, end - start)
+    keep = pc.is_in(map_keys, value_set=pa.array(list(keys), pa.string()))
+    if pc.all(keep).as_py() is not False:
+        return maps
+    kept_before = pc.cumulative_sum(pc.cast(keep, pa.int32()))
+    starts_at_zero = pa.concat_arrays([pa.array([0], pa.int32()), kept_before])
+    relative_offsets = pc.subtract(maps.offsets, maps.offsets[0])
+    offsets = pc.take(starts_at_zero, relative_offsets)
+    return pa.MapArray.from_arrays(
+        offsets,
+        pc.filter(map_keys, keep),
+        pc.filter(map_items, keep),
+        type=maps.type,
+        mask=maps.is_null() if maps.null_count else None,
+    )

@@ -320,3 +320,39 @@ def test_invalid_metadata_names_the_file(table_path: str) -> None:
     _write_log(table_path, [[b.protocol(), bad]])
     with pytest.raises(InvalidLogError, match=r"00000000000000000000\.json"):
         _replay(table_path)
+
+
+def test_restrict_map_keys_keeps_only_named_keys_including_sliced_and_null_maps() -> None:
+    import pyarrow as pa
+
+    from airflow_delta.engine.log.replay import restrict_map_keys
+
+    full = pa.array(
+        [[("x", "0")], [("p", "a"), ("q", None)], None, [("q", None), ("p", None)], [("p", "c")]],
+        pa.map_(pa.string(), pa.string()),
+    )
+    for source, expected in [
+        (full, [[], [("p", "a")], None, [("p", None)], [("p", "c")]]),
+        (full.slice(1, 3), [[("p", "a")], None, [("p", None)]]),
+        (pa.chunked_array([full.slice(0, 2), full.slice(3)]), [[], [("p", "a")], [("p", None)], [("p", "c")]]),
+    ]:
+        assert restrict_map_keys(source, ["p"]).to_pylist() == expected
+
+
+def test_column_mapped_partition_values_carry_only_physical_keys(tmp_path) -> None:
+    import pyarrow as pa
+
+    from airflow_delta.engine import DeltaTable
+
+    table = DeltaTable.create(
+        str(tmp_path / "t"),
+        pa.schema([("p", pa.string()), ("x", pa.int64())]),
+        partition_by=["p"],
+        properties={"delta.columnMapping.mode": "name"},
+    )
+    table.append(pa.table({"p": ["a", None], "x": [1, 2]}))
+    snapshot = table.snapshot()
+    physical = snapshot.metadata.schema_json["fields"][0]["metadata"]["delta.columnMapping.physicalName"]
+    values = sorted(snapshot.add_actions.column("partition_values").to_pylist(), key=str)
+    assert values == sorted([[(physical, "a")], [(physical, None)]], key=str)
+    assert sorted(snapshot.files().column("partition_values").to_pylist(), key=str) == sorted([{"p": "a"}, {"p": None}], key=str)
