@@ -45,6 +45,7 @@ from airflow_delta.engine.log.commit_reader import (
     LogAction,
     LogLines,
     StrayFileAction,
+    int32_array,
     int64_array,
     int64_to_numpy,
     parse_file_actions,
@@ -52,6 +53,7 @@ from airflow_delta.engine.log.commit_reader import (
     partition_keys_of,
     read_files_joined,
     split_log_lines,
+    string_array,
     string_scalar,
 )
 from airflow_delta.engine.log.listing import LogSegment, commit_version
@@ -377,11 +379,11 @@ def restrict_map_keys(column: pa.ChunkedArray | pa.Array, keys: Sequence[str]) -
     # MapArray.keys/.items ignore a slice's offset: cut them to this array's entries.
     start, end = maps.offsets[0].as_py(), maps.offsets[-1].as_py()
     map_keys, map_items = maps.keys.slice(start, end - start), maps.items.slice(start, end - start)
-    keep = pc.is_in(map_keys, value_set=pa.array(list(keys), pa.string()))
+    keep = pc.is_in(map_keys, value_set=string_array(list(keys)))
     if pc.all(keep).as_py() is not False:
         return maps
     kept_before = pc.cumulative_sum(pc.cast(keep, pa.int32()))
-    starts_at_zero = pa.concat_arrays([pa.array([0], pa.int32()), kept_before])
+    starts_at_zero = pa.concat_arrays([int32_array(np.zeros(1, dtype=np.int32)), kept_before])
     relative_offsets = pc.subtract(maps.offsets, maps.offsets[0])
     offsets = pc.take(starts_at_zero, relative_offsets)
     return pa.MapArray.from_arrays(
