@@ -76,7 +76,7 @@ class DeltaTable:
         description: str | None = None,
     ) -> DeltaTable:
         """Create a new, empty table (version 0) and return it."""
-        from airflow_delta.engine.writer import create_table
+        from airflow_delta.engine.create import create_table
 
         table = cls(table_uri, storage_options)
         create_table(table, schema, partition_by=partition_by, properties=properties, name=name, description=description)

@@ -71,6 +71,33 @@ def _parse_int(key: str, value: str | None, default: int, minimum: int) -> int:
     return parsed
 
 
+_BYTE_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+# Parquet codecs a table may ask for with delta.parquet.compression.codec.
+PARQUET_CODECS: tuple[str, ...] = ("none", "snappy", "gzip", "lz4", "lz4_raw", "zstd", "brotli")
+
+
+def parse_byte_size(key: str, value: str | None) -> int | None:
+    """A size in bytes, plain or with a unit as Spark reads it (``134217728``, ``128mb``, ``1g``)."""
+    if value is None:
+        return None
+    match = _BYTE_SIZE.match(value)
+    if not match or int(match.group(1)) < 1:
+        raise InvalidTablePropertyError(key, value, "a positive size in bytes such as 134217728 or 128mb")
+    return int(match.group(1)) * _BYTE_UNITS[match.group(2).lower()]
+
+
+def _parse_codec(key: str, value: str | None) -> str:
+    if value is None:
+        return "snappy"
+    codec = value.strip().lower()
+    codec = "none" if codec == "uncompressed" else codec
+    if codec not in PARQUET_CODECS:
+        raise InvalidTablePropertyError(key, value, "one of uncompressed, snappy, gzip, lz4, lz4_raw, zstd, brotli")
+    return codec
+
+
 def _parse_choice(key: str, value: str | None, default: str, choices: tuple[str, ...]) -> str:
     if value is None:
         return default
@@ -103,6 +130,8 @@ class TableProperties:
     random_prefix_length: int = 2
     data_skipping_num_indexed_cols: int = 32
     data_skipping_stats_columns: tuple[str, ...] | None = None
+    target_file_size: int | None = None
+    parquet_compression_codec: str = "snappy"
 
     @classmethod
     def from_configuration(cls, configuration: Mapping[str, str]) -> TableProperties:
@@ -162,5 +191,9 @@ class TableProperties:
             ),
             data_skipping_stats_columns=(
                 tuple(s.strip() for s in stats_cols.split(",") if s.strip()) if stats_cols else None
+            ),
+            target_file_size=parse_byte_size("delta.targetFileSize", c.get("delta.targetFileSize")),
+            parquet_compression_codec=_parse_codec(
+                "delta.parquet.compression.codec", c.get("delta.parquet.compression.codec")
             ),
         )

@@ -504,7 +504,7 @@ class Transaction:
         ``delta.feature.<name>=supported`` adds a table feature to the protocol instead
         of being stored, as in Delta. Features the new values need are added at commit.
         """
-        from airflow_delta.engine.writer import normalize_properties
+        from airflow_delta.engine.create import normalize_properties
 
         base = self.metadata
         configuration = dict(base.configuration)

@@ -62,3 +62,23 @@ def test_typed_values_and_errors() -> None:
         TableProperties.from_configuration({"delta.appendOnly": "yes"})
     with pytest.raises(InvalidTablePropertyError, match="one of classic, v2"):
         TableProperties.from_configuration({"delta.checkpointPolicy": "v3"})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("134217728", 134217728), ("100mb", 100 << 20), ("1G", 1 << 30), ("64k", 64 << 10)]
+)
+def test_target_file_size_property_accepts_units(value: str, expected: int) -> None:
+    assert TableProperties.from_configuration({"delta.targetFileSize": value}).target_file_size == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-5mb", "lots", "12 parsecs"])
+def test_target_file_size_rejects(value: str) -> None:
+    with pytest.raises(InvalidTablePropertyError, match="positive size in bytes"):
+        TableProperties.from_configuration({"delta.targetFileSize": value})
+
+
+def test_parquet_codec() -> None:
+    assert TableProperties.from_configuration({}).parquet_compression_codec == "snappy"
+    assert TableProperties.from_configuration({"delta.parquet.compression.codec": "UNCOMPRESSED"}).parquet_compression_codec == "none"
+    with pytest.raises(InvalidTablePropertyError, match="one of uncompressed, snappy"):
+        TableProperties.from_configuration({"delta.parquet.compression.codec": "zip"})

@@ -1,0 +1,242 @@
+"""The ``delta_log_maintenance`` example DAG: it parses, and it does its job under the real Airflow CLI.
+
+The end-to-end tests run ``airflow db migrate`` and ``airflow dags test`` as subprocesses
+with an ``AIRFLOW_HOME`` and SQLite database in a temporary directory, on tables the
+tests create with the engine. Run states, task states and XComs are read from that
+SQLite database (the CLI prints them only as log lines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_delta.engine.table import DeltaTable
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DAGS_FOLDER = REPO_ROOT / "dags_examples"
+AIRFLOW = Path(sys.executable).parent / "airflow"
+DAG_ID = "delta_log_maintenance"
+TASK_IDS = ["inspect_table", "checkpoint_if_due", "cleanup_expired_log", "report"]
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+APPENDS = 12
+
+
+def _airflow_env(home: Path) -> dict[str, str]:
+    """An environment for an isolated Airflow: its own home and database, no examples, no bytecode in the repo."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
+        AIRFLOW__CORE__UNIT_TEST_MODE="False",
+        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    return env
+
+
+def _airflow(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(AIRFLOW), *args],
+        env=_airflow_env(home),
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def _output_tail(result: subprocess.CompletedProcess[str], lines: int = 60) -> str:
+    return "\n".join((result.stdout + result.stderr).splitlines()[-lines:])
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated Airflow metadata database in a temporary AIRFLOW_HOME, shared by this module's runs."""
+    home = tmp_path_factory.mktemp("airflow_home")
+    result = _airflow(home, "db", "migrate")
+    assert result.returncode == 0, f"airflow db migrate failed:\n{_output_tail(result)}"
+    return home
+
+
+def _latest_run(home: Path) -> dict[str, Any]:
+    """The newest DAG run: its state, conf, task states and return-value XComs."""
+    with sqlite3.connect(home / "airflow.db") as db:
+        run_id, state, conf = db.execute(
+            "SELECT run_id, state, conf FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
+        ).fetchone()
+        tasks = dict(
+            db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (DAG_ID, run_id))
+        )
+        xcoms = {
+            task_id: json.loads(value)
+            for task_id, value in db.execute(
+                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
+                (DAG_ID, run_id),
+            )
+        }
+    return {"state": state, "conf": json.loads(conf), "tasks": tasks, "xcoms": xcoms}
+
+
+def _run_dag(home: Path, conf: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    result = _airflow(home, "dags", "test", DAG_ID, "--conf", json.dumps(conf))
+    run = _latest_run(home)
+    assert run["conf"] == conf, "the newest DAG run is not the one this test started"
+    return result, run
+
+
+def _make_table(path: Path) -> pa.Table:
+    """A table with 13 commits and no checkpoint; returns its rows, sorted."""
+    # A checkpoint interval above the number of commits keeps the engine's automatic
+    # checkpoints out of the way: the checkpoint is the DAG's to write.
+    table = DeltaTable.create(str(path), SCHEMA, properties={"delta.checkpointInterval": "1000"})
+    for i in range(APPENDS):
+        table.append(pa.table({"id": [i, 100 + i], "name": [f"row {i}", f"row {100 + i}"]}, schema=SCHEMA))
+    return _sorted_rows(table)
+
+
+def _sorted_rows(table: DeltaTable) -> pa.Table:
+    return table.snapshot().to_arrow().sort_by("id")
+
+
+def _log_names(path: Path) -> set[str]:
+    return {p.name for p in (path / "_delta_log").iterdir() if p.is_file()}
+
+
+def _backdate_log(path: Path, days: int) -> None:
+    """Make every log file look ``days`` old, as for a table last written that long ago."""
+    old = time.time() - days * 86_400
+    for file in (path / "_delta_log").iterdir():
+        os.utime(file, (old, old))
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@pytest.fixture
+def isolated_airflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """In-process Airflow configured to a temporary home; no bytecode written beside the DAG file."""
+    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow_home"))
+    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    yield
+
+
+@pytest.mark.usefixtures("isolated_airflow")
+def test_dag_file_parses_with_the_expected_tasks_and_params() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS_FOLDER))
+
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == [DAG_ID]
+    dag = bag.dags[DAG_ID]
+    assert dag.task_ids == TASK_IDS
+    upstream = {task.task_id: task.upstream_task_ids for task in dag.tasks}
+    assert upstream == {
+        "inspect_table": set(),
+        "checkpoint_if_due": {"inspect_table"},
+        "cleanup_expired_log": {"checkpoint_if_due"},
+        "report": {"inspect_table", "checkpoint_if_due", "cleanup_expired_log"},
+    }
+    assert dag.schedule is None
+    # table_uri has no default: a run must name its table.
+    assert not dag.params.get_param("table_uri").has_value
+    assert dag.params["log_retention"] is None
+    assert dag.params["checkpoint_threshold"] == 10
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow_home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "events"
+    rows = _make_table(path)
+    # Written three days ago and never checkpointed: with a one-day retention every
+    # commit before the new checkpoint has expired.
+    _backdate_log(path, days=3)
+    assert not any(".checkpoint." in name for name in _log_names(path))
+
+    result, run = _run_dag(airflow_home, {"table_uri": str(path), "log_retention": "interval 1 day"})
+
+    assert result.returncode == 0, _output_tail(result)
+    assert run["state"] == "success"
+    assert run["tasks"] == dict.fromkeys(TASK_IDS, "success")
+
+    names = _log_names(path)
+    assert f"{APPENDS:020d}.checkpoint.parquet" in names
+    assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == APPENDS
+    # Cleanup anchored on the new checkpoint: everything before it went, it and its commit stayed.
+    assert f"{APPENDS:020d}.json" in names
+    expired = {f"{v:020d}.{ext}" for v in range(APPENDS) for ext in ("json", "crc")}
+    assert not expired & names
+
+    table = DeltaTable(str(path))
+    snapshot = table.snapshot()
+    assert snapshot.version == APPENDS
+    assert snapshot.log_segment.checkpoint_version == APPENDS
+    assert snapshot.log_segment.commit_files == ()
+    assert _sorted_rows(table).equals(rows)
+    # delta-rs reads the table from our checkpoint alone, too.
+    import deltalake
+
+    other = deltalake.DeltaTable(str(path))
+    assert other.version() == APPENDS
+    assert other.to_pyarrow_table().sort_by("id").equals(rows)
+
+    inspected = run["xcoms"]["inspect_table"]
+    assert inspected["version"] == APPENDS
+    assert inspected["num_files"] == APPENDS
+    assert inspected["size_bytes"] == sum(f.stat().st_size for f in path.glob("*.parquet"))
+    assert inspected["last_checkpoint_version"] is None
+    assert inspected["commits_since_checkpoint"] == APPENDS + 1
+    assert (inspected["min_reader_version"], inspected["min_writer_version"]) == (
+        snapshot.protocol.min_reader_version,
+        snapshot.protocol.min_writer_version,
+    )
+    assert run["xcoms"]["checkpoint_if_due"] == APPENDS
+    assert sorted(run["xcoms"]["cleanup_expired_log"]) == sorted(expired)
+    report = run["xcoms"]["report"]
+    assert report["checkpoint_written"] == APPENDS
+    assert report["log_files_deleted"] == len(expired)
+
+
+@pytest.mark.slow
+def test_dags_test_fails_on_a_bad_retention_before_writing_anything(airflow_home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "events"
+    rows = _make_table(path)
+    before = _log_names(path)
+
+    result, run = _run_dag(airflow_home, {"table_uri": str(path), "log_retention": "thirty days"})
+
+    assert result.returncode != 0
+    assert run["state"] == "failed"
+    assert run["tasks"] == {
+        "inspect_table": "failed",
+        "checkpoint_if_due": "upstream_failed",
+        "cleanup_expired_log": "upstream_failed",
+        "report": "upstream_failed",
+    }
+    output = result.stdout + result.stderr
+    assert "InvalidTablePropertyError" in output
+    assert "thirty days" in output
+    # A checkpoint was due (13 commits), but the run stopped before writing one.
+    assert _log_names(path) == before
+    assert _sorted_rows(DeltaTable(str(path))).equals(rows)
