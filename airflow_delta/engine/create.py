@@ -41,7 +41,7 @@ from airflow_delta.engine.protocol import (
 )
 from airflow_delta.engine.schema import arrow_to_delta_schema, schema_to_arrow
 from airflow_delta.engine.table_properties import TableProperties
-from airflow_delta.engine.transaction import ENGINE_INFO, commit_path
+from airflow_delta.engine.transaction import ENGINE_INFO, commit_path, run_post_commit
 
 if TYPE_CHECKING:
     from airflow_delta.engine.table import DeltaTable
@@ -387,7 +387,7 @@ def create_table(
     body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
     if not table.io.put_if_absent(commit_path(table.root, 0), body):
         raise TableAlreadyExistsError(table.table_uri)
-    _post_commit(table, 0, actions)
+    run_post_commit(table, 0, actions)
     return 0
 
 
@@ -411,16 +411,3 @@ def _table_exists(io: FileIO, root: str) -> bool:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _post_commit(table: DeltaTable, version: int, actions: list[dict[str, Any]]) -> None:
-    """The post-commit hook (.crc, checkpoints) for a commit written here; it never fails the commit."""
-    try:
-        from airflow_delta.engine.checkpoints import post_commit
-    except ImportError:  # pragma: no cover - checkpoints module absent
-        return
-    try:
-        post_commit(table, version, actions=actions)
-    except Exception as exc:
-        log.warning("version %d of %s was committed, but the post-commit hook failed: %s", version, table.table_uri, exc)
-

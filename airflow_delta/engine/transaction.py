@@ -18,7 +18,6 @@ that is almost certainly a forgotten ``commit()``.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import random
@@ -578,7 +577,11 @@ class Transaction:
             raise
         self._state = "committed"
         self.committed_version = version
-        _run_post_commit(self.table, version, self._committed_payload)
+        run_post_commit(
+            self.table,
+            version,
+            [json.loads(line) for line in self._committed_payload.decode("utf-8").splitlines() if line],
+        )
         return version
 
     # ------------------------------------------------------------- internals
@@ -1107,22 +1110,16 @@ def _top_level_json_fields(text: str) -> list[tuple[str, str]]:
             raise InvalidTransactionError(f"file statistics are not valid JSON: {text[:80]!r}")
 
 
-def _run_post_commit(table: DeltaTable, version: int, payload: bytes) -> None:
-    """Automatic checkpoints and .crc files (helper module); never fails a commit that already happened."""
+def run_post_commit(table: DeltaTable, version: int, actions: Sequence[Mapping[str, Any]]) -> None:
+    """The post-commit hook (.crc file, automatic checkpoint, log cleanup) after ``version`` committed.
+
+    The commit already happened, so a failure here is logged, never raised: the table
+    stays correct, only a checkpoint or checksum is missing until the next commit.
+    """
+    from airflow_delta.engine.checkpoints import post_commit
+
     try:
-        from airflow_delta.engine import checkpoints
-    except ImportError:
-        return
-    post_commit = getattr(checkpoints, "post_commit", None)
-    if post_commit is None:
-        return
-    try:
-        if "actions" in inspect.signature(post_commit).parameters:
-            # The commit's own actions spare the hook from reading the file back.
-            actions = [json.loads(line) for line in payload.decode("utf-8").splitlines() if line]
-            post_commit(table, version, actions=actions)
-        else:
-            post_commit(table, version)
+        post_commit(table, version, actions=list(actions))
     except Exception as exc:
         log.warning("version %d of %s was committed, but the post-commit hook failed: %s", version, table.table_uri, exc)
 
@@ -1138,4 +1135,5 @@ __all__ = [
     "encode_operation_parameters",
     "files_may_match",
     "removes_from_file_actions",
+    "run_post_commit",
 ]
