@@ -24,7 +24,7 @@ protocol feature the engine does not support, an invalid interval) are typed
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow.compute as pc
@@ -34,7 +34,8 @@ from airflow_delta.engine.protocol import reader_features, writer_features
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.table_properties import parse_interval
 
-log = logging.getLogger(__name__)
+# A plain name: Airflow imports DAG files under a generated module name.
+log = logging.getLogger("delta_log_maintenance")
 
 
 def _params() -> dict[str, Any]:
@@ -42,13 +43,12 @@ def _params() -> dict[str, Any]:
     return dict(get_current_context()["params"])
 
 
-def _retention_override(params: dict[str, Any]) -> str | None:
-    """The ``log_retention`` param, validated, or None to use the table's own property."""
+def _retention_override(params: dict[str, Any]) -> timedelta | None:
+    """The ``log_retention`` param as a duration, or None to use the table's own ``delta.logRetentionDuration``."""
     value = params.get("log_retention")
     if value is None or not str(value).strip():
         return None
-    parse_interval("log_retention", value)  # raises InvalidTablePropertyError before anything is written
-    return str(value)
+    return parse_interval("log_retention", str(value))  # InvalidTablePropertyError says what a valid one looks like
 
 
 @dag(
@@ -90,7 +90,7 @@ def delta_log_maintenance() -> None:
     def inspect_table() -> dict[str, Any]:
         """State of the latest version: what the following tasks decide on, and what the report shows."""
         params = _params()
-        _retention_override(params)  # fail on a bad interval now, not after the checkpoint
+        retention = _retention_override(params)  # a bad interval fails here, before anything is written
         table = DeltaTable(params["table_uri"])
         snapshot = table.snapshot()
         segment = snapshot.log_segment
@@ -105,7 +105,9 @@ def delta_log_maintenance() -> None:
             "writer_features": sorted(writer_features(snapshot.protocol)),
             "last_checkpoint_version": segment.checkpoint_version,
             "commits_since_checkpoint": len(segment.commit_versions),
-            "log_retention_seconds": int(snapshot.properties.log_retention.total_seconds()),
+            "log_retention_seconds": int(
+                (snapshot.properties.log_retention if retention is None else retention).total_seconds()
+            ),
         }
 
     @task

@@ -6,6 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Timing is not behaviour: no per-example deadline (machines here are shared and noisy).
+# On CI the examples are derandomised, so a run is reproducible and a landing cannot be
+# blocked by an example no developer has seen; locally every run explores new examples.
+settings.register_profile("dev", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 _DEFAULT_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "delta-tables"
 

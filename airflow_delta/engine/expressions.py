@@ -1241,6 +1241,10 @@ class _Pruner:
         if value is None:
             return self._all(False)  # comparing with NULL is never true
         if negated:
+            if pa.types.is_floating(stats.base_type):
+                # NOT (f op v) holds for NaN, which no comparison matches, and statistics
+                # never say whether a file holds NaN: any file with a non-null value may match.
+                return stats.not_all_null
             op = _NEGATED[op]
         return self._range_check(op, stats, right)
 

@@ -40,7 +40,6 @@ def _airflow_env(home: Path) -> dict[str, str]:
         AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__CORE__UNIT_TEST_MODE="False",
         AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
         PYTHONDONTWRITEBYTECODE="1",
     )
@@ -81,8 +80,9 @@ def _latest_run(home: Path) -> dict[str, Any]:
         tasks = dict(
             db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (DAG_ID, run_id))
         )
+        # The JSON column gives numbers back as numbers, anything else as its JSON text.
         xcoms = {
-            task_id: json.loads(value)
+            task_id: json.loads(value) if isinstance(value, str) else value
             for task_id, value in db.execute(
                 "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
                 (DAG_ID, run_id),
@@ -207,6 +207,7 @@ def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow_h
     assert inspected["size_bytes"] == sum(f.stat().st_size for f in path.glob("*.parquet"))
     assert inspected["last_checkpoint_version"] is None
     assert inspected["commits_since_checkpoint"] == APPENDS + 1
+    assert inspected["log_retention_seconds"] == 86_400
     assert (inspected["min_reader_version"], inspected["min_writer_version"]) == (
         snapshot.protocol.min_reader_version,
         snapshot.protocol.min_writer_version,
@@ -240,3 +241,30 @@ def test_dags_test_fails_on_a_bad_retention_before_writing_anything(airflow_home
     # A checkpoint was due (13 commits), but the run stopped before writing one.
     assert _log_names(path) == before
     assert _sorted_rows(DeltaTable(str(path))).equals(rows)
+
+
+@pytest.mark.slow
+def test_dags_test_leaves_a_recently_checkpointed_table_alone(airflow_home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "events"
+    rows = _make_table(path)
+    table = DeltaTable(str(path))
+    assert table.checkpoint() == APPENDS
+    for i in range(3):
+        table.append(pa.table({"id": [200 + i], "name": [f"row {200 + i}"]}, schema=SCHEMA))
+    before = _log_names(path)
+
+    # 3 commits since the checkpoint, under the default threshold of 10; nothing has expired.
+    result, run = _run_dag(airflow_home, {"table_uri": str(path)})
+
+    assert result.returncode == 0, _output_tail(result)
+    assert run["state"] == "success"
+    assert run["tasks"] == dict.fromkeys(TASK_IDS, "success")
+    inspected = run["xcoms"]["inspect_table"]
+    assert (inspected["version"], inspected["last_checkpoint_version"]) == (APPENDS + 3, APPENDS)
+    assert inspected["commits_since_checkpoint"] == 3
+    assert inspected["log_retention_seconds"] == 30 * 86_400  # the table's default delta.logRetentionDuration
+    assert run["xcoms"].get("checkpoint_if_due") is None  # Airflow 3 stores no XCom for a None return
+    assert run["xcoms"]["cleanup_expired_log"] == []
+    assert run["xcoms"]["report"]["checkpoint_written"] is None
+    assert _log_names(path) == before
+    assert _sorted_rows(DeltaTable(str(path))).num_rows == rows.num_rows + 3

@@ -561,3 +561,28 @@ def test_pruning_never_drops_a_file_with_a_matching_row(rows: list[dict], cuts: 
 
 def test_predicate_type_is_exported() -> None:
     assert isinstance(parse_predicate("id = 1", SCHEMA), Predicate)
+
+
+def test_negated_float_comparison_keeps_files_that_may_hold_nan() -> None:
+    # Found by the pruning-soundness property: NOT (f >= -1.5) is true for a NaN row,
+    # and min/max statistics (which leave NaN out) cannot rule that row out.
+    import math
+
+    schema = pa.schema([("f", pa.float64())])
+    predicate = parse_predicate("NOT (f >= -1.5)", schema)
+    rows = pa.table({"f": [0.0, math.nan]})
+    assert rows.filter(predicate.to_arrow()).num_rows == 1
+    stats = pa.array(
+        [{"numRecords": 2, "minValues": {"f": 0.0}, "maxValues": {"f": 0.0}, "nullCount": {"f": 0}, "tightBounds": True}],
+        pa.struct(
+            [
+                ("numRecords", pa.int64()),
+                ("minValues", pa.struct([("f", pa.float64())])),
+                ("maxValues", pa.struct([("f", pa.float64())])),
+                ("nullCount", pa.struct([("f", pa.int64())])),
+                ("tightBounds", pa.bool_()),
+            ]
+        ),
+    )
+    partitions = pa.array([{}], pa.struct([]))
+    assert prune_files(predicate, partitions, stats, ()).to_pylist() == [True]
