@@ -110,6 +110,9 @@ PROTOCOL_TYPE = pa.struct(
 )
 DOMAIN_METADATA_TYPE = pa.struct([("domain", _STR), ("configuration", _STR), ("removed", pa.bool_())])
 CHECKPOINT_METADATA_TYPE = pa.struct([("version", _I64), ("tags", STRING_MAP_TYPE)])
+# Spark's descriptor carries an optional ``maxRowIndex`` (not in the protocol's table);
+# its checkpoints always have the column, so ours do too (null: we never know it).
+CHECKPOINT_DV_TYPE = pa.struct([*DELETION_VECTOR_TYPE, pa.field("maxRowIndex", _I64)])
 SIDECAR_TYPE = pa.struct(
     [("path", _STR), ("sizeInBytes", _I64), ("modificationTime", _I64), ("tags", STRING_MAP_TYPE)]
 )
@@ -122,7 +125,7 @@ REMOVE_TYPE = pa.struct(
         ("extendedFileMetadata", pa.bool_()),
         ("partitionValues", STRING_MAP_TYPE),
         ("size", _I64),
-        ("deletionVector", DELETION_VECTOR_TYPE),
+        ("deletionVector", CHECKPOINT_DV_TYPE),
         ("baseRowId", _I64),
         ("defaultRowCommitVersion", _I64),
     ]
@@ -143,7 +146,7 @@ def add_type(
         ("modificationTime", _I64),
         ("dataChange", pa.bool_()),
         ("tags", STRING_MAP_TYPE),
-        ("deletionVector", DELETION_VECTOR_TYPE),
+        ("deletionVector", CHECKPOINT_DV_TYPE),
         ("baseRowId", _I64),
         ("defaultRowCommitVersion", _I64),
         ("clusteringProvider", _STR),
@@ -522,6 +525,17 @@ def _false(n: int) -> pa.Array:
     return pa.array(np.zeros(n, dtype=bool), type=pa.bool_())
 
 
+def _checkpoint_dv(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The descriptor struct plus a null ``maxRowIndex``, keeping the row validity."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    n = len(values)
+    children = [values.field(i) for i in range(values.type.num_fields)] + [pa.nulls(n, _I64)]
+    return pa.StructArray.from_arrays(
+        children, fields=list(CHECKPOINT_DV_TYPE), mask=values.is_null() if values.null_count else None
+    )
+
+
 def _add_struct(batch: pa.RecordBatch, layout: _Layout) -> pa.StructArray:
     n = batch.num_rows
     children: dict[str, pa.Array] = {
@@ -532,7 +546,7 @@ def _add_struct(batch: pa.RecordBatch, layout: _Layout) -> pa.StructArray:
         # A checkpoint restates the state; it is not itself a change (as Spark writes it).
         "dataChange": _false(n),
         "tags": batch.column("tags"),
-        "deletionVector": batch.column("deletion_vector"),
+        "deletionVector": _checkpoint_dv(batch.column("deletion_vector")),
         "baseRowId": batch.column("base_row_id"),
         "defaultRowCommitVersion": batch.column("default_row_commit_version"),
         "clusteringProvider": batch.column("clustering_provider"),
@@ -556,7 +570,7 @@ def _remove_struct(batch: pa.RecordBatch) -> pa.StructArray:
         batch.column("extended_file_metadata"),
         batch.column("partition_values"),
         batch.column("size"),
-        batch.column("deletion_vector"),
+        _checkpoint_dv(batch.column("deletion_vector")),
         batch.column("base_row_id"),
         batch.column("default_row_commit_version"),
     ]
@@ -782,6 +796,23 @@ def _uses_v2(snapshot: Snapshot) -> bool:
     return True
 
 
+def _require_commit_written(snapshot: Snapshot) -> None:
+    """A checkpoint may only follow its version's commit (protocol, "Checkpoints").
+
+    The commit must exist now, or the version must already be checkpointed (its commit
+    was then written and later cleaned up, as in tables Spark has trimmed).
+    """
+    version = snapshot.version
+    if snapshot.log_segment.checkpoint_version == version:
+        return
+    commit = f"{snapshot.table_root}/_delta_log/{version:020d}.json"
+    if snapshot.io.info(commit) is None:
+        raise InvalidLogError(
+            f"no commit file {commit}: refusing to checkpoint version {version}, whose commit is not "
+            "(or no longer) in the log; load a fresh snapshot of the table and checkpoint that"
+        )
+
+
 def write_checkpoint(
     snapshot: Snapshot,
     *,
@@ -811,6 +842,7 @@ def write_checkpoint(
     props: TableProperties = snapshot.properties
     now = int(time.time() * 1000) if now_ms is None else now_ms
     log_dir = f"{root}/_delta_log"
+    _require_commit_written(snapshot)
 
     adds: pa.Table = snapshot.add_actions
     removes = live_tombstones(snapshot.tombstones, int(props.deleted_file_retention.total_seconds() * 1000), now)
@@ -833,9 +865,10 @@ def write_checkpoint(
             sidecar_size=sidecar_size, file_format=v2_format, classic_compat=v2_classic_compat,
         )
     else:
-        num_non_file = 2 + len(txns) + len(domains)
-        total = adds.num_rows + removes.num_rows + num_non_file
-        num_parts = max(1, math.ceil(total / part_size)) if part_size else 1
+        # Spark's rule: file actions (live files and kept tombstones) per part; the
+        # handful of non-file actions do not count.
+        file_actions = adds.num_rows + removes.num_rows
+        num_parts = max(1, math.ceil(file_actions / part_size)) if part_size else 1
         if snapshot.protocol.has_writer_feature("v2Checkpoint"):
             num_parts = 1  # multi-part checkpoints are forbidden once v2Checkpoint is supported
         schema = checkpoint_schema(layout.add)
@@ -946,6 +979,10 @@ def _write_v2(
         "sidecarSizeInBytes": str(sum(s.size for s in sidecars)),
         "numOfAddFiles": str(adds.num_rows),
     }
+    # Spark records the sidecars' schema too (left out when too large, as Spark does).
+    sidecar_schema_doc = delta_schema_of(side_schema)
+    if sidecar_schema_doc is not None:
+        tags["sidecarFileSchema"] = json.dumps(sidecar_schema_doc, separators=(",", ":"))
     checkpoint_metadata = {"version": version, "tags": tags}
     protocol, metadata = snapshot.protocol, snapshot.metadata
 

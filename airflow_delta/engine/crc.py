@@ -13,8 +13,12 @@ We compute it either
   without the state; or
 * from a snapshot that is already loaded (a full reconciliation, vectorised).
 
-Optional fields we cannot keep exact (histograms, ``allFiles``) are left out rather
-than carried over stale.
+Both ways also keep Spark's two histograms exact: ``fileSizeHistogram`` (files and
+bytes per size bin, Spark's bins; older Spark names it ``histogramOpt``) and
+``deletedRecordCountsHistogramOpt`` (files per deleted-rows bin). ``allFiles`` is left
+out. ``setTransactions`` is left out while ``delta.setTransactionRetentionDuration``
+is set, as Spark does: expired identifiers then vanish from the state with the clock,
+and Spark fails the validation of a ``.crc`` that still lists them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow.compute as pc
 
 from airflow_delta.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
@@ -39,6 +44,51 @@ log = logging.getLogger(__name__)
 # Fields compared by validate_version_checksum (all required ones plus the optional
 # sets when both sides have them).
 _REQUIRED = ("tableSizeBytes", "numFiles", "numMetadata", "numProtocol", "metadata", "protocol")
+
+
+_MB = 1 << 20
+# Spark's file-size bins (FileSizeHistogram): each is the inclusive start of a bin; the
+# last bin is open-ended. Checked against Spark-written .crc files in the tests.
+FILE_SIZE_BIN_BOUNDARIES: tuple[int, ...] = (
+    0,
+    *(8192 << k for k in range(11)),  # 8 KiB .. 8 MiB
+    *(m * _MB for m in range(12, 41, 4)),
+    *(m * _MB for m in range(48, 121, 8)),
+    *(m * _MB for m in range(124, 145, 4)),
+    *(m * _MB for m in range(160, 577, 16)),
+    *(m * _MB for m in range(640, 1409, 64)),
+    *(m * _MB for m in range(1536, 2049, 128)),
+    *(m * _MB for m in range(2304, 4097, 256)),
+    *((8 << k) * 1024 * _MB for k in range(6)),  # 8 GiB .. 256 GiB
+)
+# Deleted-rows bins of deletedRecordCountsHistogramOpt (protocol, "Deleted Record Counts
+# Histogram Schema"): [0], [1,9], [10,99], ..., [10^7, 2^31-2], [2^31-1, inf).
+DELETED_RECORD_BIN_BOUNDARIES: tuple[int, ...] = (0, 1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 2**31 - 1)
+_TXN_RETENTION_KEY = "delta.setTransactionRetentionDuration"
+
+
+def _bins(values: Any, boundaries: Sequence[int]) -> np.ndarray:
+    return np.searchsorted(np.asarray(boundaries, dtype=np.int64), np.asarray(values, dtype=np.int64), side="right") - 1
+
+
+def file_size_histogram(sizes: Any, boundaries: Sequence[int] = FILE_SIZE_BIN_BOUNDARIES) -> dict[str, list[int]]:
+    bins = _bins(sizes, boundaries)
+    total = np.zeros(len(boundaries), dtype=np.int64)
+    np.add.at(total, bins, np.asarray(sizes, dtype=np.int64))  # integer sums: exact at any size
+    return {
+        "sortedBinBoundaries": list(boundaries),
+        "fileCounts": np.bincount(bins, minlength=len(boundaries)).astype(np.int64).tolist(),
+        "totalBytes": total.tolist(),
+    }
+
+
+def deleted_records_histogram(cardinalities: Any) -> dict[str, list[int]]:
+    bins = _bins(cardinalities, DELETED_RECORD_BIN_BOUNDARIES)
+    return {"deletedRecordCounts": np.bincount(bins, minlength=len(DELETED_RECORD_BIN_BOUNDARIES)).astype(np.int64).tolist()}
+
+
+def _txn_retention_set(*metadata: Mapping[str, Any] | None) -> bool:
+    return any(m is not None and _TXN_RETENTION_KEY in (m.get("configuration") or {}) for m in metadata)
 
 
 def crc_path(root: str, version: int) -> str:
@@ -96,7 +146,8 @@ def checksum_from_snapshot(snapshot: Snapshot) -> dict[str, Any]:
     }
     if snapshot.properties.enable_in_commit_timestamps:
         checksum["inCommitTimestampOpt"] = snapshot.timestamp
-    checksum["setTransactions"] = [t.to_json() for _, t in sorted(snapshot.transactions.items())]
+    if _TXN_RETENTION_KEY not in snapshot.metadata.configuration:
+        checksum["setTransactions"] = [t.to_json() for _, t in sorted(snapshot.transactions.items())]
     checksum["domainMetadata"] = [
         d.to_json() for _, d in sorted(snapshot.domain_metadata.items()) if not d.removed
     ]
@@ -104,6 +155,11 @@ def checksum_from_snapshot(snapshot: Snapshot) -> dict[str, Any]:
     checksum["protocol"] = snapshot.protocol.to_json()
     checksum["numDeletionVectorsOpt"] = num_dvs
     checksum["numDeletedRecordsOpt"] = int(deleted or 0)
+    checksum["fileSizeHistogram"] = file_size_histogram(pc.fill_null(adds.column("size"), 0).to_numpy())
+    cardinalities = pc.fill_null(pc.struct_field(dv, "cardinality"), 0) if adds.num_rows else []
+    checksum["deletedRecordCountsHistogramOpt"] = deleted_records_histogram(
+        cardinalities.to_numpy() if adds.num_rows else []
+    )
     return checksum
 
 
@@ -114,6 +170,8 @@ EMPTY_STATE: Mapping[str, Any] = {
     "domainMetadata": [],
     "numDeletionVectorsOpt": 0,
     "numDeletedRecordsOpt": 0,
+    "fileSizeHistogram": file_size_histogram([]),
+    "deletedRecordCountsHistogramOpt": deleted_records_histogram([]),
 }
 
 
@@ -161,7 +219,7 @@ def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, An
         checksum["inCommitTimestampOpt"] = int(ict)
 
     txns = [a["txn"] for a in actions if "txn" in a]
-    if previous.get("setTransactions") is not None:
+    if previous.get("setTransactions") is not None and not _txn_retention_set(previous.get("metadata"), metadata):
         by_app = {t["appId"]: SetTransaction.from_json(t) for t in previous["setTransactions"]}
         for t in txns:
             by_app[t["appId"]] = SetTransaction.from_json(t)
@@ -188,7 +246,56 @@ def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, An
             + sum(int(d.get("cardinality", 0)) for d in add_dvs)
             - sum(int(d.get("cardinality", 0)) for d in rm_dvs)
         )
+    histogram = _updated_size_histogram(previous, adds, removes)
+    if histogram is not None:
+        checksum["fileSizeHistogram"] = histogram
+    deleted_histogram = _updated_deleted_records_histogram(previous, adds, removes)
+    if deleted_histogram is not None:
+        checksum["deletedRecordCountsHistogramOpt"] = deleted_histogram
     return checksum
+
+
+def _updated_size_histogram(
+    previous: Mapping[str, Any], adds: Sequence[Mapping[str, Any]], removes: Sequence[Mapping[str, Any]]
+) -> dict[str, list[int]] | None:
+    old = previous.get("fileSizeHistogram") or previous.get("histogramOpt")
+    if not isinstance(old, Mapping):
+        return None
+    try:
+        boundaries = [int(b) for b in old["sortedBinBoundaries"]]
+        counts = np.asarray(old["fileCounts"], dtype=np.int64)
+        total = np.asarray(old["totalBytes"], dtype=np.int64)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not boundaries or len(counts) != len(boundaries) or len(total) != len(boundaries):
+        return None
+    added = file_size_histogram([int(a["size"]) for a in adds], boundaries)
+    removed = file_size_histogram([int(r["size"]) for r in removes], boundaries)
+    counts = counts + np.asarray(added["fileCounts"]) - np.asarray(removed["fileCounts"])
+    total = total + np.asarray(added["totalBytes"]) - np.asarray(removed["totalBytes"])
+    if (counts < 0).any() or (total < 0).any():
+        return None
+    return {"sortedBinBoundaries": boundaries, "fileCounts": counts.tolist(), "totalBytes": total.tolist()}
+
+
+def _updated_deleted_records_histogram(
+    previous: Mapping[str, Any], adds: Sequence[Mapping[str, Any]], removes: Sequence[Mapping[str, Any]]
+) -> dict[str, list[int]] | None:
+    old = previous.get("deletedRecordCountsHistogramOpt")
+    if not isinstance(old, Mapping) or len(old.get("deletedRecordCounts") or ()) != len(DELETED_RECORD_BIN_BOUNDARIES):
+        return None
+
+    def cardinalities(actions: Sequence[Mapping[str, Any]]) -> list[int]:
+        return [int((a.get("deletionVector") or {}).get("cardinality", 0)) for a in actions]
+
+    counts = (
+        np.asarray(old["deletedRecordCounts"], dtype=np.int64)
+        + np.asarray(deleted_records_histogram(cardinalities(adds))["deletedRecordCounts"])
+        - np.asarray(deleted_records_histogram(cardinalities(removes))["deletedRecordCounts"])
+    )
+    if (counts < 0).any():
+        return None
+    return {"deletedRecordCounts": counts.tolist()}
 
 
 def _dv_key(action: Mapping[str, Any]) -> str | None:
@@ -252,8 +359,14 @@ def validate_version_checksum(snapshot: Snapshot, checksum: Mapping[str, Any]) -
         if not same:
             problems.append(f"{key}: recorded {checksum.get(key)!r}, computed {expected[key]!r}")
     for key in ("setTransactions", "domainMetadata"):
-        if checksum.get(key) is not None and _as_set(key, checksum[key]) != _as_set(key, expected[key]):
+        if checksum.get(key) is not None and key in expected and _as_set(key, checksum[key]) != _as_set(key, expected[key]):
             problems.append(f"{key}: recorded {checksum[key]!r}, computed {expected[key]!r}")
+    recorded = checksum.get("fileSizeHistogram") or checksum.get("histogramOpt")
+    if isinstance(recorded, Mapping) and recorded.get("sortedBinBoundaries"):
+        sizes = pc.fill_null(snapshot.add_actions.column("size"), 0).to_numpy()
+        computed = file_size_histogram(sizes, [int(b) for b in recorded["sortedBinBoundaries"]])
+        if dict(recorded) != computed:
+            problems.append(f"fileSizeHistogram: recorded {dict(recorded)!r}, computed {computed!r}")
     return problems
 
 

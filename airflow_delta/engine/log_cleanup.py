@@ -366,12 +366,25 @@ def _describe(io: FileIO, cp: _Checkpoint) -> dict[str, Any]:
                 size += pq.read_metadata(f).num_rows
         else:
             size += sum(1 for line in io.read_bytes(info.path).splitlines() if line.strip())
-    document: dict[str, Any] = {"version": cp.version, "size": size, "sizeInBytes": sum(f.size for f in cp.files)}
+    size_in_bytes = sum(f.size for f in cp.files)
+    top_size = size_in_bytes
+    if cp.kind == "v2":
+        # As Spark counts it: the top-level file plus every sidecar it references.
+        log_dir = posixpath.dirname(cp.files[0].path)
+        for sidecar in sorted(_referenced_sidecars(io, log_dir, [cp]) or ()):
+            path = _sidecar_path(log_dir, sidecar)
+            sidecar_info = io.info(path)
+            if sidecar_info is None:
+                continue
+            with io.open_input_file(path) as f:
+                size += pq.read_metadata(f).num_rows
+            size_in_bytes += sidecar_info.size
+    document: dict[str, Any] = {"version": cp.version, "size": size, "sizeInBytes": size_in_bytes}
     if cp.kind == "multi-part":
         document["parts"] = cp.expected_parts
     if cp.kind == "v2":
         info = cp.files[0]
-        document["v2Checkpoint"] = {"path": info.name, "sizeInBytes": info.size, "modificationTime": info.modification_time}
+        document["v2Checkpoint"] = {"path": info.name, "sizeInBytes": top_size, "modificationTime": info.modification_time}
     return document
 
 

@@ -29,15 +29,16 @@ def resolve_in_table(table_root: str, log_path: str) -> str:
 
     ``table_root`` is the root as the FileIO sees it (no scheme, no trailing slash).
     """
-    decoded = decode_log_path(log_path)
-    parts = urlsplit(decoded)
+    # The scheme is found on the encoded form: a relative name such as "ab%3Acd.parquet"
+    # decodes to "ab:cd.parquet", which is a file name, not a URI with scheme "ab".
+    parts = urlsplit(log_path)
     if parts.scheme and len(parts.scheme) > 1:  # a one-letter "scheme" is a Windows drive
         # Absolute URI: compare its path (and bucket) with the root's.
-        candidate = (parts.netloc + parts.path) if parts.scheme != "file" else parts.path
-    elif decoded.startswith("/"):
-        candidate = decoded
+        path = decode_log_path(parts.path)
+        candidate = path if parts.scheme == "file" else decode_log_path(parts.netloc) + path
     else:
-        candidate = posixpath.join(table_root, decoded)
+        decoded = decode_log_path(log_path)
+        candidate = decoded if decoded.startswith("/") else posixpath.join(table_root, decoded)
     normalized = posixpath.normpath(candidate)
     root = posixpath.normpath(table_root)
     if normalized != root and not normalized.startswith(root.rstrip("/") + "/"):

@@ -187,7 +187,7 @@ def _partition_values(files: pa.Table, snapshot: Snapshot) -> pa.StructArray:
         return pa.StructArray.from_arrays(
             [struct.field(f.name).cast(f.type) for f in pschema], fields=list(pschema)
         )
-    return parse_partition_values(column, snapshot.metadata)
+    return parse_partition_values(column, snapshot.metadata, snapshot.protocol)
 
 
 def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:

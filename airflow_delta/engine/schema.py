@@ -494,16 +494,19 @@ def partition_schema(metadata: Metadata) -> pa.Schema:
     return pa.schema(fields)
 
 
-def parse_partition_values(pv: pa.Array | pa.ChunkedArray, metadata: Metadata) -> pa.StructArray:
+def parse_partition_values(
+    pv: pa.Array | pa.ChunkedArray, metadata: Metadata, protocol: Protocol | None = None
+) -> pa.StructArray:
     """Typed partition values of many files at once.
 
     ``pv`` is the ``partitionValues`` column of file actions (``map<string, string>``
     keyed by physical column names). The result has one struct field per partition
     column (logical names, table types); a missing key, a JSON null and an empty string
-    are all null, as the protocol says.
+    are all null, as the protocol says. With ``protocol``, a column mapping mode the
+    protocol does not support is ignored (keys are then the logical names).
     """
     schema = partition_schema(metadata)
-    mapping = ColumnMapping.from_metadata(metadata)
+    mapping = ColumnMapping.from_metadata(metadata, protocol)
     if isinstance(pv, pa.ChunkedArray):
         pv = pv.combine_chunks() if pv.num_chunks != 1 else pv.chunk(0)
     if not pa.types.is_map(pv.type):

@@ -129,7 +129,7 @@ class Snapshot:
     def _partition_values(self) -> pa.StructArray:
         from airflow_delta.engine.schema import parse_partition_values
 
-        return parse_partition_values(self.add_actions.column("partition_values"), self.metadata)
+        return parse_partition_values(self.add_actions.column("partition_values"), self.metadata, self.protocol)
 
     @cached_property
     def _stats(self) -> pa.StructArray:
@@ -207,16 +207,23 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.array(out, pa.string())
 
 
+# RFC 3986 scheme; two characters at least, so that a Windows drive letter is not one.
+_URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
+
+
 def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Decoded paths relative to the root; the (rare) absolute URIs in a log are made relative."""
     decoded = decode_paths(paths)
     if len(decoded) == 0:
         return decoded
-    absolute = pc.or_(pc.starts_with(decoded, "/"), pc.match_substring(decoded, "://"))
+    encoded = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    # An absolute URI has a scheme: ``s3://...``, ``file:///...`` and also Hadoop's
+    # ``file:/...`` as Spark writes it. Tested on the encoded form, where a colon in a
+    # relative name is still ``%3A`` (and a partition directory has ``=`` before it).
+    absolute = pc.or_(pc.starts_with(decoded, "/"), pc.match_substring_regex(encoded, _URI_SCHEME))
     idx = np.flatnonzero(mask_to_numpy(absolute))
     if idx.size == 0:
         return decoded
-    encoded = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
     out = np.asarray(decoded.to_pylist(), dtype=object)
     for i, log_path in zip(idx.tolist(), encoded.take(int64_array(idx)).to_pylist(), strict=True):
         out[i] = relative_to_table(table_root, resolve_in_table(table_root, log_path))

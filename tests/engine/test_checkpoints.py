@@ -698,3 +698,158 @@ def test_post_commit_without_crc_history_checkpoints_and_seeds_the_crc_chain(tab
     assert {f"{3:020d}.crc", f"{4:020d}.crc", f"{3:020d}.checkpoint.parquet"} <= set(names)
     crc4 = json.loads(Path(f"{table_path}/_delta_log/{4:020d}.crc").read_text())
     assert crc4["numFiles"] == 5 == snapshot_of(table_path).add_actions.num_rows
+
+
+# ------------------------------------------- compatibility with Spark-written checkpoints
+
+
+def parquet_columns(path: str) -> list[tuple[str, str, str, int, int]]:
+    """Every leaf column of a parquet file: dotted path, physical type, logical type, def and rep levels.
+
+    The levels encode nullability and list/map nesting, so equal tuples mean Spark's
+    parquet reader resolves the column the same way in both files.
+    """
+    schema = pq.ParquetFile(path).schema
+    out = []
+    for i in range(len(schema)):
+        col = schema.column(i)
+        out.append((col.path, col.physical_type, str(col.logical_type), col.max_definition_level, col.max_repetition_level))
+    return out
+
+
+PARSED = ("add.partitionValues_parsed.", "add.stats_parsed.")
+# Older Spark kept these (always-null cdc/commitInfo columns too); the protocol, and Spark
+# since, leave them out of checkpoints.
+DROPPED_FROM_CHECKPOINTS = ("remove.tags.", "remove.stats", "cdc.", "commitInfo.")
+
+
+def assert_spark_compatible(ours_path: str, spark_path: str) -> None:
+    ours = {c[0]: c for c in parquet_columns(ours_path)}
+    spark = parquet_columns(spark_path)
+    for path, physical, logical, def_level, rep_level in spark:
+        if path.startswith(PARSED) and path not in ours:
+            continue  # the parsed columns depend on table settings; when present they must match
+        if path.startswith(DROPPED_FROM_CHECKPOINTS):
+            continue
+        assert path in ours, f"Spark writes {path}, we do not"
+        mine = ours[path]
+        if physical == "INT96":  # Spark's legacy timestamps; INT64 micros is the protocol's other form
+            assert mine[1:3] == ("INT64", mine[2]) and "Timestamp(isAdjustedToUTC=true, timeUnit=microseconds" in mine[2], path
+        else:
+            assert (mine[1], mine[2]) == (physical, logical), path
+        assert (mine[3], mine[4]) == (def_level, rep_level), path
+    # Same relative order for the columns both files have.
+    common = [c[0] for c in spark if c[0] in ours]
+    assert [p for p in ours if p in set(common)] == common
+
+
+def with_struct_stats(snap: Snapshot) -> Snapshot:
+    # Spark's default for delta.checkpoint.writeStatsAsStruct is true; ours is the protocol's (false).
+    return dataclasses.replace(snap, properties=dataclasses.replace(snap.properties, checkpoint_write_stats_as_struct=True))
+
+
+@pytest.mark.parametrize(
+    ("name", "spark_checkpoint"),
+    [
+        ("checkpoint-cdf-table", f"{3:020d}.checkpoint.parquet"),
+        ("table-with-domain-metadata", f"{108:020d}.checkpoint.parquet"),
+        ("simple_table_with_checkpoint", f"{10:020d}.checkpoint.parquet"),
+    ],
+)
+def test_classic_checkpoint_schema_matches_sparks(shared_tables: Path, tmp_path: Path, name: str, spark_checkpoint: str) -> None:
+    path = copy_shared(shared_tables, name, str(tmp_path))
+    spark_copy = str(tmp_path / spark_checkpoint)
+    shutil.copy(f"{path}/_delta_log/{spark_checkpoint}", spark_copy)
+    snap = snapshot_of(path)
+    for variant in (snap, with_struct_stats(snap)):
+        result = write_checkpoint(variant, update_last_checkpoint=False)
+        assert_spark_compatible(result.files[0], spark_copy)
+
+
+def test_v2_sidecar_schema_matches_sparks(shared_tables: Path, tmp_path: Path) -> None:
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    spark_sidecars = sorted(Path(f"{path}/_delta_log/_sidecars").iterdir())
+    spark_copy = str(tmp_path / "spark_sidecar.parquet")
+    shutil.copy(spark_sidecars[-1], spark_copy)
+    result = write_checkpoint(snapshot_of(path), update_last_checkpoint=False)
+    assert_spark_compatible(result.sidecars[0], spark_copy)
+
+
+def test_v2_checkpoint_metadata_tags_name_the_sidecar_schema_as_spark_does(shared_tables: Path, tmp_path: Path) -> None:
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    result = write_checkpoint(snapshot_of(path), v2_format="json", update_last_checkpoint=False)
+    lines = [json.loads(line) for line in Path(result.files[0]).read_text().splitlines()]
+    tags = next(a["checkpointMetadata"]["tags"] for a in lines if "checkpointMetadata" in a)
+    assert set(tags) == {"sidecarNumActions", "sidecarSizeInBytes", "numOfAddFiles", "sidecarFileSchema"}
+    sidecar_schema = json.loads(tags["sidecarFileSchema"])
+    assert [f["name"] for f in sidecar_schema["fields"]] == pq.read_schema(result.sidecars[0]).names == ["add", "remove"]
+    spark_top = next(Path(f"{path}/_delta_log").glob(f"{8:020d}.checkpoint.*.json"))
+    spark_tags = next(
+        json.loads(line)["checkpointMetadata"]["tags"] for line in spark_top.read_text().splitlines() if "checkpointMetadata" in line
+    )
+    spark_add = {f["name"]: f["type"] for f in json.loads(spark_tags["sidecarFileSchema"])["fields"]}["add"]
+    our_add = {f["name"]: f["type"] for f in sidecar_schema["fields"]}["add"]
+    common = [f["name"] for f in spark_add["fields"] if f["name"] != "stats_parsed"]
+    assert [f for f in our_add["fields"] if f["name"] in common] == [f for f in spark_add["fields"] if f["name"] in common]
+
+
+def test_multi_part_count_follows_sparks_rule_of_file_actions_per_part(table_path: str) -> None:
+    # Spark: parts = ceil((live files + tombstones) / partSize); non-file actions do not count.
+    make_partitioned_table(table_path)
+    snap = snapshot_of(table_path)
+    file_actions = snap.add_actions.num_rows + snap.tombstones.num_rows
+    result = write_checkpoint(snap, part_size=file_actions, now_ms=as_of_last_removal(snap), update_last_checkpoint=False)
+    assert result.kind == "classic"
+    result = write_checkpoint(snap, part_size=file_actions - 1, now_ms=as_of_last_removal(snap), update_last_checkpoint=False)
+    assert result.kind == "multi-part" and len(result.files) == 2
+
+
+def test_no_checkpoint_for_a_version_whose_commit_is_gone(table_path: str) -> None:
+    # "Checkpoints for a given version must only be created after the associated delta file
+    # has been successfully written": a snapshot whose commit vanished must not be checkpointed.
+    make_partitioned_table(table_path, commits=3)
+    snap = snapshot_of(table_path)
+    os.remove(f"{table_path}/_delta_log/{snap.version:020d}.json")
+    with pytest.raises(checkpoints.DeltaError, match="no commit"):
+        write_checkpoint(snap)
+    assert not any(".checkpoint." in n for n in log_names(table_path))
+
+
+def test_a_version_already_checkpointed_without_its_commit_can_be_checkpointed_again(shared_tables: Path, tmp_path: Path) -> None:
+    # table-with-domain-metadata holds only Spark's checkpoint 108 (its commits were cleaned up).
+    path = copy_shared(shared_tables, "table-with-domain-metadata", str(tmp_path))
+    result = write_checkpoint(snapshot_of(path))
+    assert result.version == 108
+
+
+def test_last_checkpoint_matches_the_one_spark_wrote(shared_tables: Path, tmp_path: Path) -> None:
+    path = copy_shared(shared_tables, "checkpoint-cdf-table", str(tmp_path))
+    spark = json.loads(Path(f"{path}/_delta_log/_last_checkpoint").read_text())
+    snap = with_struct_stats(snapshot_of(path, 3))
+    write_checkpoint(snap)
+    ours = json.loads(Path(f"{path}/_delta_log/_last_checkpoint").read_text())
+    assert set(ours) == set(spark)  # version, size, sizeInBytes, numOfAddFiles, checkpointSchema, checksum
+    assert (ours["version"], ours["size"], ours["numOfAddFiles"]) == (spark["version"], spark["size"], spark["numOfAddFiles"])
+    assert ours["checksum"] == json_checksum(ours)
+    spark_fields = {f["name"]: f for f in spark["checkpointSchema"]["fields"]}
+    our_fields = {f["name"]: f for f in ours["checkpointSchema"]["fields"]}
+    assert list(our_fields) == list(spark_fields)
+    for name, field in spark_fields.items():
+        if name == "add":  # Spark 3.2 wrote no stats_parsed; everything else is identical
+            ours_add = [f for f in our_fields["add"]["type"]["fields"] if f["name"] != "stats_parsed"]
+            assert ours_add == field["type"]["fields"]
+        else:
+            assert our_fields[name] == field, name
+
+
+def test_deletion_vectors_gain_sparks_null_max_row_index_in_sliced_batches() -> None:
+    from airflow_delta.engine.actions import DELETION_VECTOR_TYPE
+    from airflow_delta.engine.checkpoints import CHECKPOINT_DV_TYPE, _checkpoint_dv
+
+    dv = {"storageType": "u", "pathOrInlineDv": "p", "offset": 1, "sizeInBytes": 3, "cardinality": 2}
+    values = pa.array([None, dv, None, dict(dv, offset=None)], type=DELETION_VECTOR_TYPE)
+    for part in (values.slice(1, 3), pa.chunked_array([values.slice(0, 2), values.slice(2)])):
+        out = _checkpoint_dv(part)
+        assert out.type == CHECKPOINT_DV_TYPE
+        expected = [None if d is None else dict(d, maxRowIndex=None) for d in part.to_pylist()]
+        assert out.to_pylist() == expected

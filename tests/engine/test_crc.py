@@ -41,6 +41,13 @@ def same_state(ours: dict[str, Any], spark: dict[str, Any]) -> None:
     assert sorted((d["domain"], d["configuration"]) for d in ours["domainMetadata"]) == sorted(
         (d["domain"], d["configuration"]) for d in spark.get("domainMetadata", [])
     )
+    # Spark writes the file-size histogram as "histogramOpt" (older releases) or under the
+    # protocol's name "fileSizeHistogram"; we write the protocol's name.
+    spark_histogram = spark.get("fileSizeHistogram") or spark.get("histogramOpt")
+    if spark_histogram is not None:
+        assert ours["fileSizeHistogram"] == spark_histogram
+    if "deletedRecordCountsHistogramOpt" in spark:
+        assert ours["deletedRecordCountsHistogramOpt"] == spark["deletedRecordCountsHistogramOpt"]
 
 
 @pytest.mark.parametrize("name", SPARK_CRC_TABLES)
@@ -248,6 +255,73 @@ def test_incremental_chain_equals_full_reconciliation(tmp_path_factory: pytest.T
     for key in ("tableSizeBytes", "numFiles", "numDeletionVectorsOpt", "numDeletedRecordsOpt"):
         assert state[key] == full[key], key
     assert state["setTransactions"] == full["setTransactions"]
+    assert state["fileSizeHistogram"] == full["fileSizeHistogram"]
+    assert state["deletedRecordCountsHistogramOpt"] == full["deletedRecordCountsHistogramOpt"]
     assert [(d["domain"], d["configuration"]) for d in state["domainMetadata"]] == [
         (d["domain"], d["configuration"]) for d in full["domainMetadata"]
     ]
+
+
+def test_histograms_use_sparks_bins(shared_tables: Path) -> None:
+    spark = crc.read_version_checksum(IO, str(shared_tables / "cdf-table-with-cdc-and-dvs"), 25)
+    assert spark is not None
+    assert list(crc.FILE_SIZE_BIN_BOUNDARIES) == spark["histogramOpt"]["sortedBinBoundaries"]
+    v0 = crc.next_checksum(crc.EMPTY_STATE, [PROTOCOL, _meta(), _add("a", 0), _add("b", 8191), _add("c", 8192), _add("d", 2**40)])
+    assert v0 is not None
+    histogram = v0["fileSizeHistogram"]
+    assert histogram["fileCounts"][:3] == [2, 1, 0] and histogram["fileCounts"][-1] == 1
+    assert histogram["totalBytes"][:2] == [8191, 8192] and histogram["totalBytes"][-1] == 2**40
+    dv = {"storageType": "i", "pathOrInlineDv": "x", "sizeInBytes": 4}
+    adds = [_add(p, 1) for p in "efg"]
+    for add, cardinality in zip(adds, (9, 10, 2147483647), strict=True):
+        add["add"]["deletionVector"] = dict(dv, pathOrInlineDv=add["add"]["path"], cardinality=cardinality)
+    v1 = crc.next_checksum(v0, adds)
+    assert v1 is not None
+    assert v1["deletedRecordCountsHistogramOpt"]["deletedRecordCounts"] == [4, 1, 1, 0, 0, 0, 0, 0, 0, 1]
+
+
+def test_no_set_transactions_when_they_can_expire(table_path: str) -> None:
+    # With delta.setTransactionRetentionDuration set, Spark drops expired txns from its state
+    # and would fail to validate a .crc listing them; like Spark, we leave the list out.
+    retention = {"delta.setTransactionRetentionDuration": "interval 1 days"}
+    v0 = crc.next_checksum(crc.EMPTY_STATE, [PROTOCOL, _meta(retention), {"txn": {"appId": "a", "version": 1, "lastUpdated": 5}}])
+    assert v0 is not None and "setTransactions" not in v0
+    plain = crc.next_checksum(crc.EMPTY_STATE, [PROTOCOL, _meta(), {"txn": {"appId": "a", "version": 1, "lastUpdated": 5}}])
+    assert plain is not None and plain["setTransactions"] == [{"appId": "a", "version": 1, "lastUpdated": 5}]
+    # Turned on later: the list is dropped from then on.
+    v1 = crc.next_checksum(plain, [_meta(retention)])
+    assert v1 is not None and "setTransactions" not in v1
+    _write_commit(table_path, 0, [PROTOCOL, _meta(retention), {"txn": {"appId": "a", "version": 1, "lastUpdated": 5}}])
+    assert "setTransactions" not in crc.checksum_from_snapshot(load_snapshot(IO, table_path))
+
+
+def test_validation_reports_a_wrong_histogram(shared_tables: Path) -> None:
+    root = str(shared_tables / "cdf-table-with-cdc-and-dvs")
+    snapshot = load_snapshot(IO, root)
+    spark = crc.read_version_checksum(IO, root, snapshot.version)
+    assert spark is not None and crc.validate_version_checksum(snapshot, spark) == []
+    histogram = dict(spark["histogramOpt"], fileCounts=[0, *spark["histogramOpt"]["fileCounts"][1:]])
+    problems = crc.validate_version_checksum(snapshot, dict(spark, histogramOpt=histogram))
+    assert len(problems) == 1 and problems[0].startswith("fileSizeHistogram")
+
+
+@pytest.mark.parametrize("name", ["cdf-table-with-cdc-and-dvs", "table_with_deletion_logs"])
+def test_incremental_from_sparks_previous_crc_matches_sparks_next(shared_tables: Path, name: str) -> None:
+    # Continuing a chain Spark started: its legacy "histogramOpt" is carried forward exactly.
+    root = str(shared_tables / name)
+    compared = 0
+    for version in commit_versions(root)[1:]:
+        previous = crc.read_version_checksum(IO, root, version - 1)
+        spark = crc.read_version_checksum(IO, root, version)
+        if previous is None or spark is None:
+            continue
+        ours = crc.next_checksum(previous, crc.read_commit_json(IO, root, version))
+        assert ours is not None, version
+        for key in ("numDeletionVectorsOpt", "numDeletedRecordsOpt", "deletedRecordCountsHistogramOpt"):
+            if key not in previous:  # not derivable from a .crc without it: left out, never guessed
+                assert key not in ours
+                spark = {k: v for k, v in spark.items() if k != key}
+        assert "setTransactions" not in spark or "setTransactions" in ours
+        same_state(dict(ours, setTransactions=ours.get("setTransactions", []), domainMetadata=ours.get("domainMetadata", [])), spark)
+        compared += 1
+    assert compared >= 5

@@ -347,6 +347,25 @@ def test_v2_sidecars_no_checkpoint_references_are_removed(shared_tables: Path, t
     assert rs_view(path) == before
 
 
+def test_repointed_hint_to_a_v2_checkpoint_counts_its_sidecars_as_spark_does(shared_tables: Path, tmp_path: Path) -> None:
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    log_dir = f"{path}/_delta_log"
+    spark_hint = read_last_checkpoint(IO, path)
+    assert spark_hint is not None and spark_hint["version"] == 8
+    for entry in os.listdir(log_dir):
+        if entry[:20].isdigit():
+            set_mtime(f"{log_dir}/{entry}", commit_time(int(entry[:20])))
+    from airflow_delta.engine.checkpoints import write_last_checkpoint
+
+    write_last_checkpoint(IO, path, {"version": 6, "size": 1}, allow_older=True)  # a stale hint
+    cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now_for_cutoff(8))
+    hint = read_last_checkpoint(IO, path)
+    assert hint is not None and hint["version"] == 8
+    # size and sizeInBytes cover the top-level file and its sidecars, as in Spark's hint.
+    assert (hint["size"], hint["sizeInBytes"]) == (spark_hint["size"], spark_hint["sizeInBytes"])
+    assert hint["v2Checkpoint"]["path"] == spark_hint["v2Checkpoint"]["path"]
+
+
 def test_sidecars_are_kept_when_a_checkpoint_cannot_be_read(table_path: str) -> None:
     build_log(table_path, 4, checkpoints=(1,))
     latest = load_snapshot(IO, table_path)

@@ -16,6 +16,9 @@ ROOT = "/data/table"
         ("a%20b/c%3Ad.parquet", "/data/table/a b/c:d.parquet"),
         ("file:///data/table/x.parquet", "/data/table/x.parquet"),
         ("/data/table/sub/../y.parquet", "/data/table/y.parquet"),
+        ("ab%3Acd.parquet", "/data/table/ab:cd.parquet"),  # an encoded colon is part of a name
+        ("ts=10%3A00/part-0.parquet", "/data/table/ts=10:00/part-0.parquet"),
+        ("file:/data/table/x.parquet", "/data/table/x.parquet"),  # Hadoop's single-slash form
     ],
 )
 def test_resolve_inside_root(log_path: str, expected: str) -> None:

@@ -496,6 +496,11 @@ def test_parse_partition_values_of_many_files_by_physical_name() -> None:
     ]
 
 
+    # A protocol without column mapping support: the mode is ignored, keys are logical names.
+    no_mapping = Protocol(1, 2)
+    assert parse_partition_values(pv, metadata, no_mapping).to_pylist()[4] == {"p": 9, "d": None}
+    assert parse_partition_values(pv, metadata, Protocol(2, 5)).to_pylist()[0] == {"p": 1, "d": dt.date(2020, 1, 1)}
+
 def test_parse_partition_values_of_sliced_maps_with_repeated_keys() -> None:
     metadata = _metadata([_field("v", "long"), _field("p", "integer"), _field("q", "string")], ("p", "q"))
     pv = pa.array(

@@ -163,6 +163,14 @@ def test_relative_paths(tmp_path: Path) -> None:
     assert relative_paths(root, paths).to_pylist() == ["a b.parquet", "x=1/c.parquet", "d.parquet"]
 
 
+def test_relative_paths_of_hadoop_style_absolute_uris(tmp_path: Path) -> None:
+    # Spark (Hadoop's Path.toUri) writes absolute paths as ``file:/root/...``, one slash;
+    # a partition directory with a colon in its value is still relative.
+    root = str(tmp_path)
+    paths = pa.array([f"file:{root}/a.parquet", f"file:{root}/p=x%3Ay/b%20c.parquet", "ts=10%3A00/d.parquet"])
+    assert relative_paths(root, paths).to_pylist() == ["a.parquet", "p=x:y/b c.parquet", "ts=10:00/d.parquet"]
+
+
 class _CleanupDuringReadIO(LocalFileIO):
     """After the first listing, checkpoints version 2 and deletes commits 0-1, as a concurrent
     checkpoint + log cleanup would: the listing just taken is then stale."""
@@ -358,3 +366,27 @@ def test_loading_does_not_import_pandas(table_path: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_column_mapping_mode_without_protocol_support_is_ignored(table_path: str) -> None:
+    # The protocol: delta.columnMapping.mode is honoured only when the protocol supports
+    # column mapping. Here it does not (reader version 1), so partition values are keyed by
+    # the logical name, as the data columns are read by it.
+    import json
+
+    import pyarrow.parquet as pq
+
+    def field(name: str, typ: str, fid: int) -> dict[str, Any]:
+        return {"name": name, "type": typ, "nullable": True,
+                "metadata": {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": f"col-{name}"}}
+
+    schema = json.dumps({"type": "struct", "fields": [field("id", "long", 1), field("p", "string", 2)]})
+    pq.write_table(pa.table({"id": [1]}), os.path.join(table_path, "f.parquet"))
+    b.write_commit(table_path, 0, [
+        b.protocol(1, 2),
+        b.metadata(["p"], configuration={"delta.columnMapping.mode": "name"}, schema_string=schema),
+        b.add("f.parquet", partition_values={"p": "P"}),
+    ])
+    snap = load_snapshot(IO, table_path)
+    assert snap.files().column("partition_values").to_pylist() == [{"p": "P"}]
+    assert snap.to_arrow().to_pylist() == [{"id": 1, "p": "P"}]

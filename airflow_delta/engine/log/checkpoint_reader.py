@@ -291,9 +291,21 @@ def _stats_from_parsed(pf: pq.ParquetFile, schema: pa.Schema, adds: pa.Table, li
     rows = parsed.filter(missing).to_pylist()
     for i, row in zip(np.flatnonzero(missing.to_numpy(zero_copy_only=False)).tolist(), rows, strict=True):
         if row is not None:
-            stats[i] = json.dumps(_jsonable(row), separators=(",", ":"))
+            stats[i] = _stats_json(row)
     index = adds.schema.get_field_index("stats")
     return adds.set_column(index, adds.schema.field(index), pa.array(stats, pa.string()))
+
+
+def _stats_json(value: Any) -> str:
+    """Compact JSON of one statistics struct. Decimals are written as exact JSON numbers, as
+    Delta writes them: through a float their last digits would change, and a rounded bound
+    (a maximum rounded down) would make data skipping drop files that hold matching rows."""
+    if isinstance(value, dict):
+        items = (f"{json.dumps(k)}:{_stats_json(v)}" for k, v in value.items() if v is not None)
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, Decimal) and value.is_finite():
+        return format(value, "f")
+    return json.dumps(_jsonable(value), separators=(",", ":"))
 
 
 def _jsonable(value: Any) -> Any:
@@ -301,8 +313,9 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items() if v is not None}
     if isinstance(value, datetime):
-        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-        return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        if value.tzinfo is None:  # timestamp_ntz: a wall-clock time, written without a zone
+            return value.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, Decimal):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -137,3 +140,28 @@ def test_struct_only_stats_become_json(table_path: str) -> None:
     rows = _read(table_path).file_actions.to_pylist()
     assert [r["stats"] for r in rows] == [
         '{"numRecords":7,"minValues":{"ts":"2022-10-24T22:59:32.846Z","d":"2022-10-24"}}', None]
+
+
+def test_struct_only_decimal_stats_keep_every_digit(table_path: str) -> None:
+    # Through a float, 1234567890.1234567891 would become ...4567 (a maximum rounded down:
+    # data skipping would then prune files holding matching rows). JSON numbers, exact.
+    # A timestamp_ntz bound is a wall-clock time: no zone designator.
+    dec = pa.decimal128(20, 10)
+    stats_type = pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([("d", dec), ("n", pa.timestamp("us"))])),
+                            ("maxValues", pa.struct([("d", dec)]))])
+    add_type = pa.struct([("path", pa.string()), ("partitionValues", pa.map_(pa.string(), pa.string())),
+                          ("size", pa.int64()), ("modificationTime", pa.int64()), ("dataChange", pa.bool_()),
+                          ("stats_parsed", stats_type)])
+    adds = pa.array([
+        {"path": "a", "partitionValues": [], "size": 1, "modificationTime": 1, "dataChange": True,
+         "stats_parsed": {"numRecords": 2, "minValues": {"d": Decimal("-0.0000000001"),
+                                                           "n": datetime(2021, 1, 1, 10, 0, 0, 123456)},
+                          "maxValues": {"d": Decimal("1234567890.1234567891")}}},
+    ], add_type)
+    os.makedirs(b.log_dir(table_path))
+    pq.write_table(pa.table({"add": adds}), os.path.join(b.log_dir(table_path), f"{5:020d}.checkpoint.parquet"))
+    stats = _read(table_path).file_actions.column("stats").to_pylist()
+    assert stats == ['{"numRecords":2,"minValues":{"d":-0.0000000001,"n":"2021-01-01T10:00:00.123"},'
+                     '"maxValues":{"d":1234567890.1234567891}}']
+    parsed = json.loads(stats[0], parse_float=Decimal)
+    assert parsed["maxValues"]["d"] == Decimal("1234567890.1234567891")

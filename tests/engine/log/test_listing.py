@@ -200,6 +200,15 @@ def test_junk_files_never_break_a_read(table_path: str) -> None:
     assert seg.version == 3 and seg.commit_versions == [0, 1, 2, 3]
 
 
+def test_versions_beyond_32_bits(table_path: str) -> None:
+    big = 2**33 + 5  # a long-lived streaming table; versions are Longs in the protocol
+    b.write_classic_checkpoint(table_path, big, _state_actions())
+    b.write_commit(table_path, big + 1, [b.add("b.parquet")])
+    seg = list_log_segment(IO, table_path)
+    assert (seg.checkpoint_version, seg.version, seg.commit_versions) == (big, big + 1, [big + 1])
+    assert list_log_segment(IO, table_path, big).commit_files == ()
+
+
 # ------------------------------------------------------------------ shared tables
 
 
