@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import time
 import uuid
@@ -119,11 +120,20 @@ def commit_path(root: str, version: int) -> str:
     return f"{root}/_delta_log/{version:020d}.json"
 
 
-def encode_operation_parameters(parameters: Mapping[str, Any] | None) -> dict[str, str | None]:
-    """``operationParameters`` as Delta writes them: strings as-is, ``None`` as null, the rest as JSON text."""
-    out: dict[str, str | None] = {}
+def encode_operation_parameters(parameters: Mapping[str, Any] | None) -> dict[str, str | bool | int | float | None]:
+    """``operationParameters`` as Delta writes them.
+
+    Delta serialises each value as the raw JSON of what the operation passed: strings stay
+    strings, ``None`` is null, booleans and numbers stay JSON scalars (OPTIMIZE's
+    ``"auto":true``). Lists and maps become JSON *text* (``"partitionBy":"[\"day\"]"``), as
+    Delta's operations pre-encode them, because Spark reads the values back as strings and
+    accepts scalars but not arrays or objects. Non-finite floats, which JSON cannot hold,
+    become their text too.
+    """
+    out: dict[str, str | bool | int | float | None] = {}
     for key, value in (parameters or {}).items():
-        if value is None or isinstance(value, str):
+        json_scalar = isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
+        if value is None or json_scalar:
             out[str(key)] = value
         else:
             out[str(key)] = json.dumps(value, separators=(",", ":"), default=str)
@@ -306,10 +316,19 @@ class Transaction:
         self._read_whole_table = True
 
     def mark_files_read(self, paths: Iterable[str] | pa.Array | pa.ChunkedArray | pa.Table) -> None:
-        """Record specific files (log paths, or a table with a ``path`` column) as read."""
+        """Record specific files as read.
+
+        ``paths`` are log paths as written in the log (URI-encoded, e.g. the ``path`` of
+        ``read_files()`` / ``snapshot.add_actions`` rows), or a table with a ``path``
+        column: file-action rows (encoded) or ``snapshot.files()`` rows, whose paths are
+        already decoded and are not decoded a second time.
+        """
         self._ensure_open()
         if isinstance(paths, pa.Table):
             arr = paths.column("path")
+            if "is_add" not in paths.column_names:  # snapshot.files(): decoded already
+                self._read_path_chunks.append(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
+                return
         elif isinstance(paths, (pa.Array, pa.ChunkedArray)):
             arr = paths
         else:
@@ -643,8 +662,13 @@ class Transaction:
         def matcher(predicates: Sequence[Any], added: pa.Table) -> pa.BooleanArray:
             return files_may_match(predicates, added, matcher_metadata)
 
+        self._check_read_version_still_logged()
         attempt_version = self.read_version + 1
         lost = 0
+        # A version this transaction's write may have landed in (the write reported an
+        # error) that has not been read back yet; attempts only move past a version after
+        # reading it, so there is at most one.
+        unresolved: int | None = None
         while True:
             self.attempts += 1
             now = _now_ms()
@@ -678,6 +702,7 @@ class Transaction:
                 # The write may or may not have happened; the txnId in our commitInfo
                 # tells, when the version is read back below.
                 storage_error = exc
+                unresolved = attempt_version
             lost += 1
             if self.attempts < self.retry.max_attempts:
                 # Sleep *before* catching up with the winners, so the attempt that follows
@@ -687,11 +712,26 @@ class Transaction:
                     time.sleep(delay)
             next_version = attempt_version
             while True:
-                winner = self._read_winner(next_version, with_mtime=ict_enabled)
-                if winner is None:
+                try:
+                    found = self._read_commit(next_version, with_mtime=ict_enabled)
+                except OSError as exc:
+                    # This version cannot be checked now. The next attempt targets it
+                    # again: put-if-absent never overwrites, and a taken version is read
+                    # (and its txnId compared) before anything moves past it.
+                    storage_error = exc
                     break
+                if found is None:
+                    break
+                winner, winner_bytes = found
                 if winner.txn_id == self.txn_id:
-                    return next_version  # an attempt that reported an error did land
+                    # An attempt that reported an error did land. It may be an earlier
+                    # attempt than the last one (a write that timed out but completed
+                    # later), with another timestamp and in-commit timestamp: the
+                    # post-commit hook must see what is in the log.
+                    self._committed_payload = winner_bytes
+                    return next_version
+                if next_version == unresolved:
+                    unresolved = None  # another writer's commit: ours did not land there
                 if self.read_version < 0:
                     raise TableAlreadyExistsError(self.table.table_uri)  # another creator won version 0
                 check_winning_commit(footprint, winner, isolation, matcher, read_protocol or protocol)
@@ -701,18 +741,62 @@ class Transaction:
                 next_version += 1
             if self.attempts >= self.retry.max_attempts:
                 if storage_error is not None:
-                    reason = f"storage error writing version {attempt_version}: {storage_error}"
+                    reason = f"storage error at version {next_version}: {storage_error}"
                 else:
                     last = self.winning_commits[-1] if self.winning_commits else None
                     reason = f"version {attempt_version} was taken" + (
                         f" (latest winner: version {last.version}, {last.operation})" if last else ""
                     )
+                if unresolved is not None:
+                    reason += (
+                        f"; version {unresolved} may have been written by this transaction all the same, "
+                        f"which it was if its commitInfo.txnId is {self.txn_id!r}: check before retrying"
+                    )
+                advice = (
+                    "The storage kept failing; retry once it is healthy"
+                    if storage_error is not None
+                    else "No logical conflict was found; raise max_attempts (or the backoff) "
+                    "if the table has this many concurrent writers"
+                )
                 raise CommitFailedError(
                     f"gave up committing {operation!r} to {self.table.table_uri!r} after {self.attempts} attempt(s): "
-                    f"{reason}. No logical conflict was found; raise max_attempts (or the backoff) "
-                    "if the table has this many concurrent writers"
+                    f"{reason}. {advice}"
                 ) from storage_error
             attempt_version = next_version
+
+    def _check_read_version_still_logged(self) -> None:
+        """Refuse to commit after metadata cleanup deleted the version this transaction read.
+
+        Cleanup deletes the oldest log files first, and only versions before a
+        checkpoint. While the newest file of the snapshot's log segment exists, no later
+        commit has been deleted, so ``read_version + 1`` is either free or a winner we
+        can read. Once it is gone, ``read_version + 1`` may be a deleted commit: writing
+        it would succeed invisibly (readers start from the newer checkpoint), and the
+        commits to check for conflicts are lost. One existence check per commit.
+        """
+        if self.snapshot is None:
+            return
+        segment = self.snapshot.log_segment
+        if segment.latest_commit_file is not None:
+            newest = commit_path(self.table.root, self.read_version)
+        elif segment.checkpoint_files:
+            newest = segment.checkpoint_files[0].path
+        else:
+            return
+        try:
+            still_there = self.table.io.exists(newest)
+        except OSError as exc:
+            raise CommitFailedError(
+                f"could not check that version {self.read_version} of {self.table.table_uri!r} is still in the log: "
+                f"{exc}. Nothing was written; retry once the storage is healthy"
+            ) from exc
+        if not still_there:
+            raise CommitFailedError(
+                f"this transaction read version {self.read_version} of {self.table.table_uri!r}, and metadata "
+                "cleanup has since cleaned up the log past it (the transaction is older than the log "
+                "retention), so the commits after it cannot be checked for conflicts. Nothing was written; "
+                "start a new transaction on the latest version"
+            )
 
     def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
         seen_adds: set[tuple[str, str | None]] = set()
@@ -837,6 +921,11 @@ class Transaction:
         return ("\n".join(lines) + "\n").encode("utf-8")
 
     def _read_winner(self, version: int, with_mtime: bool = False) -> WinningCommit | None:
+        found = self._read_commit(version, with_mtime)
+        return found[0] if found is not None else None
+
+    def _read_commit(self, version: int, with_mtime: bool = False) -> tuple[WinningCommit, bytes] | None:
+        """Commit ``version`` summarised for conflict checks, with its bytes; None if it does not exist."""
         path = commit_path(self.table.root, version)
         try:
             data = self.table.io.read_bytes(path)
@@ -846,7 +935,7 @@ class Transaction:
         if with_mtime:
             info = self.table.io.info(path)
             mtime = info.modification_time if info is not None else None
-        return WinningCommit.from_bytes(version, data, path, mtime)
+        return WinningCommit.from_bytes(version, data, path, mtime), data
 
     def _read_commit_timestamp(self, file_time: bool) -> int | None:
         """Timestamp of the commit we read (for ICT ordering): its in-commit timestamp, else its file time.

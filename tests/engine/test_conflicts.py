@@ -399,3 +399,79 @@ def test_conflict_iff_rules_say_so(actions: list[dict[str, Any]], blind: bool, r
     else:
         with pytest.raises(expected):
             check(fp, w, level)
+
+
+def delta_file_rules(
+    fp: TransactionFootprint, winner_actions: list[dict[str, Any]], winner_blind: bool, level: IsolationLevel
+) -> type[Exception] | None:
+    """Delta's ConflictChecker file checks, written out rule by rule, as the reference.
+
+    checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn (added files counted per level,
+    then getFirstFileMatchingPartitionPredicates), checkForDeletedFilesAgainstCurrentTxnReadFiles,
+    checkForDeletedFilesAgainstCurrentTxnDeletedFiles, in that order.
+    """
+    adds = [a["add"] for a in winner_actions if "add" in a]
+    removes = [a["remove"]["path"] for a in winner_actions if "remove" in a]
+    if level is SNAPSHOT:
+        counted: list[dict[str, Any]] = []
+    elif level is WRITE_SERIALIZABLE and not fp.changes_metadata:
+        counted = [] if winner_blind else adds
+    else:
+        counted = adds
+    if not fp.is_blind_append:
+        if fp.read_whole_table or not fp.partitioned:
+            hit = bool(counted)
+        else:
+            hit = any(a["partitionValues"].get("p") == pred["p"] for pred in fp.read_predicates for a in counted)
+        if hit:
+            return ConcurrentAppendException
+    read = set(fp.read_paths.to_pylist())
+    if any(r in read for r in removes) or (removes and fp.read_whole_table):
+        return ConcurrentDeleteReadException
+    if any(r in fp.removed_paths for r in removes):
+        return ConcurrentDeleteDeleteException
+    return None
+
+
+pool = [f"p={p}/f{i}.parquet" for p in "123" for i in range(2)]
+
+
+@st.composite
+def footprints_and_winners(draw: st.DrawFn) -> tuple[TransactionFootprint, list[dict[str, Any]], bool]:
+    partitioned = draw(st.booleans())
+    blind = draw(st.booleans())
+    if blind:  # a blind append read nothing and removes nothing
+        fp = footprint(partitioned=partitioned, is_blind_append=True, changes_metadata=draw(st.booleans()))
+    else:
+        predicates = tuple({"p": p} for p in draw(st.sets(parts))) if partitioned else ()
+        fp = footprint(
+            partitioned=partitioned,
+            read_predicates=predicates,
+            read_whole_table=draw(st.booleans()),
+            read_paths=sorted(draw(st.sets(st.sampled_from(pool)))),
+            removed_paths=frozenset(draw(st.sets(st.sampled_from(pool)))),
+            changes_metadata=draw(st.booleans()),
+        )
+    adds = [
+        add(f"p={p}/w{i}.parquet" if partitioned else f"w{i}.parquet", p if partitioned else None, dc)
+        for i, (p, dc) in enumerate(draw(st.lists(st.tuples(parts, st.booleans()), max_size=4)))
+    ]
+    removes = [remove(path, path[2] if partitioned else None, dc) for path, dc in draw(
+        st.lists(st.tuples(st.sampled_from(pool), st.booleans()), max_size=3, unique_by=lambda t: t[0])
+    )]
+    return fp, adds + removes, draw(st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=footprints_and_winners(), level=st.sampled_from(list(IsolationLevel)))
+def test_file_checks_agree_with_a_rule_by_rule_model_of_delta(
+    case: tuple[TransactionFootprint, list[dict[str, Any]], bool], level: IsolationLevel
+) -> None:
+    fp, actions, blind = case
+    expected = delta_file_rules(fp, actions, blind, level)
+    w = winner(commit_info("X", blind), *actions)
+    if expected is None:
+        check(fp, w, level)
+    else:
+        with pytest.raises(expected):
+            check(fp, w, level)

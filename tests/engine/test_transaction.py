@@ -151,7 +151,8 @@ def test_commit_writes_next_version_with_delta_commit_info(table: DeltaTable) ->
     info = commit_info(table, 3)
     assert list(info)[:3] == ["timestamp", "operation", "operationParameters"]
     assert info["operation"] == "WRITE"
-    assert info["operationParameters"] == {"mode": "Append", "partitionBy": '["p"]', "statsOnLoad": "false", "x": None}
+    # Scalars stay JSON scalars, as Delta writes them ("statsOnLoad":false); lists are JSON text.
+    assert info["operationParameters"] == {"mode": "Append", "partitionBy": '["p"]', "statsOnLoad": False, "x": None}
     assert info["readVersion"] == 2
     assert info["isolationLevel"] == "WriteSerializable"
     assert info["isBlindAppend"] is True
@@ -165,9 +166,27 @@ def test_commit_writes_next_version_with_delta_commit_info(table: DeltaTable) ->
 
 def test_operation_parameter_and_metric_encoding() -> None:
     assert encode_operation_parameters({"a": "s", "b": [1, "x"], "c": {"k": 1}, "d": None, "e": 3}) == {
-        "a": "s", "b": '[1,"x"]', "c": '{"k":1}', "d": None, "e": "3",
+        "a": "s", "b": '[1,"x"]', "c": '{"k":1}', "d": None, "e": 3,
+    }
+    assert encode_operation_parameters({"auto": True, "ratio": 0.5, "n": float("nan")}) == {
+        "auto": True, "ratio": 0.5, "n": "NaN",
     }
     assert encode_operation_metrics({"n": 3, "f": False, "s": "7"}) == {"n": "3", "f": "false", "s": "7"}
+
+
+def test_operation_parameters_are_encoded_like_delta_writes_them(shared_tables: Path, table: DeltaTable) -> None:
+    # Delta writes each parameter value as raw JSON of what the operation passed: strings as
+    # strings, booleans and numbers as JSON scalars (OPTIMIZE's "auto":true), lists and maps
+    # pre-encoded as JSON text ("partitionBy":"[]"). Spark reads them back as strings either way.
+    log = Path(shared_tables, "cdf-table-with-cdc-and-dvs", "_delta_log", f"{3:020d}.json")
+    spark_written = json.loads(log.read_text().splitlines()[0])["commitInfo"]
+    assert spark_written["operation"] == "OPTIMIZE" and spark_written["operationParameters"]["auto"] is True
+    spark_params = spark_written["operationParameters"]
+    with table.transaction() as txn:
+        txn.add_files(data_files(txn, rows("c", [8])))
+        txn.commit("OPTIMIZE", {k: (json.loads(v) if isinstance(v, str) and v.startswith("[") else v)
+                                for k, v in spark_params.items()})
+    assert commit_info(table, 3)["operationParameters"] == spark_params
 
 
 def test_read_then_write_is_not_a_blind_append(table: DeltaTable) -> None:
@@ -615,6 +634,27 @@ def test_create_table_through_a_transaction(table_path: str) -> None:
 # ------------------------------------------------------------------ storage failures
 
 
+def test_a_transaction_older_than_the_cleaned_up_log_does_not_reuse_a_deleted_version(table: DeltaTable) -> None:
+    # The transaction read version 2. Meanwhile versions 3..6 were committed, version 5
+    # was checkpointed and metadata cleanup deleted commits 0..4. Version 3 is free on
+    # disk again, but it was used: writing it would "succeed" invisibly (readers start
+    # from the checkpoint), and the commits it must be checked against are gone.
+    from airflow_delta.engine.checkpoints import create_checkpoint
+    from airflow_delta.engine.log_cleanup import cleanup_log
+
+    stale = table.transaction()
+    stale.add_files(data_files(stale, rows("a", [99])))
+    for i in range(4):
+        append(table, "b", [20 + i])
+    create_checkpoint(table, 5)
+    deleted = cleanup_log(table, retention="interval 0 seconds", now=4_102_444_800_000)  # year 2100
+    assert any(p.endswith(f"{3:020d}.json") for p in deleted)
+    with pytest.raises(CommitFailedError, match="cleaned up"):
+        stale.commit("WRITE")
+    assert not Path(table.root, "_delta_log", f"{3:020d}.json").exists()
+    assert table.version() == 6
+
+
 class FlakyIO(LocalFileIO):
     """Local storage whose put-if-absent fails the first ``failures`` times, before or after writing."""
 
@@ -645,6 +685,89 @@ def test_ambiguous_storage_errors_commit_exactly_once(table: DeltaTable, after_w
     assert version == 3 == table.version()
     assert commit_info(table, 3)["txnId"] == txn.txn_id
     assert flaky.calls == (1 if after_write else 3)  # a landed write is found by its txnId
+
+
+class LateLandingIO(LocalFileIO):
+    """The first commit write fails with a timeout but lands later, just before the retry looks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: tuple[str, bytes] | None = None
+        self.calls = 0
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if not path.endswith(".json"):
+            return super().put_if_absent(path, data)
+        self.calls += 1
+        if self.calls == 1:
+            self.pending = (path, data)
+            raise OSError("injected: timeout")
+        if self.pending is not None:
+            super().put_if_absent(*self.pending)
+            self.pending = None
+        return super().put_if_absent(path, data)
+
+
+def test_a_late_landing_attempt_hands_its_own_actions_to_the_post_commit_hook(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The retry's payload differs from the one that landed (each attempt takes a new
+    # timestamp and in-commit timestamp); the .crc must describe what is in the log.
+    from airflow_delta.engine import checkpoints
+    from airflow_delta.engine import transaction as transaction_module
+
+    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.enableInCommitTimestamps": "true"})
+    txn = t.transaction(initial_backoff=0)
+    txn.add_files(data_files(txn, rows("a", [1])))
+    clock = iter(range(4_000_000_000_000, 4_000_000_001_000, 7))
+    monkeypatch.setattr(transaction_module, "_now_ms", lambda: next(clock))
+    seen: list[list[dict[str, Any]]] = []
+    monkeypatch.setattr(checkpoints, "post_commit", lambda table, version, actions: seen.append(actions))
+    t.io = LateLandingIO()
+    assert txn.commit("WRITE") == 1
+    assert t.io.calls == 2
+    landed = commit_lines(t, 1)
+    assert landed[0]["commitInfo"]["txnId"] == txn.txn_id
+    assert seen == [landed]
+
+
+class UnreadableLogIO(FlakyIO):
+    """Like :class:`FlakyIO`, and reading a commit back also fails its first ``read_failures`` times."""
+
+    def __init__(self, failures: int, after_write: bool, read_failures: int) -> None:
+        super().__init__(failures, after_write)
+        self.read_failures = read_failures
+        self.reads = 0
+
+    def read_bytes(self, path: str) -> bytes:
+        if path.endswith(".json") and "_delta_log" in path:
+            self.reads += 1
+            if self.reads <= self.read_failures:
+                raise OSError("injected: read timeout")
+        return super().read_bytes(path)
+
+
+def test_a_failed_read_back_after_an_ambiguous_write_is_retried(table: DeltaTable) -> None:
+    # The write landed but reported an error, and reading the version back fails once:
+    # the next attempt finds its own txnId instead of surfacing a bare OSError.
+    txn = table.transaction(initial_backoff=0)
+    txn.add_files(data_files(txn, rows("a", [9])))
+    table.io = UnreadableLogIO(failures=1, after_write=True, read_failures=1)
+    assert txn.commit("WRITE") == 3 == table.version()
+    assert commit_info(table, 3)["txnId"] == txn.txn_id
+    assert not Path(table.root, "_delta_log", f"{4:020d}.json").exists()
+
+
+def test_an_unknown_commit_outcome_is_a_commit_failure_naming_the_txn_id(table: DeltaTable) -> None:
+    txn = table.transaction(max_attempts=3, initial_backoff=0)
+    txn.add_files(data_files(txn, rows("a", [9])))
+    table.io = UnreadableLogIO(failures=1, after_write=True, read_failures=100)
+    with pytest.raises(CommitFailedError, match=txn.txn_id) as info:
+        txn.commit("WRITE")
+    assert isinstance(info.value.__cause__, OSError)
+    assert "may have" in str(info.value)
+    table.io = LocalFileIO()
+    assert table.version() == 3 and commit_info(table, 3)["txnId"] == txn.txn_id  # it had landed, once
 
 
 def test_storage_errors_exhaust_attempts(table: DeltaTable) -> None:
@@ -992,6 +1115,28 @@ def test_concurrent_deletes_of_the_same_file_conflict(table_path: str) -> None:
     assert info.value.conflicting == [a] and info.value.winning_operation == "DELETE"
 
 
+def test_concurrent_deletion_vector_updates_of_one_file_conflict_like_delta(table_path: str) -> None:
+    # Both keep the file and give it a new DV: remove (path, dv0) + add (path, dv). Delta
+    # compares removes by path only, so this is a delete/delete conflict; a loser that read
+    # the file through a filter meets the winner's re-added file first (appends are
+    # checked before deletes), as in Delta.
+    t = _dv_table(table_path)
+    bc = _path_of(t, "b c")
+    blind, reader = t.transaction(), t.transaction()
+    blind.delete_rows({bc: [1]})
+    reader.read_files("p = 'b c'")
+    reader.delete_rows({bc: [2]})
+    with t.transaction() as winner:
+        winner.delete_rows({bc: [0]})
+        winner.commit("DELETE")
+    with pytest.raises(ConcurrentDeleteDeleteException) as info:
+        blind.commit("DELETE")
+    assert info.value.conflicting == [bc]
+    with pytest.raises(ConcurrentAppendException):
+        reader.commit("DELETE")
+    assert _live(t) == list(range(10)) + list(range(101, 110))  # only the winner's DV applies
+
+
 def test_delta_rs_reads_the_deletion_vectors_of_delete_rows(table_path: str) -> None:
     deltalake = pytest.importorskip("deltalake")
     t = _dv_table(table_path)
@@ -1019,3 +1164,26 @@ def test_delete_rows_on_a_file_without_statistics_records_num_records(table_path
     # A file with a DV must state its physical row count (spec, Per-file Statistics): taken from the footer.
     assert json.loads(new["stats"]) == {"numRecords": 3, "tightBounds": False}
     assert sorted(t.snapshot().to_arrow().column("id").to_pylist()) == [7, 9]
+
+
+def test_files_read_from_snapshot_files_are_not_decoded_twice(table_path: str) -> None:
+    # A partition value with '%' is stored on disk as "p=50%25off" and in the log as
+    # "p=50%2525off"; snapshot.files() gives the decoded "p=50%25off". Decoding that
+    # again would give "p=50%off", and the concurrent delete below would go unseen.
+    from airflow_delta.engine.errors import ConcurrentDeleteReadException
+
+    table = DeltaTable.create(table_path, pa.schema([("p", pa.string()), ("v", pa.int64())]), partition_by=["p"])
+    table.append(pa.table({"p": ["50%off"], "v": [1]}))
+    reader = table.transaction()
+    files = reader.snapshot.files()
+    assert files.column("path")[0].as_py().startswith("p=50%25off/")
+    reader.mark_files_read(files)
+
+    deleter = table.transaction()
+    deleter.remove_files(deleter.read_files(None))
+    deleter.commit("DELETE")
+
+    reader.add_files([])
+    reader.set_properties({"owner": "etl"})
+    with pytest.raises(ConcurrentDeleteReadException):
+        reader.commit("SET TBLPROPERTIES")
