@@ -14,17 +14,48 @@ is an immutable bound expression tree with two uses:
   conservatively on the ``minValues`` / ``maxValues`` / ``nullCount`` statistics. A file
   is dropped only when no row in it can satisfy the predicate.
 
+Semantics follow Spark SQL (without ANSI mode), so that a DELETE run here and a Spark
+job evaluating the same string select the same rows:
+
+* NaN (``float`` / ``double``), as in Spark's "NaN Semantics": ``NaN = NaN`` is true,
+  NaN is greater than every other value (``+Infinity`` included), and NaN is a value,
+  not NULL. This holds for ``= != <> < <= > >= <=>``, ``IN`` / ``NOT IN`` and
+  ``BETWEEN``, also between two columns and in constant expressions; so the non-null
+  values are totally ordered and ``NOT (x < v)`` is exactly ``x >= v``. NaN is written
+  ``CAST('NaN' AS DOUBLE)`` or ``'NaN'`` next to a float column (also ``'Infinity'``,
+  ``'-Inf'``, ..., any letter case). ``CAST`` of a float: NaN -> 0 and infinities
+  saturate for integer types, NULL for decimals (as is any value that does not fit),
+  ``'NaN'`` / ``'Infinity'`` as strings.
+* decimal ``+ - * /`` are exact, in Spark's result types (``price * 1.1`` is
+  ``decimal(p + 3, s + 1)``; a quotient is rounded half away from zero to scale
+  ``max(6, s1 + p2 + 1)``); integer operands count as ``decimal(3|5|10|20, 0)``, integer
+  literals with their own number of digits. Division by zero is NULL. ``CAST`` to a
+  decimal with fewer decimals rounds half away from zero, NULL when it does not fit.
+  Casts of literals follow the same rules as casts of columns (``CAST(2.5 AS INT)`` is 2).
+* :func:`prune_files` is sound for these rules: min/max statistics never include NaN
+  (Spark records a NaN maximum, read as unknown; parquet footers and delta-rs leave NaN
+  out), so for a float column a file is kept for ``>``, ``>=``, ``!=`` and any
+  comparison with NaN whenever it has a non-null value.
+
 Deliberate differences from Spark (documented, not accidental):
 
 * strings without a zone compared with a ``timestamp`` column are read as UTC (Spark
-  uses the session time zone); ``timestamp`` vs ``timestamp_ntz`` compares wall clocks
-  as UTC;
-* floating point comparisons follow IEEE (NaN is neither equal nor ordered), where
-  Spark treats NaN as equal to itself and greater than every other value;
-* arithmetic on decimals is done in double precision; comparisons of decimal columns
-  with literals stay exact;
+  uses the session time zone; there is no session here); ``timestamp`` vs
+  ``timestamp_ntz`` compares wall clocks as UTC;
+* a string column compared with a number is an error (Spark would cast the string);
+  quote the number;
+* decimal arithmetic whose Spark result precision would exceed 38 (where Spark cuts the
+  scale and rounds, e.g. ``decimal(38,18) * 1.1``) and decimal ``%`` are computed in
+  double;
+* ``CAST(double AS DECIMAL(p, s))`` rounds the double's exact binary value (0.15 is
+  0.1499..., giving 0.1), where Spark rounds its shortest decimal form (giving 0.2);
 * non-deterministic functions (``current_date()``, ``rand()``) are refused: a filter
   used to skip files must mean the same thing every time it is evaluated.
+
+:meth:`Predicate.to_arrow` is meant for data already in memory (``Table.filter``, a
+dataset over in-memory tables). Do not pass it as ``filter=`` to a pyarrow scan of
+parquet files: pyarrow prunes row groups with footer statistics that leave NaN out, and
+would drop NaN rows that the expression accepts.
 """
 
 from __future__ import annotations
@@ -430,10 +461,14 @@ def _parse_timestamp(text: str, tz: str | None) -> dt.datetime:
     return value
 
 
+# The strings Spark casts to a special double, in any letter case.
+_SPECIAL_DOUBLES = frozenset({"nan", "inf", "+inf", "infinity", "+infinity", "-inf", "-infinity"})
+
+
 def _number_literal(text: str) -> Literal:
     """A numeric literal typed as Spark types it: integers by size, 1.5 as decimal, 1e3 as double."""
     clean = text.strip()
-    if re.search(r"[eE]", clean) or clean.lower() in ("nan", "inf", "infinity", "-inf", "-infinity"):
+    if re.search(r"[eE]", clean) or clean.lower() in _SPECIAL_DOUBLES:
         return Literal(float(clean), pa.float64())
     if "." not in clean:
         value = int(clean)
@@ -751,15 +786,29 @@ class _Binder:
         assert common is not None
         if pa.types.is_null(common):
             common = pa.int32()
+        if pa.types.is_decimal(common) and op != "%":
+            exact = _spark_decimal_arith(op, left, right)
+            if exact is not None:
+                left_type, right_type, result_type = exact
+                return Arith(op, self._decimal_operand(left, left_type), self._decimal_operand(right, right_type), result_type)
         if op == "/" or pa.types.is_decimal(common):
             common = pa.float64()
         return Arith(op, self._cast_to(left, common), self._cast_to(right, common), common)
+
+    def _decimal_operand(self, node: Node, target: pa.DataType) -> Node:
+        if isinstance(node, Literal) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            # Arrow refuses int8 -> decimal(1, 0) as unsafe even for 3; the value fits.
+            return Literal(Decimal(node.value), target)
+        return self._cast_to(node, target)
 
     def _cast(self, e: exp.Cast) -> Node:
         operand = self.bind(e.this)
         target = _sql_type_to_arrow(e.args["to"])
         if target is None:
             raise self.error(f"CAST to {e.args['to'].sql(dialect='spark')} is not supported")
+        if isinstance(operand, Literal) and operand.value is not None and not operand.untyped_string and _is_numeric(operand.type) and _is_numeric(target):
+            # Evaluated like a cast of a column (truncation, NaN -> 0, saturation), not refused.
+            return self._fold(Cast(operand, target))
         if isinstance(operand, Literal):
             try:
                 return Literal(_literal_as(operand, target), target)
@@ -958,8 +1007,8 @@ def _to_arrow(node: Node) -> pc.Expression:
         left, right = _to_arrow(node.left), _to_arrow(node.right)
         if node.op == "<=>":
             both_null = pc.and_kleene(pc.is_null(left), pc.is_null(right))
-            return pc.coalesce(pc.equal(left, right), both_null)
-        return _ARROW_COMPARE[node.op](left, right)
+            return pc.coalesce(_compare_to_arrow("=", node.left, node.right, left, right), both_null)
+        return _compare_to_arrow(node.op, node.left, node.right, left, right)
     if isinstance(node, And):
         result = _to_arrow(node.terms[0])
         for term in node.terms[1:]:
@@ -976,6 +1025,7 @@ def _to_arrow(node: Node) -> pc.Expression:
         return pc.is_null(_to_arrow(node.operand))
     if isinstance(node, InList):
         operand = _to_arrow(node.operand)
+        # is_in matches NaN with NaN, as Spark's IN does (NaN = NaN is true in Spark).
         found = pc.is_in(operand, value_set=pa.array(list(node.values), node.operand.type))
         if node.has_null:
             # x IN (..., NULL) is true on a match and NULL otherwise, never false.
@@ -989,8 +1039,12 @@ def _to_arrow(node: Node) -> pc.Expression:
         return pc.negate(_to_arrow(node.operand))
     if isinstance(node, Cast):
         operand = _to_arrow(node.operand)
+        if not node.implicit and pa.types.is_floating(node.operand.type) and not pa.types.is_floating(node.type):
+            return _cast_float_to_arrow(operand, node.type)
+        if not node.implicit and pa.types.is_decimal(node.operand.type) and pa.types.is_decimal(node.type):
+            return _cast_decimal_to_arrow(operand, node.operand.type, node.type)
         if not node.implicit and _is_numeric(node.operand.type) and _is_numeric(node.type):
-            # Spark truncates toward zero when casting to a narrower number (1.5 -> 1).
+            # Spark truncates toward zero when casting to an integer (1.5 -> 1).
             return operand.cast(node.type, safe=False)
         return operand.cast(node.type)
     if isinstance(node, Call):
@@ -998,8 +1052,180 @@ def _to_arrow(node: Node) -> pc.Expression:
     raise TypeError(f"unknown node {node!r}")
 
 
+def _or_strict(a: pc.Expression, b: pc.Expression) -> pc.Expression:
+    """OR that is NULL when either side is NULL (not Kleene), for use as an if_else condition."""
+    return pc.Expression._call("or", [a, b])
+
+
+def _and_strict(a: pc.Expression, b: pc.Expression) -> pc.Expression:
+    return pc.Expression._call("and", [a, b])
+
+
+def _is_nan_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and isinstance(node.value, float) and node.value != node.value
+
+
+def _compare_to_arrow(op: str, left_node: Node, right_node: Node, left: pc.Expression, right: pc.Expression) -> pc.Expression:
+    """``left op right`` with Spark's NaN semantics for float and double operands.
+
+    Spark orders NaN above every other value (+Infinity included) and makes NaN equal to
+    itself, so that the non-null values are totally ordered; Arrow follows IEEE (every
+    comparison with NaN is false except ``!=``). A NULL operand still gives NULL.
+    """
+    compare = _ARROW_COMPARE[op]
+    if not (pa.types.is_floating(left_node.type) or pa.types.is_floating(right_node.type)):
+        return compare(left, right)
+    if isinstance(right_node, Literal) and right_node.value is not None and not _is_nan_literal(right_node):
+        # The common case, column op number: only "NaN op number" differs from IEEE.
+        if op in (">", ">="):  # NaN is greater than any number
+            return _or_strict(compare(left, right), pc.is_nan(left))
+        return compare(left, right)  # = < <= are false and != is true for NaN, as in IEEE
+    if isinstance(left_node, Literal) and left_node.value is not None and not _is_nan_literal(left_node):
+        return _compare_to_arrow(_FLIPPED[op], right_node, left_node, right, left)
+    # General case (a NaN literal, or two expressions). The strict OR / AND propagate NULL,
+    # so a NULL operand makes the condition of if_else, and so the result, NULL.
+    left_nan, right_nan = pc.is_nan(left), pc.is_nan(right)
+    any_nan = _or_strict(left_nan, right_nan)
+    if op in ("=", "!="):
+        when_nan = _and_strict(left_nan, right_nan)
+        if op == "!=":
+            when_nan = pc.invert(when_nan)
+    elif op == "<":
+        when_nan = _and_strict(pc.invert(left_nan), right_nan)
+    elif op == "<=":
+        when_nan = right_nan
+    elif op == ">":
+        when_nan = _and_strict(left_nan, pc.invert(right_nan))
+    else:  # >=
+        when_nan = left_nan
+    return pc.if_else(any_nan, when_nan, compare(left, right))
+
+
+_INTEGER_LIMITS = {8: (-(2**7), 2**7 - 1), 16: (-(2**15), 2**15 - 1), 32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}
+
+
+def _cast_decimal_to_arrow(operand: pc.Expression, source: pa.DataType, target: pa.DataType) -> pc.Expression:
+    """Spark's decimal-to-decimal CAST: round half away from zero to the new scale, NULL on overflow."""
+    integer_digits = target.precision - target.scale
+    # One more digit for the carry of rounding (999.96 -> 1000.0).
+    wide = pa.decimal256(source.precision + 1, source.scale)
+    value = operand.cast(wide)
+    if target.scale < source.scale:
+        value = pc.round(value, ndigits=target.scale, round_mode="half_towards_infinity")
+    if integer_digits > source.precision - source.scale:
+        return value.cast(target)  # even a carried value fits
+    limit = pc.scalar(pa.scalar(Decimal(10) ** integer_digits, wide))
+    fits = pc.less(pc.abs(value), limit)
+    safe = pc.if_else(fits, value, pc.scalar(pa.scalar(0, wide)))
+    return pc.if_else(fits, safe.cast(target), pc.scalar(pa.scalar(None, target)))
+
+
+def _cast_float_to_arrow(operand: pc.Expression, target: pa.DataType) -> pc.Expression:
+    """An explicit CAST of a float or double, with Spark's (non-ANSI) results for NaN and infinities.
+
+    Spark casts NaN to 0 and an infinity to the integer type's limit, gives NULL for a
+    decimal it cannot represent (NaN, infinities), and writes "NaN" / "Infinity" /
+    "-Infinity" as strings.
+    """
+    if pa.types.is_integer(target):
+        low, high = _INTEGER_LIMITS[target.bit_width]
+        finite = pc.if_else(pc.is_nan(operand), pc.scalar(0.0), operand)
+        # Saturate in double first (Java's narrowing conversion); NULL stays NULL.
+        upper = pc.min_element_wise(finite, pc.scalar(float(high)), skip_nulls=False)
+        clamped = pc.max_element_wise(upper, pc.scalar(float(low)), skip_nulls=False)
+        as_int = pc.trunc(clamped).cast(target, safe=False)
+        if target.bit_width < 64:
+            return as_int
+        # 2**63 as a double does not fit a long: map the clamped top to the exact limit.
+        return pc.if_else(pc.greater_equal(finite, pc.scalar(float(high))), pc.scalar(pa.scalar(high, target)), as_int)
+    if pa.types.is_decimal(target):
+        # NULL where Spark gives NULL: NaN, infinities and values beyond the precision.
+        limit = 10.0 ** (target.precision - target.scale) - 0.5 * 10.0**-target.scale
+        representable = pc.and_kleene(pc.is_finite(operand), pc.less(pc.abs(operand), pc.scalar(limit)))
+        safe = pc.if_else(representable, operand, pc.scalar(0.0))
+        return pc.if_else(representable, safe.cast(target), pc.scalar(pa.scalar(None, target)))
+    if _is_string(target):
+        text = operand.cast(target)
+        text = pc.if_else(pc.is_nan(operand), pc.scalar(pa.scalar("NaN", target)), text)
+        text = pc.if_else(pc.equal(operand, pc.scalar(float("inf"))), pc.scalar(pa.scalar("Infinity", target)), text)
+        return pc.if_else(pc.equal(operand, pc.scalar(float("-inf"))), pc.scalar(pa.scalar("-Infinity", target)), text)
+    return operand.cast(target, safe=False)
+
+
+# Spark's decimal type for an integer operand of decimal arithmetic (DecimalType.forType).
+_SPARK_INTEGER_DECIMAL_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+def _spark_operand_decimal(node: Node) -> pa.Decimal128Type | None:
+    t = node.type
+    if pa.types.is_decimal(t):
+        return t if t.precision <= 38 else None
+    if not pa.types.is_integer(t) or pa.types.is_unsigned_integer(t):
+        return None
+    if isinstance(node, Literal) and isinstance(node.value, int):
+        # An integer literal takes the fewest digits that hold it (DecimalType.fromLiteral).
+        return pa.decimal128(max(1, len(str(abs(node.value)))), 0)
+    return pa.decimal128(_SPARK_INTEGER_DECIMAL_DIGITS[t.bit_width], 0)
+
+
+def _spark_decimal_arith(op: str, left: Node, right: Node) -> tuple[pa.DataType, pa.DataType, pa.DataType] | None:
+    """Operand and result types of Spark's exact decimal ``left op right``, or None to use double.
+
+    Spark's result types: ``+``/``-``: scale max(s1, s2), precision max(p1-s1, p2-s2) +
+    scale + 1; ``*``: (p1 + p2 + 1, s1 + s2); ``/``: scale max(6, s1 + p2 + 1), precision
+    p1 - s1 + s2 + scale. When that precision exceeds 38 Spark cuts the scale and rounds
+    (with an intermediate rounding to 38 significant digits); that case is left to double
+    arithmetic rather than imitated approximately.
+    """
+    lt, rt = _spark_operand_decimal(left), _spark_operand_decimal(right)
+    if lt is None or rt is None:
+        return None
+    p1, s1, p2, s2 = lt.precision, lt.scale, rt.precision, rt.scale
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        precision = max(p1 - s1, p2 - s2) + scale + 1
+    elif op == "*":
+        precision, scale = p1 + p2 + 1, s1 + s2
+    elif op == "/":
+        scale = max(6, s1 + p2 + 1)
+        precision = p1 - s1 + s2 + scale
+    else:
+        return None
+    if precision > 38:
+        return None
+    return lt, rt, pa.decimal128(precision, scale)
+
+
+def _decimal_divide_to_arrow(left: pc.Expression, right: pc.Expression, lt: pa.DataType, rt: pa.DataType, result: pa.DataType) -> pc.Expression:
+    """Spark's decimal ``/``: the quotient rounded half away from zero to the result scale.
+
+    Arrow's decimal division truncates at max(4, s1 + p2 - s2 + 1) digits: widening the
+    dividend's scale makes that exactly one digit more than the result keeps, and rounding
+    that truncated quotient gives the correctly rounded one (the digit that decides the
+    rounding survives truncation).
+    """
+    extra = max(0, result.scale + rt.scale - lt.scale - rt.precision)
+    dividend = pa.decimal256(lt.precision + extra, lt.scale + extra)
+    divisor = pa.decimal256(rt.precision, rt.scale)
+    zero = pc.scalar(pa.scalar(0, divisor))
+    right_wide = right.cast(divisor)
+    unit = pc.scalar(pa.scalar(Decimal(1).scaleb(-divisor.scale), divisor))  # any non-zero value
+    safe_right = pc.if_else(pc.equal(right_wide, zero), unit, right_wide)
+    quotient = pc.divide(left.cast(dividend), safe_right)
+    rounded = pc.round(quotient, ndigits=result.scale, round_mode="half_towards_infinity").cast(result)
+    # Spark (without ANSI mode) gives NULL for a division by zero.
+    return pc.if_else(pc.equal(right_wide, zero), pc.scalar(pa.scalar(None, result)), rounded)
+
+
 def _arith_to_arrow(node: Arith) -> pc.Expression:
     left, right = _to_arrow(node.left), _to_arrow(node.right)
+    if pa.types.is_decimal(node.type):
+        # Exact decimal arithmetic; the operand types are Spark's, and for + - * Arrow's
+        # result type rules are Spark's, so the value is exact and already of node.type.
+        if node.op == "/":
+            return _decimal_divide_to_arrow(left, right, node.left.type, node.right.type, node.type)
+        fn = {"+": pc.add, "-": pc.subtract, "*": pc.multiply}[node.op]
+        return fn(left, right).cast(node.type)
     if node.op == "+":
         return pc.add(left, right)
     if node.op == "-":
@@ -1241,15 +1467,22 @@ class _Pruner:
         if value is None:
             return self._all(False)  # comparing with NULL is never true
         if negated:
-            if pa.types.is_floating(stats.base_type):
-                # NOT (f op v) holds for NaN, which no comparison matches, and statistics
-                # never say whether a file holds NaN: any file with a non-null value may match.
-                return stats.not_all_null
+            # With Spark's NaN semantics the non-null values of every type are totally
+            # ordered (NaN above everything, NaN = NaN), so NOT (x < v) is x >= v exactly.
             op = _NEGATED[op]
         return self._range_check(op, stats, right)
 
     def _range_check(self, op: str, stats: _ColumnStats, lit: Literal) -> pa.BooleanArray:
         keep = stats.not_all_null
+        if _is_nan_literal(lit):
+            # Bounds never include NaN, so they cannot say whether a file holds one (x = NaN)
+            # or anything below it (x < NaN): any file with a non-null value may match.
+            return keep
+        if pa.types.is_floating(stats.base_type) and op in (">", ">=", "!="):
+            # NaN is above every number and unequal to it, and min/max statistics leave
+            # NaN out (Spark records a NaN maximum, read as unknown; parquet footers and
+            # delta-rs skip NaN): any file with a non-null value may hold a NaN row.
+            return keep
         scalar = pa.scalar(lit.value, lit.type)
         lo, hi = stats.min, stats.max
         if op in ("=", "<", "<=") and lo is not None:
@@ -1259,11 +1492,9 @@ class _Pruner:
             keep = pc.and_(keep, self._max_allows(stats, lit, strict=(op == ">")))
         if op == "!=":
             # Only numbers, dates and exact types can prove "every value equals v": string
-            # bounds may be truncated prefixes, float files may hide NaN, timestamp
-            # bounds are truncated to milliseconds.
-            exact = not (
-                _is_string(stats.base_type) or pa.types.is_floating(stats.base_type) or pa.types.is_timestamp(stats.base_type)
-            )
+            # bounds may be truncated prefixes, timestamp bounds are truncated to
+            # milliseconds (floats, which may hide NaN, returned above).
+            exact = not (_is_string(stats.base_type) or pa.types.is_timestamp(stats.base_type))
             if exact and lo is not None and hi is not None and not pa.types.is_floating(lit.type):
                 all_equal = pc.and_(pc.equal(lo, scalar), pc.equal(hi, scalar)).fill_null(False)
                 keep = pc.and_(keep, pc.invert(all_equal))
