@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -202,33 +202,34 @@ def _first_leaves(fields: Sequence[StatsField], budget: int) -> tuple[tuple[Stat
     return tuple(out), used
 
 
-def _min_max_type(fields: Sequence[StatsField], physical: bool) -> pa.StructType:
+def _nested_stats_type(
+    fields: Sequence[StatsField], physical: bool, leaf_type: Callable[[StatsField], pa.DataType | None]
+) -> pa.StructType:
+    """The struct of one stats family over ``fields``: ``leaf_type`` gives a leaf's type, or None to leave it out.
+
+    Structs nest as the schema does; a struct left with no fields is left out.
+    """
     out = []
     for f in fields:
         name = f.physical if physical else f.logical
         if f.is_struct:
             assert f.children is not None
-            child = _min_max_type(f.children, physical)
-            if child.num_fields:
-                out.append(pa.field(name, child))
-        elif f.has_min_max:
-            assert f.arrow_type is not None
-            out.append(pa.field(name, f.arrow_type))
-    return pa.struct(out)
-
-
-def _null_count_type(fields: Sequence[StatsField], physical: bool) -> pa.StructType:
-    out = []
-    for f in fields:
-        name = f.physical if physical else f.logical
-        if f.is_struct:
-            assert f.children is not None
-            child = _null_count_type(f.children, physical)
+            child = _nested_stats_type(f.children, physical, leaf_type)
             if child.num_fields:
                 out.append(pa.field(name, child))
         else:
-            out.append(pa.field(name, pa.int64()))
+            t = leaf_type(f)
+            if t is not None:
+                out.append(pa.field(name, t))
     return pa.struct(out)
+
+
+def _min_max_type(fields: Sequence[StatsField], physical: bool) -> pa.StructType:
+    return _nested_stats_type(fields, physical, lambda f: f.arrow_type if f.has_min_max else None)
+
+
+def _null_count_type(fields: Sequence[StatsField], physical: bool) -> pa.StructType:
+    return _nested_stats_type(fields, physical, lambda f: pa.int64())
 
 
 def _stats_struct(fields: Sequence[StatsField], physical: bool) -> pa.StructType:

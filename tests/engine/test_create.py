@@ -6,7 +6,6 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -21,17 +20,7 @@ from airflow_delta.engine.errors import (
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.table import DeltaTable
-
-
-def _log(path: str, version: int = 0) -> list[dict[str, Any]]:
-    text = Path(path, "_delta_log", f"{version:020d}.json").read_text()
-    return [json.loads(line) for line in text.splitlines() if line]
-
-
-def _action(actions: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    (found,) = [a[key] for a in actions if key in a]
-    return found
-
+from tests.engine.commits import commit_actions, single_action
 
 SIMPLE = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string()), pa.field("day", pa.date32())])
 
@@ -41,7 +30,7 @@ SIMPLE = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name",
 
 def test_create_writes_commit_info_protocol_and_metadata(table_path: str) -> None:
     DeltaTable.create(table_path, SIMPLE, partition_by=["day"], name="t", description="a table")
-    actions = _log(table_path)
+    actions = commit_actions(table_path)
     assert list(actions[0]) == ["commitInfo"]  # commitInfo first, as Delta writes it
     info = actions[0]["commitInfo"]
     assert info["operation"] == "CREATE TABLE"
@@ -49,8 +38,8 @@ def test_create_writes_commit_info_protocol_and_metadata(table_path: str) -> Non
     assert info["operationParameters"]["description"] == "a table"
     assert json.loads(info["operationParameters"]["properties"]) == {}
     assert info["isBlindAppend"] is True
-    assert _action(actions, "protocol") == {"minReaderVersion": 1, "minWriterVersion": 2}
-    meta = _action(actions, "metaData")
+    assert single_action(actions, "protocol") == {"minReaderVersion": 1, "minWriterVersion": 2}
+    meta = single_action(actions, "metaData")
     assert meta["partitionColumns"] == ["day"]
     assert meta["name"] == "t" and meta["description"] == "a table"
     assert meta["format"] == {"provider": "parquet", "options": {}}
@@ -88,7 +77,7 @@ def test_concurrent_creators_exactly_one_wins(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert sorted(results) == ["lost"] * 7 + ["won"]
-    assert len(_log(path)) == 3
+    assert len(commit_actions(path)) == 3
 
 
 @pytest.mark.parametrize(
@@ -147,29 +136,29 @@ def test_create_chooses_minimal_protocol(
     if any(k.startswith("delta.constraints.") for k in properties):
         pytest.importorskip("airflow_delta.engine.expressions")
     DeltaTable.create(table_path, schema, properties=properties)
-    assert Protocol.from_json(_action(_log(table_path), "protocol")) == expected
+    assert Protocol.from_json(single_action(commit_actions(table_path), "protocol")) == expected
 
 
 def test_feature_and_version_properties_are_not_stored(table_path: str) -> None:
     DeltaTable.create(
         table_path, SIMPLE, properties={"delta.feature.deletionVectors": "supported", "delta.minReaderVersion": "1"}
     )
-    actions = _log(table_path)
-    assert _action(actions, "metaData")["configuration"] == {}
-    assert Protocol.from_json(_action(actions, "protocol")).has_reader_feature("deletionVectors")
+    actions = commit_actions(table_path)
+    assert single_action(actions, "metaData")["configuration"] == {}
+    assert Protocol.from_json(single_action(actions, "protocol")).has_reader_feature("deletionVectors")
 
 
 def test_in_commit_timestamp_in_commit_info(table_path: str) -> None:
     DeltaTable.create(table_path, SIMPLE, properties={"delta.enableInCommitTimestamps": "true"})
-    info = _log(table_path)[0]["commitInfo"]
+    info = commit_actions(table_path)[0]["commitInfo"]
     assert info["inCommitTimestamp"] == info["timestamp"]
     # At version 0 there is no earlier history, so no enablement properties are recorded.
-    assert "delta.inCommitTimestampEnablementVersion" not in _action(_log(table_path), "metaData")["configuration"]
+    assert "delta.inCommitTimestampEnablementVersion" not in single_action(commit_actions(table_path), "metaData")["configuration"]
 
 
 def test_property_keys_are_normalised_and_user_keys_kept(table_path: str) -> None:
     DeltaTable.create(table_path, SIMPLE, properties={"DELTA.APPENDONLY": "true", "owner": "team-a"})
-    assert _action(_log(table_path), "metaData")["configuration"] == {"delta.appendOnly": "true", "owner": "team-a"}
+    assert single_action(commit_actions(table_path), "metaData")["configuration"] == {"delta.appendOnly": "true", "owner": "team-a"}
 
 
 def test_unknown_delta_property_lists_valid_ones(table_path: str) -> None:
@@ -231,7 +220,7 @@ def test_column_mapping_assigns_ids_and_physical_names(table_path: str) -> None:
         ]
     )
     DeltaTable.create(table_path, schema, partition_by=["p"], properties={"delta.columnMapping.mode": "name"})
-    meta = _action(_log(table_path), "metaData")
+    meta = single_action(commit_actions(table_path), "metaData")
     assert meta["configuration"]["delta.columnMapping.maxColumnId"] == "6"
     fields = json.loads(meta["schemaString"])["fields"]
     ids = [fields[0]["metadata"]["delta.columnMapping.id"], fields[1]["metadata"]["delta.columnMapping.id"]]

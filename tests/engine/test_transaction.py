@@ -46,6 +46,7 @@ from airflow_delta.engine.transaction import (
     encode_operation_metrics,
     encode_operation_parameters,
 )
+from tests.engine.commits import commit_actions
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("p", pa.string())])
 FLAT_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])
@@ -106,8 +107,7 @@ def append(table: DeltaTable, part: str, ids: list[int]) -> int:
 
 
 def commit_lines(table: DeltaTable, version: int) -> list[dict[str, Any]]:
-    text = Path(table.root, "_delta_log", f"{version:020d}.json").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return commit_actions(table.root, version)
 
 
 def commit_info(table: DeltaTable, version: int) -> dict[str, Any]:

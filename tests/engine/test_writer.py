@@ -39,17 +39,7 @@ from airflow_delta.engine.writer import (
     escape_partition_path,
     write_data_files,
 )
-
-
-def _log(path: str, version: int = 0) -> list[dict[str, Any]]:
-    text = Path(path, "_delta_log", f"{version:020d}.json").read_text()
-    return [json.loads(line) for line in text.splitlines() if line]
-
-
-def _action(actions: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    (found,) = [a[key] for a in actions if key in a]
-    return found
-
+from tests.engine.commits import commit_actions, single_action
 
 SIMPLE = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string()), pa.field("day", pa.date32())])
 
@@ -173,12 +163,12 @@ def test_append_commits_blind_append_and_reads_back(table_path: str) -> None:
     assert table.append(_data(range(5))) == 1
     assert table.append(_data(range(5, 8))) == 2
     assert _sorted_rows(table.snapshot().to_arrow()) == _sorted_rows(_data(range(8)))
-    info = _log(table_path, 1)[0]["commitInfo"]
+    info = commit_actions(table_path, 1)[0]["commitInfo"]
     assert info["operation"] == "WRITE"
     assert info["operationParameters"] == {"mode": "Append", "partitionBy": "[]"}
     assert info["isBlindAppend"] is True
     assert info["operationMetrics"]["numFiles"] == "1" and info["operationMetrics"]["numOutputRows"] == "5"
-    (add,) = [a["add"] for a in _log(table_path, 1) if "add" in a]
+    (add,) = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     assert add["partitionValues"] == {} and add["dataChange"] is True
     assert re.fullmatch(r"part-00000-[0-9a-f-]{36}\.c000\.snappy\.parquet", add["path"])
     stored = os.stat(os.path.join(table_path, add["path"]))
@@ -189,7 +179,7 @@ def test_append_commits_blind_append_and_reads_back(table_path: str) -> None:
 def test_append_partitioned_uses_hive_directories(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA, partition_by=["p"])
     table.append(_data(range(5), ["a", "b/c", None, "", "a"]))
-    adds = [a["add"] for a in _log(table_path, 1) if "add" in a]
+    adds = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     by_value = {a["partitionValues"]["p"]: a for a in adds}
     # An empty string is a null partition value (protocol), stored like Spark does.
     assert set(by_value) == {"a", "b/c", None}
@@ -235,7 +225,7 @@ def test_append_partition_types_round_trip(table_path: str) -> None:
     table = DeltaTable.create(table_path, schema, partition_by=["d", "ts", "dec", "b"])
     table.append(data)
     assert _sorted_rows_by(table.snapshot().to_arrow(), "v") == data.to_pylist()
-    pvs = sorted((a["add"]["partitionValues"] for a in _log(table_path, 1) if "add" in a), key=lambda x: x["dec"])
+    pvs = sorted((a["add"]["partitionValues"] for a in commit_actions(table_path, 1) if "add" in a), key=lambda x: x["dec"])
     assert pvs[1] == {"d": "2024-01-02", "ts": "2024-01-02T03:04:05.000006Z", "dec": "12.30", "b": "true"}
     assert pvs[0] == {"d": None, "ts": None, "dec": "-1.00", "b": "false"}
 
@@ -249,7 +239,7 @@ def test_append_splits_files_by_target_size(table_path: str) -> None:
     data = _data(range(1000), ["a" if i % 3 else "b" for i in range(1000)])
     bytes_per_row = data.nbytes // data.num_rows
     table.append(data, target_file_size=bytes_per_row * 100)
-    adds = [a["add"] for a in _log(table_path, 1) if "add" in a]
+    adds = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     counts = [json.loads(a["stats"])["numRecords"] for a in adds]
     assert sum(counts) == 1000 and max(counts) == 100 and len(adds) == 11
     assert len({a["path"] for a in adds}) == len(adds)
@@ -314,8 +304,8 @@ def test_invariant_enforced_on_append(table_path: str) -> None:
     invariant = json.dumps({"expression": {"expression": "id >= 0"}})
     schema = pa.schema([pa.field("id", pa.int64(), metadata={"delta.invariants": invariant}), pa.field("name", pa.string())])
     table = DeltaTable.create(table_path, schema)
-    assert Protocol.from_json(_action(_log(table_path), "protocol")) == Protocol(1, 2)
-    field = json.loads(_action(_log(table_path), "metaData")["schemaString"])["fields"][0]
+    assert Protocol.from_json(single_action(commit_actions(table_path), "protocol")) == Protocol(1, 2)
+    field = json.loads(single_action(commit_actions(table_path), "metaData")["schemaString"])["fields"][0]
     assert json.loads(field["metadata"]["delta.invariants"]) == {"expression": {"expression": "id >= 0"}}
     table.append(pa.table({"id": [0, 1], "name": ["a", "b"]}))
     with pytest.raises(ConstraintViolationError, match="invariant on id"):
@@ -335,10 +325,10 @@ def test_column_mapping_writes_physical_names_and_field_ids(table_path: str) -> 
     table = DeltaTable.create(table_path, schema, partition_by=["part"], properties={"delta.columnMapping.mode": "name"})
     data = pa.table({"my id": [1, 2], "s": [{"inner x": 1}, None], "part": ["a", "b"]}, schema=schema)
     table.append(data)
-    fields = json.loads(_action(_log(table_path), "metaData")["schemaString"])["fields"]
+    fields = json.loads(single_action(commit_actions(table_path), "metaData")["schemaString"])["fields"]
     physical = {f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in fields}
     inner_physical = fields[1]["type"]["fields"][0]["metadata"]["delta.columnMapping.physicalName"]
-    adds = [a["add"] for a in _log(table_path, 1) if "add" in a]
+    adds = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     for add in adds:
         assert set(add["partitionValues"]) == {physical["part"]}
         # random two-character prefix directories, never partition-named ones
@@ -366,7 +356,7 @@ def test_randomized_prefixes_and_codec_property(table_path: str) -> None:
         },
     )
     table.append(_data(range(3)))
-    (add,) = [a["add"] for a in _log(table_path, 1) if "add" in a]
+    (add,) = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     assert re.fullmatch(r"[A-Za-z0-9]{4}/part-00000-[0-9a-f-]{36}\.c000\.zstd\.parquet", add["path"])
     assert pq.ParquetFile(os.path.join(table_path, add["path"])).metadata.row_group(0).column(0).compression == "ZSTD"
 
@@ -384,7 +374,7 @@ def test_timestamps_are_written_as_microseconds(table_path: str) -> None:
             }
         )
     )
-    (add,) = [a["add"] for a in _log(table_path, 1) if "add" in a]
+    (add,) = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     parquet_schema = pq.ParquetFile(os.path.join(table_path, add["path"])).schema
     ts, ntz = parquet_schema.column(0), parquet_schema.column(1)
     assert ts.physical_type == "INT64" and "isAdjustedToUTC=true, timeUnit=microseconds" in str(ts.logical_type)
@@ -395,7 +385,7 @@ def test_timestamps_are_written_as_microseconds(table_path: str) -> None:
 def test_deletion_vector_tables_get_tight_bounds(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA, properties={"delta.enableDeletionVectors": "true"})
     table.append(_data(range(3)))
-    (add,) = [a["add"] for a in _log(table_path, 1) if "add" in a]
+    (add,) = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     assert json.loads(add["stats"])["tightBounds"] is True
 
 
@@ -403,7 +393,7 @@ def test_idempotent_append_with_app_id(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA)
     assert table.append(_data(range(3)), app_id="etl", app_version=7) == 1
     assert {
-        k: v for k, v in _action(_log(table_path, 1), "txn").items() if k in ("appId", "version")
+        k: v for k, v in single_action(commit_actions(table_path, 1), "txn").items() if k in ("appId", "version")
     } == {"appId": "etl", "version": 7}
     files_before = _data_files(table_path)
     with pytest.raises(TransactionAlreadyCommittedError):
@@ -426,7 +416,7 @@ def test_append_guards(table_path: str) -> None:
 def test_empty_append_commits_no_files(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA)
     assert table.append(_data([])) == 1
-    assert not [a for a in _log(table_path, 1) if "add" in a]
+    assert not [a for a in commit_actions(table_path, 1) if "add" in a]
 
 
 def test_concurrent_appends_all_commit(table_path: str) -> None:
@@ -498,7 +488,7 @@ def test_add_file_from_parquet_errors(table_path: str) -> None:
 
 def test_constraint_names_are_lower_cased_and_partition_by_may_be_a_string(table_path: str) -> None:
     DeltaTable.create(table_path, DATA_SCHEMA, partition_by="p", properties={"delta.constraints.Id_Pos": "id > 0"})
-    meta = _action(_log(table_path), "metaData")
+    meta = single_action(commit_actions(table_path), "metaData")
     assert meta["configuration"] == {"delta.constraints.id_pos": "id > 0"}
     assert meta["partitionColumns"] == ["p"]
 
@@ -522,7 +512,7 @@ def test_partitioned_round_trip_property(tmp_path: Path, rows: list[tuple[str | 
     # An empty string partition value reads back as null (the protocol cannot tell them apart).
     expected = [{**r, "p": r["p"] or None} for r in data.to_pylist()]
     assert got == expected
-    for add in (a["add"] for a in _log(path, 1) if "add" in a):
+    for add in (a["add"] for a in commit_actions(path, 1) if "add" in a):
         directory = pathlib_unquote(add["path"]).split("/")[0]
         value = add["partitionValues"]["p"]
         assert directory == f"p={escape_partition_path(value) if value is not None else '__HIVE_DEFAULT_PARTITION__'}"
@@ -559,7 +549,7 @@ def test_append_to_copies_of_spark_tables(shared_tables: Path, tmp_path: Path, n
     for k, n in count(extra).items():
         expected[k] = expected.get(k, 0) + n
     assert count(after) == expected
-    adds = [a["add"] for a in _log(str(path), version) if "add" in a]
+    adds = [a["add"] for a in commit_actions(str(path), version) if "add" in a]
     assert adds and all(set(a["partitionValues"]) == set(_physical_partition_keys(before)) for a in adds)
 
 
@@ -592,7 +582,7 @@ def test_nested_not_null_fields_on_append(table_path: str) -> None:
         ]
     )
     table = DeltaTable.create(table_path, schema)
-    field = json.loads(_action(_log(table_path), "metaData")["schemaString"])["fields"][1]
+    field = json.loads(single_action(commit_actions(table_path), "metaData")["schemaString"])["fields"][1]
     assert field["type"]["fields"][0]["nullable"] is False
     # A null struct has no fields, so its NOT NULL field is not violated.
     good = pa.table({"id": [1, 2], "s": [{"a": 1}, None], "l": [[1], None]})
