@@ -23,9 +23,11 @@ planned files (deletion vectors applied) and filters their rows.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as Protocol_
 
@@ -375,8 +377,24 @@ def load_snapshot(
         properties=properties,
         timestamp=commit_timestamp(segment.version, mtime, commit_info, properties),
         log_segment=segment,
-        transactions=state.transactions,
+        transactions=_unexpired_transactions(state.transactions, properties),
         domain_metadata=state.domain_metadata,
         file_state=_FallbackFiles(io, listing, state.files),
         commit_info=commit_info,
     )
+
+
+def _unexpired_transactions(
+    transactions: Mapping[str, SetTransaction], properties: TableProperties
+) -> Mapping[str, SetTransaction]:
+    """``txn`` identifiers that ``delta.setTransactionRetentionDuration`` has not expired.
+
+    As the property defines: a snapshot ignores an identifier whose ``lastUpdated`` is at
+    or before now minus the retention (identifiers without ``lastUpdated`` never expire).
+    """
+    retention = properties.set_transaction_retention
+    if retention is None:
+        return transactions
+    cutoff = time.time_ns() // 1_000_000 - int(retention.total_seconds() * 1000)
+    kept = {app: t for app, t in transactions.items() if t.last_updated is None or t.last_updated > cutoff}
+    return transactions if len(kept) == len(transactions) else MappingProxyType(kept)

@@ -117,6 +117,7 @@ class TableProperties:
     log_retention: timedelta = timedelta(days=30)
     deleted_file_retention: timedelta = timedelta(days=7)
     checkpoint_retention: timedelta = timedelta(days=2)
+    set_transaction_retention: timedelta | None = None
     enable_expired_log_cleanup: bool = True
     enable_deletion_vectors: bool = False
     enable_change_data_feed: bool = False
@@ -157,6 +158,11 @@ class TableProperties:
             log_retention=interval("delta.logRetentionDuration", timedelta(days=30)),
             deleted_file_retention=interval("delta.deletedFileRetentionDuration", timedelta(days=7)),
             checkpoint_retention=interval("delta.checkpointRetentionDuration", timedelta(days=2)),
+            set_transaction_retention=(
+                parse_interval("delta.setTransactionRetentionDuration", c["delta.setTransactionRetentionDuration"])
+                if c.get("delta.setTransactionRetentionDuration") is not None
+                else None
+            ),
             enable_expired_log_cleanup=_parse_bool(
                 "delta.enableExpiredLogCleanup", c.get("delta.enableExpiredLogCleanup"), True
             ),

@@ -390,3 +390,26 @@ def test_column_mapping_mode_without_protocol_support_is_ignored(table_path: str
     snap = load_snapshot(IO, table_path)
     assert snap.files().column("partition_values").to_pylist() == [{"p": "P"}]
     assert snap.to_arrow().to_pylist() == [{"id": 1, "p": "P"}]
+
+
+def test_expired_transaction_identifiers_are_ignored(table_path: str) -> None:
+    # delta.setTransactionRetentionDuration: a snapshot ignores txn identifiers whose
+    # lastUpdated is at or before now minus the retention; ones without lastUpdated stay.
+    import time
+
+    now = time.time_ns() // 1_000_000
+    day = 86_400_000
+    b.write_commit(
+        table_path,
+        0,
+        [
+            b.protocol(),
+            b.metadata(configuration={"delta.setTransactionRetentionDuration": "interval 2 days"}),
+            {"txn": {"appId": "old", "version": 3, "lastUpdated": now - 3 * day}},
+            {"txn": {"appId": "recent", "version": 7, "lastUpdated": now - day}},
+            {"txn": {"appId": "timeless", "version": 1}},
+        ],
+    )
+    snapshot = DeltaTable(table_path).snapshot()
+    assert sorted(snapshot.transactions) == ["recent", "timeless"]
+    assert snapshot.transaction_version("old") is None
