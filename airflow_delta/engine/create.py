@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from airflow_delta.engine.actions import Metadata
+from airflow_delta.engine.commit_info import ENGINE_INFO
 from airflow_delta.engine.constraints import CHECK_CONSTRAINT_PREFIX
 from airflow_delta.engine.errors import (
     InvalidFilterError,
@@ -32,6 +33,7 @@ from airflow_delta.engine.errors import (
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.fs import FileIO
+from airflow_delta.engine.log.listing import commit_path
 from airflow_delta.engine.protocol import (
     FEATURE_ENABLING_PROPERTIES,
     SUPPORTED_WRITER_FEATURES,
@@ -41,7 +43,7 @@ from airflow_delta.engine.protocol import (
 )
 from airflow_delta.engine.schema import arrow_to_delta_schema, schema_to_arrow
 from airflow_delta.engine.table_properties import TableProperties
-from airflow_delta.engine.transaction import ENGINE_INFO, commit_path, run_post_commit
+from airflow_delta.engine.transaction import run_post_commit
 
 if TYPE_CHECKING:
     from airflow_delta.engine.table import DeltaTable

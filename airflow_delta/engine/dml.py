@@ -130,9 +130,9 @@ def matching_row_indexes(snapshot: Snapshot, file: Mapping[str, Any] | pa.Table,
 
 
 def _file_by_path(snapshot: Snapshot, path: str) -> pa.Table:
-    from airflow_delta.engine.transaction import _live_files_by_path
+    from airflow_delta.engine.row_deletion import live_files_by_path
 
-    return _live_files_by_path(snapshot, [path]).drop_columns(["key"])
+    return live_files_by_path(snapshot, [path]).drop_columns(["key"])
 
 
 def _positions(data: pa.Table, expression: pc.Expression) -> np.ndarray:
@@ -342,8 +342,8 @@ def _map(fn: Callable[[int], Any], items: Sequence[int] | range, workers: int) -
 
 def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     """Rows still live in ``files``: numRecords minus DV cardinality (stats, else the parquet footer)."""
+    from airflow_delta.engine.row_deletion import num_records_of
     from airflow_delta.engine.stats import parse_stats
-    from airflow_delta.engine.transaction import _num_records_of
 
     if files.num_rows == 0:
         return 0
@@ -352,7 +352,7 @@ def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     total = int(pc.sum(records).as_py() or 0)
     missing = np.flatnonzero(pc.is_null(records).to_numpy(zero_copy_only=False))
     for i in missing.tolist():  # files written without statistics (rare): read their footers
-        total += _num_records_of(snapshot, {"path": files.column("path")[i].as_py(), "stats": None})
+        total += num_records_of(snapshot, {"path": files.column("path")[i].as_py(), "stats": None})
     dv = files.column("deletion_vector")
     if dv.null_count < len(dv):
         total -= int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)

@@ -20,30 +20,32 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from airflow_delta import __version__
 from airflow_delta.engine import protocol as protocol_gate
 from airflow_delta.engine.actions import (
     AddCDCFile,
     AddFile,
-    DeletionVectorDescriptor,
     DomainMetadata,
     Metadata,
     Protocol,
     RemoveFile,
     SetTransaction,
     action_to_line,
+)
+from airflow_delta.engine.commit_info import (
+    ENGINE_INFO,
+    build_commit_info,
+    encode_operation_metrics,
+    encode_operation_parameters,
 )
 from airflow_delta.engine.conflicts import (
     IsolationLevel,
@@ -56,16 +58,27 @@ from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     CommitFailedError,
     ConcurrentModificationError,
-    DeletionVectorsNotEnabledError,
-    DeltaError,
     InvalidTransactionError,
-    RowIndexOutOfRangeError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
 )
+from airflow_delta.engine.file_matching import files_may_match
+from airflow_delta.engine.file_removes import (
+    physical_partition_columns,
+    removes_from_file_actions,
+    staged_removes,
+)
 from airflow_delta.engine.fs import CommitNotSupportedError
+from airflow_delta.engine.log.listing import commit_path
 from airflow_delta.engine.paths import decode_log_path
+from airflow_delta.engine.retry import (
+    DEFAULT_INITIAL_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BACKOFF,
+    RetryPolicy,
+)
+from airflow_delta.engine.row_deletion import RowDeletion, stage_row_deletion
 from airflow_delta.engine.table_properties import TableProperties
 
 if TYPE_CHECKING:
@@ -73,8 +86,6 @@ if TYPE_CHECKING:
     from airflow_delta.engine.table import DeltaTable
 
 log = logging.getLogger(__name__)
-
-ENGINE_INFO = f"airflow-delta/{__version__}"
 
 # Operations that replace data wholesale: on a CDF table their removes and adds are the
 # change (old rows deleted, new rows inserted), so they need no cdc actions.
@@ -85,92 +96,6 @@ _REPLACING_OPERATIONS = frozenset(
 _ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 _ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 
-
-DEFAULT_MAX_ATTEMPTS = 100
-DEFAULT_INITIAL_BACKOFF = 0.002  # seconds
-DEFAULT_MAX_BACKOFF = 1.0  # seconds
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How often, and how patiently, a commit that lost a race is retried.
-
-    ``max_attempts`` counts every attempt to write the commit file, the first one
-    included. Between attempts the transaction sleeps a random time in
-    ``[0, min(max_backoff, initial_backoff * 2 ** (n - 1))]`` after the n-th lost attempt
-    ("full jitter"), so writers that collided do not collide again in lockstep.
-    """
-
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    initial_backoff: float = DEFAULT_INITIAL_BACKOFF
-    max_backoff: float = DEFAULT_MAX_BACKOFF
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if self.initial_backoff < 0 or self.max_backoff < 0:
-            raise ValueError("initial_backoff and max_backoff must be >= 0 seconds")
-
-    def backoff(self, lost_attempts: int, rng: random.Random) -> float:
-        ceiling = min(self.max_backoff, self.initial_backoff * (2 ** max(lost_attempts - 1, 0)))
-        return rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
-
-
-def commit_path(root: str, version: int) -> str:
-    return f"{root}/_delta_log/{version:020d}.json"
-
-
-def encode_operation_parameters(parameters: Mapping[str, Any] | None) -> dict[str, str | bool | int | float | None]:
-    """``operationParameters`` as Delta writes them.
-
-    Delta serialises each value as the raw JSON of what the operation passed: strings stay
-    strings, ``None`` is null, booleans and numbers stay JSON scalars (OPTIMIZE's
-    ``"auto":true``). Lists and maps become JSON *text* (``"partitionBy":"[\"day\"]"``), as
-    Delta's operations pre-encode them, because Spark reads the values back as strings and
-    accepts scalars but not arrays or objects. Non-finite floats, which JSON cannot hold,
-    become their text too.
-    """
-    out: dict[str, str | bool | int | float | None] = {}
-    for key, value in (parameters or {}).items():
-        json_scalar = isinstance(value, (str, bool, int)) or (isinstance(value, float) and math.isfinite(value))
-        if value is None or json_scalar:
-            out[str(key)] = value
-        else:
-            out[str(key)] = json.dumps(value, separators=(",", ":"), default=str)
-    return out
-
-
-def encode_operation_metrics(metrics: Mapping[str, Any] | None) -> dict[str, str]:
-    """``operationMetrics`` as Delta writes them: every value a string (``"3"``, ``"true"``)."""
-    out: dict[str, str] = {}
-    for key, value in (metrics or {}).items():
-        if isinstance(value, bool):
-            out[str(key)] = "true" if value else "false"
-        else:
-            out[str(key)] = str(value)
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class RowDeletion:
-    """What :meth:`Transaction.delete_rows` staged, counted as Delta's DELETE metrics count it.
-
-    ``num_deleted_rows`` counts only rows that were not deleted before (the union of old
-    and new deleted rows, minus the old). A file that lost its last row is removed
-    (``removed_paths``, ``num_removed_files``/``num_removed_bytes``); a file that keeps
-    rows gets a new DV: ``added`` when it had none, ``updated`` when it replaces one.
-    ``num_deletion_vectors_removed`` counts the DVs of files removed outright.
-    """
-
-    num_deleted_rows: int = 0
-    num_removed_files: int = 0
-    num_removed_bytes: int = 0
-    num_deletion_vectors_added: int = 0
-    num_deletion_vectors_updated: int = 0
-    num_deletion_vectors_removed: int = 0
-    removed_paths: tuple[str, ...] = ()
-    removes: tuple[RemoveFile, ...] = ()
-    adds: tuple[AddFile, ...] = ()
 
 
 # ------------------------------------------------------------------ the transaction
@@ -361,11 +286,7 @@ class Transaction:
         """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
         self._ensure_open()
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
-        partition_columns = _physical_partition_columns(self.metadata)
-        self._removes.extend(
-            replace(r, partition_values=_only_partition_columns(r.partition_values, partition_columns))
-            for r in removes_from_file_actions(files, ts, data_change=data_change)
-        )
+        self._removes.extend(staged_removes(files, self.metadata, ts, data_change=data_change))
 
     def delete_rows(
         self,
@@ -402,106 +323,16 @@ class Transaction:
         ``numRecords``, and :class:`InvalidTransactionError` for a path that is not a
         live file or that this transaction already removes.
         """
-        from airflow_delta.engine.deletion_vectors import (
-            DEFAULT_PACKING_TARGET_SIZE,
-            RoaringBitmapArray,
-            dv_descriptor_from_struct,
-            read_deletion_vectors,
-            write_deletion_vectors,
-        )
-
         self._ensure_open()
-        snapshot = self._require_snapshot()
-        props = TableProperties.from_configuration(self.metadata.configuration)
-        if not props.enable_deletion_vectors:
-            raise DeletionVectorsNotEnabledError(self.table.table_uri)
-        if not deletes:
-            return RowDeletion()
-        files = _live_files_by_path(snapshot, list(deletes))
-        already_removed = {decode_log_path(r.path) for r in self._removes}
-
-        # One pass over the touched files: row sets, numRecords, existing DVs.
-        rows_list = files.to_pylist()
-        new_rows: list[RoaringBitmapArray] = []
-        num_records: list[int] = []
-        existing: list[DeletionVectorDescriptor | None] = []
-        for key, row in zip(files.column("key").to_pylist(), rows_list, strict=True):
-            if decode_log_path(row["path"]) in already_removed:
-                raise InvalidTransactionError(
-                    f"file {key!r} is already removed in this transaction; pass all of its rows to one "
-                    "delete_rows() call"
-                )
-            bitmap = RoaringBitmapArray.from_indices(deletes[key])
-            records = _num_records_of(snapshot, row)
-            if bitmap and bitmap.max >= records:  # type: ignore[operator]
-                raise RowIndexOutOfRangeError(key, int(bitmap.max), records)  # type: ignore[arg-type]
-            dv = row.get("deletion_vector")
-            existing.append(dv_descriptor_from_struct(dv) if dv and dv.get("storageType") else None)
-            new_rows.append(bitmap)
-            num_records.append(records)
-        old_rows = read_deletion_vectors(snapshot.io, snapshot.table_root, existing)
-
-        ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
-        partition_columns = _physical_partition_columns(self.metadata)
-        removes = [
-            replace(r, partition_values=_only_partition_columns(r.partition_values, partition_columns))
-            for r in removes_from_file_actions(files.drop_columns(["key"]), ts, data_change=True)
-        ]
-        staged_removes: list[RemoveFile] = []
-        removed_paths: list[str] = []
-        to_write: list[tuple[int, RoaringBitmapArray]] = []
-        deleted_rows = removed_bytes = dvs_removed = 0
-        for i, (new, old) in enumerate(zip(new_rows, old_rows, strict=True)):
-            old = old if old is not None else RoaringBitmapArray()
-            merged = old.union(new)
-            added = merged.cardinality - old.cardinality
-            if added == 0:
-                continue  # every row was deleted already: leave the file as it is
-            deleted_rows += added
-            staged_removes.append(removes[i])
-            if merged.cardinality >= num_records[i]:
-                removed_bytes += int(rows_list[i].get("size") or 0)
-                dvs_removed += existing[i] is not None
-                removed_paths.append(decode_log_path(rows_list[i]["path"]))
-            else:
-                to_write.append((i, merged))
-        descriptors = write_deletion_vectors(
-            snapshot.io,
-            snapshot.table_root,
-            [merged for _, merged in to_write],
-            random_prefix_length=props.random_prefix_length if props.randomize_file_prefixes else 0,
-            target_file_size=target_dv_file_size or DEFAULT_PACKING_TARGET_SIZE,
-        ) if to_write else []
-        staged_adds: list[AddFile] = []
-        for (i, _), descriptor in zip(to_write, descriptors, strict=True):
-            row = rows_list[i]
-            tags = row.get("tags")
-            staged_adds.append(
-                AddFile(
-                    path=row["path"],
-                    partition_values=removes[i].partition_values or {},
-                    size=int(row["size"]),
-                    modification_time=int(row["modification_time"]),
-                    data_change=True,
-                    stats=_stats_with_wide_bounds(row.get("stats"), num_records[i]),
-                    tags=dict(tags) if tags else None,
-                    deletion_vector=descriptor,
-                    base_row_id=row.get("base_row_id"),
-                    default_row_commit_version=row.get("default_row_commit_version"),
-                    clustering_provider=row.get("clustering_provider"),
-                )
-            )
-        updated = sum(existing[i] is not None for i, _ in to_write)
-        summary = RowDeletion(
-            num_deleted_rows=deleted_rows,
-            num_removed_files=len(removed_paths),
-            num_removed_bytes=removed_bytes,
-            num_deletion_vectors_added=len(to_write) - updated,
-            num_deletion_vectors_updated=updated,
-            num_deletion_vectors_removed=dvs_removed,
-            removed_paths=tuple(removed_paths),
-            removes=tuple(staged_removes),
-            adds=tuple(staged_adds),
+        summary = stage_row_deletion(
+            self._require_snapshot(),
+            self.metadata,
+            deletes,
+            table_uri=self.table.table_uri,
+            already_removed={decode_log_path(r.path) for r in self._removes},
+            deletion_timestamp=deletion_timestamp,
+            clock=_now_ms,
+            target_dv_file_size=target_dv_file_size,
         )
         self._removes.extend(summary.removes)
         self._adds.extend(summary.adds)
@@ -816,7 +647,7 @@ class Transaction:
                 )
             seen_removes.add(key)
 
-        expected = set(_physical_partition_columns(metadata))
+        expected = set(physical_partition_columns(metadata))
         for add in self._adds:
             if set(add.partition_values) != expected:
                 raise InvalidTransactionError(
@@ -891,23 +722,20 @@ class Transaction:
         protocol: Protocol | None,
         metadata: Metadata | None,
     ) -> bytes:
-        info: dict[str, Any] = {}
-        if ict is not None:
-            info["inCommitTimestamp"] = ict  # must be the first field read by ICT-aware readers
-        info["timestamp"] = now
-        info["operation"] = operation
-        info["operationParameters"] = encode_operation_parameters(operation_parameters)
-        if self.read_version >= 0:
-            info["readVersion"] = self.read_version
-        info["isolationLevel"] = isolation.value
-        info["isBlindAppend"] = is_blind_append
-        info["operationMetrics"] = encode_operation_metrics(operation_metrics)
-        if user_metadata is not None:
-            info["userMetadata"] = user_metadata
-        if tags:
-            info["tags"] = dict(tags)
-        info["engineInfo"] = self.engine_info
-        info["txnId"] = self.txn_id
+        info = build_commit_info(
+            operation,
+            operation_parameters,
+            operation_metrics,
+            timestamp=now,
+            in_commit_timestamp=ict,
+            read_version=self.read_version,
+            isolation_level=isolation.value,
+            is_blind_append=is_blind_append,
+            user_metadata=user_metadata,
+            tags=tags,
+            engine_info=self.engine_info,
+            txn_id=self.txn_id,
+        )
         lines = [json.dumps({"commitInfo": info}, separators=(",", ":"))]
         if protocol is not None:
             lines.append(action_to_line(protocol))
@@ -1006,197 +834,6 @@ def _refuse_protocol_downgrade(read: Protocol, new: Protocol) -> None:
             f"the staged protocol {new.to_json()} would downgrade the table's {read.to_json()}: {detail}; "
             "table features cannot be removed by a commit"
         )
-
-
-def _physical_partition_columns(metadata: Metadata) -> list[str]:
-    mode = TableProperties.from_configuration(metadata.configuration).column_mapping_mode
-    if mode == "none" or not metadata.partition_columns:
-        return list(metadata.partition_columns)
-    physical: dict[str, str] = {}
-    for f in metadata.schema_json.get("fields", []):
-        name = f.get("name")
-        physical[name] = (f.get("metadata") or {}).get("delta.columnMapping.physicalName", name)
-    return [physical.get(c, c) for c in metadata.partition_columns]
-
-
-def files_may_match(predicates: Sequence[Any], files: pa.Table, metadata: Metadata) -> pa.BooleanArray:
-    """For each row of ``files`` (``partition_values`` map with physical keys, ``stats`` JSON), may any predicate match?
-
-    Conservative: anything that cannot be evaluated (no statistics, a module that is
-    not available, stats that do not parse) counts as a possible match.
-    """
-    n = files.num_rows
-    everything = pa.array([True] * n, pa.bool_())
-    if n == 0 or not predicates:
-        return everything if predicates else pa.array([False] * n, pa.bool_())
-    try:
-        from airflow_delta.engine.expressions import prune_files
-        from airflow_delta.engine.schema import parse_partition_values
-    except ImportError:  # pragma: no cover - before the expression engine exists
-        log.debug("expressions/schema modules unavailable; every added file counts as matching")
-        return everything
-    try:
-        partition_values = parse_partition_values(files.column("partition_values").combine_chunks(), metadata)
-    except (DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
-        log.debug("partition values unusable for conflict checks (%s); every file counts as matching", exc)
-        return everything
-    stats = None
-    if "stats" in files.column_names and files.column("stats").null_count < n:
-        try:
-            from airflow_delta.engine.stats import parse_stats
-
-            stats = parse_stats(files.column("stats").combine_chunks(), metadata)
-        except (ImportError, DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
-            log.debug("statistics unusable for conflict checks (%s); partition values only", exc)
-            stats = None
-    mask: pa.Array | None = None
-    try:
-        for predicate in predicates:
-            m = prune_files(predicate, partition_values, stats, tuple(metadata.partition_columns))
-            mask = m if mask is None else pc.or_(mask, m)
-    except (DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
-        log.debug("could not evaluate read predicates on files (%s); every file counts as matching", exc)
-        return everything
-    assert mask is not None
-    return pc.fill_null(mask, True)
-
-
-def removes_from_file_actions(files: pa.Table, deletion_timestamp: int, *, data_change: bool = True) -> list[RemoveFile]:
-    """``remove`` actions for ``FILE_ACTIONS_SCHEMA`` rows, carrying what Delta puts in extended file metadata."""
-    out: list[RemoveFile] = []
-    for row in files.to_pylist():
-        dv = row.get("deletion_vector")
-        pv = row.get("partition_values")
-        tags = row.get("tags")
-        out.append(
-            RemoveFile(
-                path=row["path"],
-                deletion_timestamp=deletion_timestamp,
-                data_change=data_change,
-                extended_file_metadata=True,
-                partition_values=dict(pv) if pv is not None else {},
-                size=row.get("size"),
-                stats=row.get("stats"),
-                tags=dict(tags) if tags else None,
-                deletion_vector=DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None,
-                base_row_id=row.get("base_row_id"),
-                default_row_commit_version=row.get("default_row_commit_version"),
-            )
-        )
-    return out
-
-
-def _live_files_by_path(snapshot: Snapshot, keys: Sequence[str]) -> pa.Table:
-    """The live files (``FILE_ACTIONS_SCHEMA``) named by ``keys``, plus a ``key`` column: the caller's name for each.
-
-    A key may be the log path (URI-encoded, as :meth:`Transaction.read_files` returns
-    it) or the decoded path relative to the root (as ``snapshot.files()`` returns it).
-    """
-    from airflow_delta.engine.snapshot import relative_paths
-
-    live: pa.Table = snapshot.add_actions
-    wanted = pa.array(list(keys), pa.string())
-    log_paths = live.column("path").combine_chunks() if live.num_rows else pa.array([], pa.string())
-    relative = relative_paths(snapshot.table_root, log_paths)
-    by_log = pc.fill_null(pc.is_in(log_paths, value_set=wanted), False)
-    by_relative = pc.fill_null(pc.is_in(relative, value_set=wanted), False)
-    mask = pc.or_(by_log, by_relative)
-    found = live.filter(mask)
-    found_log = log_paths.filter(mask).to_pylist()
-    found_relative = relative.filter(mask).to_pylist()
-    names = set(keys)
-    key_of: list[str] = []
-    seen: set[str] = set()
-    for log_path, rel in zip(found_log, found_relative, strict=True):
-        key = log_path if log_path in names else rel
-        if key in seen:
-            raise InvalidTransactionError(f"{key!r} names more than one live file; pass log paths instead")
-        seen.add(key)
-        key_of.append(key)
-    missing = [k for k in keys if k not in seen]
-    if missing:
-        raise InvalidTransactionError(
-            f"{missing[0]!r} is not a live file of version {snapshot.version}"
-            + (f" ({len(missing) - 1} more are not either)" if len(missing) > 1 else "")
-            + "; use the paths snapshot.files() or Transaction.read_files() return"
-        )
-    return found.append_column("key", pa.array(key_of, pa.string()))
-
-
-def _num_records_of(snapshot: Snapshot, row: Mapping[str, Any]) -> int:
-    """The data file's physical row count: ``numRecords`` from its stats, else its parquet footer."""
-    stats = row.get("stats")
-    if stats:
-        value = json.loads(stats).get("numRecords")
-        if value is not None:
-            return int(value)
-    import pyarrow.parquet as pq
-
-    from airflow_delta.engine.paths import resolve_in_table
-
-    with snapshot.io.open_input_file(resolve_in_table(snapshot.table_root, row["path"])) as f:
-        return int(pq.ParquetFile(f).metadata.num_rows)
-
-
-def _only_partition_columns(values: Mapping[str, str | None] | None, columns: Sequence[str]) -> dict[str, str | None]:
-    """A file's ``partitionValues`` with exactly the table's (physical) partition columns as keys.
-
-    The Arrow form of file actions may carry extra keys with null values (one map type
-    for all files of a log); the actions we write must not.
-    """
-    given = dict(values or {})
-    return {c: given.get(c) for c in columns}
-
-
-def _stats_with_wide_bounds(stats: str | None, num_records: int) -> str:
-    """Statistics of a file that just got a DV: unchanged, but ``tightBounds: false``.
-
-    Rows the DV hides may hold the min/max values, so the bounds are only wide bounds
-    now (spec, Per-file Statistics); ``numRecords`` stays the physical row count, and
-    must be there for any file with a DV. Every other value keeps its exact JSON text
-    (re-encoding would turn a 38-digit decimal bound into a float).
-    """
-    try:
-        fields = _top_level_json_fields(stats) if stats else []
-    except (ValueError, IndexError) as exc:
-        raise InvalidTransactionError(f"file statistics are not valid JSON ({exc}): {stats[:80]!r}") from exc
-    if not any(key == "numRecords" for key, _ in fields):
-        fields.insert(0, ("numRecords", str(int(num_records))))
-    fields = [(k, v) for k, v in fields if k != "tightBounds"] + [("tightBounds", "false")]
-    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in fields) + "}"
-
-
-def _top_level_json_fields(text: str) -> list[tuple[str, str]]:
-    """``(key, raw value text)`` of each member of a JSON object, in order."""
-    decoder = json.JSONDecoder()
-    ws = " \t\n\r"
-    pos = len(text) - len(text.lstrip(ws))
-    if text[pos : pos + 1] != "{":
-        raise InvalidTransactionError(f"file statistics are not a JSON object: {text[:80]!r}")
-    pos += 1
-    out: list[tuple[str, str]] = []
-    while True:
-        while pos < len(text) and text[pos] in ws:
-            pos += 1
-        if text[pos : pos + 1] == "}":
-            return out
-        key, pos = decoder.raw_decode(text, pos)
-        while text[pos] in ws:
-            pos += 1
-        if text[pos] != ":":
-            raise InvalidTransactionError(f"file statistics are not valid JSON: {text[:80]!r}")
-        pos += 1
-        while text[pos] in ws:
-            pos += 1
-        _, end = decoder.raw_decode(text, pos)
-        out.append((str(key), text[pos:end]))
-        pos = end
-        while text[pos] in ws:
-            pos += 1
-        if text[pos] == ",":
-            pos += 1
-        elif text[pos] != "}":
-            raise InvalidTransactionError(f"file statistics are not valid JSON: {text[:80]!r}")
 
 
 def run_post_commit(table: DeltaTable, version: int, actions: Sequence[Mapping[str, Any]]) -> None:

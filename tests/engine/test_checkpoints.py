@@ -671,7 +671,7 @@ def test_create_checkpoint_of_a_table_with_identity_columns(shared_tables: Path,
 
 def test_null_partition_value_maps_become_empty_maps() -> None:
     # partitionValues is required in checkpoints; a null map (from a sliced batch too) becomes {}.
-    from airflow_delta.engine.checkpoints import _empty_map_for_nulls
+    from airflow_delta.engine.checkpoint.rows import _empty_map_for_nulls
 
     maps = pa.array([[("a", "1")], None, [("b", None)], None], type=pa.map_(pa.string(), pa.string()))
     assert _empty_map_for_nulls(maps.slice(1, 3)).to_pylist() == [[], [("b", None)], []]
@@ -844,7 +844,8 @@ def test_last_checkpoint_matches_the_one_spark_wrote(shared_tables: Path, tmp_pa
 
 def test_deletion_vectors_gain_sparks_null_max_row_index_in_sliced_batches() -> None:
     from airflow_delta.engine.actions import DELETION_VECTOR_TYPE
-    from airflow_delta.engine.checkpoints import CHECKPOINT_DV_TYPE, _checkpoint_dv
+    from airflow_delta.engine.checkpoint.rows import _checkpoint_dv
+    from airflow_delta.engine.checkpoint.schema import CHECKPOINT_DV_TYPE
 
     dv = {"storageType": "u", "pathOrInlineDv": "p", "offset": 1, "sizeInBytes": 3, "cardinality": 2}
     values = pa.array([None, dv, None, dict(dv, offset=None)], type=DELETION_VECTOR_TYPE)

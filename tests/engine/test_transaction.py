@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.actions import AddCDCFile, AddFile, Protocol
+from airflow_delta.engine.commit_info import ENGINE_INFO, encode_operation_metrics, encode_operation_parameters
 from airflow_delta.engine.conflicts import IsolationLevel
 from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
@@ -39,13 +40,8 @@ from airflow_delta.engine.errors import (
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.fs import LocalFileIO
-from airflow_delta.engine.transaction import (
-    ENGINE_INFO,
-    RetryPolicy,
-    Transaction,
-    encode_operation_metrics,
-    encode_operation_parameters,
-)
+from airflow_delta.engine.retry import RetryPolicy
+from airflow_delta.engine.transaction import Transaction
 from tests.engine.commits import commit_actions
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("p", pa.string())])

@@ -1,0 +1,93 @@
+"""Writing checkpoint files so that no reader ever sees an incomplete one, and what was written."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_delta.engine.fs import FileIO, LocalFileIO
+
+
+@contextmanager
+def atomic_file(io: FileIO, path: str) -> Iterator[Any]:
+    """A writable file that appears at ``path`` only once complete.
+
+    Local storage: a hidden ``.<name>.<uuid>.tmp`` beside the target, fsynced and renamed
+    (readers ignore the hidden name, so a crash leaves nothing they would pick up).
+    Other storage: buffered in memory and uploaded in one request on success, because a
+    stream closed after a failure would publish a truncated object.
+    """
+    if isinstance(io, LocalFileIO):
+        directory, name = posixpath.split(path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = posixpath.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "wb") as out:
+                yield out
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+    else:
+        sink = pa.BufferOutputStream()
+        yield sink
+        io.write_bytes(path, sink.getvalue().to_pybytes())
+
+
+@dataclass
+class WrittenFile:
+    path: str
+    size: int
+    modification_time: int
+    rows: int
+
+
+def write_parquet(
+    io: FileIO, path: str, schema: pa.Schema, batches: Iterator[pa.RecordBatch], *, batch_rows: int
+) -> WrittenFile:
+    """Write ``batches`` to ``path`` atomically, ``batch_rows`` rows per row group at most."""
+    rows = 0
+    # An empty part still gets a valid file: the writer writes schema and footer on close.
+    with atomic_file(io, path) as out, pq.ParquetWriter(
+        out, schema, compression="snappy", write_statistics=False
+    ) as writer:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            writer.write_batch(batch, row_group_size=batch_rows)
+            rows += batch.num_rows
+    info = io.info(path)
+    size = info.size if info is not None else 0
+    mtime = info.modification_time if info is not None else int(time.time() * 1000)
+    return WrittenFile(path, size, mtime, rows)
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """What one checkpoint write produced; ``last_checkpoint`` is the ``_last_checkpoint`` body."""
+
+    version: int
+    kind: str  # "classic", "multi-part" or "v2"
+    files: tuple[str, ...]
+    sidecars: tuple[str, ...] = ()
+    last_checkpoint: Mapping[str, Any] = field(default_factory=dict)
+
+
+def chain_batches(*iterables: Any) -> Iterator[pa.RecordBatch]:
+    """The batches of each iterable in turn (lazily, so nothing is held twice)."""
+    for iterable in iterables:
+        yield from iterable

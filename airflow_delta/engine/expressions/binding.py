@@ -1,0 +1,565 @@
+"""Binding: a SQL filter string parsed with sqlglot (Spark dialect) and bound to a schema.
+
+Columns are resolved case-insensitively, literals coerced to the column types and types
+checked, so that mistakes surface as :class:`InvalidFilterError` (with what to fix)
+before any data is read; column-free sub-expressions are folded to literals.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from airflow_delta.engine.errors import InvalidFilterError
+from airflow_delta.engine.expressions.arrow import _to_arrow
+from airflow_delta.engine.expressions.literals import _literal_as, _number_literal, _string_literal_type
+from airflow_delta.engine.expressions.predicate import Predicate
+from airflow_delta.engine.expressions.sql_types import (
+    _common_type,
+    _is_numeric,
+    _is_string,
+    _spark_decimal_arith,
+    _type_name,
+)
+from airflow_delta.engine.expressions.tree import (
+    _BOOL,
+    And,
+    Arith,
+    Call,
+    Cast,
+    ColumnRef,
+    Compare,
+    InList,
+    IsNull,
+    Like,
+    Literal,
+    Negate,
+    Node,
+    Not,
+    Or,
+    _column_refs,
+)
+
+_COMPARE_OPS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "!=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.NullSafeEQ: "<=>",
+}
+_ARITH_OPS: dict[type[exp.Expression], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+}
+_NON_DETERMINISTIC = (
+    exp.CurrentDate,
+    exp.CurrentTimestamp,
+    exp.CurrentTime,
+    exp.Rand,
+    exp.Randn,
+)
+
+
+def parse_predicate(sql: str | Predicate, schema: pa.Schema) -> Predicate:
+    """Parse and bind a SQL boolean expression; raise :class:`InvalidFilterError` if it does not fit ``schema``."""
+    if isinstance(sql, Predicate):
+        return sql
+    if not isinstance(sql, str) or not sql.strip():
+        raise InvalidFilterError(str(sql), "the filter is empty; write a SQL condition such as \"id > 10\"")
+    statement = _parse_condition(sql)
+    binder = _Binder(sql, schema)
+    root = binder.bind(statement)
+    if not pa.types.is_boolean(root.type) and not pa.types.is_null(root.type):
+        raise InvalidFilterError(sql, f"the filter must be a condition (true/false), but it is a {_type_name(root.type)} value")
+    if isinstance(root, Literal) and root.type.equals(pa.null()):
+        root = Literal(None, _BOOL)
+    return Predicate(sql, root)
+
+
+def _parse_condition(sql: str) -> exp.Expression:
+    """The sqlglot tree of ``sql`` read as the condition of a WHERE clause.
+
+    Parsing it in a ``WHERE`` position (rather than as a statement) keeps a filter that
+    starts with a column named like a command keyword (``comment``, ``show``, ...) a
+    condition; anything beyond the condition (``;``, ``ORDER BY``, ``LIMIT``) is refused.
+    """
+    try:
+        as_statement = sqlglot.parse(sql, read="spark")
+    except SqlglotError:
+        as_statement = []
+    if any(isinstance(s, exp.Query | exp.DDL | exp.DML) for s in as_statement):
+        raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement")
+    try:
+        statements = [s for s in sqlglot.parse(f"SELECT 1 WHERE {sql}", read="spark") if s is not None]
+    except SqlglotError as exc:
+        # Positions in sqlglot's message count the "SELECT 1 WHERE " prefix: drop them.
+        reason = re.sub(r"\.? Line \d+, Col: \d+\.?", "", _first_line(exc))
+        raise InvalidFilterError(sql, f"it is not valid Spark SQL ({reason})") from None
+    if len(statements) != 1:
+        raise InvalidFilterError(sql, "write exactly one condition (combine several with AND / OR, not ';')")
+    select = statements[0]
+    where = select.args.get("where") if isinstance(select, exp.Select) else None
+    extra = [key for key, value in select.args.items() if value and key not in ("expressions", "where")]
+    if where is None or extra:
+        raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement or other clauses")
+    return where.this
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+_SUPPORTED_FUNCTIONS = "lower, upper, coalesce, abs, length, trim, ltrim, rtrim, year, month, day, hour"
+
+
+class _Binder:
+    def __init__(self, sql: str, schema: pa.Schema) -> None:
+        self.sql = sql
+        self.schema = schema
+
+    def error(self, reason: str) -> InvalidFilterError:
+        return InvalidFilterError(self.sql, reason)
+
+    # -------------------------------------------------------------- dispatch
+    def bind(self, e: exp.Expression) -> Node:
+        node = self._bind(e)
+        return self._fold(node)
+
+    def _bind(self, e: exp.Expression) -> Node:
+        if isinstance(e, exp.Paren):
+            return self.bind(e.this)
+        if isinstance(e, exp.And):
+            return And(tuple(self._predicate(t) for t in _flatten(e, exp.And)))
+        if isinstance(e, exp.Or):
+            return Or(tuple(self._predicate(t) for t in _flatten(e, exp.Or)))
+        if isinstance(e, exp.Not):
+            return Not(self._predicate(e.this))
+        if type(e) in _COMPARE_OPS:
+            return self._compare(_COMPARE_OPS[type(e)], e.this, e.expression)
+        if isinstance(e, exp.NullSafeNEQ):
+            return Not(self._compare("<=>", e.this, e.expression))
+        if isinstance(e, exp.Is):
+            return self._is(e)
+        if isinstance(e, exp.In):
+            return self._in(e)
+        if isinstance(e, exp.Between):
+            low = self._compare(">=", e.this, e.args["low"])
+            high = self._compare("<=", e.this, e.args["high"])
+            return And((low, high))
+        if isinstance(e, exp.Escape):
+            return self._like(e.this, escape=e.expression)
+        if isinstance(e, exp.Like | exp.ILike):
+            return self._like(e)
+        if isinstance(e, exp.Column | exp.Dot):
+            return self._column(e)
+        if isinstance(e, exp.Literal):
+            if e.is_string:
+                return Literal(e.this, pa.string(), untyped_string=True)
+            try:
+                return _number_literal(e.this)
+            except (ValueError, InvalidOperation):
+                raise self.error(f"{e.this!r} is not a number") from None
+        if isinstance(e, exp.Boolean):
+            return Literal(bool(e.this), _BOOL)
+        if isinstance(e, exp.Null):
+            return Literal(None, pa.null())
+        if isinstance(e, exp.HexString):
+            return Literal(bytes.fromhex(e.this), pa.binary())
+        if isinstance(e, exp.Neg):
+            operand = self.bind(e.this)
+            self._require(operand, _is_numeric, "numeric", "-")
+            return Negate(operand, operand.type)
+        if type(e) in _ARITH_OPS:
+            return self._arith(_ARITH_OPS[type(e)], e.this, e.expression)
+        if isinstance(e, exp.Cast | exp.TryCast):
+            return self._cast(e)
+        if isinstance(e, _NON_DETERMINISTIC):
+            raise self.error(
+                f"{e.sql(dialect='spark')} is not deterministic, so files could not be skipped reliably; "
+                "compute the value in the DAG (e.g. with a Jinja template) and write it as a literal"
+            )
+        if isinstance(e, exp.Func):
+            return self._function(e)
+        if isinstance(e, exp.Subquery | exp.Query):
+            raise self.error("subqueries are not supported; write literal values instead")
+        raise self.error(f"{e.sql(dialect='spark')!r} ({e.key}) is not supported in a filter")
+
+    def _predicate(self, e: exp.Expression) -> Node:
+        node = self.bind(e)
+        if not (pa.types.is_boolean(node.type) or pa.types.is_null(node.type)):
+            raise self.error(f"{e.sql(dialect='spark')!r} is a {_type_name(node.type)} value, not a condition; compare it with something")
+        if isinstance(node, Literal) and node.value is None:
+            return Literal(None, _BOOL)
+        return node
+
+    def _require(self, node: Node, check: Callable[[pa.DataType], bool], what: str, op: str) -> None:
+        if not (check(node.type) or pa.types.is_null(node.type)):
+            raise self.error(f"{op} needs {what} operands, but {_describe(node)} is {_type_name(node.type)}")
+
+    # -------------------------------------------------------------- columns
+    def _column(self, e: exp.Expression) -> ColumnRef:
+        parts = _column_parts(e)
+        if parts is None:
+            raise self.error(f"{e.sql(dialect='spark')!r} is not a column reference this engine understands")
+        fields: Sequence[pa.Field] = list(self.schema)
+        path: list[str] = []
+        current: pa.DataType | None = None
+        for depth, part in enumerate(parts):
+            if depth > 0:
+                if current is None or not pa.types.is_struct(current):
+                    raise self.error(
+                        f"column {'.'.join(path)} is {_type_name(current) if current is not None else '?'}, "
+                        f"not a struct, so it has no field {part!r}"
+                    )
+                fields = [current.field(i) for i in range(current.num_fields)]
+            match = _resolve_field(fields, part)
+            if match is None:
+                names = ", ".join(f.name for f in fields)
+                where = "the table" if depth == 0 else f"struct {'.'.join(path)}"
+                raise self.error(f"column {'.'.join([*path, part])!r} does not exist in {where}; available columns: {names}")
+            if match == "ambiguous":
+                raise self.error(f"column name {part!r} is ambiguous (several columns differ only in case); quote the exact name")
+            path.append(match.name)
+            current = match.type
+        assert current is not None
+        return ColumnRef(tuple(path), current)
+
+    # -------------------------------------------------------------- comparisons
+    def _compare(self, op: str, left_e: exp.Expression, right_e: exp.Expression) -> Node:
+        left, right = self.bind(left_e), self.bind(right_e)
+        left, right = self._coerce_pair(left, right, f"{op}")
+        for side in (left, right):
+            if pa.types.is_struct(side.type) or pa.types.is_list(side.type) or pa.types.is_map(side.type):
+                raise self.error(f"{_describe(side)} is a {side.type}; compare its fields (e.g. a.b = 1) instead")
+        return Compare(op, left, right)
+
+    def _coerce_pair(self, left: Node, right: Node, op: str) -> tuple[Node, Node]:
+        lt, rt = left.type, right.type
+        # A quoted literal adapts to the other side ('2024-01-01' against a date column).
+        if isinstance(right, Literal) and right.untyped_string and not _is_string(lt) and not pa.types.is_null(lt):
+            target = self._literal_target(right, lt, left)
+            return self._cast_to(left, target), self._literal_to(right, target, left)
+        if isinstance(left, Literal) and left.untyped_string and not _is_string(rt) and not pa.types.is_null(rt):
+            target = self._literal_target(left, rt, right)
+            return self._literal_to(left, target, right), self._cast_to(right, target)
+        common = _common_type(lt, rt)
+        if common is None:
+            raise self.error(self._mismatch(left, right, op))
+        return self._cast_to(left, common), self._cast_to(right, common)
+
+    def _literal_target(self, lit: Literal, other_type: pa.DataType, other: Node) -> pa.DataType:
+        try:
+            return _string_literal_type(lit, other_type)
+        except (ValueError, InvalidOperation):
+            raise self.error(f"{_describe(other)} is {_type_name(other_type)}, but {lit.value!r} is not a number") from None
+
+    def _mismatch(self, left: Node, right: Node, op: str) -> str:
+        lt, rt = left.type, right.type
+        for column, literal in ((left, right), (right, left)):
+            if isinstance(literal, Literal) and _is_string(column.type) and _is_numeric(literal.type):
+                return (
+                    f"{_describe(column)} is a string column but {literal.value} is a number; "
+                    f"quote the value: {_describe(column)} {op} '{literal.value}'"
+                )
+        return f"cannot compare {_describe(left)} ({_type_name(lt)}) with {_describe(right)} ({_type_name(rt)})"
+
+    def _cast_to(self, node: Node, target: pa.DataType) -> Node:
+        if node.type.equals(target):
+            return node
+        if isinstance(node, Literal):
+            try:
+                return Literal(_literal_as(node, target), target)
+            except ValueError as exc:
+                raise self.error(str(exc)) from None
+        return Cast(node, target, implicit=True)
+
+    def _literal_to(self, lit: Literal, target: pa.DataType, other: Node) -> Literal:
+        try:
+            return Literal(_literal_as(lit, target), target)
+        except ValueError as exc:
+            raise self.error(f"{_describe(other)} is {_type_name(other.type)}: {exc}") from None
+
+    def _is(self, e: exp.Is) -> Node:
+        target = e.expression
+        if isinstance(target, exp.Null):
+            return IsNull(self.bind(e.this))
+        if isinstance(target, exp.Boolean):
+            operand = self._predicate(e.this)
+            return Compare("<=>", operand, Literal(bool(target.this), _BOOL))
+        raise self.error(f"IS must be followed by NULL, NOT NULL, TRUE or FALSE, not {target.sql(dialect='spark')!r}")
+
+    def _in(self, e: exp.In) -> Node:
+        if e.args.get("query") is not None or e.args.get("unnest") is not None:
+            raise self.error("IN (subquery) is not supported; list the values: x IN (1, 2, 3)")
+        operand = self.bind(e.this)
+        items = [self.bind(item) for item in e.expressions]
+        if not items:
+            raise self.error("IN needs at least one value")
+        non_literals = [i for i in items if not isinstance(i, Literal)]
+        if non_literals:
+            # Columns or expressions in the list: a plain disjunction of equalities.
+            return Or(tuple(self._compare_nodes("=", operand, item) for item in items))
+        target = operand.type
+        for item in items:
+            assert isinstance(item, Literal)
+            if item.value is None:
+                continue
+            probe = self._coerce_pair(operand, item, "IN")[0].type
+            target = _common_type(target, probe) or target
+        operand = self._cast_to(operand, target)
+        values: list[Any] = []
+        has_null = False
+        for item in items:
+            assert isinstance(item, Literal)
+            if item.value is None:
+                has_null = True
+                continue
+            if not item.untyped_string and _common_type(item.type, target) is None:
+                raise self.error(self._mismatch(operand, item, "IN"))
+            values.append(self._literal_to(item, target, operand).value)
+        return InList(operand, tuple(dict.fromkeys(values)), has_null)
+
+    def _compare_nodes(self, op: str, left: Node, right: Node) -> Node:
+        left, right = self._coerce_pair(left, right, op)
+        return Compare(op, left, right)
+
+    def _like(self, e: exp.Expression, escape: exp.Expression | None = None) -> Node:
+        negate = bool(e.args.get("negate"))
+        operand = self.bind(e.this)
+        self._require(operand, _is_string, "string", "LIKE")
+        pattern_e = e.expression
+        if not (isinstance(pattern_e, exp.Literal) and pattern_e.is_string):
+            raise self.error("the pattern of LIKE must be a quoted string literal")
+        pattern = pattern_e.this
+        if escape is not None:
+            if not (isinstance(escape, exp.Literal) and escape.is_string and len(escape.this) == 1):
+                raise self.error("ESCAPE takes a single character in quotes")
+            pattern = _reescape(pattern, escape.this)
+        node: Node = Like(operand, pattern, ignore_case=isinstance(e, exp.ILike))
+        return Not(node) if negate else node
+
+    # -------------------------------------------------------------- arithmetic, casts, functions
+    def _arith(self, op: str, left_e: exp.Expression, right_e: exp.Expression) -> Node:
+        left, right = self.bind(left_e), self.bind(right_e)
+        for side in (left, right):
+            if isinstance(side, Literal) and side.untyped_string:
+                raise self.error(f"arithmetic on the string {side.value!r}: write a number without quotes")
+            if pa.types.is_date(side.type) or pa.types.is_timestamp(side.type):
+                raise self.error(
+                    f"date/time arithmetic ({_describe(side)} {op} ...) is not supported; write the bound as a literal, "
+                    "e.g. ts >= TIMESTAMP '2024-01-01 00:00:00'"
+                )
+            self._require(side, _is_numeric, "numeric", op)
+        common = _common_type(left.type, right.type)
+        assert common is not None
+        if pa.types.is_null(common):
+            common = pa.int32()
+        if pa.types.is_decimal(common) and op != "%":
+            exact = _spark_decimal_arith(op, left, right)
+            if exact is not None:
+                left_type, right_type, result_type = exact
+                return Arith(op, self._decimal_operand(left, left_type), self._decimal_operand(right, right_type), result_type)
+        if op == "/" or pa.types.is_decimal(common):
+            common = pa.float64()
+        return Arith(op, self._cast_to(left, common), self._cast_to(right, common), common)
+
+    def _decimal_operand(self, node: Node, target: pa.DataType) -> Node:
+        if isinstance(node, Literal) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            # Arrow refuses int8 -> decimal(1, 0) as unsafe even for 3; the value fits.
+            return Literal(Decimal(node.value), target)
+        return self._cast_to(node, target)
+
+    def _cast(self, e: exp.Cast) -> Node:
+        operand = self.bind(e.this)
+        target = _sql_type_to_arrow(e.args["to"])
+        if target is None:
+            raise self.error(f"CAST to {e.args['to'].sql(dialect='spark')} is not supported")
+        if isinstance(operand, Literal) and operand.value is not None and not operand.untyped_string and _is_numeric(operand.type) and _is_numeric(target):
+            # Evaluated like a cast of a column (truncation, NaN -> 0, saturation), not refused.
+            return self._fold(Cast(operand, target))
+        if isinstance(operand, Literal):
+            try:
+                return Literal(_literal_as(operand, target), target)
+            except ValueError as exc:
+                raise self.error(f"cannot {e.sql(dialect='spark')}: {exc}") from None
+        source = operand.type
+        allowed = (
+            source.equals(target)
+            or (_is_numeric(source) and (_is_numeric(target) or _is_string(target)))
+            or ((pa.types.is_date(source) or pa.types.is_timestamp(source)) and (pa.types.is_date(target) or pa.types.is_timestamp(target) or _is_string(target)))
+            or (pa.types.is_boolean(source) and (_is_string(target) or _is_numeric(target)))
+            or (_is_string(source) and not pa.types.is_nested(target))
+        )
+        if not allowed:
+            raise self.error(f"cannot CAST {_describe(operand)} ({_type_name(source)}) to {_type_name(target)}")
+        return Cast(operand, target)
+
+    def _function(self, e: exp.Func) -> Node:
+        if isinstance(e, exp.Anonymous):
+            name = str(e.this).lower()
+            raw_args = list(e.expressions)
+        else:
+            name = e.sql_name().lower().replace("_", "")
+            raw_args = [a for a in (e.args.get("this"), *(e.args.get("expressions") or [])) if isinstance(a, exp.Expression)]
+        if isinstance(e, exp.Trim):
+            if e.args.get("expression") is not None:
+                raise self.error("TRIM with characters is not supported; use trim(x)")
+            position = str(e.args.get("position") or "").upper()
+            name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim")
+        # year(x) and friends arrive wrapped in an implicit "to date" conversion.
+        raw_args = [a.this if isinstance(a, exp.TsOrDsToDate) and not a.args.get("format") else a for a in raw_args]
+        args = [self.bind(a) for a in raw_args]
+        if name in ("lower", "upper", "trim", "ltrim", "rtrim", "length"):
+            if len(args) != 1:
+                raise self.error(f"{name}() takes one argument")
+            arg = args[0]
+            self._require(arg, _is_string, "string", f"{name}()")
+            if name == "length":
+                return Call("length", (arg,), pa.int32())
+            return Call(name, (arg,), pa.string())
+        if name == "coalesce":
+            if not args:
+                raise self.error("coalesce() needs arguments")
+            common: pa.DataType = args[0].type
+            for arg in args[1:]:
+                next_common = _common_type(common, arg.type)
+                if next_common is None:
+                    raise self.error(f"coalesce() arguments do not share a type: {_type_name(common)} and {_type_name(arg.type)}")
+                common = next_common
+            return Call("coalesce", tuple(self._cast_to(a, common) for a in args), common)
+        if name == "abs":
+            if len(args) != 1:
+                raise self.error("abs() takes one argument")
+            self._require(args[0], _is_numeric, "numeric", "abs()")
+            return Call("abs", (args[0],), args[0].type)
+        if name in ("year", "month", "day", "dayofmonth", "hour"):
+            if len(args) != 1:
+                raise self.error(f"{name}() takes one argument")
+            arg = args[0]
+            if not (pa.types.is_date(arg.type) or pa.types.is_timestamp(arg.type)):
+                raise self.error(f"{name}() needs a date or timestamp, but {_describe(arg)} is {_type_name(arg.type)}")
+            return Call("day" if name == "dayofmonth" else name, (arg,), pa.int64())
+        raise self.error(f"function {name}() is not supported; supported functions: {_SUPPORTED_FUNCTIONS}")
+
+    # -------------------------------------------------------------- constant folding
+    def _fold(self, node: Node) -> Node:
+        """Evaluate column-free sub-expressions now, so that pruning sees plain literals."""
+        if isinstance(node, Literal | ColumnRef) or any(True for _ in _column_refs(node)):
+            return node
+        try:
+            table = pa.table({"_": pa.array([0], pa.int8())})
+            result = ds.dataset(table).to_table(columns={"v": _to_arrow(node)}).column("v")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise self.error(f"cannot evaluate {_describe(node)}: {exc}") from None
+        return Literal(result[0].as_py(), node.type)
+
+
+def _flatten(e: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    stack = [e]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, kind):
+            stack.append(item.expression)
+            stack.append(item.this)
+        else:
+            out.append(item)
+    return out
+
+
+def _column_parts(e: exp.Expression) -> list[str] | None:
+    if isinstance(e, exp.Column):
+        parts = [p.name for p in e.parts]
+        return parts if all(isinstance(p, exp.Identifier) for p in e.parts) else None
+    if isinstance(e, exp.Dot):
+        left = _column_parts(e.this)
+        if left is None or not isinstance(e.expression, exp.Identifier):
+            return None
+        return [*left, e.expression.name]
+    return None
+
+
+def _resolve_field(fields: Sequence[pa.Field], name: str) -> pa.Field | str | None:
+    exact = [f for f in fields if f.name == name]
+    if exact:
+        return exact[0]
+    folded = [f for f in fields if f.name.casefold() == name.casefold()]
+    if len(folded) > 1:
+        return "ambiguous"
+    return folded[0] if folded else None
+
+
+def _reescape(pattern: str, escape: str) -> str:
+    """Rewrite a LIKE pattern with a custom ESCAPE character to backslash escapes."""
+    if escape == "\\":
+        return pattern
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape and i + 1 < len(pattern):
+            out.append("\\" + pattern[i + 1])
+            i += 2
+            continue
+        out.append("\\\\" if ch == "\\" else ch)
+        i += 1
+    return "".join(out)
+
+
+def _describe(node: Node) -> str:
+    if isinstance(node, ColumnRef):
+        return f"column {node.display}"
+    if isinstance(node, Literal):
+        return repr(node.value) if node.value is not None else "NULL"
+    if isinstance(node, Cast) and node.implicit:
+        return _describe(node.operand)
+    refs = list(_column_refs(node))
+    return f"an expression on {', '.join(r.display for r in refs)}" if refs else "a constant expression"
+
+
+_SQL_TYPES: dict[str, pa.DataType] = {
+    "TINYINT": pa.int8(),
+    "SMALLINT": pa.int16(),
+    "INT": pa.int32(),
+    "BIGINT": pa.int64(),
+    "FLOAT": pa.float32(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.timestamp("us", "UTC"),
+    "TIMESTAMPTZ": pa.timestamp("us", "UTC"),
+    "TIMESTAMPLTZ": pa.timestamp("us", "UTC"),
+    "TIMESTAMPNTZ": pa.timestamp("us"),
+    "DATETIME": pa.timestamp("us"),
+    "TEXT": pa.string(),
+    "VARCHAR": pa.string(),
+    "CHAR": pa.string(),
+    "BINARY": pa.binary(),
+    "VARBINARY": pa.binary(),
+}
+
+
+def _sql_type_to_arrow(data_type: exp.DataType) -> pa.DataType | None:
+    kind = data_type.this.name if hasattr(data_type.this, "name") else str(data_type.this)
+    if kind == "DECIMAL":
+        params = [int(p.this.this) if isinstance(p.this, exp.Literal) else int(p.name) for p in data_type.expressions]
+        precision = params[0] if params else 10
+        scale = params[1] if len(params) > 1 else 0
+        if not 0 < precision <= 38 or not 0 <= scale <= precision:
+            return None
+        return pa.decimal128(precision, scale)
+    return _SQL_TYPES.get(kind)

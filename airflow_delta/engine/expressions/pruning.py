@@ -1,0 +1,384 @@
+"""File skipping: which of N files may hold a row matching a predicate.
+
+Partition predicates are evaluated exactly on the typed partition values, data-column
+predicates conservatively on the ``minValues`` / ``maxValues`` / ``nullCount`` statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from airflow_delta.engine.expressions.arrow import _to_arrow
+from airflow_delta.engine.expressions.predicate import Predicate
+from airflow_delta.engine.expressions.sql_types import _is_string
+from airflow_delta.engine.expressions.tree import (
+    _BOOL,
+    _FLIPPED,
+    _NEGATED,
+    And,
+    Cast,
+    ColumnRef,
+    Compare,
+    InList,
+    IsNull,
+    Like,
+    Literal,
+    Node,
+    Not,
+    Or,
+    _column_refs,
+    _is_nan_literal,
+)
+
+
+def prune_files(
+    predicate: Predicate,
+    partition_values: pa.StructArray | pa.ChunkedArray | None,
+    stats: pa.StructArray | pa.ChunkedArray | None,
+    partition_columns: Sequence[str] = (),
+) -> pa.BooleanArray:
+    """Which of N files may hold a row matching ``predicate`` (True = keep; never null).
+
+    ``partition_values``: typed partition values, one struct row per file, logical names.
+    ``stats``: parsed statistics (:func:`airflow_delta.engine.stats.parse_stats`), one row
+    per file; a missing statistic, or a null row, means "may match". The result is
+    conservative: a file is False only if provably none of its rows satisfies the filter.
+    """
+    pv = _combine(partition_values)
+    st = _combine(stats)
+    lengths = {len(a) for a in (pv, st) if a is not None}
+    if len(lengths) > 1:
+        raise ValueError(f"partition_values and stats describe different numbers of files: {sorted(lengths)}")
+    if not lengths:
+        raise ValueError("prune_files needs partition_values or stats to know the number of files")
+    pruner = _Pruner(lengths.pop(), pv, st, partition_columns)
+    return pruner.may_match(predicate.root, negated=False)
+
+
+def _combine(array: pa.Array | pa.ChunkedArray | None) -> pa.StructArray | None:
+    if array is None:
+        return None
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks else pa.array([], array.type)
+    return array
+
+
+_ONE_MS = pa.scalar(1000, pa.duration("us"))
+# Delta appends this character to a truncated string maximum; it is never part of a
+# prefix the bound guarantees.
+_TIE_BREAKER = "\ufffd"
+_MAX_LISTED_VALUES = 64
+
+
+@dataclass(frozen=True)
+class _ColumnStats:
+    """Statistics of one data column for N files, cast to the type the predicate compares in."""
+
+    min: pa.Array | None
+    max: pa.Array | None
+    # Strings: the maximum with Delta's tie-breaker stripped, a prefix of the true max
+    # (or more) when the writer truncated it.
+    max_prefix: pa.Array | None
+    not_all_null: pa.Array  # False where every row of the file is NULL in this column
+    null_count: pa.Array | None
+    num_records: pa.Array | None
+    base_type: pa.DataType
+
+
+class _Pruner:
+    def __init__(
+        self,
+        n: int,
+        partition_values: pa.StructArray | None,
+        stats: pa.StructArray | None,
+        partition_columns: Sequence[str],
+    ) -> None:
+        self.n = n
+        self.stats = stats
+        self.partition_table: pa.Table | None = None
+        self.partition_names: dict[str, str] = {}
+        if partition_values is not None and pa.types.is_struct(partition_values.type):
+            self.partition_table = pa.Table.from_struct_array(partition_values)
+            wanted = {c.casefold() for c in partition_columns}
+            for name in self.partition_table.column_names:
+                if not wanted or name.casefold() in wanted:
+                    self.partition_names[name.casefold()] = name
+
+    # -------------------------------------------------------------- helpers
+    def _all(self, value: bool) -> pa.BooleanArray:
+        return pa.nulls(self.n, _BOOL).fill_null(value)
+
+    def _is_partition_only(self, node: Node) -> bool:
+        refs = list(_column_refs(node))
+        return bool(refs) and self.partition_table is not None and all(
+            len(r.path) == 1 and r.path[0].casefold() in self.partition_names for r in refs
+        )
+
+    def _evaluate_on_partitions(self, node: Node) -> pa.Array:
+        assert self.partition_table is not None
+        table = self.partition_table
+        # Columns are looked up by the schema's exact names; rename case variants.
+        renames = {}
+        for ref in _column_refs(node):
+            actual = self.partition_names[ref.path[0].casefold()]
+            renames[actual] = ref.path[0]
+        table = table.select(list(renames)).rename_columns(list(renames.values()))
+        result = ds.dataset(table).to_table(columns={"r": _to_arrow(node)}).column("r")
+        return result.combine_chunks() if isinstance(result, pa.ChunkedArray) else result
+
+    # -------------------------------------------------------------- main recursion
+    def may_match(self, node: Node, negated: bool) -> pa.BooleanArray:
+        if isinstance(node, Literal):
+            value = node.value
+            if value is None:
+                return self._all(False)
+            return self._all(bool(value) != negated)
+        if self._is_partition_only(node):
+            exact = self._evaluate_on_partitions(node)
+            if negated:
+                exact = pc.invert(exact)
+            return exact.fill_null(False)
+        if isinstance(node, Not):
+            return self.may_match(node.term, not negated)
+        if isinstance(node, And | Or):
+            conjunction = isinstance(node, And) != negated
+            results = [self.may_match(t, negated) for t in node.terms]
+            combine = pc.and_ if conjunction else pc.or_
+            out = results[0]
+            for r in results[1:]:
+                out = combine(out, r)
+            return out
+        if self.stats is None:
+            return self._all(True)
+        keep = self._leaf(node, negated)
+        return keep if keep is not None else self._all(True)
+
+    def _leaf(self, node: Node, negated: bool) -> pa.BooleanArray | None:
+        if isinstance(node, Compare):
+            return self._compare_leaf(node, negated)
+        if isinstance(node, IsNull):
+            stats = self._column_stats(node.operand)
+            if stats is None:
+                return None
+            if not negated:
+                # IS NULL: impossible only if the file has no null in the column.
+                return _keep(pc.greater(stats.null_count, 0)) if stats.null_count is not None else None
+            return stats.not_all_null
+        if isinstance(node, InList):
+            return self._in_leaf(node, negated)
+        if isinstance(node, Like):
+            return self._like_leaf(node, negated)
+        if isinstance(node, ColumnRef | Cast) and pa.types.is_boolean(node.type):
+            # A boolean column used as a condition: "flag" is "flag = true".
+            return self._compare_leaf(Compare("=", node, Literal(True, _BOOL)), negated)
+        return None
+
+    def _column_stats(self, node: Node) -> _ColumnStats | None:
+        """Statistics of the column under ``node`` (a column, or a column through implicit casts)."""
+        casts: list[pa.DataType] = []
+        while isinstance(node, Cast) and node.implicit:
+            casts.append(node.type)
+            node = node.operand
+        if not isinstance(node, ColumnRef):
+            return None
+        assert self.stats is not None
+        raw_min = _stat_field(self.stats, ("minValues", *node.path))
+        raw_max = _stat_field(self.stats, ("maxValues", *node.path))
+        null_count = _stat_field(self.stats, ("nullCount", *node.path))
+        num_records = _stat_field(self.stats, ("numRecords",))
+        if null_count is not None and not pa.types.is_integer(null_count.type):
+            null_count = None
+        base = node.type
+        if raw_max is not None and pa.types.is_timestamp(raw_max.type):
+            # Timestamps in statistics are truncated to milliseconds: the true maximum may
+            # be up to 999 microseconds later.
+            raw_max = pc.add(raw_max, _ONE_MS)
+        max_prefix = None
+        if raw_max is not None and _is_string(raw_max.type):
+            max_prefix = pc.utf8_rtrim(raw_max, characters=_TIE_BREAKER)
+        if null_count is not None and num_records is not None:
+            not_all_null = _keep(pc.not_equal(null_count, num_records))
+        else:
+            not_all_null = self._all(True)
+        try:
+            lo, hi = _cast_chain(raw_min, base, casts), _cast_chain(raw_max, base, casts)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            lo = hi = None
+        return _ColumnStats(lo, hi, max_prefix, not_all_null, null_count, num_records, base)
+
+    def _compare_leaf(self, node: Compare, negated: bool) -> pa.BooleanArray | None:
+        op, left, right = node.op, node.left, node.right
+        if isinstance(left, Literal) and not isinstance(right, Literal):
+            left, right = right, left
+            op = _FLIPPED[op]
+        if not isinstance(right, Literal):
+            return None
+        stats = self._column_stats(left)
+        if stats is None:
+            return None
+        value = right.value
+        if op == "<=>":
+            if value is None:  # x <=> NULL is x IS NULL
+                return self._leaf(IsNull(left), negated)
+            if negated:  # NOT (x <=> v): x IS NULL OR x != v
+                is_null = _keep(pc.greater(stats.null_count, 0)) if stats.null_count is not None else self._all(True)
+                return pc.or_(is_null, self._range_check("!=", stats, right))
+            return self._range_check("=", stats, right)
+        if value is None:
+            return self._all(False)  # comparing with NULL is never true
+        if negated:
+            # With Spark's NaN semantics the non-null values of every type are totally
+            # ordered (NaN above everything, NaN = NaN), so NOT (x < v) is x >= v exactly.
+            op = _NEGATED[op]
+        return self._range_check(op, stats, right)
+
+    def _range_check(self, op: str, stats: _ColumnStats, lit: Literal) -> pa.BooleanArray:
+        keep = stats.not_all_null
+        if _is_nan_literal(lit):
+            # Bounds never include NaN, so they cannot say whether a file holds one (x = NaN)
+            # or anything below it (x < NaN): any file with a non-null value may match.
+            return keep
+        if pa.types.is_floating(stats.base_type) and op in (">", ">=", "!="):
+            # NaN is above every number and unequal to it, and min/max statistics leave
+            # NaN out (Spark records a NaN maximum, read as unknown; parquet footers and
+            # delta-rs skip NaN): any file with a non-null value may hold a NaN row.
+            return keep
+        scalar = pa.scalar(lit.value, lit.type)
+        lo, hi = stats.min, stats.max
+        if op in ("=", "<", "<=") and lo is not None:
+            fn = pc.less if op == "<" else pc.less_equal
+            keep = pc.and_(keep, _keep(fn(lo, scalar)))
+        if op in ("=", ">", ">="):
+            keep = pc.and_(keep, self._max_allows(stats, lit, strict=(op == ">")))
+        if op == "!=":
+            # Only numbers, dates and exact types can prove "every value equals v": string
+            # bounds may be truncated prefixes, timestamp bounds are truncated to
+            # milliseconds (floats, which may hide NaN, returned above).
+            exact = not (_is_string(stats.base_type) or pa.types.is_timestamp(stats.base_type))
+            if exact and lo is not None and hi is not None and not pa.types.is_floating(lit.type):
+                all_equal = pc.and_(pc.equal(lo, scalar), pc.equal(hi, scalar)).fill_null(False)
+                keep = pc.and_(keep, pc.invert(all_equal))
+        return keep
+
+    def _max_allows(self, stats: _ColumnStats, lit: Literal, strict: bool) -> pa.BooleanArray:
+        """Files whose maximum does not rule out a value >= (or >) ``lit``."""
+        if stats.max is None:
+            return self._all(True)
+        scalar = pa.scalar(lit.value, lit.type)
+        fn = pc.greater if strict else pc.greater_equal
+        keep = _keep(fn(stats.max, scalar))
+        if stats.max_prefix is not None and isinstance(lit.value, str):
+            # A truncated maximum p stands for some string starting with p: it can reach
+            # lit only if p is a prefix of lit.
+            keep = pc.or_(keep, _prefix_of(stats.max_prefix, lit.value))
+        return keep
+
+    def _in_leaf(self, node: InList, negated: bool) -> pa.BooleanArray | None:
+        stats = self._column_stats(node.operand)
+        if stats is None:
+            return None
+        target = node.operand.type
+        if negated:
+            if node.has_null:
+                return self._all(False)  # x NOT IN (..., NULL) is never true
+            keep = stats.not_all_null
+            for value in node.values[:_MAX_LISTED_VALUES]:
+                keep = pc.and_(keep, self._range_check("!=", stats, Literal(value, target)))
+            return keep
+        if not node.values:
+            return self._all(False)
+        if len(node.values) > _MAX_LISTED_VALUES:
+            # Many values: test the range they span instead of each one.
+            ordered = pc.sort_indices(pa.array(list(node.values), target))
+            values = pa.array(list(node.values), target).take(ordered)
+            low, high = Literal(values[0].as_py(), target), Literal(values[-1].as_py(), target)
+            return pc.and_(self._range_check(">=", stats, low), self._range_check("<=", stats, high))
+        keep = self._all(False)
+        for value in node.values:
+            keep = pc.or_(keep, self._range_check("=", stats, Literal(value, target)))
+        return keep
+
+    def _like_leaf(self, node: Like, negated: bool) -> pa.BooleanArray | None:
+        if node.ignore_case:
+            return None
+        stats = self._column_stats(node.operand)
+        if stats is None or not _is_string(stats.base_type):
+            return None
+        prefix, rest = _like_prefix(node.pattern)
+        keep = stats.not_all_null
+        if negated:
+            if prefix and rest == "%" and stats.min is not None and stats.max_prefix is not None:
+                # Every value starts with the prefix iff both bounds do.
+                both = pc.and_(pc.starts_with(stats.min, prefix), pc.starts_with(stats.max_prefix, prefix)).fill_null(False)
+                keep = pc.and_(keep, pc.invert(both))
+            return keep
+        if not prefix:
+            return keep
+        lit = Literal(prefix, pa.string())
+        keep = pc.and_(keep, self._max_allows(stats, lit, strict=False))
+        if stats.min is not None:
+            below = pc.or_(pc.less_equal(stats.min, prefix), pc.starts_with(stats.min, prefix))
+            keep = pc.and_(keep, _keep(below))
+        return keep
+
+
+def _keep(mask: pa.Array) -> pa.BooleanArray:
+    """Unknown (null) comparisons keep the file."""
+    return mask.fill_null(True)
+
+
+def _prefix_of(prefixes: pa.Array, text: str) -> pa.BooleanArray:
+    """For each string p in ``prefixes``: is ``text`` starting with p?"""
+    candidates = pa.array(sorted({text[:i] for i in range(len(text) + 1)}), pa.string())
+    return pc.is_in(prefixes.cast(pa.string()), value_set=candidates).fill_null(False)
+
+
+def _stat_field(stats: pa.StructArray, path: Sequence[str]) -> pa.Array | None:
+    current: pa.Array = stats
+    for name in path:
+        if not pa.types.is_struct(current.type):
+            return None
+        index = current.type.get_field_index(name)
+        if index < 0:
+            folded = [i for i in range(current.type.num_fields) if current.type.field(i).name.casefold() == name.casefold()]
+            if len(folded) != 1:
+                return None
+            index = folded[0]
+        # struct_field keeps the parent's nulls: no stats row means no statistic.
+        current = pc.struct_field(current, [index])
+    return current
+
+
+def _cast_chain(array: pa.Array | None, base: pa.DataType, casts: Sequence[pa.DataType]) -> pa.Array | None:
+    if array is None:
+        return None
+    if not array.type.equals(base) and not pa.types.is_null(array.type):
+        array = array.cast(base)
+    for target in reversed(casts):
+        array = array.cast(target)
+    return array
+
+
+_LIKE_WILDCARDS = frozenset("%_")
+
+
+def _like_prefix(pattern: str) -> tuple[str, str]:
+    """The literal prefix of a LIKE pattern and the rest of the pattern after it."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if ch in _LIKE_WILDCARDS:
+            break
+        out.append(ch)
+        i += 1
+    return "".join(out), pattern[i:]
