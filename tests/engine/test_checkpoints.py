@@ -30,25 +30,19 @@ from deltalake import QueryBuilder, write_deltalake
 
 from airflow_delta.engine import checkpoints
 from airflow_delta.engine.checkpoints import (
-    canonicalize_json,
     json_checksum,
     read_last_checkpoint,
     spark_murmur3_strings,
     write_checkpoint,
 )
-from airflow_delta.engine.fs import LocalFileIO
-from airflow_delta.engine.snapshot import Snapshot, load_snapshot
+from airflow_delta.engine.snapshot import Snapshot
 from airflow_delta.engine.table import DeltaTable
+from tests.engine.checkpoint.tables import IO, make_partitioned_table, snapshot_of
 
-IO = LocalFileIO()
 DAY_MS = 86_400_000
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def snapshot_of(path: str, version: int | None = None) -> Snapshot:
-    return load_snapshot(IO, path, version)
 
 
 def log_names(path: str) -> list[str]:
@@ -122,13 +116,6 @@ def as_of_last_removal(snap: Snapshot) -> int:
     return max(stamps) if stamps else int(time.time() * 1000)
 
 
-def make_partitioned_table(path: str, commits: int = 6) -> None:
-    for i in range(commits):
-        data = pa.table({"a": [i, i + 100], "part": ["x" if i % 2 else "y"] * 2, "s": [f"v{i}", None]})
-        write_deltalake(path, data, partition_by=["part"], mode="append")
-    RsTable(path).delete("a = 1")  # a tombstone and a rewritten file
-
-
 def copy_shared(shared_tables: Path, name: str, dest: str) -> str:
     target = os.path.join(dest, name)
     shutil.copytree(shared_tables / name, target)
@@ -146,62 +133,6 @@ def remove_checkpoints(path: str) -> None:
         if ".checkpoint." in name or name == "_last_checkpoint":
             os.remove(f"{log_dir}/{name}")
     shutil.rmtree(f"{log_dir}/_sidecars", ignore_errors=True)
-
-
-# ------------------------------------------------------------ JSON checksum
-
-
-def test_checksum_matches_the_protocols_example() -> None:
-    document = json.loads(
-        '{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '
-        '{"k4": "v4", "k5": ["v5", "v6", "v7"]}]}}'
-    )
-    assert canonicalize_json(document) == (
-        '"k0"="%27v%200%27","k1"+"k2"=2,"k1"+"k3"+0="v3","k1"+"k3"+1+0=1,"k1"+"k3"+1+1=2,'
-        '"k1"+"k3"+2+"k4"="v4","k1"+"k3"+2+"k5"+0="v5","k1"+"k3"+2+"k5"+1="v6","k1"+"k3"+2+"k5"+2="v7"'
-    )
-    assert json_checksum(document) == "6a92d155a59bf2eecbd4b4ec7fd1f875"
-
-
-def test_checksum_matches_every_shared_last_checkpoint_that_has_one(shared_tables: Path) -> None:
-    checked = 0
-    for candidate in sorted(shared_tables.glob("*/_delta_log/_last_checkpoint")):
-        document = json.loads(candidate.read_text())
-        if "checksum" in document:
-            assert json_checksum(document) == document["checksum"], candidate
-            checked += 1
-    assert checked >= 3  # Spark-written ones, including a V2 one with nested nonFileActions
-
-
-def test_checksum_url_encoding_is_strict_and_sorts_by_utf8_bytes() -> None:
-    # Reserved octets are %XX in uppercase, UTF-8 first; unreserved - . _ ~ stay as they are.
-    assert canonicalize_json({"a b": "x/y>é-._~"}) == '"a%20b"="x%2Fy%3E%C3%A9-._~"'
-    # Keys sort by the bytes of their canonical path, not by insertion order.
-    assert canonicalize_json({"b": 1, "a": {"y": None, "x": True}}) == '"a"+"x"=true,"a"+"y"=null,"b"=1'
-    # Empty objects and arrays contribute nothing.
-    assert canonicalize_json({"tags": {}, "v": []}) == ""
-
-
-def test_read_last_checkpoint_ignores_a_bad_checksum(table_path: str) -> None:
-    make_partitioned_table(table_path, commits=2)
-    write_checkpoint(snapshot_of(table_path))
-    good = read_last_checkpoint(IO, table_path)
-    assert good is not None and good["version"] == 2
-    tampered = dict(good, version=1)
-    Path(f"{table_path}/_delta_log/_last_checkpoint").write_text(json.dumps(tampered))
-    assert read_last_checkpoint(IO, table_path) is None
-
-
-# ----------------------------------------------------------- Spark hashing
-
-
-def test_murmur3_matches_spark_sql_hash() -> None:
-    # Values from Spark's documentation of pyspark.sql.functions.hash.
-    abc = spark_murmur3_strings(pa.array(["ABC"]))
-    assert abc.tolist() == [-757602832]
-    assert spark_murmur3_strings(pa.array(["DEF"]), abc.astype(np.int64)).tolist() == [599895104]
-    # A null keeps the seed (Spark skips null columns).
-    assert spark_murmur3_strings(pa.array([None], pa.string())).tolist() == [42]
 
 
 # ----------------------------------------------------------------- classic
@@ -669,15 +600,6 @@ def test_create_checkpoint_of_a_table_with_identity_columns(shared_tables: Path,
     assert read_last_checkpoint(IO, path)["version"] == 9
 
 
-def test_null_partition_value_maps_become_empty_maps() -> None:
-    # partitionValues is required in checkpoints; a null map (from a sliced batch too) becomes {}.
-    from airflow_delta.engine.checkpoint.rows import _empty_map_for_nulls
-
-    maps = pa.array([[("a", "1")], None, [("b", None)], None], type=pa.map_(pa.string(), pa.string()))
-    assert _empty_map_for_nulls(maps.slice(1, 3)).to_pylist() == [[], [("b", None)], []]
-    assert _empty_map_for_nulls(maps).null_count == 0
-
-
 def test_no_multi_part_checkpoint_once_v2_checkpoints_are_supported(shared_tables: Path, tmp_path: Path) -> None:
     path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
     snap = snapshot_of(path)
@@ -842,15 +764,3 @@ def test_last_checkpoint_matches_the_one_spark_wrote(shared_tables: Path, tmp_pa
             assert our_fields[name] == field, name
 
 
-def test_deletion_vectors_gain_sparks_null_max_row_index_in_sliced_batches() -> None:
-    from airflow_delta.engine.actions import DELETION_VECTOR_TYPE
-    from airflow_delta.engine.checkpoint.rows import _checkpoint_dv
-    from airflow_delta.engine.checkpoint.schema import CHECKPOINT_DV_TYPE
-
-    dv = {"storageType": "u", "pathOrInlineDv": "p", "offset": 1, "sizeInBytes": 3, "cardinality": 2}
-    values = pa.array([None, dv, None, dict(dv, offset=None)], type=DELETION_VECTOR_TYPE)
-    for part in (values.slice(1, 3), pa.chunked_array([values.slice(0, 2), values.slice(2)])):
-        out = _checkpoint_dv(part)
-        assert out.type == CHECKPOINT_DV_TYPE
-        expected = [None if d is None else dict(d, maxRowIndex=None) for d in part.to_pylist()]
-        assert out.to_pylist() == expected

@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.actions import AddCDCFile, AddFile, Protocol
-from airflow_delta.engine.commit_info import ENGINE_INFO, encode_operation_metrics, encode_operation_parameters
+from airflow_delta.engine.commit_info import ENGINE_INFO
 from airflow_delta.engine.conflicts import IsolationLevel
 from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
@@ -40,60 +35,21 @@ from airflow_delta.engine.errors import (
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.fs import LocalFileIO
-from airflow_delta.engine.retry import RetryPolicy
 from airflow_delta.engine.transaction import Transaction
-from tests.engine.commits import commit_actions
-
-SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("p", pa.string())])
-FLAT_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string())])
-
+from tests.engine.transactions import (
+    FLAT_SCHEMA,
+    SCHEMA,
+    _dv_table,
+    _live,
+    _path_of,
+    commit_lines,
+    data_files,
+    flat_rows,
+    live_paths,
+    rows,
+)
 
 # ------------------------------------------------------------------ helpers
-
-
-def rows(part: str, ids: list[int]) -> pa.Table:
-    return pa.table({"id": ids, "value": [f"v{i}" for i in ids], "p": [part] * len(ids)}, schema=SCHEMA)
-
-
-def flat_rows(ids: list[int]) -> pa.Table:
-    return pa.table({"id": ids, "value": [f"v{i}" for i in ids]}, schema=FLAT_SCHEMA)
-
-
-def data_files(txn: Transaction, data: pa.Table) -> list[AddFile]:
-    """Write ``data`` as one parquet file per partition and return its ``add`` actions (with stats)."""
-    assert txn.snapshot is not None
-    return write_parquet_adds(txn.table, data, tuple(txn.snapshot.partition_columns))
-
-
-def write_parquet_adds(table: DeltaTable, data: pa.Table, partition_columns: tuple[str, ...]) -> list[AddFile]:
-    groups: dict[tuple[str, ...], list[int]] = {}
-    keys = [data.column(c).to_pylist() for c in partition_columns]
-    for i in range(data.num_rows):
-        groups.setdefault(tuple(str(k[i]) for k in keys), []).append(i)
-    adds = []
-    for values, indices in groups.items():
-        part = data.take(indices).drop_columns(list(partition_columns))
-        directory = "/".join(f"{c}={v}" for c, v in zip(partition_columns, values, strict=True))
-        relative = f"{directory}/part-{uuid.uuid4().hex}.parquet" if directory else f"part-{uuid.uuid4().hex}.parquet"
-        absolute = Path(table.root, relative)
-        absolute.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(part, absolute)
-        stats = {
-            "numRecords": part.num_rows,
-            "minValues": {c: pc.min(part.column(c)).as_py() for c in part.column_names},
-            "maxValues": {c: pc.max(part.column(c)).as_py() for c in part.column_names},
-            "nullCount": {c: part.column(c).null_count for c in part.column_names},
-        }
-        adds.append(
-            AddFile(
-                path=relative,
-                partition_values=dict(zip(partition_columns, values, strict=True)),
-                size=absolute.stat().st_size,
-                modification_time=absolute.stat().st_mtime_ns // 1_000_000,
-                stats=json.dumps(stats),
-            )
-        )
-    return adds
 
 
 def append(table: DeltaTable, part: str, ids: list[int]) -> int:
@@ -102,18 +58,10 @@ def append(table: DeltaTable, part: str, ids: list[int]) -> int:
         return txn.commit("WRITE", {"mode": "Append", "partitionBy": ["p"]}, {"numFiles": 1})
 
 
-def commit_lines(table: DeltaTable, version: int) -> list[dict[str, Any]]:
-    return commit_actions(table.root, version)
-
-
 def commit_info(table: DeltaTable, version: int) -> dict[str, Any]:
     first = commit_lines(table, version)[0]
     assert list(first) == ["commitInfo"], "commitInfo must be the first action"
     return first["commitInfo"]
-
-
-def live_paths(table: DeltaTable) -> set[str]:
-    return set(table.snapshot().files().column("path").to_pylist())
 
 
 @pytest.fixture
@@ -158,16 +106,6 @@ def test_commit_writes_next_version_with_delta_commit_info(table: DeltaTable) ->
     assert "inCommitTimestamp" not in info
     assert txn.committed_version == 3 and txn.attempts == 1 and txn.winning_commits == []
     assert {a.path for a in adds} <= {p.replace(" ", "%20") for p in live_paths(table)}
-
-
-def test_operation_parameter_and_metric_encoding() -> None:
-    assert encode_operation_parameters({"a": "s", "b": [1, "x"], "c": {"k": 1}, "d": None, "e": 3}) == {
-        "a": "s", "b": '[1,"x"]', "c": '{"k":1}', "d": None, "e": 3,
-    }
-    assert encode_operation_parameters({"auto": True, "ratio": 0.5, "n": float("nan")}) == {
-        "auto": True, "ratio": 0.5, "n": "NaN",
-    }
-    assert encode_operation_metrics({"n": 3, "f": False, "s": "7"}) == {"n": "3", "f": "false", "s": "7"}
 
 
 def test_operation_parameters_are_encoded_like_delta_writes_them(shared_tables: Path, table: DeltaTable) -> None:
@@ -352,20 +290,6 @@ def test_retries_are_bounded(table: DeltaTable) -> None:
     with pytest.raises(CommitFailedError, match=r"after 1 attempt"):
         txn.commit("WRITE")
     assert table.version() == 3
-
-
-@given(lost=st.integers(1, 40), initial=st.floats(0, 1), cap=st.floats(0, 5), seed=st.integers(0, 2**32))
-def test_backoff_is_full_jitter_within_the_exponential_cap(lost: int, initial: float, cap: float, seed: int) -> None:
-    policy = RetryPolicy(10, initial, cap)
-    delay = policy.backoff(lost, random.Random(seed))
-    assert 0.0 <= delay <= min(cap, initial * 2 ** (lost - 1))
-
-
-def test_retry_policy_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
-        RetryPolicy(0)
-    with pytest.raises(ValueError):
-        RetryPolicy(3, -1.0)
 
 
 # ------------------------------------------------------------------ idempotent writes
@@ -950,94 +874,6 @@ def test_whole_table_read_depends_on_every_change_but_blind_appends(table: Delta
 # ------------------------------------------------------------------ delete_rows (deletion vectors)
 
 
-def _dv_table(table_path: str, **properties: str) -> DeltaTable:
-    t = DeltaTable.create(
-        table_path, SCHEMA, partition_by=["p"], properties={"delta.enableDeletionVectors": "true", **properties}
-    )
-    t.append(rows("a", list(range(10))))
-    t.append(rows("b c", list(range(100, 110))))  # a partition directory that needs URI encoding
-    return t
-
-
-def _live(table: DeltaTable) -> list[int]:
-    return sorted(table.snapshot().to_arrow(columns=["id"]).column("id").to_pylist())
-
-
-def _path_of(table: DeltaTable, part: str) -> str:
-    files = table.snapshot().files(f"p = '{part}'")
-    assert files.num_rows == 1
-    return str(files.column("path")[0].as_py())
-
-
-def test_delete_rows_merges_with_the_existing_deletion_vector(table_path: str) -> None:
-    from airflow_delta.engine.deletion_vectors import read_deletion_vector
-
-    t = _dv_table(table_path)
-    a, bc = _path_of(t, "a"), _path_of(t, "b c")
-    assert bc == "p=b c/" + bc.split("/", 1)[1]  # decoded path, as files() gives it
-    with t.transaction() as txn:
-        first = txn.delete_rows({a: [0, 1, 2], bc: [9]})
-        v1 = txn.commit("DELETE")
-    assert (first.num_deleted_rows, first.num_deletion_vectors_added, first.num_deletion_vectors_updated) == (4, 2, 0)
-    lines = commit_lines(t, v1)
-    adds = [line["add"] for line in lines if "add" in line]
-    # Both DVs packed into one new DV file, at different offsets.
-    assert len({a["deletionVector"]["pathOrInlineDv"] for a in adds}) == 1
-    assert sorted(a["deletionVector"]["offset"] for a in adds)[0] == 1
-    with t.transaction() as txn:
-        files = txn.read_files("p = 'a'")  # log paths work as keys too
-        second = txn.delete_rows({files.column("path")[0].as_py(): [2, 3, 9]})  # row 2 is already deleted
-        v2 = txn.commit("DELETE")
-    assert second.num_deleted_rows == 2 and second.num_deletion_vectors_updated == 1
-    lines = commit_lines(t, v2)
-    (remove,) = [line["remove"] for line in lines if "remove" in line]
-    (add,) = [line["add"] for line in lines if "add" in line]
-    old = next(x["add"] for x in commit_lines(t, v1) if "add" in x and x["add"]["partitionValues"]["p"] == "a")
-    assert remove["deletionVector"] == old["deletionVector"]  # the old (path, dv) goes
-    assert remove["dataChange"] is True and remove["extendedFileMetadata"] is True
-    assert remove["size"] == old["size"] and remove["partitionValues"] == {"p": "a"} and remove["stats"] == old["stats"]
-    assert add["path"] == remove["path"] and add["deletionVector"]["cardinality"] == 5  # union, not a sum
-    stats = json.loads(add["stats"])
-    assert stats["numRecords"] == 10 and stats["tightBounds"] is False
-    assert stats["minValues"] == {"id": 0, "value": "v0"}  # bounds kept (now wide), as Delta does
-    from airflow_delta.engine.actions import DeletionVectorDescriptor
-
-    dv = read_deletion_vector(t.io, t.root, DeletionVectorDescriptor.from_json(add["deletionVector"]), num_records=10)
-    assert dv.to_numpy().tolist() == [0, 1, 2, 3, 9]
-    assert _live(t) == [4, 5, 6, 7, 8, *range(100, 109)]
-
-
-def test_delete_rows_removes_a_file_that_loses_every_row(table_path: str) -> None:
-    t = _dv_table(table_path)
-    a = _path_of(t, "a")
-    with t.transaction() as txn:
-        txn.delete_rows({a: range(0, 10, 2)})
-        txn.commit("DELETE")
-    with t.transaction() as txn:
-        summary = txn.delete_rows({a: range(1, 10, 2)})
-        version = txn.commit("DELETE")
-    assert summary.num_removed_files == 1 and summary.removed_paths == (a,)
-    assert summary.num_deletion_vectors_removed == 1 and summary.adds == ()
-    lines = commit_lines(t, version)
-    assert not [x for x in lines if "add" in x]
-    (remove,) = [x["remove"] for x in lines if "remove" in x]
-    assert remove["deletionVector"]["cardinality"] == 5
-    assert _live(t) == list(range(100, 110))
-    assert a not in live_paths(t)
-
-
-def test_delete_rows_of_already_deleted_rows_stages_nothing(table_path: str) -> None:
-    t = _dv_table(table_path)
-    a = _path_of(t, "a")
-    with t.transaction() as txn:
-        txn.delete_rows({a: [4]})
-        txn.commit("DELETE")
-    txn = t.transaction()
-    summary = txn.delete_rows({a: [4, 4]})
-    assert summary.num_deleted_rows == 0 and not txn.has_staged_actions
-    txn.abort()
-
-
 def test_delete_rows_needs_deletion_vectors_enabled(table: DeltaTable) -> None:
     from airflow_delta.engine.errors import DeletionVectorsNotEnabledError
 
@@ -1052,48 +888,6 @@ def test_delete_rows_needs_deletion_vectors_enabled(table: DeltaTable) -> None:
     protocol = next(x["protocol"] for x in commit_lines(table, version) if "protocol" in x)
     assert "deletionVectors" in protocol["readerFeatures"] and "deletionVectors" in protocol["writerFeatures"]
     assert sorted(table.snapshot().to_arrow().column("id").to_pylist()) == [2, 3, 10, 11]
-
-
-def test_delete_rows_refuses_rows_past_the_end_and_unknown_files(table_path: str) -> None:
-    from airflow_delta.engine.errors import RowIndexOutOfRangeError
-
-    t = _dv_table(table_path)
-    a = _path_of(t, "a")
-    txn = t.transaction()
-    with pytest.raises(RowIndexOutOfRangeError, match="has 10 records") as info:
-        txn.delete_rows({a: [3, 10]})
-    assert (info.value.row_index, info.value.num_records) == (10, 10)
-    with pytest.raises(InvalidTransactionError, match="not a live file"):
-        txn.delete_rows({"p=a/missing.parquet": [0]})
-    txn.delete_rows({a: [1]})
-    with pytest.raises(InvalidTransactionError, match="already removed in this transaction"):
-        txn.delete_rows({a: [2]})
-    txn.abort()
-    # Only the one accepted call wrote a DV (now an orphan for VACUUM); refused calls write nothing.
-    assert len([n for n in os.listdir(t.root) if n.startswith("deletion_vector_")]) == 1
-
-
-def test_delete_rows_uses_a_random_prefix_when_asked(table_path: str) -> None:
-    t = DeltaTable.create(
-        table_path,
-        FLAT_SCHEMA,
-        properties={
-            "delta.enableDeletionVectors": "true",
-            "delta.randomizeFilePrefixes": "true",
-            "delta.randomPrefixLength": "3",
-        },
-    )
-    t.append(flat_rows(list(range(5))))
-    (path,) = t.snapshot().files().column("path").to_pylist()
-    with t.transaction() as txn:
-        txn.delete_rows({path: [1]})
-        version = txn.commit("DELETE")
-    (add,) = [x["add"] for x in commit_lines(t, version) if "add" in x]
-    encoded = add["deletionVector"]["pathOrInlineDv"]
-    assert len(encoded) == 23  # 3 prefix characters + the 20-character Z85 UUID
-    prefix = encoded[:3]
-    assert prefix.isalnum() and any(n.startswith("deletion_vector_") for n in os.listdir(Path(t.root, prefix)))
-    assert sorted(t.snapshot().to_arrow().column("id").to_pylist()) == [0, 2, 3, 4]
 
 
 def test_concurrent_deletes_of_the_same_file_conflict(table_path: str) -> None:
@@ -1145,21 +939,6 @@ def test_delta_rs_reads_the_deletion_vectors_of_delete_rows(table_path: str) -> 
     dt = deltalake.DeltaTable(t.root)
     got = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id FROM t").read_all())
     assert sorted(got.column("id").to_pylist()) == expected == _live(t)
-
-
-def test_delete_rows_on_a_file_without_statistics_records_num_records(table_path: str) -> None:
-    t = DeltaTable.create(table_path, FLAT_SCHEMA, properties={"delta.enableDeletionVectors": "true"})
-    with t.transaction() as txn:
-        (add,) = data_files(txn, flat_rows([7, 8, 9]))
-        txn.add(AddFile(add.path, {}, add.size, add.modification_time))  # no stats at all
-        txn.commit("WRITE")
-    with t.transaction() as txn:
-        txn.delete_rows({add.path: [1]})
-        version = txn.commit("DELETE")
-    (new,) = [x["add"] for x in commit_lines(t, version) if "add" in x]
-    # A file with a DV must state its physical row count (spec, Per-file Statistics): taken from the footer.
-    assert json.loads(new["stats"]) == {"numRecords": 3, "tightBounds": False}
-    assert sorted(t.snapshot().to_arrow().column("id").to_pylist()) == [7, 9]
 
 
 def test_files_read_from_snapshot_files_are_not_decoded_twice(table_path: str) -> None:
