@@ -285,10 +285,10 @@ def _properties_at(table: DeltaTable, version: int, actions: Sequence[Mapping[st
         return TableProperties.from_configuration(Metadata.from_json(checksum["metadata"]).configuration)
     # Protocol and metadata only: replay without file actions.
     from airflow_delta.engine.log.listing import list_log_segment
-    from airflow_delta.engine.log.replay import replay
+    from airflow_delta.engine.log.replay import replay_metadata
 
     try:
-        state = replay(table.io, list_log_segment(table.io, table.root, version), file_actions=False)
+        state = replay_metadata(table.io, list_log_segment(table.io, table.root, version))
     except InvalidLogError:
         return None
     return TableProperties.from_configuration(state.metadata.configuration)

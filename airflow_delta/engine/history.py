@@ -123,11 +123,11 @@ def extract_commit_info(data: bytes, file: str) -> dict[str, Any] | None:
 
 def latest_properties(io: FileIO, root: str, listing: LogListing | None = None) -> TableProperties:
     """Table properties of the latest version (metadata-only replay; no file actions parsed)."""
-    from airflow_delta.engine.log.replay import replay
+    from airflow_delta.engine.log.replay import replay_metadata
 
     listing = listing if listing is not None else list_log(io, root)
     segment = segment_from_listing(listing)
-    state = replay(io, segment, file_actions=False, check_protocol=False)
+    state = replay_metadata(io, segment, check_protocol=False)
     return TableProperties.from_configuration(state.metadata.configuration)
 
 

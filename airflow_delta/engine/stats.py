@@ -586,6 +586,15 @@ def _struct_children(column: pa.ChunkedArray) -> dict[str, pa.ChunkedArray]:
     return out
 
 
+def _put_nested(
+    name: str, parents: tuple[dict[str, Any], ...], children: tuple[dict[str, Any], ...]
+) -> None:
+    """Attach a struct column's min/max/nullCount dicts to its parents', leaving out empty ones."""
+    for parent, child in zip(parents, children, strict=True):
+        if child:
+            parent[name] = child
+
+
 def _collect(
     fields: Sequence[StatsField],
     columns: Mapping[str, pa.ChunkedArray] | None,
@@ -603,12 +612,7 @@ def _collect(
             cmax: dict[str, Any] = {}
             cnull: dict[str, Any] = {}
             _collect(f.children, children, num_records, cmin, cmax, cnull)
-            if cmin:
-                mins[f.physical] = cmin
-            if cmax:
-                maxs[f.physical] = cmax
-            if cnull:
-                nulls[f.physical] = cnull
+            _put_nested(f.physical, (mins, maxs, nulls), (cmin, cmax, cnull))
             continue
         if column is None:
             # A column missing from the data is all null in this file.
@@ -718,12 +722,7 @@ def _footer_collect(
             cmax: dict[str, Any] = {}
             cnull: dict[str, Any] = {}
             _footer_collect(f.children, ppath, lpath, md, by_path, cmin, cmax, cnull)
-            if cmin:
-                mins[f.physical] = cmin
-            if cmax:
-                maxs[f.physical] = cmax
-            if cnull:
-                nulls[f.physical] = cnull
+            _put_nested(f.physical, (mins, maxs, nulls), (cmin, cmax, cnull))
             continue
         index = by_path.get(ppath, by_path.get(lpath))
         if index is None:
