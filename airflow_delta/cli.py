@@ -27,11 +27,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta.engine import DeltaError, DeltaTable
-from airflow_delta.engine.paths import encode_log_path, resolve_in_table
-from airflow_delta.engine.protocol import reader_features, writer_features
+from airflow_delta.engine.model.table_features import reader_features, writer_features
+from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 
 if TYPE_CHECKING:
-    from airflow_delta.engine.snapshot import Snapshot
+    from airflow_delta.engine.read.snapshot import Snapshot
 
 HISTORY_IN_DESCRIBE = 5
 MAX_PROPERTIES_SHOWN = 12

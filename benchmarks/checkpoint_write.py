@@ -132,7 +132,7 @@ _LOADED: dict[str, Any] = {}
 
 
 def ours_checkpoint_loaded(path: str, size: int) -> None:
-    from airflow_delta.engine.checkpoints import write_checkpoint
+    from airflow_delta.engine.checkpoint.writer import write_checkpoint
     from airflow_delta.engine.table import DeltaTable
 
     _clear_checkpoints(path)

@@ -91,8 +91,8 @@ def ours(path: str) -> int:
     import pyarrow.compute as pc
 
     from airflow_delta.engine import DeltaTable
-    from airflow_delta.engine.log.commit_reader import string_scalar
-    from airflow_delta.engine.snapshot import decode_paths
+    from airflow_delta.engine.read.commit_reader import string_scalar
+    from airflow_delta.engine.read.snapshot import decode_paths
 
     table = DeltaTable(path)
     snapshot = table.snapshot()

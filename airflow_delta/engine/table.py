@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta.engine.fs import FileIO, resolve_table_uri
+from airflow_delta.engine.storage.fileio import FileIO, resolve_table_uri
 
 if TYPE_CHECKING:
-    from airflow_delta.engine.dml import DeleteResult
-    from airflow_delta.engine.snapshot import Snapshot
-    from airflow_delta.engine.transaction import Transaction
+    from airflow_delta.engine.operations.delete import DeleteResult
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.write.transaction import Transaction
 
 
 class DeltaTable:
@@ -46,19 +46,19 @@ class DeltaTable:
         A timestamp selects the latest version committed at or before it (commit
         timestamps, or in-commit timestamps where the table enables them).
         """
-        from airflow_delta.engine.snapshot import load_snapshot
+        from airflow_delta.engine.read.snapshot import load_snapshot
 
         return load_snapshot(self.io, self.root, version=version, timestamp=timestamp)
 
     def version(self) -> int:
         """The latest committed version, found by listing the log (no replay)."""
-        from airflow_delta.engine.log.listing import latest_version
+        from airflow_delta.engine.read.listing import latest_version
 
         return latest_version(self.io, self.root)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, each with its ``version``."""
-        from airflow_delta.engine.history import read_history
+        from airflow_delta.engine.read.history import read_history
 
         return read_history(self.io, self.root, limit=limit)
 
@@ -76,7 +76,7 @@ class DeltaTable:
         description: str | None = None,
     ) -> DeltaTable:
         """Create a new, empty table (version 0) and return it."""
-        from airflow_delta.engine.create import create_table
+        from airflow_delta.engine.operations.create import create_table
 
         table = cls(table_uri, storage_options)
         create_table(table, schema, partition_by=partition_by, properties=properties, name=name, description=description)
@@ -84,30 +84,30 @@ class DeltaTable:
 
     def append(self, data: pa.Table | pa.RecordBatchReader, **options: Any) -> int:
         """Append rows as new parquet files in one commit; returns the committed version."""
-        from airflow_delta.engine.writer import append
+        from airflow_delta.engine.write.data_files import append
 
         return append(self, data, **options)
 
     def delete(self, predicate: str | None = None, **options: Any) -> DeleteResult:
         """``DELETE FROM table [WHERE predicate]`` in one commit (deletion vectors where the table enables them)."""
-        from airflow_delta.engine.dml import delete
+        from airflow_delta.engine.operations.delete import delete
 
         return delete(self, predicate, **options)
 
     def transaction(self, isolation_level: str | None = None, **options: Any) -> Transaction:
         """A low-level optimistic transaction on the latest snapshot; use as a context manager."""
-        from airflow_delta.engine.transaction import Transaction
+        from airflow_delta.engine.write.transaction import Transaction
 
         return Transaction(self, isolation_level=isolation_level, **options)
 
     def checkpoint(self, version: int | None = None) -> int:
         """Write a checkpoint of ``version`` (default: latest); returns the version checkpointed."""
-        from airflow_delta.engine.checkpoints import create_checkpoint
+        from airflow_delta.engine.checkpoint.writer import create_checkpoint
 
         return create_checkpoint(self, version=version)
 
     def cleanup_log(self, **options: Any) -> list[str]:
         """Delete expired log files per ``delta.logRetentionDuration``; returns what was removed."""
-        from airflow_delta.engine.log_cleanup import cleanup_log
+        from airflow_delta.engine.operations.log_cleanup import cleanup_log
 
         return cleanup_log(self, **options)

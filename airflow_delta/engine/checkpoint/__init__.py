@@ -1,4 +1,4 @@
-"""The parts of checkpoint writing; the entry points are in :mod:`airflow_delta.engine.checkpoints`.
+"""The parts of checkpoint writing; the entry points are in :mod:`airflow_delta.engine.checkpoint.writer`.
 
 * :mod:`.schema`: the checkpoint's parquet schema and its ``checkpointSchema`` JSON form
 * :mod:`.file_names`: classic, multi-part, V2 and sidecar file names

@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta.engine.actions import DomainMetadata, SetTransaction
 from airflow_delta.engine.checkpoint.file_names import checkpoint_file_name, multipart_checkpoint_file_name
 from airflow_delta.engine.checkpoint.output import CheckpointResult, WrittenFile, chain_batches, write_parquet
 from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache, file_action_batches, non_file_rows
 from airflow_delta.engine.checkpoint.schema import checkpoint_schema, delta_schema_of
 from airflow_delta.engine.checkpoint.spark_hash import SPARK_HASH_SEED, spark_partition_ids
-from airflow_delta.engine.fs import FileIO
+from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
+from airflow_delta.engine.storage.fileio import FileIO
 
 if TYPE_CHECKING:
-    from airflow_delta.engine.snapshot import Snapshot
+    from airflow_delta.engine.read.snapshot import Snapshot
 
 # Actions per part of a multi-part (V1) checkpoint; Spark's default part size.
 DEFAULT_PART_SIZE = 5_000_000

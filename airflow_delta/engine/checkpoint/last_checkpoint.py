@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from airflow_delta.engine.fs import FileIO
+from airflow_delta.engine.storage.fileio import FileIO
 
 log = logging.getLogger(__name__)
 

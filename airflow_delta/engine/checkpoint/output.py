@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta.engine.fs import FileIO, LocalFileIO
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 
 
 @contextmanager

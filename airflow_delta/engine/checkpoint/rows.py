@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from airflow_delta.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.checkpoint.schema import CHECKPOINT_DV_TYPE, REMOVE_TYPE
+from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 
 
 def _empty_map_for_nulls(values: pa.Array) -> pa.Array:

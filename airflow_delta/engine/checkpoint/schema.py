@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_delta.engine.actions import DELETION_VECTOR_TYPE, STRING_MAP_TYPE
+from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE, STRING_MAP_TYPE
 
 # checkpointSchema is left out of _last_checkpoint above this many JSON characters
 # (the file is read on every table load, so it should stay small).

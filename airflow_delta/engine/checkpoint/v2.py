@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta.engine.actions import DomainMetadata, SetTransaction
 from airflow_delta.engine.checkpoint.file_names import (
     SIDECAR_DIR_NAME,
     checkpoint_file_name,
@@ -35,10 +34,11 @@ from airflow_delta.engine.checkpoint.rows import (
     non_file_rows,
 )
 from airflow_delta.engine.checkpoint.schema import checkpoint_schema, delta_schema_of
-from airflow_delta.engine.fs import FileIO
+from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
+from airflow_delta.engine.storage.fileio import FileIO
 
 if TYPE_CHECKING:
-    from airflow_delta.engine.snapshot import Snapshot
+    from airflow_delta.engine.read.snapshot import Snapshot
 
 # File actions per sidecar of a V2 checkpoint; Spark's default for V2.
 DEFAULT_SIDECAR_SIZE = 50_000

@@ -10,7 +10,7 @@ from airflow_delta.engine.checkpoint.classic import write_classic
 from airflow_delta.engine.checkpoint.file_names import checkpoint_file_name, multipart_checkpoint_file_name
 from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache
 from airflow_delta.engine.checkpoint.schema import add_type
-from tests.engine.checkpoint.tables import make_partitioned_table, snapshot_of
+from tests.engine.checkpoint.table_helpers import make_partitioned_table, snapshot_of
 
 LAYOUT = AddColumnLayout(add_type(), stats_as_json=True)
 

@@ -12,8 +12,8 @@ from airflow_delta.engine.checkpoint.last_checkpoint import (
     read_last_checkpoint,
     write_last_checkpoint,
 )
-from airflow_delta.engine.checkpoints import write_checkpoint
-from tests.engine.checkpoint.tables import IO, make_partitioned_table, snapshot_of
+from airflow_delta.engine.checkpoint.writer import write_checkpoint
+from tests.engine.checkpoint.table_helpers import IO, make_partitioned_table, snapshot_of
 
 
 def test_checksum_matches_the_protocols_example() -> None:

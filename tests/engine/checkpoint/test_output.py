@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta.engine.checkpoint.output import atomic_file, chain_batches, write_parquet
-from airflow_delta.engine.fs import LocalFileIO
+from airflow_delta.engine.storage.fileio import LocalFileIO
 
 IO = LocalFileIO()
 SCHEMA = pa.schema([("n", pa.int64())])

@@ -6,9 +6,9 @@ import json
 
 import pyarrow as pa
 
-from airflow_delta.engine.actions import STRING_MAP_TYPE, Metadata
 from airflow_delta.engine.checkpoint.parsed_columns import parsed_columns_layout
-from airflow_delta.engine.table_properties import TableProperties
+from airflow_delta.engine.model.actions import STRING_MAP_TYPE, Metadata
+from airflow_delta.engine.model.properties import TableProperties
 
 
 def field(name: str, dtype: str, physical: str) -> dict[str, object]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from airflow_delta.engine.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.checkpoint.rows import (
     AddColumnLayout,
     NullCache,
@@ -13,7 +12,8 @@ from airflow_delta.engine.checkpoint.rows import (
     non_file_rows,
 )
 from airflow_delta.engine.checkpoint.schema import add_type, checkpoint_schema
-from tests.engine.checkpoint.tables import make_partitioned_table, snapshot_of
+from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from tests.engine.checkpoint.table_helpers import make_partitioned_table, snapshot_of
 
 
 def test_null_partition_value_maps_become_empty_maps() -> None:
@@ -27,9 +27,9 @@ def test_null_partition_value_maps_become_empty_maps() -> None:
 
 
 def test_deletion_vectors_gain_sparks_null_max_row_index_in_sliced_batches() -> None:
-    from airflow_delta.engine.actions import DELETION_VECTOR_TYPE
     from airflow_delta.engine.checkpoint.rows import _checkpoint_dv
     from airflow_delta.engine.checkpoint.schema import CHECKPOINT_DV_TYPE
+    from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
 
     dv = {"storageType": "u", "pathOrInlineDv": "p", "offset": 1, "sizeInBytes": 3, "cardinality": 2}
     values = pa.array([None, dv, None, dict(dv, offset=None)], type=DELETION_VECTOR_TYPE)

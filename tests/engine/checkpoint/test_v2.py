@@ -12,7 +12,7 @@ from airflow_delta.engine.checkpoint.file_names import SIDECAR_DIR_NAME, checkpo
 from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache
 from airflow_delta.engine.checkpoint.schema import add_type
 from airflow_delta.engine.checkpoint.v2 import write_v2
-from tests.engine.checkpoint.tables import make_partitioned_table, snapshot_of
+from tests.engine.checkpoint.table_helpers import make_partitioned_table, snapshot_of
 
 LAYOUT = AddColumnLayout(add_type(), stats_as_json=True)
 

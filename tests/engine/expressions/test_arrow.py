@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine.expressions import parse_predicate
-from tests.engine.expressions.sample_table import ROWS, SCHEMA
+from tests.engine.expressions.sample_table_helpers import ROWS, SCHEMA
 
 
 def matching(sql: str) -> list[int]:

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions import parse_predicate
-from tests.engine.expressions.sample_table import SCHEMA
+from tests.engine.expressions.sample_table_helpers import SCHEMA
 
 
 def test_like_with_escape_clause() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
-from tests.engine.expressions.sample_table import SCHEMA
+from tests.engine.expressions.sample_table_helpers import SCHEMA
 
 
 def test_predicate_is_immutable_and_reports_columns() -> None:

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_delta.engine.actions import Metadata
 from airflow_delta.engine.expressions import parse_predicate, prune_files
-from airflow_delta.engine.schema import schema_to_arrow
-from airflow_delta.engine.stats import compute_stats, parse_stats
+from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.schema import schema_to_arrow
+from airflow_delta.engine.model.stats import compute_stats, parse_stats
 
 UTC = dt.UTC
 NAN = math.nan

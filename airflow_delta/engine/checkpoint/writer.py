@@ -1,0 +1,316 @@
+"""Writing checkpoints: classic, multi-part and V2 (UUID-named with sidecars), and ``_last_checkpoint``.
+
+A checkpoint is the reconciled state of one table version written as parquet, one
+action per row, each action type in its own struct column (see the protocol's
+"Checkpoints" and "Checkpoint Schema" sections). It is built from a
+:class:`~airflow_delta.engine.read.snapshot.Snapshot`: the non-file actions (protocol,
+metadata, txn, domain metadata) come from its objects, the file actions from its
+Arrow tables ``add_actions`` and ``tombstones`` (rows of ``FILE_ACTIONS_SCHEMA``).
+File actions are streamed into a ``ParquetWriter`` one record batch at a time; each
+batch's ``add`` struct is assembled from the snapshot's own column buffers, so the
+state is never copied as a whole.
+
+This module holds the entry points; the parts are in :mod:`airflow_delta.engine.checkpoint`
+(schema, rows, parsed stats columns, Spark's hash, classic/multi-part, V2, ``_last_checkpoint``).
+
+Order of writes, so that no reader ever takes an incomplete checkpoint as complete:
+
+1. every parquet file (parts, sidecars) is written to a hidden temporary name and
+   renamed into place (local storage), or uploaded in one request (object stores);
+2. for V2, the top-level UUID-named file is written only after all its sidecars;
+3. ``_last_checkpoint`` is rewritten last, and never moved back to an older version.
+
+``post_commit`` is what a transaction calls after each successful commit: it writes
+the version's ``.crc`` file, a checkpoint every ``delta.checkpointInterval`` versions,
+and then runs metadata cleanup. It never raises: the commit has already succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.checkpoint.classic import DEFAULT_PART_SIZE, write_classic
+from airflow_delta.engine.checkpoint.last_checkpoint import (
+    LAST_CHECKPOINT_NAME,
+    canonicalize_json,
+    json_checksum,
+    read_last_checkpoint,
+    write_last_checkpoint,
+)
+from airflow_delta.engine.checkpoint.output import CheckpointResult
+from airflow_delta.engine.checkpoint.parsed_columns import parsed_columns_layout
+from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache
+from airflow_delta.engine.checkpoint.schema import add_type, checkpoint_schema
+from airflow_delta.engine.checkpoint.spark_hash import spark_murmur3_strings
+from airflow_delta.engine.checkpoint.v2 import DEFAULT_SIDECAR_SIZE, write_v2
+from airflow_delta.engine.errors import DeltaError, InvalidLogError
+from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.storage.fileio import FileIO
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+# Rows per record batch (and parquet row group) streamed to the writer; read at each
+# write, so it can be lowered for a run.
+WRITE_BATCH_ROWS = 128 * 1024
+
+
+# ----------------------------------------------------------------- the writer
+
+
+def live_tombstones(tombstones: pa.Table, retention_ms: int, now_ms: int) -> pa.Table:
+    """Tombstones that have not expired: ``deletionTimestamp`` later than now minus the retention.
+
+    A remove without a timestamp counts as removed at epoch 0 (long expired).
+    """
+    if tombstones.num_rows == 0:
+        return tombstones
+    ts = pc.fill_null(tombstones.column("deletion_timestamp"), 0)
+    return tombstones.filter(pc.greater(ts, pa.scalar(now_ms - retention_ms, pa.int64())))
+
+
+def _sorted_transactions(snapshot: Snapshot) -> list[SetTransaction]:
+    return [snapshot.transactions[k] for k in sorted(snapshot.transactions)]
+
+
+def _sorted_domains(snapshot: Snapshot) -> list[DomainMetadata]:
+    return [d for k, d in sorted(snapshot.domain_metadata.items()) if not d.removed]
+
+
+def _uses_v2(snapshot: Snapshot) -> bool:
+    props: TableProperties = snapshot.properties
+    if props.checkpoint_policy != "v2":
+        return False
+    if not (snapshot.protocol.has_reader_feature("v2Checkpoint") and snapshot.protocol.has_writer_feature("v2Checkpoint")):
+        log.warning(
+            "delta.checkpointPolicy=v2 but the protocol lacks the v2Checkpoint feature; writing a classic checkpoint"
+        )
+        return False
+    return True
+
+
+def _require_commit_written(snapshot: Snapshot) -> None:
+    """A checkpoint may only follow its version's commit (protocol, "Checkpoints").
+
+    The commit must exist now, or the version must already be checkpointed (its commit
+    was then written and later cleaned up, as in tables Spark has trimmed).
+    """
+    version = snapshot.version
+    if snapshot.log_segment.checkpoint_version == version:
+        return
+    commit = f"{snapshot.table_root}/_delta_log/{version:020d}.json"
+    if snapshot.io.info(commit) is None:
+        raise InvalidLogError(
+            f"no commit file {commit}: refusing to checkpoint version {version}, whose commit is not "
+            "(or no longer) in the log; load a fresh snapshot of the table and checkpoint that"
+        )
+
+
+def write_checkpoint(
+    snapshot: Snapshot,
+    *,
+    part_size: int | None = DEFAULT_PART_SIZE,
+    sidecar_size: int = DEFAULT_SIDECAR_SIZE,
+    v2_format: str = "parquet",
+    v2_classic_compat: bool = True,
+    now_ms: int | None = None,
+    update_last_checkpoint: bool = True,
+) -> CheckpointResult:
+    """Write a checkpoint of ``snapshot`` and then ``_last_checkpoint``.
+
+    * ``delta.checkpointPolicy=v2`` (with the ``v2Checkpoint`` feature): a UUID-named
+      top-level file (``v2_format`` ``parquet`` or ``json``) whose file actions live in
+      ``_delta_log/_sidecars`` parquet files of at most ``sidecar_size`` actions; with
+      ``v2_classic_compat`` also a classic-named V2 checkpoint referencing the same
+      sidecars, so that clients without V2 support find the protocol and fail cleanly.
+    * otherwise a classic checkpoint, or a multi-part one when the state holds more
+      than ``part_size`` actions (parts clustered by Spark's hash of the file key, as
+      the protocol requires, so part sizes are about, not exactly, ``part_size``).
+    """
+    if v2_format not in ("parquet", "json"):
+        raise DeltaError(f"v2_format must be 'parquet' or 'json', not {v2_format!r}")
+    io: FileIO = snapshot.io
+    root: str = snapshot.table_root
+    props: TableProperties = snapshot.properties
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    _require_commit_written(snapshot)
+
+    adds: pa.Table = snapshot.add_actions
+    removes = live_tombstones(snapshot.tombstones, int(props.deleted_file_retention.total_seconds() * 1000), now)
+    pv_type, pv_parse, st_type, st_parse = parsed_columns_layout(snapshot.metadata, props)
+    # Never drop the JSON stats unless the struct form carries them.
+    stats_as_json = props.checkpoint_write_stats_as_json or st_parse is None
+    layout = AddColumnLayout(
+        add_type(stats_as_json=stats_as_json, partition_values_parsed=pv_type, stats_parsed=st_type),
+        stats_as_json,
+        pv_parse,
+        st_parse,
+    )
+    txns = _sorted_transactions(snapshot)
+    domains = _sorted_domains(snapshot)
+    nulls = NullCache()
+    batch_rows = WRITE_BATCH_ROWS
+
+    if _uses_v2(snapshot):
+        result = write_v2(
+            snapshot, layout, adds, removes, txns, domains, nulls,
+            batch_rows=batch_rows, sidecar_size=sidecar_size, file_format=v2_format, classic_compat=v2_classic_compat,
+        )
+    else:
+        result = write_classic(
+            snapshot, layout, adds, removes, txns, domains, nulls, part_size=part_size, batch_rows=batch_rows
+        )
+
+    if update_last_checkpoint:
+        written_doc = write_last_checkpoint(io, root, result.last_checkpoint)
+        result = CheckpointResult(result.version, result.kind, result.files, result.sidecars, written_doc)
+    return result
+
+
+# --------------------------------------------------------------- table-level API
+
+
+# Writer features whose tables we may checkpoint and clean up: they constrain data
+# writes, or they are carried in actions and fields a checkpoint copies (baseRowId,
+# defaultRowCommitVersion, clusteringProvider, domainMetadata, deletionVector). Any
+# other writer feature (checkpointProtection, catalogManaged, one added after this
+# was written) may change what a checkpoint must hold or what cleanup may delete.
+LOG_MAINTENANCE_WRITER_FEATURES: frozenset[str] = frozenset(
+    {
+        "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
+        "columnMapping", "identityColumns", "deletionVectors", "rowTracking", "timestampNtz",
+        "domainMetadata", "v2Checkpoint", "icebergCompatV1", "icebergCompatV2", "clustering",
+        "liquid", "vacuumProtocolCheck", "typeWidening", "typeWidening-preview", "inCommitTimestamp",
+        "allowColumnDefaults", "variantType", "variantType-preview", "variantShredding",
+        "variantShredding-preview",
+    }
+)
+
+
+def check_log_maintenance_supported(protocol: Protocol) -> None:
+    """Refuse to checkpoint or clean up a table we cannot read, or with a writer feature that may govern either."""
+    from airflow_delta.engine.errors import UnsupportedFeatureError
+    from airflow_delta.engine.model.table_features import check_readable, writer_features
+
+    check_readable(protocol)
+    unknown = writer_features(protocol) - LOG_MAINTENANCE_WRITER_FEATURES
+    if unknown:
+        raise UnsupportedFeatureError(
+            sorted(unknown), access="write", detail="checkpoints and log cleanup are refused for these features"
+        )
+
+
+def create_checkpoint(table: DeltaTable, version: int | None = None, **options: Any) -> int:
+    """Checkpoint ``version`` (default: the latest) of ``table``; returns the version checkpointed."""
+    snapshot = table.snapshot(version)
+    check_log_maintenance_supported(snapshot.protocol)
+    write_checkpoint(snapshot, **options)
+    return snapshot.version
+
+
+def should_checkpoint(version: int, properties: TableProperties) -> bool:
+    """Automatic checkpoints: every ``delta.checkpointInterval`` versions, never at version 0."""
+    return version > 0 and version % properties.checkpoint_interval == 0
+
+
+def post_commit(
+    table: DeltaTable,
+    version_or_snapshot: int | Snapshot,
+    *,
+    actions: Sequence[Mapping[str, Any]] | None = None,
+    now_ms: int | None = None,
+) -> None:
+    """Hooks after a successful commit: ``.crc`` file, automatic checkpoint, log cleanup.
+
+    ``version_or_snapshot`` is the committed version, or the snapshot at it when the
+    caller already has one (then nothing is re-read). ``actions`` are the commit's
+    actions as JSON objects, if the caller has them. Failures are logged, never raised:
+    the commit itself has already succeeded.
+    """
+    from airflow_delta.engine.read import crc
+
+    snapshot = None if isinstance(version_or_snapshot, int) else version_or_snapshot
+    version = version_or_snapshot if isinstance(version_or_snapshot, int) else version_or_snapshot.version
+    try:
+        crc.write_checksum_after_commit(table.io, table.root, version, actions=actions, snapshot=snapshot)
+    except Exception:
+        log.warning("post-commit: could not write the .crc file of version %d", version, exc_info=True)
+    try:
+        properties = snapshot.properties if snapshot is not None else _properties_at(table, version, actions)
+        if properties is None or not should_checkpoint(version, properties):
+            return
+        if snapshot is None:
+            snapshot = table.snapshot(version)
+            try:  # the state is loaded now: seed the .crc chain if it was not derivable
+                crc.write_checksum_after_commit(table.io, table.root, version, actions=actions, snapshot=snapshot)
+            except Exception:
+                log.warning("post-commit: could not write the .crc file of version %d", version, exc_info=True)
+        check_log_maintenance_supported(snapshot.protocol)
+        write_checkpoint(snapshot, now_ms=now_ms)
+    except Exception:
+        log.warning("post-commit: could not checkpoint version %d", version, exc_info=True)
+        return
+    if snapshot.properties.enable_expired_log_cleanup:
+        try:
+            from airflow_delta.engine.operations.log_cleanup import cleanup_log
+
+            cleanup_log(table, now=now_ms, snapshot=snapshot)
+        except Exception:
+            log.warning("post-commit: log cleanup after checkpoint %d failed", version, exc_info=True)
+
+
+def _properties_at(table: DeltaTable, version: int, actions: Sequence[Mapping[str, Any]] | None) -> TableProperties | None:
+    """Table properties at ``version`` without a full replay when cheaply known.
+
+    The commit's own metaData, else the version's ``.crc``, else a replay of the
+    non-file actions only; None if the log cannot be replayed.
+    """
+    from airflow_delta.engine.read import crc
+
+    for action in actions or ():
+        if "metaData" in action:
+            return TableProperties.from_configuration(Metadata.from_json(action["metaData"]).configuration)
+    checksum = crc.read_version_checksum(table.io, table.root, version)
+    if checksum is not None and isinstance(checksum.get("metadata"), Mapping):
+        return TableProperties.from_configuration(Metadata.from_json(checksum["metadata"]).configuration)
+    # Protocol and metadata only: replay without file actions.
+    from airflow_delta.engine.read.listing import list_log_segment
+    from airflow_delta.engine.read.replay import replay_metadata
+
+    try:
+        state = replay_metadata(table.io, list_log_segment(table.io, table.root, version))
+    except InvalidLogError:
+        return None
+    return TableProperties.from_configuration(state.metadata.configuration)
+
+
+__all__ = [
+    "DEFAULT_PART_SIZE",
+    "DEFAULT_SIDECAR_SIZE",
+    "LAST_CHECKPOINT_NAME",
+    "LOG_MAINTENANCE_WRITER_FEATURES",
+    "WRITE_BATCH_ROWS",
+    "CheckpointResult",
+    "canonicalize_json",
+    "check_log_maintenance_supported",
+    "checkpoint_schema",
+    "create_checkpoint",
+    "json_checksum",
+    "live_tombstones",
+    "post_commit",
+    "read_last_checkpoint",
+    "should_checkpoint",
+    "spark_murmur3_strings",
+    "write_checkpoint",
+    "write_last_checkpoint",
+]

@@ -1,0 +1,415 @@
+"""Creating a table: validating user properties and schema, choosing the protocol, version 0.
+
+:func:`create_table` writes version 0 (commitInfo, protocol, metaData) with
+put-if-absent, so two concurrent creators cannot both win, choosing the smallest
+protocol the schema and properties need (:func:`.protocol.minimal_protocol`).
+:func:`normalize_properties` is also what a transaction uses to validate
+``SET TBLPROPERTIES``: ``delta.*`` keys are checked against every property Delta
+defines, so a typo is refused instead of silently doing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from airflow_delta.engine.errors import (
+    InvalidFilterError,
+    InvalidSchemaError,
+    InvalidTablePropertyError,
+    TableAlreadyExistsError,
+    UnknownTablePropertyError,
+    UnsupportedFeatureError,
+)
+from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.commit_info import ENGINE_INFO
+from airflow_delta.engine.model.constraints import CHECK_CONSTRAINT_PREFIX
+from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.model.schema import arrow_to_delta_schema, schema_to_arrow
+from airflow_delta.engine.model.table_features import (
+    FEATURE_ENABLING_PROPERTIES,
+    SUPPORTED_WRITER_FEATURES,
+    check_writable,
+    minimal_protocol,
+    required_features,
+)
+from airflow_delta.engine.read.listing import commit_path
+from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.write.transaction import run_post_commit
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+COLUMN_MAPPING_ID = "delta.columnMapping.id"
+COLUMN_MAPPING_PHYSICAL_NAME = "delta.columnMapping.physicalName"
+COLUMN_MAPPING_MAX_ID = "delta.columnMapping.maxColumnId"
+
+
+# Every table property Delta defines (delta-spark's DeltaConfigs and the protocol's
+# "Table Properties"), so that a typo such as delta.appendOnyl is refused instead of
+# silently doing nothing. Two families are open-ended: delta.constraints.<name> (CHECK
+# constraints) and delta.feature.<name> (explicit table-feature support).
+KNOWN_DELTA_PROPERTIES: tuple[str, ...] = (
+    "delta.appendOnly",
+    "delta.autoOptimize",
+    "delta.autoOptimize.autoCompact",
+    "delta.autoOptimize.optimizeWrite",
+    "delta.checkpoint.writeStatsAsJson",
+    "delta.checkpoint.writeStatsAsStruct",
+    "delta.checkpointInterval",
+    "delta.checkpointPolicy",
+    "delta.checkpointRetentionDuration",
+    "delta.columnMapping.maxColumnId",
+    "delta.columnMapping.mode",
+    "delta.compatibility.symlinkFormatManifest.enabled",
+    "delta.dataSkippingNumIndexedCols",
+    "delta.dataSkippingStatsColumns",
+    "delta.deletedFileRetentionDuration",
+    "delta.enableChangeDataFeed",
+    "delta.enableDeletionVectors",
+    "delta.enableExpiredLogCleanup",
+    "delta.enableIcebergCompatV1",
+    "delta.enableIcebergCompatV2",
+    "delta.enableInCommitTimestamps",
+    "delta.enableRowTracking",
+    "delta.enableTypeWidening",
+    "delta.enableVariantShredding",
+    "delta.inCommitTimestampEnablementTimestamp",
+    "delta.inCommitTimestampEnablementVersion",
+    "delta.isolationLevel",
+    "delta.logRetentionDuration",
+    "delta.minReaderVersion",
+    "delta.minWriterVersion",
+    "delta.parquet.compression.codec",
+    "delta.parquet.format.version",
+    "delta.randomPrefixLength",
+    "delta.randomizeFilePrefixes",
+    "delta.rowTrackingSuspended",
+    "delta.sampleRetentionDuration",
+    "delta.setTransactionRetentionDuration",
+    "delta.targetFileSize",
+    "delta.tuneFileSizesForRewrites",
+    "delta.universalFormat.enabledFormats",
+)
+_KNOWN_BY_LOWER = {k.lower(): k for k in KNOWN_DELTA_PROPERTIES}
+FEATURE_PROPERTY_PREFIX = "delta.feature."
+
+# Properties only a writer sets (Delta refuses them from users): they record facts
+# about the table's history, which a user cannot know at creation.
+_WRITER_OWNED_PROPERTIES = frozenset(
+    {
+        COLUMN_MAPPING_MAX_ID,
+        "delta.inCommitTimestampEnablementVersion",
+        "delta.inCommitTimestampEnablementTimestamp",
+    }
+)
+
+# Characters parquet (and therefore Delta without column mapping) refuses in column names.
+_INVALID_NAME_CHARS = frozenset(" ,;{}()\n\t=")
+_LOG_FILE = re.compile(r"^\d{20}\.(json|checkpoint\..+)$")
+
+@dataclass(frozen=True, slots=True)
+class NormalizedProperties:
+    configuration: dict[str, str]  # what goes into metaData.configuration
+    features: frozenset[str]  # features asked for explicitly (delta.feature.<name>)
+    min_reader_version: int | None  # delta.minReaderVersion, if given
+    min_writer_version: int | None  # delta.minWriterVersion, if given
+
+
+def normalize_properties(properties: Mapping[str, str] | None) -> NormalizedProperties:
+    """Validate user properties for a new table.
+
+    ``delta.*`` keys are matched case-insensitively and stored in Delta's spelling;
+    unknown ones raise :class:`UnknownTablePropertyError` listing the valid ones. Other
+    keys are user metadata and kept as given. ``delta.feature.<name>`` and
+    ``delta.min{Reader,Writer}Version`` shape the protocol and are not stored, as in
+    Delta. Values are checked with :class:`TableProperties`.
+    """
+    configuration: dict[str, str] = {}
+    features: set[str] = set()
+    min_reader: int | None = None
+    min_writer: int | None = None
+    for raw_key, raw_value in (properties or {}).items():
+        key = str(raw_key)
+        if raw_value is None:
+            raise InvalidTablePropertyError(key, raw_value, "a string value")
+        value = str(raw_value).lower() if isinstance(raw_value, bool) else str(raw_value)
+        lower = key.lower()
+        if not lower.startswith("delta."):
+            configuration[key] = value
+            continue
+        if lower.startswith(FEATURE_PROPERTY_PREFIX):
+            name = key[len(FEATURE_PROPERTY_PREFIX):]
+            if value.strip().lower() not in ("supported", "enabled"):
+                raise InvalidTablePropertyError(key, value, "'supported'")
+            features.add(name)
+            continue
+        if lower.startswith(CHECK_CONSTRAINT_PREFIX):
+            name = key[len(CHECK_CONSTRAINT_PREFIX):]
+            if not name or not value.strip():
+                raise InvalidTablePropertyError(key, value, "delta.constraints.<name> = <boolean SQL expression>")
+            # Delta keys constraints by their lower-cased name (names are case-insensitive).
+            configuration[CHECK_CONSTRAINT_PREFIX + name.lower()] = value
+            continue
+        canonical = _KNOWN_BY_LOWER.get(lower)
+        if canonical is None:
+            raise UnknownTablePropertyError(
+                key, value, [*KNOWN_DELTA_PROPERTIES, "delta.constraints.<name>", "delta.feature.<name>"]
+            )
+        if canonical in _WRITER_OWNED_PROPERTIES:
+            raise InvalidTablePropertyError(key, value, "no value: the writer maintains this property itself")
+        if canonical == "delta.minReaderVersion":
+            min_reader = _version_property(key, value, 1, 3)
+            continue
+        if canonical == "delta.minWriterVersion":
+            min_writer = _version_property(key, value, 2, 7)
+            continue
+        configuration[canonical] = value
+    for key, feature in FEATURE_ENABLING_PROPERTIES.items():
+        if feature not in SUPPORTED_WRITER_FEATURES and configuration.get(key, "").strip().lower() == "true":
+            raise UnsupportedFeatureError([feature], access="write", detail=f"{key}=true asks for it")
+    if configuration.get("delta.universalFormat.enabledFormats", "").strip():
+        raise UnsupportedFeatureError(["icebergCompatV2"], access="write", detail="delta.universalFormat.enabledFormats")
+    TableProperties.from_configuration(configuration)  # raises InvalidTablePropertyError
+    return NormalizedProperties(configuration, frozenset(features), min_reader, min_writer)
+
+
+def _version_property(key: str, value: str, low: int, high: int) -> int:
+    try:
+        parsed = int(value)
+    except ValueError:
+        raise InvalidTablePropertyError(key, value, f"an integer from {low} to {high}") from None
+    if not low <= parsed <= high:
+        raise InvalidTablePropertyError(key, value, f"an integer from {low} to {high}")
+    return parsed
+
+
+# ------------------------------------------------------------------ schema checks
+
+
+def _check_schema(schema_json: Mapping[str, Any], column_mapping: bool) -> None:
+    """Column names must be unique ignoring case; without column mapping parquet's character rules apply."""
+    if not schema_json.get("fields"):
+        raise InvalidSchemaError("a Delta table needs at least one column")
+
+    def walk(t: Any, prefix: str) -> None:
+        if not isinstance(t, dict):
+            return
+        kind = t.get("type")
+        if kind == "struct":
+            seen: dict[str, str] = {}
+            for f in t.get("fields", []):
+                name = f["name"]
+                path = f"{prefix}{name}"
+                if name.lower() in seen:
+                    raise InvalidSchemaError(
+                        f"columns {prefix}{seen[name.lower()]!s} and {path} differ only in case; Delta column "
+                        "names must be unique regardless of case"
+                    )
+                seen[name.lower()] = name
+                if not column_mapping and (bad := sorted(set(name) & _INVALID_NAME_CHARS)):
+                    raise InvalidSchemaError(
+                        f"column name {path!r} contains {''.join(bad)!r}, which parquet column names cannot hold; "
+                        "rename it, or create the table with delta.columnMapping.mode=name"
+                    )
+                walk(f["type"], f"{path}.")
+        elif kind == "array":
+            walk(t["elementType"], f"{prefix}element.")
+        elif kind == "map":
+            walk(t["keyType"], f"{prefix}key.")
+            walk(t["valueType"], f"{prefix}value.")
+
+    walk(schema_json, "")
+
+
+def _check_partition_columns(schema_json: Mapping[str, Any], partition_by: Sequence[str]) -> tuple[str, ...]:
+    """Partition columns must be distinct top-level primitive columns, and not all of them."""
+    by_lower = {f["name"].lower(): f for f in schema_json["fields"]}
+    out: list[str] = []
+    for requested in partition_by:
+        field_json = by_lower.get(str(requested).lower())
+        if field_json is None:
+            raise InvalidSchemaError(
+                f"partition column {requested!r} is not a top-level column of the schema "
+                f"({', '.join(f['name'] for f in schema_json['fields'])})"
+            )
+        if not isinstance(field_json["type"], str):
+            raise InvalidSchemaError(
+                f"cannot partition by {field_json['name']!r}: it is a {field_json['type']['type']}, and partition "
+                "columns must be of a primitive type"
+            )
+        if field_json["type"] in ("variant", "void"):
+            raise InvalidSchemaError(f"cannot partition by {field_json['name']!r} of type {field_json['type']}")
+        if field_json["name"] in out:
+            raise InvalidSchemaError(f"partition column {field_json['name']!r} is listed twice")
+        out.append(field_json["name"])
+    if out and len(out) == len(schema_json["fields"]):
+        raise InvalidSchemaError("cannot partition by every column: a table needs at least one data column")
+    return tuple(out)
+
+
+def assign_column_mapping(schema_json: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of ``schema_json`` with an id and a ``col-<uuid>`` physical name on every (nested) field.
+
+    Ids are 1, 2, ... in pre-order (a struct before its fields), as Delta assigns them;
+    returns the schema and the largest id (``delta.columnMapping.maxColumnId``).
+    """
+    schema = json.loads(json.dumps(schema_json))
+    next_id = 0
+
+    def assign_type(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        kind = t.get("type")
+        if kind == "struct":
+            for f in t.get("fields", []):
+                assign_field(f)
+        elif kind == "array":
+            assign_type(t["elementType"])
+        elif kind == "map":
+            assign_type(t["keyType"])
+            assign_type(t["valueType"])
+
+    def assign_field(f: dict[str, Any]) -> None:
+        nonlocal next_id
+        next_id += 1
+        meta = {k: v for k, v in (f.get("metadata") or {}).items() if not k.startswith("delta.columnMapping.")}
+        meta[COLUMN_MAPPING_ID] = next_id
+        meta[COLUMN_MAPPING_PHYSICAL_NAME] = f"col-{uuid.uuid4()}"
+        f["metadata"] = meta
+        assign_type(f["type"])
+
+    assign_type(schema)
+    return schema, next_id
+
+
+def _strip_column_mapping(schema_json: Mapping[str, Any]) -> dict[str, Any]:
+    schema = json.loads(json.dumps(schema_json))
+
+    def walk(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        kind = t.get("type")
+        if kind == "struct":
+            for f in t.get("fields", []):
+                f["metadata"] = {
+                    k: v for k, v in (f.get("metadata") or {}).items() if not k.startswith("delta.columnMapping.")
+                }
+                walk(f["type"])
+        elif kind == "array":
+            walk(t["elementType"])
+        elif kind == "map":
+            walk(t["keyType"])
+            walk(t["valueType"])
+
+    walk(schema)
+    return schema
+
+
+# ------------------------------------------------------------------- create_table
+
+
+def create_table(
+    table: DeltaTable,
+    schema: pa.Schema,
+    partition_by: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+) -> int:
+    """Create an empty table: commit version 0 with commitInfo, protocol and metaData; returns 0.
+
+    Raises :class:`TableAlreadyExistsError` when the log already has a commit or
+    checkpoint, or when a concurrent creator wins the put-if-absent of version 0.
+    """
+    if isinstance(partition_by, str):
+        partition_by = [partition_by]
+    if _table_exists(table.io, table.root):
+        raise TableAlreadyExistsError(table.table_uri)
+    props = normalize_properties(properties)
+    configuration = dict(props.configuration)
+    mode = TableProperties.from_configuration(configuration).column_mapping_mode
+    schema_json = _strip_column_mapping(arrow_to_delta_schema(schema))
+    _check_schema(schema_json, column_mapping=mode != "none")
+    partition_columns = _check_partition_columns(schema_json, partition_by)
+    _check_constraint_expressions(configuration, schema_to_arrow(schema_json))
+    if mode != "none":
+        schema_json, max_id = assign_column_mapping(schema_json)
+        configuration[COLUMN_MAPPING_MAX_ID] = str(max_id)
+    protocol = minimal_protocol(
+        required_features(schema_json, configuration) | props.features,
+        props.min_reader_version,
+        props.min_writer_version,
+        table_features=bool(props.features),
+    )
+    now = _now_ms()
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        schema_string=json.dumps(schema_json, separators=(",", ":")),
+        partition_columns=partition_columns,
+        configuration=configuration,
+        name=name,
+        description=description,
+        created_time=now,
+    )
+    check_writable(protocol, metadata)
+    user_properties = {k: v for k, v in configuration.items() if k != COLUMN_MAPPING_MAX_ID}
+    commit_info: dict[str, Any] = {}
+    if TableProperties.from_configuration(configuration).enable_in_commit_timestamps:
+        # In-commit timestamps: the commitInfo (first action) carries the commit time.
+        commit_info["inCommitTimestamp"] = now
+    commit_info.update(
+        {
+            "timestamp": now,
+            "operation": "CREATE TABLE",
+            "operationParameters": {
+                "isManaged": "false",
+                "description": description,
+                "partitionBy": json.dumps(list(partition_columns)),
+                "properties": json.dumps(user_properties, separators=(",", ":")),
+            },
+            "isolationLevel": "Serializable",
+            "isBlindAppend": True,
+            "operationMetrics": {},
+            "engineInfo": ENGINE_INFO,
+            "txnId": str(uuid.uuid4()),
+        }
+    )
+    actions = [{"commitInfo": commit_info}, {"protocol": protocol.to_json()}, {"metaData": metadata.to_json()}]
+    body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
+    if not table.io.put_if_absent(commit_path(table.root, 0), body):
+        raise TableAlreadyExistsError(table.table_uri)
+    run_post_commit(table, 0, actions)
+    return 0
+
+
+def _check_constraint_expressions(configuration: Mapping[str, str], schema: pa.Schema) -> None:
+    """Every CHECK constraint must parse and refer only to existing columns."""
+    checks = {k: v for k, v in configuration.items() if k.startswith(CHECK_CONSTRAINT_PREFIX)}
+    if not checks:
+        return
+    from airflow_delta.engine.expressions import parse_predicate
+
+    for key, sql in checks.items():
+        try:
+            parse_predicate(sql, schema)
+        except InvalidFilterError as exc:
+            raise InvalidTablePropertyError(key, sql, f"a boolean SQL expression over the table's columns ({exc})") from exc
+
+
+def _table_exists(io: FileIO, root: str) -> bool:
+    return any(_LOG_FILE.match(f.name) for f in io.list_dir(f"{root}/_delta_log"))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,399 @@
+"""Row-level DML in the embedded engine: ``DELETE FROM table WHERE predicate``.
+
+:func:`delete` runs a complete DELETE the way Delta's ``DeleteCommand`` does:
+
+1. open a transaction and record the read: ``txn.read_files(predicate)`` returns the
+   live files the predicate may match (pruned on partition values and statistics) and
+   makes a concurrent commit that adds a matching file, or removes one of them, conflict;
+2. a predicate on partition columns only is decided per file from the log: matching
+   files are removed whole without reading any data (a metadata-only delete);
+3. otherwise each candidate file is read (:func:`~.scan.read_data` semantics: partition
+   columns materialised, column mapping resolved) and the predicate evaluated on its rows
+   (SQL semantics: a row where the predicate is NULL is kept);
+4. with ``delta.enableDeletionVectors=true`` the matching row positions go through
+   :meth:`.Transaction.delete_rows` (DVs merged with the rows already deleted; files
+   that lose every row are removed outright); without DVs each touched file is
+   rewritten without the deleted rows (:func:`~.writer.write_data_files`) and removed;
+5. commit ``DELETE`` with ``operationParameters.predicate`` as Spark writes it (a JSON
+   list holding the condition, ``[]`` for an unconditional delete) and Spark's
+   ``operationMetrics``.
+
+A DELETE that matches no row commits nothing, as in Delta.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.errors import DeletionVectorsNotEnabledError, TableNotFoundError, UnsupportedFeatureError
+from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
+from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.table import DeltaTable
+    from airflow_delta.engine.write.transaction import Transaction
+
+__all__ = ["DeleteResult", "delete", "delete_where", "matching_row_indexes", "matching_rows"]
+
+# Name of the row-position column added while evaluating a predicate on one file's rows.
+_ROW_INDEX = "__delta_dml_row_index"
+
+_EMPTY_METRICS: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    """Outcome of :func:`delete`.
+
+    ``version`` is the version committed, or None when no row matched and nothing was
+    committed (``read_version`` is then the table's state). ``metrics`` are the
+    ``operationMetrics`` of the commit, as integers.
+    """
+
+    version: int | None
+    read_version: int
+    metrics: Mapping[str, int] = field(default_factory=lambda: _EMPTY_METRICS)
+
+    @property
+    def num_deleted_rows(self) -> int:
+        return int(self.metrics.get("numDeletedRows", 0))
+
+
+# ------------------------------------------------------------------ finding rows
+
+
+def matching_rows(
+    snapshot: Snapshot,
+    files: pa.Table,
+    predicate: str | Predicate,
+    *,
+    apply_deletion_vectors: bool = False,
+    max_workers: int | None = None,
+) -> list[np.ndarray]:
+    """Per file of ``files`` (``FILE_ACTIONS_SCHEMA`` rows of ``snapshot``), the rows ``predicate`` matches.
+
+    By default the result is the sorted *physical* row indexes (positions in the data
+    file, what a deletion vector stores) of matching rows, rows the file's DV already
+    deletes included; ``apply_deletion_vectors=True`` gives positions among the file's
+    live rows instead (what :func:`~.scan.read_data` returns for it). A row where the
+    predicate is NULL does not match, as in SQL. Files are read in parallel, only the
+    columns the predicate references.
+    """
+    bound = parse_predicate(predicate, snapshot.schema)
+    if files.num_rows == 0:
+        return []
+    if not apply_deletion_vectors and "deletion_vector" in files.column_names:
+        column = files.schema.get_field_index("deletion_vector")
+        files = files.set_column(column, "deletion_vector", pa.nulls(files.num_rows, DELETION_VECTOR_TYPE))
+    expression = bound.to_arrow(nulls_as_false=True)
+    columns = list(bound.columns)
+
+    def one(i: int) -> np.ndarray:
+        from airflow_delta.engine.read.scan import read_data
+
+        data = read_data(snapshot, files.slice(i, 1), columns=columns, max_workers=1)
+        return _positions(data, expression)
+
+    workers = max(1, min(files.num_rows, max_workers or min(32, (os.cpu_count() or 4) * 2)))
+    if workers == 1:
+        return [one(i) for i in range(files.num_rows)]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-dml") as pool:
+        return list(pool.map(one, range(files.num_rows)))
+
+
+def matching_row_indexes(snapshot: Snapshot, file: Mapping[str, Any] | pa.Table, predicate: str | Predicate) -> np.ndarray:
+    """Physical row indexes of one live file whose rows match ``predicate`` (see :func:`matching_rows`).
+
+    ``file`` is one ``FILE_ACTIONS_SCHEMA`` row (a one-row table, or a dict as
+    ``to_pylist()`` gives it) or the file's path (decoded, relative to the root).
+    """
+    if isinstance(file, str):
+        table = _file_by_path(snapshot, file)
+    elif isinstance(file, pa.Table):
+        table = file
+    else:
+        table = pa.Table.from_pylist([dict(file)], schema=snapshot.add_actions.schema)
+    if table.num_rows != 1:
+        raise ValueError(f"expected exactly one file, got {table.num_rows}")
+    return matching_rows(snapshot, table, predicate)[0]
+
+
+def _file_by_path(snapshot: Snapshot, path: str) -> pa.Table:
+    from airflow_delta.engine.write.row_deletion import live_files_by_path
+
+    return live_files_by_path(snapshot, [path]).drop_columns(["key"])
+
+
+def _positions(data: pa.Table, expression: pc.Expression) -> np.ndarray:
+    """Sorted positions of the rows of ``data`` for which ``expression`` is true."""
+    indexed = data.append_column(_ROW_INDEX, pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    matched = indexed.filter(expression)
+    return np.asarray(matched.column(_ROW_INDEX).to_numpy(), dtype=np.int64)
+
+
+# ------------------------------------------------------------------ DELETE
+
+
+def delete(
+    table: DeltaTable,
+    predicate: str | None = None,
+    *,
+    use_deletion_vectors: bool | None = None,
+    isolation_level: str | None = None,
+    target_file_size: int | None = None,
+    **transaction_options: Any,
+) -> DeleteResult:
+    """``DELETE FROM table [WHERE predicate]`` in one transaction; see the module docstring.
+
+    ``predicate`` is a SQL condition over the table's columns (None deletes every row).
+    ``use_deletion_vectors`` defaults to the table's ``delta.enableDeletionVectors``;
+    ``True`` on a table without it raises
+    :class:`~.errors.DeletionVectorsNotEnabledError`, ``False`` rewrites files even
+    where DVs could be used. ``isolation_level`` and ``transaction_options``
+    (``max_attempts``, ``initial_backoff``, ...) go to the :class:`~.transaction.Transaction`.
+    A logical conflict with a concurrent commit raises a
+    :class:`~.errors.ConcurrentModificationError` subclass; nothing is committed then
+    (DV or data files already written stay orphaned for VACUUM).
+    """
+    from airflow_delta.engine.write.transaction import Transaction
+
+    started = time.monotonic()
+    with Transaction(table, isolation_level=isolation_level, **transaction_options) as txn:
+        snapshot = txn.snapshot
+        if snapshot is None:
+            raise TableNotFoundError(table.table_uri, "DELETE needs an existing table")
+        if use_deletion_vectors is None:
+            use_deletion_vectors = snapshot.properties.enable_deletion_vectors
+        elif use_deletion_vectors and not snapshot.properties.enable_deletion_vectors:
+            raise DeletionVectorsNotEnabledError(table.table_uri)  # before reading any data
+        plan = _plan(txn, snapshot, predicate)
+        scan_ms = _elapsed_ms(started)
+        rewrite_started = time.monotonic()
+        metrics = _execute(txn, snapshot, plan, bool(use_deletion_vectors), target_file_size)
+        if not txn.has_staged_actions:
+            txn.abort()
+            return DeleteResult(None, snapshot.version, MappingProxyType(metrics))
+        metrics["scanTimeMs"] = scan_ms
+        metrics["rewriteTimeMs"] = _elapsed_ms(rewrite_started)
+        metrics["executionTimeMs"] = _elapsed_ms(started)
+        version = txn.commit(
+            "DELETE",
+            {"predicate": [predicate] if predicate is not None else []},
+            _ordered_metrics(metrics),
+        )
+        return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
+
+
+def delete_where(table: DeltaTable, predicate: str | None = None, **options: Any) -> int:
+    """:func:`delete`, returning the table version afterwards (the version read when no row matched)."""
+    result = delete(table, predicate, **options)
+    return result.version if result.version is not None else result.read_version
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Which files a DELETE touches: ``whole`` lose every live row; ``partial`` rows per file."""
+
+    whole: pa.Table  # FILE_ACTIONS_SCHEMA
+    partial: pa.Table  # FILE_ACTIONS_SCHEMA, candidates whose rows must be read
+    predicate: Predicate | None
+
+
+def _plan(txn: Transaction, snapshot: Snapshot, predicate: str | None) -> _Plan:
+    if predicate is None:
+        files = txn.read_files()  # depends on (and deletes) the whole table
+        return _Plan(files, files.slice(0, 0), None)
+    bound = parse_predicate(predicate, snapshot.schema)
+    candidates = txn.read_files(predicate)
+    if references_only(bound, snapshot.partition_columns):
+        # Every row of a file has the same partition values: the log decides, no data is read.
+        mask = _partition_predicate_mask(snapshot, candidates, bound)
+        return _Plan(candidates.filter(mask), candidates.slice(0, 0), bound)
+    return _Plan(candidates.slice(0, 0), candidates, bound)
+
+
+def _partition_predicate_mask(snapshot: Snapshot, files: pa.Table, predicate: Predicate) -> pa.Array:
+    from airflow_delta.engine.model.schema import parse_partition_values
+
+    if files.num_rows == 0:
+        return pa.array([], pa.bool_())
+    values = parse_partition_values(files.column("partition_values"), snapshot.metadata)
+    if values.type.num_fields:
+        table = pa.Table.from_struct_array(values)
+    else:  # a predicate on no column at all ("1 = 1"): one placeholder column keeps the row count
+        table = pa.table({"__delta_dml_placeholder": pa.nulls(files.num_rows)})
+    hits = _positions(table, predicate.to_arrow(nulls_as_false=True))
+    mask = np.zeros(files.num_rows, dtype=bool)
+    mask[hits] = True
+    return pa.array(mask)
+
+
+def _execute(
+    txn: Transaction,
+    snapshot: Snapshot,
+    plan: _Plan,
+    use_deletion_vectors: bool,
+    target_file_size: int | None,
+) -> dict[str, int]:
+    metrics: dict[str, int] = {
+        "numRemovedFiles": 0,
+        "numRemovedBytes": 0,
+        "numCopiedRows": 0,
+        "numDeletionVectorsAdded": 0,
+        "numDeletionVectorsRemoved": 0,
+        "numDeletionVectorsUpdated": 0,
+        "numAddedChangeFiles": 0,
+        "numDeletedRows": 0,
+        "numAddedFiles": 0,
+        "numAddedBytes": 0,
+    }
+    if plan.whole.num_rows:
+        txn.remove_files(plan.whole)
+        metrics["numRemovedFiles"] += plan.whole.num_rows
+        metrics["numRemovedBytes"] += int(pc.sum(plan.whole.column("size")).as_py() or 0)
+        metrics["numDeletedRows"] += _live_rows(snapshot, plan.whole)
+        metrics["numDeletionVectorsRemoved"] += plan.whole.num_rows - plan.whole.column("deletion_vector").null_count
+    if plan.partial.num_rows == 0 or plan.predicate is None:
+        return metrics
+    _refuse_change_data_feed(snapshot)
+    if use_deletion_vectors:
+        _delete_with_deletion_vectors(txn, snapshot, plan.partial, plan.predicate, metrics)
+    else:
+        _delete_by_rewriting(txn, snapshot, plan.partial, plan.predicate, metrics, target_file_size)
+    return metrics
+
+
+def _delete_with_deletion_vectors(
+    txn: Transaction, snapshot: Snapshot, files: pa.Table, predicate: Predicate, metrics: dict[str, int]
+) -> None:
+    positions = matching_rows(snapshot, files, predicate)
+    paths = files.column("path").to_pylist()
+    deletes = {path: rows for path, rows in zip(paths, positions, strict=True) if rows.size}
+    if not deletes:
+        return
+    summary = txn.delete_rows(deletes)  # log paths: the transaction finds the live files by them
+    metrics["numDeletedRows"] += summary.num_deleted_rows
+    metrics["numRemovedFiles"] += summary.num_removed_files
+    metrics["numRemovedBytes"] += summary.num_removed_bytes
+    metrics["numDeletionVectorsAdded"] += summary.num_deletion_vectors_added
+    metrics["numDeletionVectorsUpdated"] += summary.num_deletion_vectors_updated
+    metrics["numDeletionVectorsRemoved"] += summary.num_deletion_vectors_removed
+
+
+def _delete_by_rewriting(
+    txn: Transaction,
+    snapshot: Snapshot,
+    files: pa.Table,
+    predicate: Predicate,
+    metrics: dict[str, int],
+    target_file_size: int | None,
+) -> None:
+    from airflow_delta.engine.read.scan import read_data
+    from airflow_delta.engine.write.data_files import write_data_files
+
+    expression = predicate.to_arrow(nulls_as_false=True)
+
+    def one(i: int) -> tuple[int, pa.Table | None]:
+        data = read_data(snapshot, files.slice(i, 1), max_workers=1)  # live rows, DVs applied
+        hits = _positions(data, expression)
+        if hits.size == 0:
+            return 0, None
+        keep = np.ones(data.num_rows, dtype=bool)
+        keep[hits] = False
+        return int(hits.size), data.filter(pa.array(keep))
+
+    workers = max(1, min(files.num_rows, (os.cpu_count() or 4) * 2))
+    results = _map(one, range(files.num_rows), workers)
+    touched = [i for i, (deleted, _) in enumerate(results) if deleted]
+    if not touched:
+        return
+    survivors = [results[i][1] for i in touched]
+    kept = [t for t in survivors if t is not None and t.num_rows]
+    adds = write_data_files(snapshot, pa.concat_tables(kept), target_file_size=target_file_size) if kept else []
+    removed = files.take(pa.array(touched, pa.int64()))
+    txn.remove_files(removed)
+    txn.add_files(adds)
+    metrics["numDeletedRows"] += sum(results[i][0] for i in touched)
+    metrics["numCopiedRows"] += sum(t.num_rows for t in kept)
+    metrics["numRemovedFiles"] += removed.num_rows
+    metrics["numRemovedBytes"] += int(pc.sum(removed.column("size")).as_py() or 0)
+    metrics["numDeletionVectorsRemoved"] += removed.num_rows - removed.column("deletion_vector").null_count
+    metrics["numAddedFiles"] += len(adds)
+    metrics["numAddedBytes"] += sum(a.size for a in adds)
+
+
+def _map(fn: Callable[[int], Any], items: Sequence[int] | range, workers: int) -> list[Any]:
+    if workers <= 1 or len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-dml") as pool:
+        return list(pool.map(fn, items))
+
+
+def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
+    """Rows still live in ``files``: numRecords minus DV cardinality (stats, else the parquet footer)."""
+    from airflow_delta.engine.model.stats import parse_stats
+    from airflow_delta.engine.write.row_deletion import num_records_of
+
+    if files.num_rows == 0:
+        return 0
+    stats = parse_stats(files.column("stats").combine_chunks(), snapshot.metadata)
+    records = pc.struct_field(stats, "numRecords").cast(pa.int64())
+    total = int(pc.sum(records).as_py() or 0)
+    missing = np.flatnonzero(pc.is_null(records).to_numpy(zero_copy_only=False))
+    for i in missing.tolist():  # files written without statistics (rare): read their footers
+        total += num_records_of(snapshot, {"path": files.column("path")[i].as_py(), "stats": None})
+    dv = files.column("deletion_vector")
+    if dv.null_count < len(dv):
+        total -= int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)
+    return total
+
+
+def _refuse_change_data_feed(snapshot: Snapshot) -> None:
+    props = snapshot.properties
+    if props.enable_change_data_feed:
+        raise UnsupportedFeatureError(
+            ["changeDataFeed (cdc files for row-level deletes)"],
+            access="write",
+            detail="the table has delta.enableChangeDataFeed=true and this DELETE removes only some rows of a "
+            "file, which needs change data files this engine does not write yet; delete whole partitions, "
+            "or run the DELETE with Spark",
+        )
+
+
+# The order Spark writes DELETE's operationMetrics in (readers do not care; diffs do).
+_METRIC_ORDER = (
+    "numRemovedFiles",
+    "numRemovedBytes",
+    "numCopiedRows",
+    "numDeletionVectorsAdded",
+    "numDeletionVectorsRemoved",
+    "numAddedChangeFiles",
+    "executionTimeMs",
+    "numDeletionVectorsUpdated",
+    "numDeletedRows",
+    "scanTimeMs",
+    "numAddedFiles",
+    "numAddedBytes",
+    "rewriteTimeMs",
+)
+
+
+def _ordered_metrics(metrics: Mapping[str, int]) -> dict[str, int]:
+    return {key: metrics[key] for key in _METRIC_ORDER if key in metrics} | {
+        k: v for k, v in metrics.items() if k not in _METRIC_ORDER
+    }
+
+
+def _elapsed_ms(since: float) -> int:
+    return int((time.monotonic() - since) * 1000)

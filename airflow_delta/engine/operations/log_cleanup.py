@@ -1,0 +1,400 @@
+"""Metadata cleanup: deleting expired files from ``_delta_log`` without losing a readable version.
+
+Follows the protocol's "Metadata Cleanup" steps:
+
+1. ``cutOffTimestamp`` is midnight UTC of the day ``now - delta.logRetentionDuration``
+   falls in; the ``cutoffCommit`` is the newest commit not newer than it.
+2. The ``cutOffCheckpoint`` is the newest *complete and readable* checkpoint at or
+   before the ``cutoffCommit``. Without one, nothing is deleted.
+3. Commits, checkpoints and ``.crc`` files of versions before the ``cutOffCheckpoint``
+   are deleted, and log compactions starting at or before it. The checkpoint itself,
+   its commit and everything after it stay, so every retained version remains
+   reconstructable (the checkpoint plus the commits after it).
+4./5. Sidecars in ``_delta_log/_sidecars`` that no remaining checkpoint references and
+   that are older than a day (as of midnight UTC) are deleted.
+
+Commit timestamps are file modification times, made monotonic (a commit is never
+treated as older than the one before it, which copied or touched logs can show), or
+``inCommitTimestamp`` for versions where in-commit timestamps are enabled.
+
+Failure modes seen elsewhere and guarded against here (see the tests): deleting the
+newest checkpoint together with the commits it covers (delta-rs #2016, #2174);
+deleting commits that the retained versions need because only the latest checkpoint
+was considered (delta-rs #3692, delta #606); anchoring on an incomplete multi-part or
+unreadable checkpoint. Files are deleted oldest version first, so an interrupted
+cleanup still leaves a contiguous, readable log. Nothing outside ``_delta_log`` is
+ever deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from airflow_delta.engine.errors import DeltaError
+from airflow_delta.engine.model.properties import TableProperties, parse_interval
+from airflow_delta.engine.storage.fileio import FileInfo, FileIO
+from airflow_delta.engine.storage.paths import relative_to_table
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+_DAY_MS = 86_400_000
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CRC = re.compile(r"^(\d{20})\.crc$")
+_CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_UUID_CHECKPOINT = re.compile(
+    r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.(json|parquet)$"
+)
+_COMPACTION = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
+# Temporary files of interrupted writers (ours and Spark's): ".<name>.<uuid>.tmp".
+_TEMP = re.compile(r"^\..+\.tmp$")
+
+
+@dataclass
+class _Checkpoint:
+    """All checkpoint files of one version and kind (a classic file, a multi-part set or a UUID file)."""
+
+    version: int
+    kind: str
+    files: list[FileInfo] = field(default_factory=list)
+    expected_parts: int = 1
+
+    @property
+    def complete(self) -> bool:
+        if self.kind != "multi-part":
+            return len(self.files) == 1
+        parts = {_MULTIPART.match(f.name).group(2) for f in self.files}  # type: ignore[union-attr]
+        return len(parts) == self.expected_parts
+
+
+@dataclass
+class _LogListing:
+    commits: dict[int, FileInfo] = field(default_factory=dict)
+    crcs: dict[int, FileInfo] = field(default_factory=dict)
+    checkpoints: dict[tuple[int, str], _Checkpoint] = field(default_factory=dict)
+    compactions: list[tuple[int, int, FileInfo]] = field(default_factory=list)
+    temps: list[FileInfo] = field(default_factory=list)
+
+
+def _list_log(io: FileIO, log_dir: str) -> _LogListing:
+    listing = _LogListing()
+    for info in io.list_dir(log_dir):
+        name = info.name
+        if m := _COMMIT.match(name):
+            listing.commits[int(m.group(1))] = info
+        elif m := _CRC.match(name):
+            listing.crcs[int(m.group(1))] = info
+        elif m := _CLASSIC.match(name):
+            v = int(m.group(1))
+            listing.checkpoints[(v, name)] = _Checkpoint(v, "classic", [info])
+        elif m := _MULTIPART.match(name):
+            v, total = int(m.group(1)), int(m.group(3))
+            key = (v, f"multi-part-{total}")
+            cp = listing.checkpoints.setdefault(key, _Checkpoint(v, "multi-part", [], total))
+            cp.files.append(info)
+        elif m := _UUID_CHECKPOINT.match(name):
+            v = int(m.group(1))
+            listing.checkpoints[(v, name)] = _Checkpoint(v, "v2", [info])
+        elif m := _COMPACTION.match(name):
+            listing.compactions.append((int(m.group(1)), int(m.group(2)), info))
+        elif _TEMP.match(name):
+            listing.temps.append(info)
+    return listing
+
+
+def _midnight_utc(ms: int) -> int:
+    return ms - ms % _DAY_MS
+
+
+def _to_ms(now: datetime | int | float | None) -> int:
+    if now is None:
+        return int(time.time() * 1000)
+    if isinstance(now, datetime):
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+        return int(now.timestamp() * 1000)
+    return int(now)
+
+
+def _properties(table: DeltaTable, snapshot: Snapshot | None) -> TableProperties:
+    from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported
+
+    if snapshot is None:
+        snapshot = table.snapshot()
+    # Deleting log files is a write: some writer features govern it (checkpointProtection,
+    # catalog-managed staged commits), so tables with those (or unknown ones) are refused.
+    check_log_maintenance_supported(snapshot.protocol)
+    return snapshot.properties
+
+
+def _commit_info(io: FileIO, path: str) -> Mapping[str, Any]:
+    # commitInfo is the first action whenever in-commit timestamps are enabled.
+    for line in io.read_bytes(path).splitlines():
+        if line.strip():
+            first = json.loads(line)
+            return first.get("commitInfo") or {}
+    return {}
+
+
+def _cutoff_commit(
+    io: FileIO, listing: _LogListing, cutoff_ms: int, properties: TableProperties
+) -> int | None:
+    """Newest commit version whose (monotonic) commit timestamp is at or before ``cutoff_ms``."""
+    if not listing.commits:
+        return None
+    latest = max(listing.commits)
+    # Only the contiguous run of commits that ends at the latest one is meaningful.
+    first = latest
+    while first - 1 in listing.commits:
+        first -= 1
+    versions = np.arange(first, latest + 1)
+    mtimes = np.array([listing.commits[int(v)].modification_time for v in versions], dtype=np.int64)
+    # Monotonic: each commit at least 1 ms after the one before it (Spark does the same).
+    adjusted = np.maximum.accumulate(mtimes - np.arange(len(mtimes))) + np.arange(len(mtimes))
+
+    ict_from: int | None = None
+    if properties.enable_in_commit_timestamps:
+        ict_from = max(first, properties.in_commit_timestamp_enablement_version or 0)
+    if ict_from is None or ict_from > latest:
+        index = int(np.searchsorted(adjusted, cutoff_ms, side="right")) - 1
+        return int(versions[index]) if index >= 0 else None
+
+    def ict(version: int) -> int:
+        value = _commit_info(io, listing.commits[version].path).get("inCommitTimestamp")
+        if value is None:
+            raise DeltaError(
+                f"commit {version} has no inCommitTimestamp although in-commit timestamps are enabled; "
+                "log cleanup stops rather than guess the commit's age"
+            )
+        return int(value)
+
+    if ict(ict_from) > cutoff_ms:
+        pre = adjusted[: ict_from - first]
+        index = int(np.searchsorted(pre, cutoff_ms, side="right")) - 1
+        return int(versions[index]) if index >= 0 else None
+    # In-commit timestamps increase strictly: binary search for the last one <= cutoff.
+    lo, hi = ict_from, latest
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ict(mid) <= cutoff_ms:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _readable(io: FileIO, log_dir: str, cp: _Checkpoint) -> bool:
+    """A checkpoint we may anchor on: complete, parseable, holding protocol and metadata."""
+    if not cp.complete:
+        return False
+    try:
+        if cp.kind == "v2" and cp.files[0].name.endswith(".json"):
+            has_protocol = has_metadata = False
+            sidecars: list[str] = []
+            for line in io.read_bytes(cp.files[0].path).splitlines():
+                if not line.strip():
+                    continue
+                action = json.loads(line)
+                has_protocol |= "protocol" in action
+                has_metadata |= "metaData" in action
+                if "sidecar" in action:
+                    sidecars.append(action["sidecar"]["path"])
+            return has_protocol and has_metadata and _sidecars_exist(io, log_dir, sidecars)
+        names: set[str] = set()
+        sidecars = []
+        for info in cp.files:
+            with io.open_input_file(info.path) as f:
+                parquet = pq.ParquetFile(f)
+                names.update(parquet.schema_arrow.names)
+                if "sidecar" in parquet.schema_arrow.names:
+                    col = parquet.read(columns=["sidecar"]).column("sidecar")
+                    sidecars += [s["path"] for s in col.to_pylist() if s is not None]
+        return {"protocol", "metaData"} <= names and _sidecars_exist(io, log_dir, sidecars)
+    except Exception as exc:
+        log.warning("log cleanup: checkpoint %s is not readable (%s); not using it", cp.files[0].path, exc)
+        return False
+
+
+def _sidecar_path(log_dir: str, sidecar: str) -> str:
+    return f"{log_dir}/_sidecars/{posixpath.basename(sidecar)}"
+
+
+def _sidecars_exist(io: FileIO, log_dir: str, sidecars: list[str]) -> bool:
+    return all(io.exists(_sidecar_path(log_dir, s)) for s in sidecars)
+
+
+def _referenced_sidecars(io: FileIO, log_dir: str, checkpoints: list[_Checkpoint]) -> set[str] | None:
+    """Names of sidecars the given checkpoints reference; None if any cannot be read."""
+    referenced: set[str] = set()
+    for cp in checkpoints:
+        for info in cp.files:
+            try:
+                if info.name.endswith(".json"):
+                    for line in io.read_bytes(info.path).splitlines():
+                        if line.strip() and "sidecar" in (action := json.loads(line)):
+                            referenced.add(posixpath.basename(action["sidecar"]["path"]))
+                else:
+                    with io.open_input_file(info.path) as f:
+                        parquet = pq.ParquetFile(f)
+                        if "sidecar" in parquet.schema_arrow.names:
+                            col = parquet.read(columns=["sidecar"]).column("sidecar")
+                            referenced.update(posixpath.basename(s["path"]) for s in col.to_pylist() if s)
+            except Exception as exc:
+                log.warning("log cleanup: cannot read %s (%s); keeping all sidecars", info.path, exc)
+                return None
+    return referenced
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    """What cleanup would delete (oldest version first) and the checkpoint it keeps as the new start."""
+
+    paths: tuple[str, ...] = ()
+    anchor: _Checkpoint | None = None
+
+
+def plan_cleanup(
+    io: FileIO,
+    root: str,
+    properties: TableProperties,
+    *,
+    retention: timedelta | str | None = None,
+    now: datetime | int | None = None,
+) -> CleanupPlan:
+    """Decide what metadata cleanup deletes (nothing is deleted here)."""
+    log_dir = f"{root}/_delta_log"
+    now_ms = _to_ms(now)
+    if isinstance(retention, str):
+        retention = parse_interval("retention", retention)
+    keep = properties.log_retention if retention is None else retention
+    cutoff_ms = _midnight_utc(now_ms - int(keep.total_seconds() * 1000))
+    listing = _list_log(io, log_dir)
+    cutoff_commit = _cutoff_commit(io, listing, cutoff_ms, properties)
+    if cutoff_commit is None:
+        return CleanupPlan()
+    candidates = sorted(
+        (cp for cp in listing.checkpoints.values() if cp.version <= cutoff_commit),
+        key=lambda cp: (cp.version, cp.kind != "v2"),
+        reverse=True,
+    )
+    anchor = next((cp for cp in candidates if _readable(io, log_dir, cp)), None)
+    if anchor is None:
+        return CleanupPlan()
+    anchor_version = anchor.version
+
+    doomed: list[tuple[int, str]] = []
+    doomed += [(v, f.path) for v, f in listing.commits.items() if v < anchor_version]
+    doomed += [(v, f.path) for v, f in listing.crcs.items() if v < anchor_version]
+    for cp in listing.checkpoints.values():
+        if cp.version < anchor_version:
+            doomed += [(cp.version, f.path) for f in cp.files]
+    doomed += [(start, f.path) for start, _end, f in listing.compactions if start <= anchor_version]
+    # Hidden temp files of crashed writers, once older than the cutoff.
+    doomed += [(-1, f.path) for f in listing.temps if f.modification_time < cutoff_ms]
+
+    # Sidecars: keep those any remaining checkpoint references, and recent ones.
+    remaining = [cp for cp in listing.checkpoints.values() if cp.version >= anchor_version]
+    referenced = _referenced_sidecars(io, log_dir, remaining)
+    if referenced is not None:
+        sidecar_cutoff = _midnight_utc(now_ms) - _DAY_MS
+        for info in io.list_dir(f"{log_dir}/_sidecars"):
+            if info.name not in referenced and info.modification_time < sidecar_cutoff:
+                doomed.append((anchor_version, info.path))
+    doomed.sort()
+    return CleanupPlan(tuple(path for _v, path in doomed), anchor)
+
+
+def cleanup_log(
+    table: DeltaTable,
+    *,
+    retention: timedelta | str | None = None,
+    now: datetime | int | None = None,
+    dry_run: bool = False,
+    snapshot: Snapshot | None = None,
+) -> list[str]:
+    """Delete expired log files of ``table``; returns the deleted (or, with ``dry_run``, deletable) paths.
+
+    ``retention`` (a timedelta or ``"interval 7 days"``) overrides
+    ``delta.logRetentionDuration``; ``now`` (datetime or epoch
+    ms) is the clock; ``snapshot`` is the latest snapshot if the caller holds one (its
+    properties decide retention and in-commit timestamps).
+    """
+    properties = _properties(table, snapshot)
+    plan = plan_cleanup(table.io, table.root, properties, retention=retention, now=now)
+    log_dir = f"{table.root}/_delta_log"
+    for path in plan.paths:
+        # Belt and braces: only ever delete inside this table's _delta_log.
+        relative_to_table(log_dir, path)
+    if dry_run or not plan.paths:
+        return list(plan.paths)
+    assert plan.anchor is not None
+    # Repoint _last_checkpoint first if it names a checkpoint about to go: some readers
+    # (delta-rs) fail on a hint whose checkpoint is missing, even for a moment.
+    _repoint_last_checkpoint(table.io, table.root, plan.anchor)
+    deleted = []
+    for path in plan.paths:
+        try:
+            table.io.delete(path)
+            deleted.append(path)
+        except FileNotFoundError:
+            continue  # a concurrent cleanup got there first
+    return deleted
+
+
+def _describe(io: FileIO, cp: _Checkpoint) -> dict[str, Any]:
+    """A ``_last_checkpoint`` body for an existing checkpoint, from its files."""
+    size = 0
+    for info in cp.files:
+        if info.name.endswith(".parquet"):
+            with io.open_input_file(info.path) as f:
+                size += pq.read_metadata(f).num_rows
+        else:
+            size += sum(1 for line in io.read_bytes(info.path).splitlines() if line.strip())
+    size_in_bytes = sum(f.size for f in cp.files)
+    top_size = size_in_bytes
+    if cp.kind == "v2":
+        # As Spark counts it: the top-level file plus every sidecar it references.
+        log_dir = posixpath.dirname(cp.files[0].path)
+        for sidecar in sorted(_referenced_sidecars(io, log_dir, [cp]) or ()):
+            path = _sidecar_path(log_dir, sidecar)
+            sidecar_info = io.info(path)
+            if sidecar_info is None:
+                continue
+            with io.open_input_file(path) as f:
+                size += pq.read_metadata(f).num_rows
+            size_in_bytes += sidecar_info.size
+    document: dict[str, Any] = {"version": cp.version, "size": size, "sizeInBytes": size_in_bytes}
+    if cp.kind == "multi-part":
+        document["parts"] = cp.expected_parts
+    if cp.kind == "v2":
+        info = cp.files[0]
+        document["v2Checkpoint"] = {"path": info.name, "sizeInBytes": top_size, "modificationTime": info.modification_time}
+    return document
+
+
+def _repoint_last_checkpoint(io: FileIO, root: str, anchor: _Checkpoint) -> None:
+    """Point ``_last_checkpoint`` at ``anchor`` if it names an older checkpoint (one cleanup deletes)."""
+    from airflow_delta.engine.checkpoint.writer import read_last_checkpoint, write_last_checkpoint
+
+    current = read_last_checkpoint(io, root)
+    if current is not None and current["version"] >= anchor.version:
+        return
+    if current is None and not io.exists(f"{root}/_delta_log/_last_checkpoint"):
+        return  # no hint to keep right
+    write_last_checkpoint(io, root, _describe(io, anchor), allow_older=True)

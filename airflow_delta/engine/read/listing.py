@@ -1,0 +1,289 @@
+"""Log segment discovery: which files of ``_delta_log`` make up a table version.
+
+A *log segment* for version ``v`` is the newest complete checkpoint at or before ``v``
+(if any) plus the JSON commits after it, up to ``v``, without gaps. This module finds
+it from a directory listing, which is the source of truth:
+
+* commits are ``%020d.json``;
+* checkpoints are classic (``%020d.checkpoint.parquet``), multi-part
+  (``%020d.checkpoint.%010d.%010d.parquet``, used only when every part is present) or
+  UUID-named V2 (``%020d.checkpoint.<uuid>.json|parquet``);
+* ``_last_checkpoint`` is only a hint: it breaks ties between checkpoints of the same
+  version and is never trusted over the listing (it may be missing, stale or corrupt);
+* log compaction files, ``.crc`` files, hidden temp files and anything else whose name
+  does not parse are ignored.
+
+We always list the whole directory: ``pyarrow.fs`` has no "list from key" call, so the
+hint cannot shorten the listing, and a listing can never be stale.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_delta.engine.errors import LogNotContiguousError, TableNotFoundError, VersionNotFoundError
+from airflow_delta.engine.storage.fileio import FileInfo, FileIO
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CLASSIC_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_MULTIPART_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_UUID_CHECKPOINT = re.compile(
+    r"^(\d{20})\.checkpoint\.([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.(json|parquet)$"
+)
+
+LAST_CHECKPOINT_FILE = "_last_checkpoint"
+SIDECAR_DIR = "_sidecars"
+
+# When several complete checkpoints exist for one version (racing writers), the order
+# in which we prefer them. All are equally valid; a single file is the cheapest to read.
+_KIND_PREFERENCE = {"v2": 0, "classic": 1, "multipart": 2}
+
+
+def log_dir(root: str) -> str:
+    return f"{root}/_delta_log"
+
+
+def commit_path(root: str, version: int) -> str:
+    """Absolute path of the JSON commit file of ``version``."""
+    return f"{log_dir(root)}/{version:020d}.json"
+
+
+def commit_version(name: str) -> int | None:
+    """The version of a commit file name (``00000000000000000042.json`` -> 42), else None."""
+    m = _COMMIT.match(name)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One complete checkpoint: its version, kind (``classic``, ``multipart``, ``v2``) and files."""
+
+    version: int
+    kind: str
+    files: tuple[FileInfo, ...]
+
+    @property
+    def parts(self) -> int:
+        return len(self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class LastCheckpointHint:
+    """What ``_last_checkpoint`` says, when it parses. Never trusted over a listing."""
+
+    version: int
+    parts: int | None = None
+    v2_path: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LogListing:
+    """Everything of interest in one listing of ``_delta_log``."""
+
+    table_root: str
+    commits: Mapping[int, FileInfo]  # version -> commit file
+    checkpoints: tuple[Checkpoint, ...]  # complete checkpoints, ascending by version
+    hint: LastCheckpointHint | None
+
+    @property
+    def commit_versions(self) -> list[int]:
+        return sorted(self.commits)
+
+    @property
+    def latest_version(self) -> int | None:
+        candidates = list(self.commits)
+        if self.checkpoints:
+            candidates.append(self.checkpoints[-1].version)
+        return max(candidates) if candidates else None
+
+    def best_checkpoint(self, at_most: int, below: int | None = None) -> Checkpoint | None:
+        """The newest complete checkpoint with version <= ``at_most`` (and < ``below``, if given)."""
+        best: Checkpoint | None = None
+        for cp in self.checkpoints:
+            if cp.version <= at_most and (below is None or cp.version < below):
+                best = cp
+        return best
+
+    def earliest_reconstructable(self) -> int | None:
+        """The smallest version a snapshot can be built for (a checkpoint, or 0)."""
+        starts = [cp.version for cp in self.checkpoints]
+        if 0 in self.commits:
+            starts.append(0)
+        return min(starts) if starts else None
+
+
+@dataclass(frozen=True, slots=True)
+class LogSegment:
+    """The files needed to build the snapshot of ``version``.
+
+    ``commit_files`` are ascending and cover exactly ``checkpoint_version + 1 .. version``
+    (``0 .. version`` without a checkpoint). ``checkpoint_files`` are the parts of one
+    complete checkpoint, or empty.
+    """
+
+    table_root: str
+    log_dir: str
+    version: int
+    checkpoint_version: int | None
+    checkpoint_kind: str | None
+    checkpoint_files: tuple[FileInfo, ...]
+    commit_files: tuple[FileInfo, ...]
+    # The commit file of ``version`` itself when it still exists (it may have been
+    # cleaned up when ``version`` is a checkpoint); its mtime is the commit timestamp.
+    latest_commit_file: FileInfo | None = None
+    earliest_version: int | None = None  # smallest reconstructable version in the listing
+    latest_available_version: int | None = None  # newest version in the listing
+
+    @property
+    def commit_versions(self) -> list[int]:
+        start = -1 if self.checkpoint_version is None else self.checkpoint_version
+        return list(range(start + 1, self.version + 1))
+
+
+def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:
+    """Parse ``_last_checkpoint``; any problem (missing, unreadable, malformed) gives None."""
+    try:
+        raw = json.loads(io.read_bytes(f"{directory}/{LAST_CHECKPOINT_FILE}"))
+        version = int(raw["version"])
+        parts = raw.get("parts")
+        v2 = raw.get("v2Checkpoint")
+        v2_path = v2.get("path") if isinstance(v2, dict) else None
+        return LastCheckpointHint(version, int(parts) if parts is not None else None, v2_path, raw)
+    except Exception:  # a hint that cannot be read is simply not used
+        return None
+
+
+def list_log(io: FileIO, root: str) -> LogListing:
+    """List ``_delta_log`` once and classify its files."""
+    directory = log_dir(root)
+    commits: dict[int, FileInfo] = {}
+    classic: dict[int, FileInfo] = {}
+    v2: dict[int, list[FileInfo]] = {}
+    multipart: dict[tuple[int, int], dict[int, FileInfo]] = {}
+    has_last_checkpoint = False
+    for info in io.list_dir(directory):
+        name = info.name
+        if name.startswith("."):
+            continue  # hidden temp files of an in-flight write
+        if m := _COMMIT.match(name):
+            commits[int(m.group(1))] = info
+        elif m := _CLASSIC_CHECKPOINT.match(name):
+            classic[int(m.group(1))] = info
+        elif m := _MULTIPART_CHECKPOINT.match(name):
+            part, total = int(m.group(2)), int(m.group(3))
+            if 1 <= part <= total:
+                multipart.setdefault((int(m.group(1)), total), {})[part] = info
+        elif m := _UUID_CHECKPOINT.match(name):
+            v2.setdefault(int(m.group(1)), []).append(info)
+        elif name == LAST_CHECKPOINT_FILE:
+            has_last_checkpoint = True
+    hint = _parse_hint(io, directory) if has_last_checkpoint else None
+
+    by_version: dict[int, list[Checkpoint]] = {}
+    for version, info in classic.items():
+        by_version.setdefault(version, []).append(Checkpoint(version, "classic", (info,)))
+    for version, infos in v2.items():
+        for info in sorted(infos, key=lambda i: i.name):
+            by_version.setdefault(version, []).append(Checkpoint(version, "v2", (info,)))
+    for (version, total), parts in multipart.items():
+        if len(parts) == total:  # an incomplete part set is an unfinished (or failed) write
+            files = tuple(parts[i] for i in range(1, total + 1))
+            by_version.setdefault(version, []).append(Checkpoint(version, "multipart", files))
+
+    chosen = [_choose(cands, hint) for _, cands in sorted(by_version.items())]
+    return LogListing(root, commits, tuple(chosen), hint)
+
+
+def _choose(candidates: Sequence[Checkpoint], hint: LastCheckpointHint | None) -> Checkpoint:
+    """Pick one of several complete checkpoints of the same version."""
+
+    def rank(cp: Checkpoint) -> tuple[int, int, str]:
+        named_by_hint = hint is not None and hint.version == cp.version and (
+            (cp.kind == "v2" and bool(hint.v2_path) and cp.files[0].name == str(hint.v2_path).rsplit("/", 1)[-1])
+            or (cp.kind == "multipart" and hint.parts == cp.parts)
+        )
+        return (0 if named_by_hint else 1, _KIND_PREFERENCE[cp.kind], cp.files[0].name)
+
+    return min(candidates, key=rank)
+
+
+def latest_version(io: FileIO, root: str) -> int:
+    """The newest committed version, by listing the log (no replay)."""
+    listing = list_log(io, root)
+    latest = listing.latest_version
+    if latest is None:
+        raise TableNotFoundError(root)
+    return latest
+
+
+def list_log_segment(io: FileIO, root: str, version: int | None = None) -> LogSegment:
+    """The log segment for ``version`` (default: the latest version)."""
+    return list_log_and_segment(io, root, version)[1]
+
+
+def list_log_and_segment(
+    io: FileIO, root: str, version: int | None = None, attempts: int = 3
+) -> tuple[LogListing, LogSegment]:
+    """List the log and build the segment, re-listing if a gap turns out to be a listing race.
+
+    A directory listing is not a snapshot: a commit created while the directory is being
+    read may be missed while a later one is seen (readdir order is not creation order).
+    When a commit reported missing does exist on a direct check, we list again.
+    """
+    for attempt in range(attempts):
+        listing = list_log(io, root)
+        try:
+            return listing, segment_from_listing(listing, version)
+        except LogNotContiguousError as exc:
+            raced = any(io.info(commit_path(root, v)) is not None for v in exc.missing[:10])
+            if not raced or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def segment_from_listing(
+    listing: LogListing, version: int | None = None, *, checkpoint_below: int | None = None
+) -> LogSegment:
+    """The segment for ``version`` (default: latest) from a listing.
+
+    ``checkpoint_below`` restricts the checkpoint to versions strictly below it: the
+    retry after a checkpoint turned out to be unreadable (as Delta does, an older
+    checkpoint or the commits from version 0 may still rebuild the version).
+    """
+    root = listing.table_root
+    latest = listing.latest_version
+    if latest is None:
+        raise TableNotFoundError(root)
+    earliest = listing.earliest_reconstructable()
+    target = latest if version is None else version
+    if version is not None and (version < 0 or version > latest):
+        raise VersionNotFoundError(version, earliest, latest, "no such version in the log")
+
+    checkpoint = listing.best_checkpoint(target, checkpoint_below)
+    start = checkpoint.version + 1 if checkpoint is not None else 0
+    missing = [v for v in range(start, target + 1) if v not in listing.commits]
+    if missing:
+        if checkpoint is None and earliest is not None and target < earliest:
+            raise VersionNotFoundError(
+                target, earliest, latest,
+                "its commits were removed by log cleanup and no checkpoint covers it",
+            )
+        raise LogNotContiguousError(root, missing)
+    commit_files = tuple(listing.commits[v] for v in range(start, target + 1))
+    return LogSegment(
+        table_root=root,
+        log_dir=log_dir(root),
+        version=target,
+        checkpoint_version=checkpoint.version if checkpoint is not None else None,
+        checkpoint_kind=checkpoint.kind if checkpoint is not None else None,
+        checkpoint_files=checkpoint.files if checkpoint is not None else (),
+        commit_files=commit_files,
+        latest_commit_file=listing.commits.get(target),
+        earliest_version=earliest,
+        latest_available_version=latest,
+    )

@@ -1,0 +1,464 @@
+"""Reading a table's data files into Arrow, as the snapshot defines them.
+
+:func:`read_data` takes the file actions a scan planned (rows of
+:data:`~airflow_delta.engine.model.actions.FILE_ACTIONS_SCHEMA`) and returns their rows in the
+table's logical schema. For each file it:
+
+1. reads the parquet through the snapshot's FileIO (path resolved inside the table root),
+   with INT96 timestamps read at microsecond precision so year-9999 values survive;
+2. drops the rows its deletion vector names (row index = position in the file);
+3. resolves each table column in the file: by name (no column mapping), by physical
+   name (``name`` mode) or by parquet field id (``id`` mode), at every nesting level;
+   columns the file lacks (added later by schema evolution) become nulls;
+4. casts to the table's types (type widening such as int -> long, timestamps to
+   microseconds with the right time zone, unshredded variants to the
+   ``struct<metadata, value>`` of :data:`~airflow_delta.engine.model.schema.VARIANT_TYPE`),
+   and adds the partition columns as constants
+   from the log (they are usually not in the file, and the log is authoritative);
+5. applies the row filter.
+
+Files are read on a bounded thread pool (parquet decoding releases the GIL); the output
+keeps the order of ``files``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_delta.engine.errors import (
+    CorruptDataFileError,
+    DataFileNotFoundError,
+    DeltaError,
+    InvalidFilterError,
+    SchemaMismatchError,
+)
+from airflow_delta.engine.model.actions import DeletionVectorDescriptor
+from airflow_delta.engine.model.schema import (
+    FIELD_ID_KEY,
+    PARQUET_FIELD_ID_KEY,
+    PHYSICAL_NAME_KEY,
+    VARIANT_TYPE,
+    column_mapping_mode,
+    parse_partition_values,
+    partition_schema,
+)
+from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.storage.fileio import FileIO
+
+# Upper bound of concurrent file reads; object stores like more, local disks need fewer.
+DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
+
+_FIELD_ID_BYTES = PARQUET_FIELD_ID_KEY.encode()
+_PHYSICAL_NAME_BYTES = PHYSICAL_NAME_KEY.encode()
+_DELTA_FIELD_ID_BYTES = FIELD_ID_KEY.encode()
+
+
+def read_data(
+    snapshot: Snapshot,
+    files: pa.Table,
+    columns: Sequence[str] | None = None,
+    row_filter: pc.Expression | None = None,
+    *,
+    max_workers: int | None = None,
+) -> pa.Table:
+    """The rows of ``files`` (live file actions of ``snapshot``) as one Arrow table.
+
+    ``columns`` selects top-level columns by logical name (output keeps the table's
+    column order); ``row_filter`` is an Arrow expression over logical names, applied
+    after deletion vectors. ``files`` is normally in ``FILE_ACTIONS_SCHEMA`` layout
+    (URI-encoded paths, ``partition_values`` as a map keyed by physical names); the
+    user-facing layout of ``Snapshot.files()`` (decoded paths, typed partition struct)
+    is accepted too.
+    """
+    table_schema: pa.Schema = snapshot.schema
+    output_schema = _project(table_schema, columns)
+    read_schema = output_schema
+    if row_filter is not None and not _binds(row_filter, output_schema):
+        # The filter needs columns the caller did not ask for: read them, drop them after.
+        if not _binds(row_filter, table_schema):
+            raise InvalidFilterError(str(row_filter), "it references columns that are not in the table")
+        read_schema = table_schema
+    if files.num_rows == 0:
+        return output_schema.empty_table()
+
+    mode = column_mapping_mode(snapshot.metadata, snapshot.protocol)
+    partition_names = set(snapshot.partition_columns)
+    partitions = _partition_values(files, snapshot)
+    paths = _absolute_paths(files, snapshot.table_root)
+    workers = max(1, min(files.num_rows, max_workers or DEFAULT_MAX_WORKERS))
+    deleted_rows = _deleted_rows(snapshot, files, workers)
+    plan = _FilePlan(
+        io=snapshot.io,
+        table_root=snapshot.table_root,
+        read_schema=read_schema,
+        output_names=output_schema.names,
+        partition_names=partition_names,
+        mode=mode,
+        row_filter=row_filter,
+    )
+    partition_arrays = {name: partitions.field(name) for name in partition_names if name in read_schema.names}
+    tasks = [
+        _FileTask(path, deleted_rows[i], {name: values[i] for name, values in partition_arrays.items()})
+        for i, path in enumerate(paths)
+    ]
+    # A few (large) files also decode their columns in parallel; many files already keep
+    # every core busy one file each.
+    column_threads = len(tasks) < (os.cpu_count() or 4)
+    if workers == 1:
+        tables = [_read_file(plan, task, use_threads=True) for task in tasks]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-scan") as pool:
+            tables = list(pool.map(lambda t: _read_file(plan, t, use_threads=column_threads), tasks))
+    if not output_schema.names:
+        # concat_tables drops the row count of column-less tables; keep it.
+        return _rows_only(sum(t.num_rows for t in tables))
+    return pa.concat_tables(tables) if tables else output_schema.empty_table()
+
+
+def _rows_only(num_rows: int) -> pa.Table:
+    """A table with no columns and ``num_rows`` rows (e.g. for ``count(*)``)."""
+    return pa.table({"rows": pa.nulls(num_rows)}).select([])
+
+
+# ------------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True, slots=True)
+class _FilePlan:
+    """What every file read of one scan shares."""
+
+    io: FileIO
+    table_root: str
+    read_schema: pa.Schema
+    output_names: list[str]
+    partition_names: set[str]
+    mode: str
+    row_filter: pc.Expression | None
+
+
+@dataclass(frozen=True, slots=True)
+class _FileTask:
+    path: str  # absolute, FileIO form
+    deleted_rows: np.ndarray | None  # sorted row indexes the file's deletion vector removes
+    partition_values: dict[str, pa.Scalar]
+
+
+def _project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    if columns is None:
+        return schema
+    if isinstance(columns, str):
+        columns = [columns]
+    wanted = set(columns)
+    unknown = [c for c in columns if schema.get_field_index(c) < 0]
+    if unknown:
+        raise SchemaMismatchError(
+            f"unknown column(s) {', '.join(map(repr, unknown))}; the table's columns are {', '.join(schema.names)}"
+        )
+    return pa.schema([f for f in schema if f.name in wanted], metadata=schema.metadata)
+
+
+def _binds(expression: pc.Expression, schema: pa.Schema) -> bool:
+    try:
+        schema.empty_table().filter(expression)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
+        return False
+    return True
+
+
+def _partition_values(files: pa.Table, snapshot: Snapshot) -> pa.StructArray:
+    pschema = partition_schema(snapshot.metadata)
+    if not len(pschema):
+        return pa.StructArray.from_arrays([], fields=[])
+    column = files.column("partition_values")
+    if pa.types.is_struct(column.type):  # already typed (Snapshot.files() layout)
+        struct = column.combine_chunks()
+        return pa.StructArray.from_arrays(
+            [struct.field(f.name).cast(f.type) for f in pschema], fields=list(pschema)
+        )
+    return parse_partition_values(column, snapshot.metadata, snapshot.protocol)
+
+
+def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
+    encoded = pa.types.is_map(files.schema.field("partition_values").type) if "partition_values" in files.column_names else True
+    paths = files.column("path").to_pylist()
+    if not encoded:
+        # Snapshot.files() decodes paths; resolve_in_table expects them as in the log.
+        paths = [encode_log_path(p) if "://" not in p else p for p in paths]
+    return [resolve_in_table(table_root, p) for p in paths]
+
+
+def _deleted_rows(snapshot: Snapshot, files: pa.Table, workers: int) -> list[np.ndarray | None]:
+    """Per file, the sorted row indexes its deletion vector removes (None without a DV).
+
+    DVs are grouped by the file that stores them and each group goes through
+    :func:`read_deletion_vectors`, which opens a DV file shared by many data files (as
+    Spark writes them) only once; distinct DV files are read in parallel.
+    """
+    none: list[np.ndarray | None] = [None] * files.num_rows
+    if "deletion_vector" not in files.column_names:
+        return none
+    column = files.column("deletion_vector")
+    if column.null_count == len(column):
+        return none
+    from airflow_delta.engine.model.deletion_vectors import dv_descriptor_from_struct, read_deletion_vectors
+
+    # Only rows that have a DV become Python objects (files with DVs are the minority).
+    groups: dict[tuple[str, str], list[tuple[int, DeletionVectorDescriptor]]] = {}
+    valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(valid):
+        row = column[int(i)].as_py()
+        if row and row.get("storageType"):
+            dv = dv_descriptor_from_struct(row)
+            # Inline DVs need no I/O; keep them together in one group.
+            key = ("i", "") if dv.storage_type == "i" else (dv.storage_type, dv.path_or_inline_dv)
+            groups.setdefault(key, []).append((int(i), dv))
+
+    def read_group(members: list[tuple[int, DeletionVectorDescriptor]]) -> list[tuple[int, np.ndarray]]:
+        bitmaps = read_deletion_vectors(snapshot.io, snapshot.table_root, [dv for _, dv in members])
+        return [(i, np.asarray(b.to_numpy(), dtype=np.uint64)) for (i, _), b in zip(members, bitmaps, strict=True) if b is not None]
+
+    out = none
+    if len(groups) > 1 and workers > 1:
+        with ThreadPoolExecutor(max_workers=min(workers, len(groups)), thread_name_prefix="delta-dv") as pool:
+            results = list(pool.map(read_group, groups.values()))
+    else:
+        results = [read_group(members) for members in groups.values()]
+    for result in results:
+        for i, rows in result:
+            out[i] = rows
+    return out
+
+
+# ------------------------------------------------------------------------------ one file
+
+
+def _read_file(plan: _FilePlan, task: _FileTask, use_threads: bool) -> pa.Table:
+    try:
+        return _read_file_unchecked(plan, task, use_threads)
+    except DeltaError:
+        raise
+    except FileNotFoundError as exc:
+        raise DataFileNotFoundError(
+            f"data file {task.path} referenced by the log does not exist; it may have been "
+            "removed by VACUUM or deleted outside Delta"
+        ) from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as exc:
+        raise CorruptDataFileError(task.path, str(exc)) from exc
+
+
+def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> pa.Table:
+    data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
+    with plan.io.open_input_file(task.path) as source:
+        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+        file_schema = parquet.schema_arrow
+        num_rows = parquet.metadata.num_rows
+        # Without data columns to find (only partition columns asked for) nothing needs resolving.
+        resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
+        matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
+        to_read = sorted({i for i in matches.values() if i is not None})
+        raw = parquet.read(columns=[file_schema.field(i).name for i in to_read], use_threads=use_threads)
+
+    if task.deleted_rows is not None and task.deleted_rows.size:
+        raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))
+        num_rows = raw.num_rows
+
+    arrays: list[pa.ChunkedArray | pa.Array] = []
+    for target in plan.read_schema:
+        if target.name in plan.partition_names:
+            value = task.partition_values.get(target.name)
+            if value is None or not value.is_valid:
+                arrays.append(pa.nulls(num_rows, target.type))
+            else:
+                arrays.append(pa.repeat(value, num_rows))
+            continue
+        index = matches[target.name]
+        if index is None:
+            arrays.append(pa.nulls(num_rows, target.type))
+            continue
+        source_column = raw.column(file_schema.field(index).name)
+        arrays.append(_conform_chunked(source_column, target, resolver))
+    # With no columns asked for, still keep one (empty) row per surviving row.
+    table = pa.Table.from_arrays(arrays, schema=plan.read_schema) if arrays else _rows_only(num_rows)
+    if plan.row_filter is not None:
+        table = table.filter(plan.row_filter)
+    if table.schema.names != plan.output_names:
+        table = table.select(plan.output_names)
+    return table
+
+
+def _keep_mask(path: str, deleted: np.ndarray, num_rows: int) -> pa.Array:
+    if int(deleted[-1]) >= num_rows:
+        raise CorruptDataFileError(
+            path, f"its deletion vector deletes row {int(deleted[-1])} but the file has only {num_rows} rows"
+        )
+    keep = np.ones(num_rows, dtype=bool)
+    keep[deleted.astype(np.int64)] = False
+    return pa.array(keep)
+
+
+# ------------------------------------------------------------------- column resolution
+
+# Finds, among a file's fields at one nesting level, the one holding a table field.
+_Resolver = Callable[[list[pa.Field], pa.Field], "int | None"]
+
+
+def _resolver(mode: str, path: str, file_schema: pa.Schema) -> _Resolver:
+    if mode == "id":
+        if not any(_has_field_ids(f) for f in file_schema):
+            raise CorruptDataFileError(
+                path,
+                "the table uses column mapping mode 'id' but the file has no parquet field ids; "
+                "columns cannot be resolved (rewrite the file, or switch the table to mode 'name')",
+            )
+        return _match_by_id
+    if mode == "name":
+        return _match_by_physical_name
+    return _match_by_name
+
+
+def _has_field_ids(f: pa.Field) -> bool:
+    return bool(f.metadata) and _FIELD_ID_BYTES in f.metadata
+
+
+def _match_by_name(candidates: list[pa.Field], target: pa.Field) -> int | None:
+    for i, f in enumerate(candidates):
+        if f.name == target.name:
+            return i
+    # Spark resolves parquet columns case-insensitively; follow it when unambiguous.
+    lowered = target.name.lower()
+    hits = [i for i, f in enumerate(candidates) if f.name.lower() == lowered]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _physical_name(target: pa.Field) -> str:
+    meta = target.metadata
+    if meta and _PHYSICAL_NAME_BYTES in meta:
+        return meta[_PHYSICAL_NAME_BYTES].decode()
+    return target.name
+
+
+def _match_by_physical_name(candidates: list[pa.Field], target: pa.Field) -> int | None:
+    name = _physical_name(target)
+    for i, f in enumerate(candidates):
+        if f.name == name:
+            return i
+    return None
+
+
+def _match_by_id(candidates: list[pa.Field], target: pa.Field) -> int | None:
+    meta = target.metadata
+    if not meta or _DELTA_FIELD_ID_BYTES not in meta:
+        return _match_by_physical_name(candidates, target)
+    wanted = meta[_DELTA_FIELD_ID_BYTES].decode().strip()
+    for i, f in enumerate(candidates):
+        if f.metadata and f.metadata.get(_FIELD_ID_BYTES, b"").decode().strip() == wanted:
+            return i
+    return None
+
+
+# ----------------------------------------------------------------------- type conform
+
+
+def _conform_chunked(column: pa.ChunkedArray, target: pa.Field, resolver: _Resolver) -> pa.ChunkedArray:
+    if _same(column.type, target.type, resolver):
+        return column
+    chunks = [_conform(chunk, target.type, resolver) for chunk in column.chunks]
+    return pa.chunked_array(chunks, type=target.type)
+
+
+def _conform(array: pa.Array, target: pa.DataType, resolver: _Resolver) -> pa.Array:
+    """``array`` (as stored in a file) in the table's ``target`` type, nested fields resolved."""
+    source = array.type
+    if _same(source, target, resolver):
+        return array
+    if pa.types.is_dictionary(source):
+        return _conform(array.dictionary_decode(), target, resolver)
+    if pa.types.is_null(source):
+        return pa.nulls(len(array), target)
+    mask = array.is_null() if array.null_count else None
+    if target == VARIANT_TYPE and pa.types.is_struct(source):
+        return _conform_variant(array, mask)
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(source):
+            raise pa.ArrowTypeError(f"expected a struct for {target}, the file has {source}")
+        candidates = [source.field(i) for i in range(source.num_fields)]
+        children = []
+        for j in range(target.num_fields):
+            child_target = target.field(j)
+            index = resolver(candidates, child_target)
+            if index is None:
+                children.append(pa.nulls(len(array), child_target.type))
+            else:
+                children.append(_conform(array.field(index), child_target.type, resolver))
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_list(target) and _is_list_like(source):
+        offsets = array.offsets
+        if offsets.type != pa.int32():
+            offsets = offsets.cast(pa.int32())
+        values = _conform(array.values, target.value_type, resolver)
+        return pa.ListArray.from_arrays(offsets, values, type=target, mask=mask)
+    if pa.types.is_map(target) and pa.types.is_map(source):
+        keys = _conform(array.keys, target.key_type, resolver)
+        items = _conform(array.items, target.item_type, resolver)
+        return pa.MapArray.from_arrays(array.offsets, keys, items, type=target, mask=mask)
+    if pa.types.is_timestamp(target) and pa.types.is_timestamp(source):
+        # Finer units (nanoseconds) are truncated to the table's microseconds; a change of
+        # time zone label keeps the instant (INT96 and TIMESTAMP(isAdjustedToUTC) are UTC).
+        return array.cast(target, safe=False)
+    return array.cast(target)
+
+
+def _conform_variant(array: pa.StructArray, mask: pa.Array | None) -> pa.StructArray:
+    """An unshredded variant as stored (``value`` and ``metadata`` binaries, Spark writes
+    ``value`` first) in the table's field order. The two names are the protocol's own,
+    never column-mapped."""
+    names = [array.type.field(i).name for i in range(array.type.num_fields)]
+    if "typed_value" in names:
+        # The protocol gate only lets tables without variantShredding through, and such
+        # tables must not hold shredded files; reading just ``value`` would lose data.
+        raise pa.ArrowTypeError(
+            "a variant column is stored shredded (it has a typed_value field) but the table does not "
+            "support variantShredding; shredded variants cannot be read without reconstruction"
+        )
+    missing = [f.name for f in VARIANT_TYPE if f.name not in names]
+    if missing:
+        raise pa.ArrowTypeError(
+            f"a variant column lacks its {' and '.join(missing)} field; unshredded variants must store both "
+            "value and metadata binaries"
+        )
+    children = [array.field(names.index(f.name)).cast(f.type) for f in VARIANT_TYPE]
+    return pa.StructArray.from_arrays(children, fields=list(VARIANT_TYPE), mask=mask)
+
+
+def _same(source: pa.DataType, target: pa.DataType, resolver: _Resolver) -> bool:
+    """Whether a file's column can be used as is. Under column mapping, equal nested
+    names are not enough: physical names may be a permutation of the logical ones."""
+    if source != target:
+        return False
+    return resolver is _match_by_name or not _has_struct(target)
+
+
+def _has_struct(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return True
+    if _is_list_like(t):
+        return _has_struct(t.value_type)
+    if pa.types.is_map(t):
+        return _has_struct(t.key_type) or _has_struct(t.item_type)
+    return False
+
+
+def _is_list_like(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)

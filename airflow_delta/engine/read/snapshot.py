@@ -1,0 +1,400 @@
+"""``Snapshot``: one immutable version of a table, and :func:`load_snapshot`.
+
+Loading lists the log once, replays the non-file actions of the segment
+(:func:`.log.replay.replay_metadata`) and checks the reader feature gate. The file state
+(``add_actions``, ``tombstones``) is reconciled on first use from the commit bytes read
+during loading, plus the checkpoint's ``add`` (and, for tombstones, ``remove``) columns.
+File actions stay Arrow (``FILE_ACTIONS_SCHEMA``); statistics stay JSON strings until
+:meth:`Snapshot.files` or a filter needs them. So a snapshot loaded for its metadata
+never parses file actions.
+
+A checkpoint that cannot be read (truncated, a missing part or sidecar) is skipped as
+Delta does: the load is retried with the newest checkpoint strictly older than the bad
+one, or with the commits from version 0, and fails with :class:`CorruptCheckpointError`
+naming the file only when no complete alternative exists. This holds for the metadata
+pass and for the (later) file-action pass alike; ``log_segment`` is the segment the
+metadata came from.
+
+Reading follows pyiceberg's shape: :meth:`Snapshot.plan_files` prunes the live files
+with a filter (partition values, then statistics), :meth:`Snapshot.to_arrow` reads the
+planned files (deletion vectors applied) and filters their rows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+from typing import Protocol as Protocol_
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
+from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.read.commit_reader import int64_array, mask_to_numpy
+from airflow_delta.engine.read.listing import (
+    LogListing,
+    LogSegment,
+    list_log,
+    list_log_and_segment,
+    segment_from_listing,
+)
+from airflow_delta.engine.read.replay import FileActions, LogState, replay_metadata
+from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.paths import decode_log_path, relative_to_table, resolve_in_table
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.history import TimestampLike
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """The state of a table at one version. Immutable; derived values are computed once.
+
+    Protocol, metadata, properties, transactions, domains and the timestamp are decided
+    when the snapshot is loaded. The file state (``add_actions``, ``tombstones``) is
+    reconciled on first use (:class:`~.log.replay.FileActions`), so a snapshot loaded
+    for its metadata never parses file actions. Errors in file actions (a corrupt
+    ``add`` line) therefore surface on first use of the file state.
+    """
+
+    table_root: str
+    io: FileIO
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    properties: TableProperties
+    timestamp: int  # ms since the epoch: commit (or in-commit) timestamp of ``version``
+    log_segment: LogSegment
+    transactions: Mapping[str, SetTransaction]
+    domain_metadata: Mapping[str, DomainMetadata]  # live domains (tombstones excluded)
+    file_state: FileStateLoader = field(repr=False)
+    commit_info: Mapping[str, Any] | None = None  # commitInfo of ``version``, if its JSON exists
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.table_root!r}, version={self.version})"
+
+    @cached_property
+    def add_actions(self) -> pa.Table:
+        """FILE_ACTIONS_SCHEMA: the live files, URI-encoded paths (reconciled on first use).
+
+        ``partition_values`` holds exactly the table's (physical) partition columns: the
+        log parser declares every key any metadata in the segment used, so a key the
+        file's action did not carry would otherwise appear as a null entry, and be
+        written back that way by checkpoints and removes.
+        """
+        from airflow_delta.engine.model.schema import ColumnMapping
+        from airflow_delta.engine.read.replay import restrict_map_keys
+
+        adds = self.file_state.adds()
+        mapping = ColumnMapping.from_metadata(self.metadata, self.protocol)
+        keys = [mapping.physical_name(c) for c in self.metadata.partition_columns]
+        column = adds.column("partition_values")
+        index = adds.schema.get_field_index("partition_values")
+        return adds.set_column(index, adds.schema.field(index), restrict_map_keys(column, keys))
+
+    @cached_property
+    def tombstones(self) -> pa.Table:
+        """FILE_ACTIONS_SCHEMA: removes that are still tombstones (read on first use)."""
+        return self.file_state.tombstones()
+
+    # ------------------------------------------------------------------ metadata
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The table schema as Arrow, with logical column names."""
+        from airflow_delta.engine.model.schema import schema_to_arrow
+
+        return schema_to_arrow(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def num_files(self) -> int:
+        return self.add_actions.num_rows
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """The last ``txn`` version committed by ``app_id``, if any."""
+        txn = self.transactions.get(app_id)
+        return txn.version if txn is not None else None
+
+    # ------------------------------------------------------------------ files
+    @cached_property
+    def _partition_values(self) -> pa.StructArray:
+        from airflow_delta.engine.model.schema import parse_partition_values
+
+        return parse_partition_values(self.add_actions.column("partition_values"), self.metadata, self.protocol)
+
+    @cached_property
+    def _stats(self) -> pa.StructArray:
+        from airflow_delta.engine.model.stats import parse_stats
+
+        return parse_stats(self.add_actions.column("stats").combine_chunks(), self.metadata)
+
+    def _predicate(self, filter: str) -> Any:
+        from airflow_delta.engine.expressions import parse_predicate
+
+        return parse_predicate(filter, self.schema)
+
+    def _file_mask(self, filter: str) -> pa.BooleanArray:
+        from airflow_delta.engine.expressions import prune_files, references_only
+
+        predicate = self._predicate(filter)
+        stats = None if references_only(predicate, self.partition_columns) else self._stats
+        return prune_files(predicate, self._partition_values, stats, self.partition_columns)
+
+    def plan_files(self, filter: str | None = None) -> pa.Table:
+        """The live file actions (``FILE_ACTIONS_SCHEMA``) that :meth:`to_arrow` would read."""
+        if filter is None or self.add_actions.num_rows == 0:
+            return self.add_actions
+        return self.add_actions.filter(self._file_mask(filter))
+
+    def files(self, filter: str | None = None) -> pa.Table:
+        """One row per live file (after pruning by ``filter``), in user-facing form.
+
+        Columns: ``path`` (decoded, relative to the root), ``partition_values`` (typed
+        struct, logical names), ``size``, ``modification_time``, ``num_records``,
+        ``stats`` (typed struct), ``deletion_vector``, ``tags``.
+        """
+        if filter is None or self.add_actions.num_rows == 0:
+            actions, pv, stats = self.add_actions, self._partition_values, self._stats
+        else:
+            mask = self._file_mask(filter)
+            actions = self.add_actions.filter(mask)
+            pv, stats = self._partition_values.filter(mask), self._stats.filter(mask)
+        if stats.type.get_field_index("numRecords") >= 0:
+            num_records = pc.struct_field(stats, "numRecords").cast(pa.int64())
+        else:
+            num_records = pa.nulls(len(stats), pa.int64())
+        return pa.table({
+            "path": relative_paths(self.table_root, actions.column("path")),
+            "partition_values": pv,
+            "size": actions.column("size"),
+            "modification_time": actions.column("modification_time"),
+            "num_records": num_records,
+            "stats": stats,
+            "deletion_vector": actions.column("deletion_vector"),
+            "tags": actions.column("tags"),
+        })
+
+    def to_arrow(self, columns: Sequence[str] | None = None, filter: str | None = None) -> pa.Table:
+        """The table's rows (deletion vectors applied), optionally projected and filtered."""
+        from airflow_delta.engine.read.scan import read_data
+
+        files = self.plan_files(filter)
+        row_filter = self._predicate(filter).to_arrow() if filter is not None else None
+        return read_data(self, files, columns=columns, row_filter=row_filter)
+
+
+def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Percent-decode log paths; only the (usually few) paths containing ``%`` go through Python."""
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks() if paths.num_chunks != 1 else paths.chunk(0)
+    if len(paths) == 0:
+        return paths
+    idx = np.flatnonzero(mask_to_numpy(pc.match_substring(paths, "%")))
+    if idx.size == 0:
+        return paths
+    decoded = [decode_log_path(p) for p in paths.take(int64_array(idx)).to_pylist()]
+    out = np.asarray(paths.to_pylist(), dtype=object)
+    out[idx] = decoded
+    return pa.array(out, pa.string())
+
+
+# RFC 3986 scheme; two characters at least, so that a Windows drive letter is not one.
+_URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
+
+
+def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Decoded paths relative to the root; the (rare) absolute URIs in a log are made relative."""
+    decoded = decode_paths(paths)
+    if len(decoded) == 0:
+        return decoded
+    encoded = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    # An absolute URI has a scheme: ``s3://...``, ``file:///...`` and also Hadoop's
+    # ``file:/...`` as Spark writes it. Tested on the encoded form, where a colon in a
+    # relative name is still ``%3A`` (and a partition directory has ``=`` before it).
+    absolute = pc.or_(pc.starts_with(decoded, "/"), pc.match_substring_regex(encoded, _URI_SCHEME))
+    idx = np.flatnonzero(mask_to_numpy(absolute))
+    if idx.size == 0:
+        return decoded
+    out = np.asarray(decoded.to_pylist(), dtype=object)
+    for i, log_path in zip(idx.tolist(), encoded.take(int64_array(idx)).to_pylist(), strict=True):
+        out[i] = relative_to_table(table_root, resolve_in_table(table_root, log_path))
+    return pa.array(out, pa.string())
+
+
+class FileStateLoader(Protocol_):
+    """Where a snapshot's file state comes from: ``adds()`` and ``tombstones()`` (cached)."""
+
+    def adds(self) -> pa.Table: ...
+
+    def tombstones(self) -> pa.Table: ...
+
+
+class _FallbackFiles:
+    """A replay's :class:`FileActions` that, should the checkpoint turn out unreadable when
+    its file actions are read, rebuilds the file state from an older checkpoint (or the
+    commits from version 0), as :func:`load_snapshot` does for the metadata pass."""
+
+    def __init__(self, io: FileIO, listing: LogListing, files: FileActions) -> None:
+        self._io, self._listing, self._files = io, listing, files
+        self._replacement: FileActions | None = None
+        self._lock = threading.Lock()
+
+    def _source(self) -> FileActions:
+        return self._replacement if self._replacement is not None else self._files
+
+    def _retry(self, exc: CorruptCheckpointError) -> FileActions:
+        with self._lock:
+            if self._replacement is None:
+                _, state = _replay_falling_back(self._io, self._listing, self._files.segment, exc,
+                                                need_files=True)
+                self._replacement = state.files
+            return self._replacement
+
+    def adds(self) -> pa.Table:
+        try:
+            return self._source().adds()
+        except CorruptCheckpointError as exc:
+            if self._source() is not self._files:
+                raise
+            return self._retry(exc).adds()
+
+    def tombstones(self) -> pa.Table:
+        try:
+            return self._source().tombstones()
+        except CorruptCheckpointError as exc:
+            if self._source() is not self._files:
+                raise
+            return self._retry(exc).tombstones()
+
+
+def _replay_falling_back(
+    io: FileIO,
+    listing: LogListing,
+    segment: LogSegment,
+    failure: CorruptCheckpointError | None = None,
+    *,
+    need_files: bool = False,
+) -> tuple[LogSegment, LogState]:
+    """Replay ``segment``; while its checkpoint cannot be read, retry with the newest
+    checkpoint strictly older than the bad one (or none: the commits from version 0), as
+    Delta does. With ``need_files`` the file actions are read too (so that a checkpoint
+    whose file columns are damaged is skipped as well).
+
+    Raises :class:`CorruptCheckpointError` naming the bad checkpoint file(s) when no
+    complete alternative exists.
+    """
+    failures: list[CorruptCheckpointError] = [failure] if failure is not None else []
+    if failure is not None:
+        segment = _older_segment(listing, segment, failures)
+    while True:
+        try:
+            state = replay_metadata(io, segment)
+            if need_files:
+                state.files.adds()
+            return segment, state
+        except CorruptCheckpointError as exc:
+            if segment.checkpoint_version is None:
+                raise
+            failures.append(exc)
+            segment = _older_segment(listing, segment, failures)
+
+
+def _older_segment(listing: LogListing, segment: LogSegment, failures: Sequence[CorruptCheckpointError]) -> LogSegment:
+    """The segment of the same version with a checkpoint older than ``segment``'s, or the
+    error that says which checkpoint is corrupt and that the version cannot be rebuilt."""
+    assert segment.checkpoint_version is not None
+    try:
+        return segment_from_listing(listing, segment.version, checkpoint_below=segment.checkpoint_version)
+    except (LogNotContiguousError, VersionNotFoundError) as exc:
+        first = failures[0]
+        others = "".join(f"; older checkpoint also unreadable: {f}" for f in failures[1:])
+        raise CorruptCheckpointError(
+            first.file,
+            f"{str(first).split(': ', 1)[-1]}{others}; version {segment.version} cannot be reconstructed "
+            f"without it (no older checkpoint, or the commits from version 0, can take its place: {exc}). "
+            "Restore the checkpoint file from a backup or copy of the log",
+        ) from None
+
+
+def _load_state(io: FileIO, root: str, version: int | None, attempts: int = 3) -> tuple[LogListing, LogSegment, LogState]:
+    """List and replay the metadata, falling back past unreadable checkpoints, and listing
+    again if a listed log file vanished meanwhile (concurrent log cleanup removes commits
+    once a newer checkpoint covers them; a fresh listing finds that checkpoint)."""
+    for attempt in range(attempts):
+        listing, segment = list_log_and_segment(io, root, version)
+        try:
+            used, state = _replay_falling_back(io, listing, segment)
+            return listing, used, state
+        except (FileNotFoundError, CorruptCheckpointError):
+            files = [*segment.checkpoint_files, *segment.commit_files]
+            vanished = any(io.info(f.path) is None for f in files)
+            if not vanished or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def load_snapshot(
+    io: FileIO,
+    root: str,
+    version: int | None = None,
+    timestamp: TimestampLike | None = None,
+) -> Snapshot:
+    """The table at ``root`` as of the latest version, a ``version``, or a ``timestamp``."""
+    from airflow_delta.engine.read.history import commit_timestamp, extract_commit_info, version_at_timestamp
+
+    if version is not None and timestamp is not None:
+        raise DeltaError("pass either version or timestamp, not both")
+    if timestamp is not None:
+        version = version_at_timestamp(io, root, timestamp, listing=list_log(io, root))
+    listing, segment, state = _load_state(io, root, version)
+    properties = TableProperties.from_configuration(state.metadata.configuration)
+    commit_info = state.commit_infos.get(segment.version)
+    if commit_info is None and segment.latest_commit_file is not None and segment.version == segment.checkpoint_version:
+        # Replay started from this version's checkpoint, which keeps no commitInfo.
+        info = segment.latest_commit_file
+        commit_info = extract_commit_info(io.read_bytes(info.path), info.path)
+    if segment.latest_commit_file is not None:
+        mtime = segment.latest_commit_file.modification_time
+    else:  # only the checkpoint of this version is left
+        mtime = segment.checkpoint_files[0].modification_time
+    return Snapshot(
+        table_root=root,
+        io=io,
+        version=segment.version,
+        protocol=state.protocol,
+        metadata=state.metadata,
+        properties=properties,
+        timestamp=commit_timestamp(segment.version, mtime, commit_info, properties),
+        log_segment=segment,
+        transactions=_unexpired_transactions(state.transactions, properties),
+        domain_metadata=state.domain_metadata,
+        file_state=_FallbackFiles(io, listing, state.files),
+        commit_info=commit_info,
+    )
+
+
+def _unexpired_transactions(
+    transactions: Mapping[str, SetTransaction], properties: TableProperties
+) -> Mapping[str, SetTransaction]:
+    """``txn`` identifiers that ``delta.setTransactionRetentionDuration`` has not expired.
+
+    As the property defines: a snapshot ignores an identifier whose ``lastUpdated`` is at
+    or before now minus the retention (identifiers without ``lastUpdated`` never expire).
+    """
+    retention = properties.set_transaction_retention
+    if retention is None:
+        return transactions
+    cutoff = time.time_ns() // 1_000_000 - int(retention.total_seconds() * 1000)
+    kept = {app: t for app, t in transactions.items() if t.last_updated is None or t.last_updated > cutoff}
+    return transactions if len(kept) == len(transactions) else MappingProxyType(kept)

@@ -1,0 +1,565 @@
+"""The embedded writer: create a table, append Arrow data as parquet files with statistics.
+
+Writing is two-phase, as the protocol prescribes: data files are written first (each
+under a fresh UUID name, never overwritten), then one commit adds them all. A write
+that fails before its commit leaves only unreferenced files behind; readers never see
+them and VACUUM deletes them later.
+
+* Creating a table (version 0) lives in :mod:`.create`.
+* :func:`append` validates rows (schema, NOT NULL, invariants, CHECK constraints),
+  splits them by partition, writes parquet files and commits them as a blind append.
+* :func:`write_data_files` is the file-writing half of :func:`append`, for writers
+  that commit themselves; :func:`add_file_from_parquet` builds the ``add`` action for
+  a file someone else wrote (e.g. a Spark executor), with statistics from its footer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import string
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_delta.engine.errors import (
+    DataFileNotFoundError,
+    DeltaError,
+    SchemaMismatchError,
+    TableNotFoundError,
+)
+from airflow_delta.engine.model.actions import AddFile, Metadata
+from airflow_delta.engine.model.constraints import (
+    Constraint,
+    enforce_constraints,
+    enforce_not_null,
+    table_constraints,
+)
+from airflow_delta.engine.model.schema import ColumnMapping, schema_to_arrow, serialize_partition_value
+from airflow_delta.engine.model.table_features import (
+    check_writable,
+)
+from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+from airflow_delta.engine.write.transaction import Transaction
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+# Spark's ExternalCatalogUtils escape set for partition directory names (on POSIX), plus NUL,
+# which no file system accepts in a name.
+_PATH_ESCAPE = frozenset([chr(c) for c in range(0, 0x20)] + list('"#%\'*/:=?\\\x7f{[]^'))
+_COMPRESSION_EXTENSIONS: Mapping[str, str] = {
+    "snappy": ".snappy",
+    "zstd": ".zstd",
+    "gzip": ".gz",
+    "lz4": ".lz4",
+    "lz4_raw": ".lz4raw",
+    "brotli": ".br",
+    "none": "",
+}
+
+
+
+# ------------------------------------------------------------------ data conforming
+
+
+def conform_to_schema(data: pa.Table, target: pa.Schema) -> pa.Table:
+    """``data`` cast to the table's logical schema, or :class:`SchemaMismatchError` naming every problem.
+
+    Columns are matched by name (case-insensitively when there is no exact match).
+    Allowed: lossless widening (int8 -> ... -> int64, float -> double, wider decimals),
+    string/binary layout variants, dictionary-encoded values, timestamps of any unit
+    (when no precision is lost) and zone (converted to UTC) into ``timestamp``, naive
+    timestamps into ``timestamp_ntz``. Nullable Arrow fields are accepted everywhere;
+    actual NULLs in NOT NULL columns or fields raise :class:`ConstraintViolationError`.
+    """
+    by_lower: dict[str, str] = {}
+    for n in data.column_names:
+        by_lower.setdefault(n.lower(), n)
+    problems: list[str] = []
+    columns: list[pa.ChunkedArray] = []
+    matched: set[str] = set()
+    for target_field in target:
+        source_name = target_field.name if target_field.name in data.column_names else by_lower.get(target_field.name.lower())
+        if source_name is None:
+            problems.append(f"missing column {target_field.name!r} ({target_field.type})")
+            continue
+        matched.add(source_name)
+        column = data.column(source_name)
+        problem = _type_problem(column.type, target_field.type, target_field.name)
+        if problem:
+            problems.append(problem)
+            continue
+        relaxed = _all_nullable(target_field.type)
+        try:
+            columns.append(column if column.type == relaxed else column.cast(relaxed, safe=True))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            hint = ""
+            if pa.types.is_timestamp(target_field.type) and pa.types.is_timestamp(column.type):
+                hint = " (Delta stores microseconds: truncate first, e.g. column.cast(..., safe=False))"
+            problems.append(f"column {target_field.name!r} cannot be converted to {target_field.type}: {exc}{hint}")
+    extra = [n for n in data.column_names if n not in matched]
+    if extra:
+        problems.append(f"columns not in the table schema: {', '.join(repr(n) for n in extra)}")
+    if problems:
+        raise SchemaMismatchError(
+            "data does not match the table schema: " + "; ".join(problems)
+            + ". Cast or rename the data to the table schema (no schema evolution on append)"
+        )
+    # Arrow refuses to cast nulls into a nested non-nullable field; cast to an all-nullable
+    # type first so that NOT NULL violations are reported as such, then take the table's
+    # exact types (same memory layout: a zero-copy view).
+    relaxed_table = pa.Table.from_arrays(columns, names=target.names)
+    enforce_not_null(relaxed_table, target)
+    strict = [
+        c if c.type == f.type else pa.chunked_array([chunk.view(f.type) for chunk in c.chunks], type=f.type)
+        for c, f in zip(relaxed_table.columns, target, strict=True)
+    ]
+    return pa.Table.from_arrays(strict, schema=target)
+
+
+def _all_nullable(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (map keys excepted, which Arrow requires non-null)."""
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_all_nullable(t.field(i).type)).with_nullable(True) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        element = t.value_field.with_type(_all_nullable(t.value_type)).with_nullable(True)
+        return pa.large_list(element) if pa.types.is_large_list(t) else pa.list_(element)
+    if pa.types.is_map(t):
+        key = t.key_field.with_type(_all_nullable(t.key_type))
+        item = t.item_field.with_type(_all_nullable(t.item_type)).with_nullable(True)
+        return pa.map_(key, item, keys_sorted=t.keys_sorted)
+    return t
+
+
+_INT_WIDTH = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+_UINT_WIDTH = {pa.uint8(): 8, pa.uint16(): 16, pa.uint32(): 32, pa.uint64(): 64}
+
+
+def _type_problem(src: pa.DataType, dst: pa.DataType, path: str) -> str | None:
+    """Why values of ``src`` cannot be written into a column of ``dst`` losslessly, or None."""
+    if pa.types.is_dictionary(src):
+        return _type_problem(src.value_type, dst, path)
+    if pa.types.is_null(src):
+        return None
+    if src.equals(dst):
+        return None
+    mismatch = f"column {path!r} has type {src} but the table has {dst}"
+    if dst in _INT_WIDTH:
+        if src in _INT_WIDTH and _INT_WIDTH[src] <= _INT_WIDTH[dst]:
+            return None
+        if src in _UINT_WIDTH and _UINT_WIDTH[src] < _INT_WIDTH[dst]:
+            return None
+        return mismatch
+    if pa.types.is_floating(dst):
+        if pa.types.is_floating(src) and src.bit_width <= dst.bit_width:
+            return None
+        return mismatch
+    if pa.types.is_decimal(dst):
+        if pa.types.is_decimal(src) and src.scale <= dst.scale and src.precision - src.scale <= dst.precision - dst.scale:
+            return None
+        return mismatch
+    if pa.types.is_string(dst) or pa.types.is_large_string(dst):
+        return None if (pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_string_view(src)) else mismatch
+    if pa.types.is_binary(dst) or pa.types.is_large_binary(dst):
+        ok = (
+            pa.types.is_binary(src) or pa.types.is_large_binary(src) or pa.types.is_binary_view(src)
+            or pa.types.is_fixed_size_binary(src)
+        )
+        return None if ok else mismatch
+    if pa.types.is_date(dst):
+        return None if pa.types.is_date(src) else mismatch
+    if pa.types.is_timestamp(dst):
+        if not pa.types.is_timestamp(src):
+            return mismatch
+        if dst.tz is not None and src.tz is None:
+            return (
+                f"column {path!r} holds timestamps without a time zone ({src}) but the table column is a "
+                "timestamp (an instant, UTC); attach the zone (e.g. pc.assume_timezone) or use a timestamp_ntz column"
+            )
+        if dst.tz is None and src.tz is not None:
+            return (
+                f"column {path!r} holds zoned timestamps ({src}) but the table column is timestamp_ntz "
+                "(no time zone); drop the zone first"
+            )
+        return None
+    if pa.types.is_struct(dst):
+        if not pa.types.is_struct(src):
+            return mismatch
+        src_names = [src.field(i).name for i in range(src.num_fields)]
+        problems = []
+        for i in range(dst.num_fields):
+            f = dst.field(i)
+            if f.name not in src_names:
+                problems.append(f"missing field {path}.{f.name}")
+                continue
+            p = _type_problem(src.field(src_names.index(f.name)).type, f.type, f"{path}.{f.name}")
+            if p:
+                problems.append(p)
+        extra = [n for n in src_names if dst.get_field_index(n) < 0]
+        if extra:
+            problems.append(f"fields not in the table schema: {', '.join(f'{path}.{n}' for n in extra)}")
+        return "; ".join(problems) or None
+    if pa.types.is_list(dst) or pa.types.is_large_list(dst):
+        if not (pa.types.is_list(src) or pa.types.is_large_list(src) or pa.types.is_fixed_size_list(src)
+                or pa.types.is_list_view(src)):
+            return mismatch
+        return _type_problem(src.value_type, dst.value_type, f"{path}.element")
+    if pa.types.is_map(dst):
+        if not pa.types.is_map(src):
+            return mismatch
+        return _type_problem(src.key_type, dst.key_type, f"{path}.key") or _type_problem(
+            src.item_type, dst.item_type, f"{path}.value"
+        )
+    return mismatch
+
+
+# ---------------------------------------------------------------------- data files
+
+
+@dataclass(frozen=True, slots=True)
+class _WriteLayout:
+    """Everything about a table that decides how its data files are laid out."""
+
+    io: FileIO
+    root: str
+    metadata: Metadata
+    logical_schema: pa.Schema  # the table's columns, logical names and types
+    partition_columns: tuple[str, ...]
+    mapping: ColumnMapping  # logical <-> physical names and field ids (identity without column mapping)
+    random_prefix_length: int  # 0: Hive-style partition directories
+    compression: str
+    target_file_size: int
+    tight_bounds: bool  # deletion vectors supported: stats say their bounds are tight, as Delta writes them
+
+    @property
+    def data_columns(self) -> list[str]:
+        return [n for n in self.logical_schema.names if n not in self.partition_columns]
+
+
+def _layout(snapshot: Snapshot, target_file_size: int | None) -> _WriteLayout:
+    metadata = snapshot.metadata
+    props = snapshot.properties
+    mapping = ColumnMapping.from_metadata(metadata, snapshot.protocol)
+    partition_columns = tuple(snapshot.partition_columns)
+    if props.randomize_file_prefixes or (mapping.enabled and partition_columns):
+        # Under column mapping Delta never names directories after partition columns
+        # (they would expose renamable logical names); it uses random prefixes instead.
+        prefix_length = props.random_prefix_length
+    else:
+        prefix_length = 0
+    size = target_file_size or props.target_file_size or DEFAULT_TARGET_FILE_SIZE
+    return _WriteLayout(
+        io=snapshot.io,
+        root=snapshot.table_root,
+        metadata=metadata,
+        logical_schema=snapshot.schema,
+        partition_columns=partition_columns,
+        mapping=mapping,
+        random_prefix_length=prefix_length,
+        compression=props.parquet_compression_codec,
+        target_file_size=int(size),
+        tight_bounds=snapshot.protocol.has_writer_feature("deletionVectors"),
+    )
+
+
+def escape_partition_path(value: str) -> str:
+    """Escape a partition column name or value for a directory name, as Spark does (``%XX``)."""
+    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPE else c for c in value)
+
+
+def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> str:
+    if layout.random_prefix_length:
+        alphabet = string.ascii_letters + string.digits
+        return "".join(secrets.choice(alphabet) for _ in range(layout.random_prefix_length))
+    return "/".join(
+        f"{escape_partition_path(c)}={escape_partition_path(v) if v is not None else HIVE_DEFAULT_PARTITION}"
+        for c, v in ((c, values[c]) for c in layout.partition_columns)
+    )
+
+
+def _file_name(index: int, compression: str) -> str:
+    return f"part-{index:05d}-{uuid.uuid4()}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
+
+
+@dataclass(slots=True)
+class _PartitionBuffer:
+    values: dict[str, str | None]  # logical name -> serialized value
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+
+
+class _FileWriter:
+    """Buffers validated rows per partition and writes a parquet file whenever one is full."""
+
+    def __init__(self, layout: _WriteLayout) -> None:
+        self.layout = layout
+        self.buffers: dict[tuple[str | None, ...], _PartitionBuffer] = {}
+        self.rows_per_file: int | None = None
+        self.adds: list[AddFile] = []
+        self.file_index = 0
+
+    def add(self, data: pa.Table) -> None:
+        if data.num_rows == 0:
+            return
+        if self.rows_per_file is None:
+            bytes_per_row = max(1, data.nbytes // data.num_rows)
+            self.rows_per_file = max(1, self.layout.target_file_size // bytes_per_row)
+        for values, rows in _split_partitions(data, self.layout):
+            key = tuple(values[c] for c in self.layout.partition_columns)
+            buffer = self.buffers.setdefault(key, _PartitionBuffer(values))
+            buffer.tables.append(rows)
+            buffer.rows += rows.num_rows
+            if buffer.rows >= self.rows_per_file:
+                self._flush(buffer, final=False)
+
+    def finish(self) -> list[AddFile]:
+        for buffer in self.buffers.values():
+            self._flush(buffer, final=True)
+        self.buffers.clear()
+        return self.adds
+
+    def _flush(self, buffer: _PartitionBuffer, *, final: bool) -> None:
+        assert self.rows_per_file is not None
+        if not buffer.tables:
+            return
+        pending = pa.concat_tables(buffer.tables) if len(buffer.tables) > 1 else buffer.tables[0]
+        offset = 0
+        while pending.num_rows - offset >= self.rows_per_file or (final and offset < pending.num_rows):
+            chunk = pending.slice(offset, self.rows_per_file)
+            self.adds.append(self._write_file(chunk, buffer.values))
+            offset += chunk.num_rows
+        rest = pending.slice(offset)
+        buffer.tables = [rest] if rest.num_rows else []
+        buffer.rows = rest.num_rows
+
+    def _write_file(self, rows: pa.Table, values: Mapping[str, str | None]) -> AddFile:
+        from airflow_delta.engine.model.stats import compute_stats
+
+        layout = self.layout
+        directory = _partition_dir(layout, values) if (layout.partition_columns or layout.random_prefix_length) else ""
+        relative = f"{directory}/{_file_name(self.file_index, layout.compression)}" if directory else _file_name(
+            self.file_index, layout.compression
+        )
+        self.file_index += 1
+        absolute = resolve_in_table(layout.root, encode_log_path(relative))
+        data_rows = rows.select(layout.data_columns)
+        with layout.io.open_output_stream(absolute) as out:
+            pq.write_table(
+                layout.mapping.to_physical(data_rows),
+                out,
+                compression=layout.compression,
+                write_statistics=True,
+            )
+        info = layout.io.info(absolute)
+        if info is None:
+            raise DataFileNotFoundError(f"data file {absolute} was written but cannot be listed; storage is inconsistent")
+        return AddFile(
+            path=encode_log_path(relative),
+            partition_values={layout.mapping.physical_name(c): values[c] for c in layout.partition_columns},
+            size=info.size,
+            modification_time=info.modification_time,
+            data_change=True,
+            stats=compute_stats(data_rows, layout.metadata, tight_bounds=True if layout.tight_bounds else None),
+        )
+
+
+def _split_partitions(data: pa.Table, layout: _WriteLayout) -> Iterator[tuple[dict[str, str | None], pa.Table]]:
+    """(serialized partition values by logical name, rows) for each distinct partition in ``data``."""
+    if not layout.partition_columns:
+        yield {}, data
+        return
+    keys = data.select(list(layout.partition_columns))
+    indexed = keys.append_column("__row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    groups = indexed.group_by(list(layout.partition_columns), use_threads=False).aggregate([("__row", "list")])
+    row_lists = groups.column("__row_list")
+    key_rows = groups.select(list(layout.partition_columns)).to_pylist()
+    for i, key in enumerate(key_rows):
+        values: dict[str, str | None] = {}
+        for c in layout.partition_columns:
+            serialized = serialize_partition_value(key[c], layout.logical_schema.field(c).type)
+            # An empty string cannot be told apart from NULL in a partition value (the
+            # protocol reads "" as null); Delta stores both as null.
+            values[c] = serialized if serialized != "" else None
+        yield values, data.take(row_lists[i].values)
+
+
+# ---------------------------------------------------------------------- append
+
+
+# Rows of a RecordBatchReader validated and partitioned at a time: a stream is never
+# held in memory whole, only up to this many rows plus one open file per partition.
+STREAM_CHUNK_ROWS = 1 << 20
+
+
+def _iter_tables(data: pa.Table | pa.RecordBatchReader | pa.RecordBatch) -> Iterator[pa.Table]:
+    """``data`` as tables of about :data:`STREAM_CHUNK_ROWS` rows (a Table is taken whole)."""
+    chunk_rows = STREAM_CHUNK_ROWS
+    if isinstance(data, pa.Table):
+        yield data
+        return
+    if isinstance(data, pa.RecordBatch):
+        yield pa.Table.from_batches([data])
+        return
+    if isinstance(data, pa.RecordBatchReader):
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in data:
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows >= chunk_rows:
+                yield pa.Table.from_batches(pending, schema=data.schema)
+                pending, rows = [], 0
+        if pending:
+            yield pa.Table.from_batches(pending, schema=data.schema)
+        return
+    raise SchemaMismatchError(
+        f"cannot write {type(data).__name__}: pass a pyarrow Table, RecordBatch or RecordBatchReader"
+    )
+
+
+def write_data_files(
+    snapshot: Snapshot,
+    data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
+    *,
+    target_file_size: int | None = None,
+) -> list[AddFile]:
+    """Validate ``data`` against the table and write it as parquet files; returns their ``add`` actions.
+
+    Nothing is committed: the caller commits the actions (or leaves the files as
+    orphans for VACUUM). Raises :class:`SchemaMismatchError` or
+    :class:`ConstraintViolationError` before writing anything for a chunk that fails.
+    """
+    check_writable(snapshot.protocol, snapshot.metadata)
+    layout = _layout(snapshot, target_file_size)
+    constraints = table_constraints(snapshot.protocol, snapshot.metadata)
+    writer = _FileWriter(layout)
+    for chunk in _iter_tables(data):
+        writer.add(_validated(chunk, layout.logical_schema, constraints))
+    return writer.finish()
+
+
+def _validated(chunk: pa.Table, schema: pa.Schema, constraints: tuple[Constraint, ...]) -> pa.Table:
+    conformed = conform_to_schema(chunk, schema)  # enforces NOT NULL too
+    enforce_constraints(conformed, constraints, schema)
+    return conformed
+
+
+def append(
+    table: DeltaTable,
+    data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
+    *,
+    target_file_size: int | None = None,
+    app_id: str | None = None,
+    app_version: int | None = None,
+    partition_by: Sequence[str] | None = None,
+) -> int:
+    """Append ``data`` to ``table`` in one blind-append commit; returns the committed version.
+
+    ``app_id``/``app_version`` make the write idempotent (a ``txn`` action): if the table
+    already records ``app_version`` or later for ``app_id``, nothing is written and
+    :class:`TransactionAlreadyCommittedError` is raised. ``partition_by``, if given, must
+    name the table's partition columns (a guard against writing to the wrong table).
+    ``target_file_size`` (bytes, default ``delta.targetFileSize`` or 128 MiB) caps each
+    file by rows, from the in-memory size of the data.
+    """
+    if (app_id is None) != (app_version is None):
+        raise DeltaError("pass both app_id and app_version for an idempotent write, or neither")
+    with Transaction(table) as txn:
+        snapshot = txn.snapshot
+        if snapshot is None:
+            raise TableNotFoundError(table.table_uri, "append needs an existing table; create it first")
+        if partition_by is not None and [c.lower() for c in partition_by] != [
+            c.lower() for c in snapshot.partition_columns
+        ]:
+            raise SchemaMismatchError(
+                f"partition_by={list(partition_by)} does not match the table's partition columns "
+                f"{list(snapshot.partition_columns)}; changing partitioning needs an overwrite, not an append"
+            )
+        if app_id is not None and app_version is not None:
+            # Raises TransactionAlreadyCommittedError before any file is written.
+            txn.set_app_transaction(app_id, app_version)
+        adds = write_data_files(snapshot, data, target_file_size=target_file_size)
+        txn.add_files(adds)
+        metrics = {
+            "numFiles": len(adds),
+            "numOutputRows": sum(_num_records(a) for a in adds),
+            "numOutputBytes": sum(a.size for a in adds),
+        }
+        return txn.commit(
+            "WRITE",
+            {"mode": "Append", "partitionBy": json.dumps(list(snapshot.partition_columns))},
+            metrics,
+        )
+
+
+def _num_records(add: AddFile) -> int:
+    if not add.stats:
+        return 0
+    return int(json.loads(add.stats).get("numRecords", 0))
+
+
+# ------------------------------------------------------------- add_file_from_parquet
+
+
+def add_file_from_parquet(
+    io: FileIO,
+    root: str,
+    relative_path: str,
+    partition_values: Mapping[str, Any],
+    metadata: Metadata,
+    data_change: bool = True,
+) -> AddFile:
+    """The ``add`` action for a parquet file already written below the table root.
+
+    ``relative_path`` is the plain (not URI-encoded) path relative to the root.
+    ``partition_values`` maps each partition column's logical name to its value,
+    either already serialized as the protocol's string form (or None) or as a Python
+    value, which is serialized here. Size and modification time come from storage,
+    statistics from the parquet footer.
+    """
+    from airflow_delta.engine.model.stats import stats_from_parquet_metadata
+
+    log_path = encode_log_path(relative_path)
+    absolute = resolve_in_table(root, log_path)
+    partition_columns = tuple(metadata.partition_columns)
+    given = {str(k).lower(): (k, v) for k, v in partition_values.items()}
+    if sorted(given) != sorted(c.lower() for c in partition_columns):
+        raise SchemaMismatchError(
+            f"partition values for {sorted(str(k) for k in partition_values)} do not match the table's "
+            f"partition columns {list(partition_columns)}"
+        )
+    info = io.info(absolute)
+    if info is None:
+        raise DataFileNotFoundError(f"cannot add {relative_path!r}: no file at {absolute}")
+    logical = schema_to_arrow(metadata.schema_json)
+    mapping = ColumnMapping.from_metadata(metadata)
+    serialized: dict[str, str | None] = {}
+    for column in partition_columns:
+        value = given[column.lower()][1]
+        if value is not None and not isinstance(value, str):
+            value = serialize_partition_value(value, logical.field(column).type)
+        serialized[mapping.physical_name(column)] = value if value != "" else None
+    with io.open_input_file(absolute) as f:
+        footer = pq.ParquetFile(f).metadata
+    return AddFile(
+        path=log_path,
+        partition_values=serialized,
+        size=info.size,
+        modification_time=info.modification_time,
+        data_change=data_change,
+        stats=stats_from_parquet_metadata(footer, metadata),
+    )

@@ -1,0 +1,60 @@
+"""Which files a read predicate may match: the file-level test behind conflict checks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.errors import DeltaError
+from airflow_delta.engine.model.actions import Metadata
+
+log = logging.getLogger(__name__)
+
+
+def files_may_match(predicates: Sequence[Any], files: pa.Table, metadata: Metadata) -> pa.BooleanArray:
+    """For each row of ``files`` (``partition_values`` map with physical keys, ``stats`` JSON), may any predicate match?
+
+    Conservative: anything that cannot be evaluated (no statistics, a module that is
+    not available, stats that do not parse) counts as a possible match.
+    """
+    n = files.num_rows
+    everything = pa.array([True] * n, pa.bool_())
+    if n == 0 or not predicates:
+        return everything if predicates else pa.array([False] * n, pa.bool_())
+    try:
+        from airflow_delta.engine.expressions import prune_files
+        from airflow_delta.engine.model.schema import parse_partition_values
+    except ImportError:  # pragma: no cover - before the expression engine exists
+        log.debug("expressions/schema modules unavailable; every added file counts as matching")
+        return everything
+    try:
+        partition_values = parse_partition_values(files.column("partition_values").combine_chunks(), metadata)
+    except (DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
+        log.debug("partition values unusable for conflict checks (%s); every file counts as matching", exc)
+        return everything
+    stats = None
+    if "stats" in files.column_names and files.column("stats").null_count < n:
+        try:
+            from airflow_delta.engine.model.stats import parse_stats
+
+            stats = parse_stats(files.column("stats").combine_chunks(), metadata)
+        except (ImportError, DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
+            log.debug("statistics unusable for conflict checks (%s); partition values only", exc)
+            stats = None
+    mask: pa.Array | None = None
+    try:
+        for predicate in predicates:
+            m = prune_files(predicate, partition_values, stats, tuple(metadata.partition_columns))
+            mask = m if mask is None else pc.or_(mask, m)
+    except (DeltaError, pa.ArrowException, ValueError, KeyError) as exc:
+        log.debug("could not evaluate read predicates on files (%s); every file counts as matching", exc)
+        return everything
+    assert mask is not None
+    return pc.fill_null(mask, True)
+
+
+__all__ = ["files_may_match"]

@@ -1,0 +1,70 @@
+"""``remove`` actions built from Arrow file actions (``FILE_ACTIONS_SCHEMA`` rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import pyarrow as pa
+
+from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, RemoveFile
+from airflow_delta.engine.model.properties import TableProperties
+
+
+def removes_from_file_actions(files: pa.Table, deletion_timestamp: int, *, data_change: bool = True) -> list[RemoveFile]:
+    """``remove`` actions for ``FILE_ACTIONS_SCHEMA`` rows, carrying what Delta puts in extended file metadata."""
+    out: list[RemoveFile] = []
+    for row in files.to_pylist():
+        dv = row.get("deletion_vector")
+        pv = row.get("partition_values")
+        tags = row.get("tags")
+        out.append(
+            RemoveFile(
+                path=row["path"],
+                deletion_timestamp=deletion_timestamp,
+                data_change=data_change,
+                extended_file_metadata=True,
+                partition_values=dict(pv) if pv is not None else {},
+                size=row.get("size"),
+                stats=row.get("stats"),
+                tags=dict(tags) if tags else None,
+                deletion_vector=DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None,
+                base_row_id=row.get("base_row_id"),
+                default_row_commit_version=row.get("default_row_commit_version"),
+            )
+        )
+    return out
+
+
+def staged_removes(files: pa.Table, metadata: Metadata, deletion_timestamp: int, *, data_change: bool) -> list[RemoveFile]:
+    """The ``remove`` actions a transaction stages for ``files``: partition values trimmed to the table's columns."""
+    partition_columns = physical_partition_columns(metadata)
+    return [
+        replace(r, partition_values=only_partition_columns(r.partition_values, partition_columns))
+        for r in removes_from_file_actions(files, deletion_timestamp, data_change=data_change)
+    ]
+
+
+def physical_partition_columns(metadata: Metadata) -> list[str]:
+    """The table's partition columns by the names file actions use: physical names under column mapping."""
+    mode = TableProperties.from_configuration(metadata.configuration).column_mapping_mode
+    if mode == "none" or not metadata.partition_columns:
+        return list(metadata.partition_columns)
+    physical: dict[str, str] = {}
+    for f in metadata.schema_json.get("fields", []):
+        name = f.get("name")
+        physical[name] = (f.get("metadata") or {}).get("delta.columnMapping.physicalName", name)
+    return [physical.get(c, c) for c in metadata.partition_columns]
+
+
+def only_partition_columns(values: Mapping[str, str | None] | None, columns: Sequence[str]) -> dict[str, str | None]:
+    """A file's ``partitionValues`` with exactly the table's (physical) partition columns as keys.
+
+    The Arrow form of file actions may carry extra keys with null values (one map type
+    for all files of a log); the actions we write must not.
+    """
+    given = dict(values or {})
+    return {c: given.get(c) for c in columns}
+
+
+__all__ = ["only_partition_columns", "physical_partition_columns", "removes_from_file_actions", "staged_removes"]

@@ -1,0 +1,865 @@
+"""Optimistic transactions: read a snapshot, stage actions, commit ``read_version + 1``.
+
+A :class:`Transaction` records what it read (filters through :meth:`Transaction.read_files`,
+specific files, the whole table, application transaction ids), stages actions, and on
+:meth:`Transaction.commit` writes ``_delta_log/<read_version + 1>.json`` with the
+FileIO's atomic put-if-absent. When another writer got that version first, each
+winning commit is checked with Delta's conflict rules (:mod:`.conflicts`); without a
+logical conflict the transaction is rebased onto the winner (in-commit timestamp
+recomputed, protocol and metadata unchanged) and retried, with exponential backoff and
+full jitter, up to ``max_attempts``.
+
+Leaving a ``with table.transaction() as txn:`` block never commits by itself: a commit
+needs an operation name, so it is always an explicit ``txn.commit("WRITE", ...)``. An
+exception inside the block discards the staged actions; leaving the block normally
+with staged but uncommitted actions raises :class:`InvalidTransactionError`, because
+that is almost certainly a forgotten ``commit()``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from airflow_delta.engine.errors import (
+    AppendOnlyViolationError,
+    CommitFailedError,
+    ConcurrentModificationError,
+    InvalidTransactionError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionAlreadyCommittedError,
+)
+from airflow_delta.engine.model import table_features as protocol_gate
+from airflow_delta.engine.model.actions import (
+    AddCDCFile,
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+    action_to_line,
+)
+from airflow_delta.engine.model.commit_info import (
+    ENGINE_INFO,
+    build_commit_info,
+    encode_operation_metrics,
+    encode_operation_parameters,
+)
+from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.read.listing import commit_path
+from airflow_delta.engine.storage.fileio import CommitNotSupportedError
+from airflow_delta.engine.storage.paths import decode_log_path
+from airflow_delta.engine.write.conflicts import (
+    IsolationLevel,
+    TransactionFootprint,
+    WinningCommit,
+    check_winning_commit,
+    decode_paths,
+)
+from airflow_delta.engine.write.file_matching import files_may_match
+from airflow_delta.engine.write.file_removes import (
+    physical_partition_columns,
+    removes_from_file_actions,
+    staged_removes,
+)
+from airflow_delta.engine.write.retry import (
+    DEFAULT_INITIAL_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BACKOFF,
+    RetryPolicy,
+)
+from airflow_delta.engine.write.row_deletion import RowDeletion, stage_row_deletion
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+# Operations that replace data wholesale: on a CDF table their removes and adds are the
+# change (old rows deleted, new rows inserted), so they need no cdc actions.
+_REPLACING_OPERATIONS = frozenset(
+    {"WRITE", "CREATE OR REPLACE TABLE", "REPLACE TABLE", "CREATE OR REPLACE TABLE AS SELECT", "REPLACE TABLE AS SELECT"}
+)
+
+_ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
+_ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
+
+
+
+# ------------------------------------------------------------------ the transaction
+
+
+class Transaction:
+    """An optimistic transaction on one table; see the module docstring.
+
+    ``isolation_level`` defaults to the table's ``delta.isolationLevel``
+    (WriteSerializable). A transaction whose actions are only ``dataChange=false`` file
+    actions (OPTIMIZE and other rearrangements) is checked at SnapshotIsolation, as
+    Delta does. Options: ``max_attempts``, ``initial_backoff``, ``max_backoff`` (see
+    :class:`RetryPolicy`), ``snapshot`` (a snapshot already loaded, to read from),
+    ``engine_info`` and ``seed`` (for the jitter).
+    """
+
+    def __init__(
+        self,
+        table: DeltaTable,
+        isolation_level: str | IsolationLevel | None = None,
+        *,
+        snapshot: Snapshot | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
+        max_backoff: float = DEFAULT_MAX_BACKOFF,
+        engine_info: str = ENGINE_INFO,
+        seed: int | None = None,
+    ) -> None:
+        self.table = table
+        self.retry = RetryPolicy(max_attempts, initial_backoff, max_backoff)
+        self.engine_info = engine_info
+        self.txn_id = str(uuid.uuid4())
+        self._rng = random.Random(seed)
+        self._requested_isolation = IsolationLevel.parse(isolation_level) if isolation_level is not None else None
+        if self._requested_isolation is IsolationLevel.SNAPSHOT_ISOLATION:
+            raise InvalidTransactionError(
+                "SnapshotIsolation cannot be asked for: it is used automatically when a transaction only "
+                "rearranges data (dataChange=false); choose Serializable or WriteSerializable"
+            )
+        self.snapshot: Snapshot | None = snapshot if snapshot is not None else _load_latest(table)
+        self.read_version: int = self.snapshot.version if self.snapshot is not None else -1
+
+        self._adds: list[AddFile] = []
+        self._removes: list[RemoveFile] = []
+        self._cdc: list[AddCDCFile] = []
+        self._metadata: Metadata | None = None
+        self._protocol: Protocol | None = None
+        self._app_transactions: dict[str, SetTransaction] = {}
+        self._domains: dict[str, DomainMetadata] = {}
+        self._extra_features: set[str] = set()  # delta.feature.<name> asked for explicitly
+
+        self._read_predicates: list[Any] = []
+        self._read_whole_table = False
+        self._read_path_chunks: list[pa.Array] = []
+        self._read_app_ids: set[str] = set()
+
+        self._state = "open"  # open -> committed | failed | aborted
+        self.committed_version: int | None = None
+        self.attempts = 0
+        self.winning_commits: list[WinningCommit] = []
+        self.isolation_level: IsolationLevel | None = None
+        self._committed_payload = b""
+
+    # ------------------------------------------------------------ context manager
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._state != "open":
+            return
+        if exc_type is not None:
+            self.abort()
+            return
+        if self.has_staged_actions:
+            self.abort()
+            raise InvalidTransactionError(
+                "the transaction block ended with staged actions but without commit(); nothing was written. "
+                "Call txn.commit(operation, ...) inside the block"
+            )
+        self.abort()
+
+    def abort(self) -> None:
+        """Discard everything staged; nothing is written. Data files already written stay orphaned for VACUUM."""
+        if self._state == "open":
+            self._state = "aborted"
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def metadata(self) -> Metadata:
+        """The metadata this transaction commits against (staged, else the snapshot's)."""
+        if self._metadata is not None:
+            return self._metadata
+        if self.snapshot is None:
+            raise InvalidTransactionError(
+                f"{self.table.table_uri!r} has no table yet: stage its metadata with set_metadata() first"
+            )
+        return self.snapshot.metadata
+
+    @property
+    def protocol(self) -> Protocol | None:
+        if self._protocol is not None:
+            return self._protocol
+        return self.snapshot.protocol if self.snapshot is not None else None
+
+    @property
+    def has_staged_actions(self) -> bool:
+        return bool(
+            self._adds or self._removes or self._cdc or self._metadata is not None or self._protocol is not None
+            or self._app_transactions or self._domains or self._extra_features
+        )
+
+    def read_files(self, filter: str | None = None) -> pa.Table:
+        """Live files (``FILE_ACTIONS_SCHEMA`` rows) that may hold rows matching ``filter``, recorded as read.
+
+        Pruning uses partition values and file statistics and is conservative: a file
+        is returned unless its partition values or stats prove that no row matches.
+        The filter is remembered, so a concurrent commit that adds a file the filter
+        may match, or removes one of the returned files, conflicts with this one.
+        ``filter=None`` reads (and depends on) the whole table.
+        """
+        self._ensure_open()
+        snapshot = self._require_snapshot()
+        files: pa.Table = snapshot.add_actions
+        if filter is None:
+            # Any concurrent remove conflicts with a whole-table read, so the paths
+            # themselves need not be remembered.
+            self._read_whole_table = True
+            return files
+        from airflow_delta.engine.expressions import parse_predicate
+
+        predicate = parse_predicate(filter, snapshot.schema)
+        mask = files_may_match([predicate], files, snapshot.metadata)
+        matched = files.filter(mask)
+        self._read_predicates.append(predicate)
+        self._read_path_chunks.append(decode_paths(matched.column("path")))
+        return matched
+
+    def read_whole_table(self) -> None:
+        """Declare that this transaction depends on the entire table (any concurrent change conflicts)."""
+        self._ensure_open()
+        self._read_whole_table = True
+
+    def mark_files_read(self, paths: Iterable[str] | pa.Array | pa.ChunkedArray | pa.Table) -> None:
+        """Record specific files as read.
+
+        ``paths`` are log paths as written in the log (URI-encoded, e.g. the ``path`` of
+        ``read_files()`` / ``snapshot.add_actions`` rows), or a table with a ``path``
+        column: file-action rows (encoded) or ``snapshot.files()`` rows, whose paths are
+        already decoded and are not decoded a second time.
+        """
+        self._ensure_open()
+        if isinstance(paths, pa.Table):
+            arr = paths.column("path")
+            if "is_add" not in paths.column_names:  # snapshot.files(): decoded already
+                self._read_path_chunks.append(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
+                return
+        elif isinstance(paths, (pa.Array, pa.ChunkedArray)):
+            arr = paths
+        else:
+            arr = pa.array(list(paths), pa.string())
+        self._read_path_chunks.append(decode_paths(arr))
+
+    def read_app_transaction(self, app_id: str) -> int | None:
+        """The last version ``app_id`` committed (``txn`` action), recorded as read; None if never."""
+        self._ensure_open()
+        self._read_app_ids.add(app_id)
+        if self.snapshot is None:
+            return None
+        txn = self.snapshot.transactions.get(app_id)
+        return txn.version if txn is not None else None
+
+    # ---------------------------------------------------------------- staging
+    def add(self, action: AddFile) -> None:
+        self._ensure_open()
+        self._adds.append(action)
+
+    def add_files(self, actions: Iterable[AddFile]) -> None:
+        self._ensure_open()
+        self._adds.extend(actions)
+
+    def remove(self, action: RemoveFile) -> None:
+        self._ensure_open()
+        self._removes.append(action)
+
+    def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
+        """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
+        self._ensure_open()
+        ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
+        self._removes.extend(staged_removes(files, self.metadata, ts, data_change=data_change))
+
+    def delete_rows(
+        self,
+        deletes: Mapping[str, Any],
+        *,
+        deletion_timestamp: int | None = None,
+        target_dv_file_size: int | None = None,
+    ) -> RowDeletion:
+        """Stage the deletion of rows of live files through deletion vectors (DVs).
+
+        ``deletes`` maps a live file's path (the decoded path relative to the table
+        root, as ``snapshot.files()`` gives it, or the log path of :meth:`read_files`)
+        to the 0-based row indexes to delete in that data file (any iterable of ints, a
+        numpy/Arrow integer array or a ``RoaringBitmapArray``). For each file the new
+        rows are merged with the rows its current DV already deletes, then:
+
+        * every row is now deleted: the file is removed outright (``remove`` with its
+          old DV, no new DV);
+        * some rows remain: ``remove`` of ``(path, old DV)`` and ``add`` of the same
+          path with the new DV and the old statistics marked ``tightBounds: false``
+          (min/max may now be wider than the remaining rows, as Delta writes them);
+        * nothing new is deleted: nothing is staged for the file.
+
+        The new DVs are written at once, packed into as few DV files as
+        ``target_dv_file_size`` allows (in a random prefix directory when
+        ``delta.randomizeFilePrefixes`` is set). The files are not recorded as read
+        here (record what the rows were chosen from with :meth:`read_files` or
+        :meth:`mark_files_read`); a concurrent commit that removes one of them conflicts
+        through the staged ``remove`` (:class:`ConcurrentDeleteDeleteException`).
+
+        Raises :class:`DeletionVectorsNotEnabledError` unless the table (or metadata
+        staged in this transaction) sets ``delta.enableDeletionVectors=true``,
+        :class:`RowIndexOutOfRangeError` for a row index past the file's
+        ``numRecords``, and :class:`InvalidTransactionError` for a path that is not a
+        live file or that this transaction already removes.
+        """
+        self._ensure_open()
+        summary = stage_row_deletion(
+            self._require_snapshot(),
+            self.metadata,
+            deletes,
+            table_uri=self.table.table_uri,
+            already_removed={decode_log_path(r.path) for r in self._removes},
+            deletion_timestamp=deletion_timestamp,
+            clock=_now_ms,
+            target_dv_file_size=target_dv_file_size,
+        )
+        self._removes.extend(summary.removes)
+        self._adds.extend(summary.adds)
+        return summary
+
+    def add_cdc(self, action: AddCDCFile) -> None:
+        self._ensure_open()
+        self._cdc.append(action)
+
+    def set_metadata(self, metadata: Metadata) -> None:
+        self._ensure_open()
+        self._metadata = metadata
+
+    def set_properties(self, properties: Mapping[str, str | None]) -> None:
+        """Stage new metadata with ``properties`` set (``None`` unsets a key).
+
+        ``delta.*`` keys are validated and spelled as Delta does (the writer's rules);
+        ``delta.feature.<name>=supported`` adds a table feature to the protocol instead
+        of being stored, as in Delta. Features the new values need are added at commit.
+        """
+        from airflow_delta.engine.operations.create import normalize_properties
+
+        base = self.metadata
+        configuration = dict(base.configuration)
+        normalized = normalize_properties({k: v for k, v in properties.items() if v is not None})
+        if normalized.min_reader_version is not None or normalized.min_writer_version is not None:
+            raise InvalidTransactionError(
+                "delta.minReaderVersion/minWriterVersion are not table properties of an existing table; "
+                "use set_protocol() or delta.feature.<name>=supported"
+            )
+        for key, value in properties.items():
+            if value is None:
+                configuration.pop(key, None)
+        configuration.update(normalized.configuration)
+        TableProperties.from_configuration(configuration)
+        self._extra_features |= normalized.features
+        self.set_metadata(replace(base, configuration=configuration))
+
+    def set_protocol(self, protocol: Protocol) -> None:
+        self._ensure_open()
+        self._protocol = protocol
+
+    def set_app_transaction(self, app_id: str, version: int) -> None:
+        """Make this commit idempotent for ``(app_id, version)``.
+
+        Raises :class:`TransactionAlreadyCommittedError` right away when the snapshot
+        shows ``app_id`` already committed ``version`` or later, so the caller can skip
+        its work; the same check runs against every winning commit at commit time.
+        """
+        self._ensure_open()
+        self._read_app_ids.add(app_id)
+        if self.snapshot is not None:
+            existing = self.snapshot.transactions.get(app_id)
+            if existing is not None and existing.version >= version:
+                raise TransactionAlreadyCommittedError(app_id, version, existing.version)
+        self._app_transactions[app_id] = SetTransaction(app_id, int(version), _now_ms())
+
+    def set_domain_metadata(
+        self, domain: str, configuration: str | Mapping[str, Any], *, removed: bool = False, system: bool = False
+    ) -> None:
+        """Stage a ``domainMetadata`` action. ``delta.*`` domains are system-controlled and need ``system=True``."""
+        self._ensure_open()
+        if domain.startswith("delta.") and not system:
+            raise InvalidTransactionError(
+                f"domain {domain!r} is system-controlled (its name starts with 'delta.'); users may not change it"
+            )
+        text = configuration if isinstance(configuration, str) else json.dumps(configuration, separators=(",", ":"))
+        self._domains[domain] = DomainMetadata(domain, text, removed)
+
+    # ---------------------------------------------------------------- commit
+    def commit(
+        self,
+        operation: str,
+        operation_parameters: Mapping[str, Any] | None = None,
+        operation_metrics: Mapping[str, Any] | None = None,
+        *,
+        user_metadata: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> int:
+        """Commit the staged actions; returns the version written.
+
+        Raises a :class:`ConcurrentModificationError` subclass on a logical conflict,
+        :class:`TransactionAlreadyCommittedError` when an idempotent write already
+        landed, and :class:`CommitFailedError` when the attempts run out or storage fails.
+        Either way the transaction is finished afterwards.
+        """
+        self._ensure_open()
+        try:
+            version = self._commit(operation, operation_parameters, operation_metrics, user_metadata, tags)
+        except BaseException:
+            self._state = "failed"
+            raise
+        self._state = "committed"
+        self.committed_version = version
+        run_post_commit(
+            self.table,
+            version,
+            [json.loads(line) for line in self._committed_payload.decode("utf-8").splitlines() if line],
+        )
+        return version
+
+    # ------------------------------------------------------------- internals
+    def _commit(
+        self,
+        operation: str,
+        operation_parameters: Mapping[str, Any] | None,
+        operation_metrics: Mapping[str, Any] | None,
+        user_metadata: str | None,
+        tags: Mapping[str, str] | None,
+    ) -> int:
+        read_protocol = self.snapshot.protocol if self.snapshot is not None else None
+        read_metadata = self.snapshot.metadata if self.snapshot is not None else None
+        metadata = self.metadata
+        base_protocol = self._protocol or read_protocol or Protocol(1, 2)
+        features = (
+            protocol_gate.required_features(
+                metadata.schema_json, metadata.configuration, writes_domains=bool(self._domains)
+            )
+            | self._extra_features
+        )
+        protocol = protocol_gate.upgrade_protocol(base_protocol, features)
+        if read_protocol is not None and self._protocol is not None:
+            _refuse_protocol_downgrade(read_protocol, protocol)
+        protocol_gate.check_writable(protocol, metadata)
+        write_protocol = read_protocol is None or self._protocol is not None or protocol != read_protocol
+        write_metadata = read_metadata is None or self._metadata is not None
+        if read_metadata is not None and write_metadata and metadata.id != read_metadata.id:
+            raise InvalidTransactionError(
+                f"the staged metadata has table id {metadata.id!r}, the table's is {read_metadata.id!r}; "
+                "a transaction cannot replace the table identity"
+            )
+        self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
+
+        isolation = self._isolation_level(metadata, write_protocol, write_metadata)
+        self.isolation_level = isolation
+        is_blind_append = self._is_blind_append()
+        footprint = TransactionFootprint(
+            read_version=self.read_version,
+            partitioned=bool((read_metadata or metadata).partition_columns),
+            read_predicates=tuple(self._read_predicates),
+            read_whole_table=self._read_whole_table,
+            read_paths=_concat(self._read_path_chunks),
+            read_app_ids=frozenset(self._read_app_ids),
+            app_transactions={a: t.version for a, t in self._app_transactions.items()},
+            removed_paths=frozenset(decode_log_path(r.path) for r in self._removes),
+            domains=frozenset(self._domains),
+            changes_protocol=write_protocol and read_protocol is not None,
+            changes_metadata=write_metadata and read_metadata is not None,
+            is_blind_append=is_blind_append,
+        )
+        ict_enabled = TableProperties.from_configuration(metadata.configuration).enable_in_commit_timestamps
+        enables_ict = ict_enabled and read_metadata is not None and not (
+            TableProperties.from_configuration(read_metadata.configuration).enable_in_commit_timestamps
+        )
+        previous_ts = self._read_commit_timestamp(file_time=enables_ict) if ict_enabled else None
+        matcher_metadata = read_metadata or metadata
+
+        def matcher(predicates: Sequence[Any], added: pa.Table) -> pa.BooleanArray:
+            return files_may_match(predicates, added, matcher_metadata)
+
+        self._check_read_version_still_logged()
+        attempt_version = self.read_version + 1
+        lost = 0
+        # A version this transaction's write may have landed in (the write reported an
+        # error) that has not been read back yet; attempts only move past a version after
+        # reading it, so there is at most one.
+        unresolved: int | None = None
+        while True:
+            self.attempts += 1
+            now = _now_ms()
+            ict = max(now, previous_ts + 1) if previous_ts is not None else (now if ict_enabled else None)
+            commit_metadata = metadata
+            if enables_ict:
+                assert ict is not None
+                commit_metadata = replace(
+                    metadata,
+                    configuration={
+                        **dict(metadata.configuration),
+                        _ICT_VERSION_KEY: str(attempt_version),
+                        _ICT_TIMESTAMP_KEY: str(ict),
+                    },
+                )
+            payload = self._serialize(
+                operation, operation_parameters, operation_metrics, user_metadata, tags,
+                now=now, ict=ict, isolation=isolation, is_blind_append=is_blind_append,
+                protocol=protocol if write_protocol else None,
+                metadata=commit_metadata if (write_metadata or enables_ict) else None,
+            )
+            path = commit_path(self.table.root, attempt_version)
+            self._committed_payload = payload
+            storage_error: BaseException | None = None
+            try:
+                if self.table.io.put_if_absent(path, payload):
+                    return attempt_version
+            except CommitNotSupportedError:
+                raise
+            except OSError as exc:
+                # The write may or may not have happened; the txnId in our commitInfo
+                # tells, when the version is read back below.
+                storage_error = exc
+                unresolved = attempt_version
+            lost += 1
+            if self.attempts < self.retry.max_attempts:
+                # Sleep *before* catching up with the winners, so the attempt that follows
+                # targets the newest version rather than one that aged during the sleep.
+                delay = self.retry.backoff(lost, self._rng)
+                if delay > 0:
+                    time.sleep(delay)
+            next_version = attempt_version
+            while True:
+                try:
+                    found = self._read_commit(next_version, with_mtime=ict_enabled)
+                except OSError as exc:
+                    # This version cannot be checked now. The next attempt targets it
+                    # again: put-if-absent never overwrites, and a taken version is read
+                    # (and its txnId compared) before anything moves past it.
+                    storage_error = exc
+                    break
+                if found is None:
+                    break
+                winner, winner_bytes = found
+                if winner.txn_id == self.txn_id:
+                    # An attempt that reported an error did land. It may be an earlier
+                    # attempt than the last one (a write that timed out but completed
+                    # later), with another timestamp and in-commit timestamp: the
+                    # post-commit hook must see what is in the log.
+                    self._committed_payload = winner_bytes
+                    return next_version
+                if next_version == unresolved:
+                    unresolved = None  # another writer's commit: ours did not land there
+                if self.read_version < 0:
+                    raise TableAlreadyExistsError(self.table.table_uri)  # another creator won version 0
+                check_winning_commit(footprint, winner, isolation, matcher, read_protocol or protocol)
+                self.winning_commits.append(winner)
+                if ict_enabled:
+                    previous_ts = _winner_timestamp(winner, enables_ict, previous_ts)
+                next_version += 1
+            if self.attempts >= self.retry.max_attempts:
+                if storage_error is not None:
+                    reason = f"storage error at version {next_version}: {storage_error}"
+                else:
+                    last = self.winning_commits[-1] if self.winning_commits else None
+                    reason = f"version {attempt_version} was taken" + (
+                        f" (latest winner: version {last.version}, {last.operation})" if last else ""
+                    )
+                if unresolved is not None:
+                    reason += (
+                        f"; version {unresolved} may have been written by this transaction all the same, "
+                        f"which it was if its commitInfo.txnId is {self.txn_id!r}: check before retrying"
+                    )
+                advice = (
+                    "The storage kept failing; retry once it is healthy"
+                    if storage_error is not None
+                    else "No logical conflict was found; raise max_attempts (or the backoff) "
+                    "if the table has this many concurrent writers"
+                )
+                raise CommitFailedError(
+                    f"gave up committing {operation!r} to {self.table.table_uri!r} after {self.attempts} attempt(s): "
+                    f"{reason}. {advice}"
+                ) from storage_error
+            attempt_version = next_version
+
+    def _check_read_version_still_logged(self) -> None:
+        """Refuse to commit after metadata cleanup deleted the version this transaction read.
+
+        Cleanup deletes the oldest log files first, and only versions before a
+        checkpoint. While the newest file of the snapshot's log segment exists, no later
+        commit has been deleted, so ``read_version + 1`` is either free or a winner we
+        can read. Once it is gone, ``read_version + 1`` may be a deleted commit: writing
+        it would succeed invisibly (readers start from the newer checkpoint), and the
+        commits to check for conflicts are lost. One existence check per commit.
+        """
+        if self.snapshot is None:
+            return
+        segment = self.snapshot.log_segment
+        if segment.latest_commit_file is not None:
+            newest = commit_path(self.table.root, self.read_version)
+        elif segment.checkpoint_files:
+            newest = segment.checkpoint_files[0].path
+        else:
+            return
+        try:
+            still_there = self.table.io.exists(newest)
+        except OSError as exc:
+            raise CommitFailedError(
+                f"could not check that version {self.read_version} of {self.table.table_uri!r} is still in the log: "
+                f"{exc}. Nothing was written; retry once the storage is healthy"
+            ) from exc
+        if not still_there:
+            raise CommitFailedError(
+                f"this transaction read version {self.read_version} of {self.table.table_uri!r}, and metadata "
+                "cleanup has since cleaned up the log past it (the transaction is older than the log "
+                "retention), so the commits after it cannot be checked for conflicts. Nothing was written; "
+                "start a new transaction on the latest version"
+            )
+
+    def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
+        seen_adds: set[tuple[str, str | None]] = set()
+        for add in self._adds:
+            key = (decode_log_path(add.path), add.dv_unique_id)
+            if key in seen_adds:
+                raise InvalidTransactionError(f"file {add.path!r} is added twice in one commit")
+            seen_adds.add(key)
+        seen_removes: set[tuple[str, str | None]] = set()
+        for rm in self._removes:
+            key = (decode_log_path(rm.path), rm.dv_unique_id)
+            if key in seen_removes:
+                raise InvalidTransactionError(f"file {rm.path!r} is removed twice in one commit")
+            if key in seen_adds:
+                raise InvalidTransactionError(
+                    f"file {rm.path!r} (same deletion vector) is both added and removed in one commit"
+                )
+            seen_removes.add(key)
+
+        expected = set(physical_partition_columns(metadata))
+        for add in self._adds:
+            if set(add.partition_values) != expected:
+                raise InvalidTransactionError(
+                    f"add {add.path!r} has partition values for {sorted(add.partition_values)}, "
+                    f"the table is partitioned by {sorted(expected)} (physical names)"
+                )
+
+        with_dv = [a.path for a in self._adds if a.deletion_vector is not None]
+        if with_dv and "deletionVectors" not in protocol_gate.writer_features(protocol):
+            raise InvalidTransactionError(
+                f"add {with_dv[0]!r} carries a deletion vector, but the table does not support the deletionVectors "
+                "feature; set delta.enableDeletionVectors=true first"
+            )
+
+        read_props = TableProperties.from_configuration(read_metadata.configuration)
+        if read_props.append_only and "appendOnly" in protocol_gate.writer_features(protocol):
+            changed = [r.path for r in self._removes if r.data_change]
+            if changed:
+                raise AppendOnlyViolationError(
+                    f"the table is append-only (delta.appendOnly=true) and this commit removes data from "
+                    f"{len(changed)} file(s), e.g. {changed[0]!r}; only dataChange=false rewrites are allowed. "
+                    "Set delta.appendOnly=false first if the data must really go"
+                )
+
+        # Change Data Feed: adding new files or removing whole files needs no cdc actions
+        # (the change is exactly those files' rows), and neither does replacing the table
+        # or a partition (every old row deleted, every new row inserted). A commit that
+        # removes files and adds rewritten ones for any other operation (UPDATE, DELETE
+        # or MERGE rewriting files, deletion vector updates) would make readers report
+        # untouched rows as deleted and re-inserted, so it must carry its cdc files.
+        props = TableProperties.from_configuration(metadata.configuration)
+        if props.enable_change_data_feed and "changeDataFeed" in protocol_gate.writer_features(protocol) and not self._cdc:
+            removes_data = any(r.data_change for r in self._removes)
+            adds_data = [a.path for a in self._adds if a.data_change]
+            if removes_data and adds_data and operation.upper() not in _REPLACING_OPERATIONS:
+                raise InvalidTransactionError(
+                    f"the table has delta.enableChangeDataFeed=true and this {operation} commit rewrites data "
+                    f"(removes files and adds {adds_data[0]!r}) without cdc actions; stage the change data "
+                    "with add_cdc()"
+                )
+
+    def _isolation_level(self, metadata: Metadata, write_protocol: bool, write_metadata: bool) -> IsolationLevel:
+        has_non_file_actions = write_protocol or write_metadata or bool(self._app_transactions) or bool(self._domains)
+        data_changed = any(a.data_change for a in self._adds) or any(r.data_change for r in self._removes)
+        if not has_non_file_actions and not data_changed:
+            # Rearranging data (OPTIMIZE, ...) cannot be invalidated by files added
+            # concurrently, so Delta checks it at snapshot isolation whatever the level.
+            return IsolationLevel.SNAPSHOT_ISOLATION
+        if self._requested_isolation is not None:
+            return self._requested_isolation
+        return IsolationLevel.parse(TableProperties.from_configuration(metadata.configuration).isolation_level)
+
+    def _is_blind_append(self) -> bool:
+        depends_on_files = bool(self._read_predicates) or self._read_whole_table or any(
+            len(c) for c in self._read_path_chunks
+        )
+        only_adds = not self._removes and not self._cdc
+        return only_adds and not depends_on_files
+
+    def _serialize(
+        self,
+        operation: str,
+        operation_parameters: Mapping[str, Any] | None,
+        operation_metrics: Mapping[str, Any] | None,
+        user_metadata: str | None,
+        tags: Mapping[str, str] | None,
+        *,
+        now: int,
+        ict: int | None,
+        isolation: IsolationLevel,
+        is_blind_append: bool,
+        protocol: Protocol | None,
+        metadata: Metadata | None,
+    ) -> bytes:
+        info = build_commit_info(
+            operation,
+            operation_parameters,
+            operation_metrics,
+            timestamp=now,
+            in_commit_timestamp=ict,
+            read_version=self.read_version,
+            isolation_level=isolation.value,
+            is_blind_append=is_blind_append,
+            user_metadata=user_metadata,
+            tags=tags,
+            engine_info=self.engine_info,
+            txn_id=self.txn_id,
+        )
+        lines = [json.dumps({"commitInfo": info}, separators=(",", ":"))]
+        if protocol is not None:
+            lines.append(action_to_line(protocol))
+        if metadata is not None:
+            lines.append(action_to_line(metadata))
+        lines.extend(action_to_line(t) for t in self._app_transactions.values())
+        lines.extend(action_to_line(d) for d in self._domains.values())
+        lines.extend(action_to_line(r) for r in self._removes)
+        lines.extend(action_to_line(a) for a in self._adds)
+        lines.extend(action_to_line(c) for c in self._cdc)
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def _read_winner(self, version: int, with_mtime: bool = False) -> WinningCommit | None:
+        found = self._read_commit(version, with_mtime)
+        return found[0] if found is not None else None
+
+    def _read_commit(self, version: int, with_mtime: bool = False) -> tuple[WinningCommit, bytes] | None:
+        """Commit ``version`` summarised for conflict checks, with its bytes; None if it does not exist."""
+        path = commit_path(self.table.root, version)
+        try:
+            data = self.table.io.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        mtime = None
+        if with_mtime:
+            info = self.table.io.info(path)
+            mtime = info.modification_time if info is not None else None
+        return WinningCommit.from_bytes(version, data, path, mtime), data
+
+    def _read_commit_timestamp(self, file_time: bool) -> int | None:
+        """Timestamp of the commit we read (for ICT ordering): its in-commit timestamp, else its file time.
+
+        ``file_time``: the commit that switches ICT on must follow the previous commit's
+        file modification time (spec rule 5), whatever that commit's commitInfo says.
+        """
+        if self.snapshot is None:
+            return None
+        winner = self._read_winner(self.read_version, with_mtime=True)
+        if winner is not None:
+            if winner.in_commit_timestamp is not None and not file_time:
+                return winner.in_commit_timestamp
+            if winner.modification_time is not None:
+                return winner.modification_time
+        return int(self.snapshot.timestamp)
+
+    def _require_snapshot(self) -> Snapshot:
+        if self.snapshot is None:
+            raise TableNotFoundError(self.table.table_uri, "a transaction on a new table has nothing to read")
+        return self.snapshot
+
+    def _ensure_open(self) -> None:
+        if self._state != "open":
+            raise InvalidTransactionError(f"this transaction is already {self._state}; start a new one")
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _load_latest(table: DeltaTable) -> Snapshot | None:
+    try:
+        return table.snapshot()
+    except TableNotFoundError:
+        return None
+
+
+def _concat(chunks: list[pa.Array]) -> pa.Array:
+    if not chunks:
+        return pa.array([], pa.string())
+    return pa.concat_arrays([c.cast(pa.string()) for c in chunks])
+
+
+def _winner_timestamp(winner: WinningCommit, enables_ict: bool, previous: int | None) -> int | None:
+    # When our commit switches ICT on, the winners before it have no ICT: our timestamp
+    # must then exceed their file times (spec, In-Commit Timestamps, rule 5).
+    value = winner.in_commit_timestamp
+    if value is None or enables_ict:
+        value = winner.modification_time if winner.modification_time is not None else value
+    if value is None:
+        return previous
+    return value if previous is None else max(value, previous)
+
+
+def _refuse_protocol_downgrade(read: Protocol, new: Protocol) -> None:
+    """The spec forbids removing a supported feature or lowering a protocol version."""
+    dropped = (protocol_gate.reader_features(read) - protocol_gate.reader_features(new)) | (
+        protocol_gate.writer_features(read) - protocol_gate.writer_features(new)
+    )
+    lowered = new.min_reader_version < read.min_reader_version or new.min_writer_version < read.min_writer_version
+    if dropped or lowered:
+        detail = f"it drops {sorted(dropped)}" if dropped else "it lowers a protocol version"
+        raise InvalidTransactionError(
+            f"the staged protocol {new.to_json()} would downgrade the table's {read.to_json()}: {detail}; "
+            "table features cannot be removed by a commit"
+        )
+
+
+def run_post_commit(table: DeltaTable, version: int, actions: Sequence[Mapping[str, Any]]) -> None:
+    """The post-commit hook (.crc file, automatic checkpoint, log cleanup) after ``version`` committed.
+
+    The commit already happened, so a failure here is logged, never raised: the table
+    stays correct, only a checkpoint or checksum is missing until the next commit.
+    """
+    from airflow_delta.engine.checkpoint.writer import post_commit
+
+    try:
+        post_commit(table, version, actions=list(actions))
+    except Exception as exc:
+        log.warning("version %d of %s was committed, but the post-commit hook failed: %s", version, table.table_uri, exc)
+
+
+__all__ = [
+    "ENGINE_INFO",
+    "ConcurrentModificationError",
+    "IsolationLevel",
+    "RetryPolicy",
+    "RowDeletion",
+    "Transaction",
+    "encode_operation_metrics",
+    "encode_operation_parameters",
+    "files_may_match",
+    "removes_from_file_actions",
+    "run_post_commit",
+]

@@ -1,0 +1,452 @@
+"""Metadata cleanup: expired log files go, every retained version stays loadable.
+
+Each known way other implementations lost data has a test here:
+
+* delta-rs #2016 / #2174: the newest checkpoint was deleted along with the commits it
+  covers, leaving a table with no readable version;
+* delta-rs #3692 (and delta #606): only the latest checkpoint was considered, so
+  commits that retained versions still need were deleted (or cleanup crashed with no
+  checkpoint at all);
+* file modification times that go backwards (copied or touched logs) moving the cutoff;
+* an incomplete multi-part or unreadable checkpoint used as the new start of the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RsTable
+from deltalake import write_deltalake
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from airflow_delta.engine.checkpoint.writer import read_last_checkpoint, write_checkpoint
+from airflow_delta.engine.operations.log_cleanup import cleanup_log
+from airflow_delta.engine.read.snapshot import load_snapshot
+from airflow_delta.engine.storage.fileio import LocalFileIO
+from airflow_delta.engine.table import DeltaTable
+from tests.engine.checkpoint.test_writer import copy_shared, our_view, rs_view
+
+IO = LocalFileIO()
+DAY = 86_400_000
+HOUR = 3_600_000
+DAY0 = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp() * 1000)  # a UTC midnight
+
+
+def commit_time(version: int) -> int:
+    """Synthetic commits are one day apart, at noon UTC."""
+    return DAY0 + version * DAY + 12 * HOUR
+
+
+def now_for_cutoff(cutoff_version: int, retention: timedelta = timedelta(days=1)) -> int:
+    """A clock at which commits 0..cutoff_version (and no later one) are older than the cutoff."""
+    return DAY0 + (cutoff_version + 1) * DAY + int(retention.total_seconds() * 1000) + HOUR
+
+
+def set_mtime(path: str, ms: int) -> None:
+    os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+
+def log_files(path: str) -> list[str]:
+    return sorted(n for n in os.listdir(f"{path}/_delta_log") if not n.startswith("_") or n == "_last_checkpoint")
+
+
+def _metadata(config: dict[str, str] | None = None) -> dict[str, Any]:
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    return {"id": "cleanup-test", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema),
+            "partitionColumns": [], "configuration": config or {}, "createdTime": DAY0}
+
+
+def build_log(
+    path: str,
+    num_commits: int,
+    checkpoints: tuple[int, ...] = (),
+    *,
+    config: dict[str, str] | None = None,
+    protocol: dict[str, Any] | None = None,
+    ict: bool = False,
+) -> None:
+    """A synthetic log: one add per commit, a remove of an older file every third commit."""
+    log_dir = f"{path}/_delta_log"
+    os.makedirs(log_dir, exist_ok=True)
+    for version in range(num_commits):
+        info: dict[str, Any] = {"timestamp": commit_time(version), "operation": "WRITE"}
+        if ict:
+            info["inCommitTimestamp"] = commit_time(version)
+        actions: list[dict[str, Any]] = [{"commitInfo": info}]
+        if version == 0:
+            actions.append({"protocol": protocol or {"minReaderVersion": 1, "minWriterVersion": 2}})
+            actions.append({"metaData": _metadata(config)})
+        actions.append({"add": {"path": f"f{version}.parquet", "partitionValues": {}, "size": 100 + version,
+                                "modificationTime": commit_time(version), "dataChange": True}})
+        if version % 3 == 2:
+            actions.append({"remove": {"path": f"f{version - 2}.parquet", "deletionTimestamp": commit_time(version),
+                                       "dataChange": True, "size": 98 + version}})
+        file = f"{log_dir}/{version:020d}.json"
+        Path(file).write_text("".join(json.dumps(a) + "\n" for a in actions))
+        set_mtime(file, commit_time(version))
+    for version in checkpoints:
+        add_checkpoint(path, version)
+
+
+def add_checkpoint(path: str, version: int, **options: Any) -> list[str]:
+    result = write_checkpoint(load_snapshot(IO, path, version), now_ms=commit_time(version), **options)
+    for file in result.files + result.sidecars:
+        set_mtime(file, commit_time(version) + 1000)
+    return list(result.files + result.sidecars)
+
+
+def views(path: str, versions: range) -> dict[int, Any]:
+    return {v: our_view(path, v) for v in versions}
+
+
+def cleanup(path: str, cutoff_version: int, **options: Any) -> list[str]:
+    deleted = cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now_for_cutoff(cutoff_version), **options)
+    return [os.path.basename(p) for p in deleted]
+
+
+def name(version: int, suffix: str = "json") -> str:
+    return f"{version:020d}.{suffix}"
+
+
+# ------------------------------------------------------------ the basic rule
+
+
+def test_deletes_everything_before_the_newest_checkpoint_at_or_before_the_cutoff(table_path: str) -> None:
+    build_log(table_path, 14, checkpoints=(4, 8, 12))
+    expected = views(table_path, range(8, 14))
+
+    deleted = cleanup(table_path, cutoff_version=10)
+
+    assert deleted == [name(v) for v in range(8)][:4] + [name(4, "checkpoint.parquet")] + [name(v) for v in range(4, 8)]
+    remaining = log_files(table_path)
+    assert name(8) in remaining and name(8, "checkpoint.parquet") in remaining
+    assert name(4) not in remaining
+    assert views(table_path, range(8, 14)) == expected
+
+
+def test_deletion_order_is_oldest_version_first(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6))
+    deleted = cleanup(table_path, cutoff_version=8)
+    versions = [int(n[:20]) for n in deleted]
+    assert versions == sorted(versions)
+
+
+def test_dry_run_deletes_nothing_and_lists_the_same(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6))
+    before = log_files(table_path)
+    planned = cleanup(table_path, cutoff_version=8, dry_run=True)
+    assert planned and log_files(table_path) == before
+    assert cleanup(table_path, cutoff_version=8) == planned
+
+
+def test_retention_comes_from_the_table_property(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6), config={"delta.logRetentionDuration": "interval 2 days"})
+    now = now_for_cutoff(7, retention=timedelta(days=2))
+    deleted = cleanup_log(DeltaTable(table_path), now=now)
+    assert os.path.basename(deleted[-1]) == name(5)  # anchor: checkpoint 6 <= cutoff commit 7
+    assert [os.path.basename(p) for p in deleted if "checkpoint" in p] == [name(3, "checkpoint.parquet")]
+
+
+def test_cutoff_is_midnight_utc(table_path: str) -> None:
+    build_log(table_path, 6, checkpoints=(2, 4))
+    # Commit 4 is at noon of day 4; at 13:00 on day 5 with 1 day retention the raw cutoff is
+    # 13:00 on day 4 (after commit 4), but the protocol truncates it to midnight: only up to 3.
+    now = DAY0 + 5 * DAY + 13 * HOUR
+    deleted = cleanup_log(DeltaTable(table_path), retention=timedelta(days=1), now=now)
+    assert name(2, "checkpoint.parquet") in log_files(table_path)
+    assert [os.path.basename(p) for p in deleted] == [name(0), name(1)]
+
+
+# ------------------------------------------------- failure modes seen elsewhere
+
+
+def test_newest_checkpoint_and_its_commit_survive_when_everything_expired(tmp_path: Path) -> None:
+    """delta-rs #2016 / #2174: deleting the latest checkpoint with all commits corrupted the table."""
+    path = str(tmp_path / "t")
+    for i in range(5):
+        write_deltalake(path, pa.table({"a": [i]}), mode="append")
+    RsTable(path).create_checkpoint()  # delta-rs' own checkpoint at the latest version
+    for entry in os.listdir(f"{path}/_delta_log"):
+        set_mtime(f"{path}/_delta_log/{entry}", DAY0)
+    before = rs_view(path)
+    ours_before = our_view(path)
+
+    deleted = cleanup_log(DeltaTable(path), retention=timedelta(0), now=DAY0 + 10 * DAY)
+
+    assert sorted(os.path.basename(p) for p in deleted) == [name(v) for v in range(4)]
+    assert {name(4), name(4, "checkpoint.parquet")} <= set(log_files(path))
+    assert rs_view(path) == before
+    assert our_view(path) == ours_before
+
+
+def test_no_checkpoint_at_or_before_the_cutoff_deletes_nothing(table_path: str) -> None:
+    """delta-rs #3692: with only a later checkpoint, commits retained versions need were deleted."""
+    build_log(table_path, 10, checkpoints=(9,))
+    expected = views(table_path, range(10))
+    assert cleanup(table_path, cutoff_version=5) == []
+    assert views(table_path, range(10)) == expected
+
+
+def test_a_table_without_any_checkpoint_is_left_alone(table_path: str) -> None:
+    build_log(table_path, 6)
+    assert cleanup(table_path, cutoff_version=5) == []
+    assert len(log_files(table_path)) == 6
+
+
+def test_versions_between_cutoff_and_next_checkpoint_stay_loadable(table_path: str) -> None:
+    """delta #606: keep the checkpoint before the cutoff, not the first one after it."""
+    build_log(table_path, 13, checkpoints=(5, 10))
+    expected = views(table_path, range(5, 13))
+    deleted = cleanup(table_path, cutoff_version=8)
+    assert max(int(n[:20]) for n in deleted) == 4
+    assert views(table_path, range(5, 13)) == expected
+
+
+def test_modification_times_going_backwards_do_not_move_the_cutoff(table_path: str) -> None:
+    build_log(table_path, 13, checkpoints=(5, 10))
+    expected = views(table_path, range(5, 13))
+    # Commit 11 looks ancient (touched/copied); a naive cutoff would pick it and anchor
+    # on checkpoint 10, deleting versions 5..9 that are still within retention.
+    set_mtime(f"{table_path}/_delta_log/{name(11)}", DAY0 - 100 * DAY)
+    deleted = cleanup(table_path, cutoff_version=7)
+    assert max(int(n[:20]) for n in deleted) == 4
+    assert views(table_path, range(5, 13)) == expected
+
+
+def test_in_commit_timestamps_decide_commit_age(table_path: str) -> None:
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}
+    build_log(table_path, 9, checkpoints=(3, 6), config={"delta.enableInCommitTimestamps": "true"},
+              protocol=protocol, ict=True)
+    # File times say "all brand new"; the in-commit timestamps say days apart.
+    for entry in os.listdir(f"{table_path}/_delta_log"):
+        set_mtime(f"{table_path}/_delta_log/{entry}", DAY0 + 1000 * DAY)
+    deleted = cleanup(table_path, cutoff_version=7)
+    assert [n for n in deleted if "checkpoint" in n] == [name(3, "checkpoint.parquet")]
+    assert max(int(n[:20]) for n in deleted) == 5
+
+
+def test_incomplete_multi_part_checkpoint_is_not_an_anchor(table_path: str) -> None:
+    build_log(table_path, 10, checkpoints=(3,))
+    parts = add_checkpoint(table_path, 6, part_size=3)
+    assert len(parts) > 1
+    os.remove(parts[0])  # a writer died before finishing the set
+    expected = views(table_path, range(3, 10))
+    deleted = cleanup(table_path, cutoff_version=8)
+    assert max(int(n[:20]) for n in deleted) == 2
+    assert views(table_path, range(3, 10)) == expected
+
+
+def test_unreadable_checkpoint_is_not_an_anchor(table_path: str) -> None:
+    build_log(table_path, 10, checkpoints=(3, 6))
+    latest = load_snapshot(IO, table_path)  # taken before the damage (our reader does not skip it)
+    broken = f"{table_path}/_delta_log/{name(6, 'checkpoint.parquet')}"
+    Path(broken).write_bytes(Path(broken).read_bytes()[:100])  # truncated by a non-atomic store
+    set_mtime(broken, commit_time(6))
+    deleted = cleanup(table_path, cutoff_version=8, snapshot=latest)
+    assert max(int(n[:20]) for n in deleted) == 2
+    assert name(3, "checkpoint.parquet") in log_files(table_path)
+
+
+# ----------------------------------------------------------- what gets deleted
+
+
+def test_crc_and_compaction_files_follow_their_versions(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6))
+    log_dir = f"{table_path}/_delta_log"
+    for v in range(9):
+        Path(f"{log_dir}/{name(v, 'crc')}").write_text("{}")
+    for start, end in ((1, 2), (5, 7), (7, 8)):
+        Path(f"{log_dir}/{start:020d}.{end:020d}.compacted.json").write_text("")
+    deleted = cleanup(table_path, cutoff_version=8)
+    assert {name(v, "crc") for v in range(6)} <= set(deleted)
+    assert name(6, "crc") not in deleted
+    # Compactions starting at or before the anchor version go, later ones stay.
+    assert f"{1:020d}.{2:020d}.compacted.json" in deleted and f"{5:020d}.{7:020d}.compacted.json" in deleted
+    assert f"{7:020d}.{8:020d}.compacted.json" in log_files(table_path)
+
+
+def test_stale_temp_files_of_crashed_writers_are_removed(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6))
+    log_dir = f"{table_path}/_delta_log"
+    old = f"{log_dir}/.{name(2, 'checkpoint.parquet')}.abc.tmp"
+    young = f"{log_dir}/.{name(8, 'checkpoint.parquet')}.def.tmp"
+    for file, ms in ((old, commit_time(2)), (young, commit_time(8))):
+        Path(file).write_bytes(b"partial")
+        set_mtime(file, ms)
+    deleted = cleanup(table_path, cutoff_version=7)
+    assert os.path.basename(old) in deleted
+    assert os.path.exists(young)
+
+
+def test_nothing_outside_the_log_and_no_unknown_file_is_touched(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6))
+    others = [
+        f"{table_path}/{name(0)}",  # a data-looking file named like a commit, outside the log
+        f"{table_path}/_change_data/{name(1)}",
+        f"{table_path}/_delta_log/_autostats/{name(1)}",
+        f"{table_path}/_delta_log/notes.txt",
+    ]
+    for file in others:
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        Path(file).write_text("keep me")
+        set_mtime(file, DAY0)
+    cleanup(table_path, cutoff_version=8)
+    assert all(os.path.exists(f) for f in others)
+
+
+def test_last_checkpoint_is_repointed_before_its_checkpoint_goes(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    build_log(path, 10, checkpoints=(3, 6))
+    # The hint names checkpoint 3 (e.g. a writer that never updated it).
+    from airflow_delta.engine.checkpoint.writer import write_last_checkpoint
+
+    write_last_checkpoint(IO, path, {"version": 3, "size": 5}, allow_older=True)
+    cleanup(path, cutoff_version=8)
+    hint = read_last_checkpoint(IO, path)
+    assert hint is not None and hint["version"] == 6
+    assert len(RsTable(path).file_uris()) == our_view(path).adds.num_rows
+
+
+# ----------------------------------------------------------------- V2 sidecars
+
+
+def test_v2_sidecars_no_checkpoint_references_are_removed(shared_tables: Path, tmp_path: Path) -> None:
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    log_dir = f"{path}/_delta_log"
+    for entry in os.listdir(log_dir):
+        if entry[:20].isdigit():
+            set_mtime(f"{log_dir}/{entry}", commit_time(int(entry[:20])))
+    for sidecar in os.listdir(f"{log_dir}/_sidecars"):
+        set_mtime(f"{log_dir}/_sidecars/{sidecar}", commit_time(int(sidecar[:20])))
+    orphan_old = f"{log_dir}/_sidecars/orphan-old.parquet"
+    orphan_new = f"{log_dir}/_sidecars/orphan-new.parquet"
+    for file in (orphan_old, orphan_new):
+        Path(file).write_bytes(b"x")
+    set_mtime(orphan_old, commit_time(1))
+    now = now_for_cutoff(8)
+    set_mtime(orphan_new, now - HOUR)  # an in-progress checkpoint's sidecar: too young to judge
+    expected = our_view(path)
+    before = rs_view(path)
+
+    deleted = [os.path.basename(p) for p in cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now)]
+
+    sidecars_left = os.listdir(f"{log_dir}/_sidecars")
+    assert "orphan-old.parquet" in deleted and "orphan-new.parquet" in sidecars_left
+    # The sidecar of the deleted checkpoint 6 goes; the one checkpoint 8 references stays.
+    assert not any(s.startswith(name(6, "checkpoint")[:20]) for s in sidecars_left)
+    assert any(s.startswith(f"{8:020d}") for s in sidecars_left)
+    assert our_view(path) == expected
+    assert rs_view(path) == before
+
+
+def test_repointed_hint_to_a_v2_checkpoint_counts_its_sidecars_as_spark_does(shared_tables: Path, tmp_path: Path) -> None:
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    log_dir = f"{path}/_delta_log"
+    spark_hint = read_last_checkpoint(IO, path)
+    assert spark_hint is not None and spark_hint["version"] == 8
+    for entry in os.listdir(log_dir):
+        if entry[:20].isdigit():
+            set_mtime(f"{log_dir}/{entry}", commit_time(int(entry[:20])))
+    from airflow_delta.engine.checkpoint.writer import write_last_checkpoint
+
+    write_last_checkpoint(IO, path, {"version": 6, "size": 1}, allow_older=True)  # a stale hint
+    cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now_for_cutoff(8))
+    hint = read_last_checkpoint(IO, path)
+    assert hint is not None and hint["version"] == 8
+    # size and sizeInBytes cover the top-level file and its sidecars, as in Spark's hint.
+    assert (hint["size"], hint["sizeInBytes"]) == (spark_hint["size"], spark_hint["sizeInBytes"])
+    assert hint["v2Checkpoint"]["path"] == spark_hint["v2Checkpoint"]["path"]
+
+
+def test_sidecars_are_kept_when_a_checkpoint_cannot_be_read(table_path: str) -> None:
+    build_log(table_path, 4, checkpoints=(1,))
+    latest = load_snapshot(IO, table_path)
+    orphan = f"{table_path}/_delta_log/_sidecars/orphan.parquet"
+    os.makedirs(os.path.dirname(orphan))
+    Path(orphan).write_bytes(b"x")
+    set_mtime(orphan, DAY0)
+    later = f"{table_path}/_delta_log/{name(3, 'checkpoint.parquet')}"
+    Path(later).write_bytes(b"garbage")
+    set_mtime(later, commit_time(3))
+    cleanup(table_path, cutoff_version=3, snapshot=latest)
+    assert os.path.exists(orphan)
+
+
+# ------------------------------------------------------------ the property
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    num_commits=st.integers(2, 10),
+    checkpoint_marks=st.sets(st.integers(0, 9), max_size=4),
+    cutoff=st.integers(-1, 12),
+)
+def test_every_retained_version_loads_as_before(
+    tmp_path_factory: pytest.TempPathFactory, num_commits: int, checkpoint_marks: set[int], cutoff: int
+) -> None:
+    path = str(tmp_path_factory.mktemp("prop") / "t")
+    marks = tuple(sorted(v for v in checkpoint_marks if v < num_commits))
+    build_log(path, num_commits, checkpoints=marks)
+    before = views(path, range(num_commits))
+
+    cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now_for_cutoff(cutoff))
+
+    commits = sorted(int(n[:20]) for n in log_files(path) if n.endswith(".json") and len(n) == 25)
+    assert commits == list(range(commits[0], num_commits))  # contiguous up to the latest
+    # The log now starts exactly at the newest checkpoint not newer than the cutoff commit.
+    cutoff_commit = min(cutoff, num_commits - 1)
+    anchors = [m for m in marks if m <= cutoff_commit]
+    oldest = max(anchors) if anchors else 0
+    assert commits[0] == oldest
+    if anchors:
+        assert f"{oldest:020d}.checkpoint.parquet" in log_files(path)
+    for version in range(oldest, num_commits):
+        assert our_view(path, version) == before[version], version
+
+
+def test_post_commit_cleans_up_after_an_automatic_checkpoint(table_path: str) -> None:
+    from airflow_delta.engine.checkpoint.writer import post_commit
+
+    build_log(table_path, 11, checkpoints=(5,), config={"delta.checkpointInterval": "10",
+                                                        "delta.logRetentionDuration": "interval 1 days"})
+    post_commit(DeltaTable(table_path), 10, now_ms=now_for_cutoff(10))
+    remaining = log_files(table_path)
+    assert name(10, "checkpoint.parquet") in remaining
+    assert name(0) not in remaining and name(10) in remaining
+    assert our_view(table_path).adds.num_rows == 8
+
+
+def test_cleanup_of_a_shared_table_keeps_it_readable(shared_tables: Path, tmp_path: Path) -> None:
+    path = copy_shared(shared_tables, "table_with_deletion_logs", str(tmp_path))
+    before = our_view(path)
+    latest = before.version
+    deleted = cleanup_log(DeltaTable(path), retention=timedelta(0), now=datetime.now(UTC) + timedelta(days=2))
+    assert deleted
+    assert our_view(path) == before
+    assert RsTable(path).version() == latest
+    shutil.rmtree(path)
+
+
+def test_tables_with_unknown_writer_features_are_refused(table_path: str) -> None:
+    from airflow_delta.engine.errors import UnsupportedFeatureError
+
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["checkpointProtection"]}
+    build_log(table_path, 6, checkpoints=(3,), protocol=protocol)
+    with pytest.raises(UnsupportedFeatureError):
+        cleanup(table_path, cutoff_version=5)
+    assert len([n for n in log_files(table_path) if n.endswith(".json")]) == 6
+
+
+def test_retention_can_be_given_as_an_interval_string(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6))
+    as_string = cleanup_log(DeltaTable(table_path), retention="interval 1 days", now=now_for_cutoff(8), dry_run=True)
+    as_delta = cleanup_log(DeltaTable(table_path), retention=timedelta(days=1), now=now_for_cutoff(8), dry_run=True)
+    assert as_string == as_delta and as_string

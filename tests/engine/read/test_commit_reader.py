@@ -1,0 +1,247 @@
+"""The JSON commit readers: one commit as dicts, and the vectorised bulk reader."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_delta.engine.errors import CorruptCommitError
+from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
+from airflow_delta.engine.read import commit_reader as cr
+from airflow_delta.engine.read.commit_reader import (
+    file_actions_from_dicts,
+    parse_log_bytes,
+    partition_keys_of,
+    read_commit_actions,
+    read_commits,
+    struct_to_map,
+)
+from airflow_delta.engine.read.listing import list_log_segment
+from airflow_delta.engine.storage.fileio import FileInfo, LocalFileIO
+from tests.engine.read import log_builders as b
+
+IO = LocalFileIO()
+
+
+def _lines(*actions: dict) -> bytes:
+    return b"".join(json.dumps(a).encode() + b"\n" for a in actions)
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    return table.to_pylist()
+
+
+def test_read_commit_actions(table_path: str) -> None:
+    b.write_commit(table_path, 0, [b.commit_info(), b.protocol(), b.metadata(), b.add("a")])
+    actions = read_commit_actions(IO, table_path, 0)
+    assert [next(iter(a)) for a in actions] == ["commitInfo", "protocol", "metaData", "add"]
+
+
+def test_read_commit_actions_names_the_corrupt_line(table_path: str) -> None:
+    path = b.write_raw(table_path, f"{0:020d}.json", _lines(b.commit_info(), b.protocol()) + b'{"add": {"path": \n')
+    with pytest.raises(CorruptCommitError) as err:
+        read_commit_actions(IO, table_path, 0)
+    assert err.value.file == path and err.value.line == 3
+    assert f"{path}, line 3" in str(err.value)
+
+
+def test_bulk_versions_seq_and_fields() -> None:
+    c0 = _lines(b.commit_info(), b.protocol(), b.metadata(["part"]),
+                b.add("part=x/a%20b.parquet", size=10, partition_values={"part": "x"}, stats='{"numRecords":3}',
+                      tags={"k": "v"}))
+    c1 = _lines(b.remove("part=x/a%20b.parquet", deletion_timestamp=5),
+                b.add("c", size=20, partition_values={"part": None}, deletion_vector=b.dv("abc", offset=4)))
+    parsed = parse_log_bytes([c0, c1], ["c0", "c1"], [0, 1], seq_start=100)
+    rows = _rows(parsed.file_actions)
+    assert parsed.file_actions.schema == FILE_ACTIONS_SCHEMA
+    assert [(r["version"], r["seq"], r["is_add"], r["path"]) for r in rows] == [
+        (0, 103, True, "part=x/a%20b.parquet"),  # paths stay encoded
+        (1, 104, False, "part=x/a%20b.parquet"),
+        (1, 105, True, "c"),
+    ]
+    assert rows[0]["partition_values"] == [("part", "x")]
+    assert rows[0]["tags"] == [("k", "v")]
+    assert rows[0]["stats"] == '{"numRecords":3}'
+    assert rows[0]["size"] == 10 and rows[0]["data_change"] is True and rows[0]["dv_id"] is None
+    assert rows[1]["deletion_timestamp"] == 5 and rows[1]["partition_values"] is None
+    assert rows[2]["partition_values"] == [("part", None)]  # a null partition value is kept
+    assert rows[2]["dv_id"] == "uabc@4"
+    assert rows[2]["deletion_vector"] == {"storageType": "u", "pathOrInlineDv": "abc", "offset": 4,
+                                          "sizeInBytes": 10, "cardinality": 1}
+    assert [(a.version, a.seq, a.key) for a in parsed.actions] == [
+        (0, 100, "commitInfo"), (0, 101, "protocol"), (0, 102, "metaData")]
+    assert parsed.num_lines == 6
+
+
+def test_date_like_partition_values_stay_strings() -> None:
+    # pyarrow's JSON inference would read these as timestamps; they must round-trip exactly.
+    values = ["2024-01-01", "2024-01-01 10:00:00", "1", "__HIVE_DEFAULT_PARTITION__"]
+    data = _lines(*[b.add(f"f{i}", partition_values={"d": v, "other": v}, tags={"t": v}) for i, v in enumerate(values)])
+    for keys in ([], ["d"]):  # declared or not
+        rows = _rows(parse_log_bytes([data], ["c"], [0], partition_keys=keys).file_actions)
+        assert [dict(r["partition_values"]) for r in rows] == [{"d": v, "other": v} for v in values]
+        assert [dict(r["tags"]) for r in rows] == [{"t": v} for v in values]
+
+
+def test_partition_keys_from_metadata_include_physical_names() -> None:
+    schema = json.dumps({"type": "struct", "fields": [
+        {"name": "p", "type": "string", "nullable": True,
+         "metadata": {"delta.columnMapping.physicalName": "col-123"}},
+        {"name": "x", "type": "long", "nullable": True, "metadata": {}},
+    ]})
+    assert partition_keys_of(b.metadata(["p"], schema_string=schema)["metaData"]) == {"p", "col-123"}
+    assert partition_keys_of(b.metadata()["metaData"]) == set()
+
+
+def test_unusual_formatting_and_types_fall_back_to_exact_parse() -> None:
+    data = (
+        b'{ "add" : {"path": "spaced", "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": true}}\n'
+        b'{"add": {"partitionValues": {"n": 1}, "path": "numeric-partition", "size": 1, "modificationTime": 2, "dataChange": true}}\n'
+        b"\n"
+        b'{"remove": {"path": "r", "dataChange": false}}\r\n'
+    )
+    rows = _rows(parse_log_bytes([data], ["c"], [3]).file_actions)
+    assert [(r["path"], r["is_add"], r["seq"]) for r in rows] == [("spaced", True, 0), ("numeric-partition", True, 1), ("r", False, 3)]
+    assert rows[1]["partition_values"] == [("n", "1")]
+
+
+def test_unknown_actions_and_fields_are_ignored() -> None:
+    data = _lines(
+        {"futureAction": {"x": 1}},
+        {"cdc": {"path": "_change_data/x", "partitionValues": {}, "size": 1, "dataChange": False}},
+        {"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": True,
+                 "someNewField": {"nested": [1, 2]}}},
+    )
+    parsed = parse_log_bytes([data], ["c"], [0])
+    assert [r["path"] for r in _rows(parsed.file_actions)] == ["a"]
+    assert [a.key for a in parsed.actions] == ["futureAction", "cdc"]
+
+
+def test_files_without_trailing_newline_do_not_merge() -> None:
+    c0 = _lines(b.add("a")).rstrip(b"\n")
+    c1 = _lines(b.add("b")).rstrip(b"\n")
+    rows = _rows(parse_log_bytes([c0, c1], ["c0", "c1"], [0, 1]).file_actions)
+    assert [(r["path"], r["version"]) for r in rows] == [("a", 0), ("b", 1)]
+
+
+@pytest.mark.parametrize("bad", [b'{"add": {"path": "x", "size": }}', b'{"remove": tru', b'{"metaData": {', b"[1, 2]"])
+def test_corrupt_line_is_named(bad: bytes) -> None:
+    good = _lines(b.commit_info(), b.add("a"))
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([good, good + bad + b"\n" + good], ["first.json", "second.json"], [0, 1])
+    assert (err.value.file, err.value.line) == ("second.json", 3)
+
+
+def test_add_without_path_is_corrupt() -> None:
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([b'{"add": {"size": 1}}\n'], ["c.json"], [0])
+    assert err.value.line == 1 and "path" in str(err.value)
+
+
+def test_metadata_only_read_skips_file_actions() -> None:
+    parsed = parse_log_bytes([_lines(b.protocol(), b.add("a"), b.add("b"))], ["c"], [0], file_actions=False)
+    assert parsed.file_actions.num_rows == 0 and [a.key for a in parsed.actions] == ["protocol"]
+
+
+def test_read_commits_from_disk(table_path: str) -> None:
+    for v in range(12):  # more than the sequential threshold: read in parallel
+        b.write_commit(table_path, v, [b.commit_info(), *([b.protocol(), b.metadata()] if v == 0 else []), b.add(f"f{v}")])
+    seg = list_log_segment(IO, table_path)
+    parsed = read_commits(IO, seg.commit_files, list(range(12)))
+    assert parsed.file_actions.column("path").to_pylist() == [f"f{v}" for v in range(12)]
+    assert parsed.file_actions.column("version").to_pylist() == list(range(12))
+
+
+def test_struct_to_map() -> None:
+    arr = pa.array([{"a": "1", "b": None}, None, {"a": None, "b": "2"}], pa.struct([("a", pa.string()), ("b", pa.string())]))
+    assert struct_to_map(arr, keep_null_values=True).to_pylist() == [[("a", "1"), ("b", None)], None, [("a", None), ("b", "2")]]
+    assert struct_to_map(arr, keep_null_values=False).to_pylist() == [[("a", "1")], None, [("b", "2")]]
+    empty = pa.array([{}, None], pa.struct([]))
+    assert struct_to_map(empty, keep_null_values=True).to_pylist() == [[], None]
+
+
+def test_slow_and_fast_paths_agree() -> None:
+    actions = [b.add(f"p={i % 3}/f{i}", size=i, partition_values={"p": str(i % 3)}, tags={"i": str(i)},
+                     deletion_vector=b.dv(f"dv{i}", offset=i if i % 2 else None) if i % 4 == 0 else None)
+               for i in range(20)]
+    actions += [b.remove(f"p=0/f{i}", size=i, partition_values={"p": "0"}) for i in range(0, 20, 3)]
+    fast = parse_log_bytes([_lines(*actions)], ["c"], [7]).file_actions
+    slow = file_actions_from_dicts([(7, i, next(iter(a)), next(iter(a.values()))) for i, a in enumerate(actions)])
+    assert fast.to_pylist() == slow.to_pylist()
+
+
+def test_read_commits_when_listed_sizes_are_wrong(table_path: str) -> None:
+    paths = [b.write_commit(table_path, v, [b.add(f"f{v}")]) for v in range(3)]
+    for sizes in ([1, 1, 1], [0, 0, 0], [10**6] * 3):  # stale, unknown, too large
+        files = [FileInfo(p, s, 0) for p, s in zip(paths, sizes, strict=True)]
+        parsed = read_commits(IO, files, [0, 1, 2])
+        assert parsed.file_actions.column("path").to_pylist() == ["f0", "f1", "f2"]
+
+
+def test_commit_info_tags_do_not_disturb_file_tags() -> None:
+    data = _lines(
+        {"commitInfo": {"tags": {"restoresDeletedRows": "false"}, "operationMetrics": {"n": "1"}}},
+        b.add("a", tags={"INSERTION_TIME": "1700000000000000"}),
+        {"commitInfo": {"tags": {"x": 1}, "operationMetrics": {"n": 2}}},  # types differ from the first
+        b.add("b"),
+    )
+    rows = _rows(parse_log_bytes([data], ["c"], [0]).file_actions)
+    assert [(r["path"], r["tags"]) for r in rows] == [("a", [("INSERTION_TIME", "1700000000000000")]), ("b", None)]
+
+
+# ------------------------------------------------------------------ chunked parsing, pandas-free conversions
+
+
+def test_chunked_parse_equals_one_parse() -> None:
+    actions = [b.commit_info(), b.protocol(), b.metadata(["p"])]
+    for i in range(40):
+        actions.append(b.add(f"p={i % 3}/f{i}.parquet", size=i, partition_values={"p": str(i % 3)},
+                             stats=f'{{"numRecords":{i}}}', tags={"k": str(i)} if i % 7 == 0 else None,
+                             deletion_vector=b.dv(f"dv{i}", offset=i) if i % 5 == 0 else None))
+        if i % 4 == 3:
+            actions.append(b.remove(f"p={i % 3}/f{i - 1}.parquet"))
+    data = _lines(*actions[:20]) + b"\n   \n" + _lines(*actions[20:])
+    log = cr.split_log_lines([data, _lines(b.add("last.parquet"))], ["a.json", "b.json"], [3, 4])
+    assert log is not None
+    one = cr._parse_all_lines_chunked(log, 5, {"p"}, chunk_bytes=1 << 30)
+    for chunk in (1, 100, 1000):
+        assert cr._parse_all_lines_chunked(log, 5, {"p"}, chunk_bytes=chunk).to_pylist() == one.to_pylist()
+    rows = one.to_pylist()
+    assert len(rows) == 40 + 10 + 1 and rows[-1]["version"] == 4 and rows[0]["seq"] == 5 + 3
+    assert rows[0]["tags"] == [("k", "0")] and rows[0]["dv_id"] == "udv0@0"
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.booleans()), max_size=70), start=st.integers(0, 70))
+def test_mask_to_numpy_matches_pyarrow(values: list[bool | None], start: int) -> None:
+    arr = pa.array(values, pa.bool_()).slice(min(start, len(values)))
+    expected = [bool(v) for v in arr.to_pylist()]  # nulls count as False
+    assert cr.mask_to_numpy(arr).tolist() == expected
+    assert cr.mask_to_numpy(pa.chunked_array([arr, arr], pa.bool_())).tolist() == expected * 2
+    assert cr.bool_array(np.array(expected, dtype=bool)).to_pylist() == expected
+
+
+def test_buffer_built_arrays() -> None:
+    assert cr.int64_array(np.arange(3)).to_pylist() == [0, 1, 2]
+    assert cr.int64_to_numpy(pa.chunked_array([cr.int64_array(np.arange(5)).slice(2)])).tolist() == [2, 3, 4]
+    assert cr.int32_array(np.array([1, 2])).type == pa.int32()
+    assert cr.string_array(["a", "", "é"]).to_pylist() == ["a", "", "é"]
+    assert cr.string_scalar("x").as_py() == "x" and cr.string_scalar(None).as_py() is None
+    assert cr.bool_scalar(True).as_py() is True
+    assert cr.EMPTY_FILE_ACTIONS.schema == FILE_ACTIONS_SCHEMA and cr.EMPTY_FILE_ACTIONS.num_rows == 0
+    with pytest.raises(ValueError):
+        cr.int64_to_numpy(pa.array([1, None]))
+
+
+def test_lines_longer_than_a_parse_block() -> None:
+    stats = json.dumps({"numRecords": 1, "minValues": {f"c{i}": "x" * 40 for i in range(40_000)}})  # ~2 MB
+    data = _lines(b.protocol(), b.metadata(), b.add("big.parquet", stats=stats), b.add("small.parquet"))
+    assert cr._read_json(pa.py_buffer(data), [], None).num_rows == 4  # the fast parse copes
+    parsed = parse_log_bytes([data], ["0.json"], [0])
+    assert parsed.file_actions.column("path").to_pylist() == ["big.parquet", "small.parquet"]
+    assert parsed.file_actions.column("stats").to_pylist()[0] == stats
