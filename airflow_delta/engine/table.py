@@ -1,40 +1,67 @@
 """``DeltaTable``: the entry point to a table, for reading and for writing.
 
-It is a thin facade. Each verb delegates to the module that owns the subject, so that
-protocol knowledge stays in small modules: log replay in :mod:`.snapshot` and
-:mod:`.log`, commits in :mod:`.transaction`, checkpoints in :mod:`.checkpoints`,
-cleanup in :mod:`.log_cleanup`, the embedded writer in :mod:`.writer`, DELETE in
-:mod:`.dml`.
+A thin facade, in the manner of delta-rs's ``DeltaTable``: each verb checks its
+arguments, makes one call into the layer that owns the subject, and returns a result
+with its metrics. Options are typed objects (:class:`CommitOptions`,
+:class:`WriterOptions`, :class:`AppTransaction`), never ``**kwargs``.
+
+The facade is the top of the engine: no engine module imports it. It hands lower
+layers values (a :class:`TableLocation`, a :class:`Snapshot`) and gives every
+transaction it opens the post-commit hook (``.crc``, automatic checkpoint, log cleanup).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from airflow_delta.engine.storage.fileio import FileIO, resolve_table_uri
+from airflow_delta.engine.read.history import read_history
+from airflow_delta.engine.read.listing import latest_version
+from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
+from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.location import TableLocation
+from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
+from airflow_delta.engine.write.transaction import Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.append import AppendResult
     from airflow_delta.engine.operations.delete import DeleteResult
-    from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.write.transaction import Transaction
+
+# The operations are imported by the verbs that use them, not here: writing pulls in
+# sqlglot, pyarrow.dataset and pandas (about a second without compiled bytecode), which
+# a task that only reads, or only checkpoints, should not pay for. These imports point
+# down the layers like every other; they are not there to break a cycle.
 
 
 class DeltaTable:
-    """A Delta table at ``table_uri`` (a local path, ``file://`` or a pyarrow.fs URI)."""
+    """A Delta table at ``table_uri`` (a local path, ``file://`` or a pyarrow.fs URI).
 
-    def __init__(self, table_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    ``io`` replaces the FileIO that the URI would get (a custom store, or one with
+    conditional writes); the URI still decides the table root.
+    """
+
+    def __init__(
+        self, table_uri: str, storage_options: Mapping[str, Any] | None = None, *, io: FileIO | None = None
+    ) -> None:
         self.table_uri = table_uri
         self.storage_options = dict(storage_options) if storage_options else None
-        self.io: FileIO
-        self.io, self.root = resolve_table_uri(table_uri, storage_options)
+        location = TableLocation.from_uri(table_uri, storage_options)
+        self.location = location if io is None else TableLocation(io, location.root, location.uri)
+
+    @property
+    def io(self) -> FileIO:
+        return self.location.io
+
+    @property
+    def root(self) -> str:
+        return self.location.root
 
     @property
     def log_dir(self) -> str:
-        return f"{self.root}/_delta_log"
+        return self.location.log_dir
 
     def __repr__(self) -> str:
         return f"DeltaTable({self.table_uri!r})"
@@ -46,20 +73,14 @@ class DeltaTable:
         A timestamp selects the latest version committed at or before it (commit
         timestamps, or in-commit timestamps where the table enables them).
         """
-        from airflow_delta.engine.read.snapshot import load_snapshot
-
         return load_snapshot(self.io, self.root, version=version, timestamp=timestamp)
 
     def version(self) -> int:
         """The latest committed version, found by listing the log (no replay)."""
-        from airflow_delta.engine.read.listing import latest_version
-
         return latest_version(self.io, self.root)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, each with its ``version``."""
-        from airflow_delta.engine.read.history import read_history
-
         return read_history(self.io, self.root, limit=limit)
 
     # ------------------------------------------------------------------ writing
@@ -79,35 +100,79 @@ class DeltaTable:
         from airflow_delta.engine.operations.create import create_table
 
         table = cls(table_uri, storage_options)
-        create_table(table, schema, partition_by=partition_by, properties=properties, name=name, description=description)
+        create_table(
+            table.location,
+            schema,
+            partition_by=partition_by,
+            properties=properties,
+            name=name,
+            description=description,
+            post_commit=table._post_commit,
+        )
         return table
 
-    def append(self, data: pa.Table | pa.RecordBatchReader, **options: Any) -> int:
-        """Append rows as new parquet files in one commit; returns the committed version."""
-        from airflow_delta.engine.write.data_files import append
+    def transaction(self, options: CommitOptions | None = None, *, snapshot: Snapshot | None = None) -> Transaction:
+        """A low-level optimistic transaction on ``snapshot`` (default: the latest); use as a context manager."""
+        return Transaction(self.location, snapshot=snapshot, options=options, post_commit=self._post_commit)
 
-        return append(self, data, **options)
+    def append(
+        self,
+        data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
+        *,
+        writer: WriterOptions | None = None,
+        commit: CommitOptions | None = None,
+        app_transaction: AppTransaction | None = None,
+        partition_by: Sequence[str] | None = None,
+    ) -> AppendResult:
+        """Append rows as new parquet files in one blind-append commit; returns the version and WRITE metrics."""
+        from airflow_delta.engine.operations.append import append
 
-    def delete(self, predicate: str | None = None, **options: Any) -> DeleteResult:
-        """``DELETE FROM table [WHERE predicate]`` in one commit (deletion vectors where the table enables them)."""
+        with self.transaction(commit) as txn:
+            return append(txn, data, writer=writer, app_transaction=app_transaction, partition_by=partition_by)
+
+    def delete(
+        self,
+        predicate: str | None = None,
+        *,
+        use_deletion_vectors: bool | None = None,
+        writer: WriterOptions | None = None,
+        commit: CommitOptions | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> DeleteResult:
+        """``DELETE FROM table [WHERE predicate]`` in one commit (deletion vectors where the table enables them).
+
+        Returns the committed version (None when no row matched), the version read and
+        Delta's DELETE metrics. ``snapshot`` reads from an older snapshot: concurrent
+        commits since then are checked with Delta's conflict rules.
+        """
         from airflow_delta.engine.operations.delete import delete
 
-        return delete(self, predicate, **options)
-
-    def transaction(self, isolation_level: str | None = None, **options: Any) -> Transaction:
-        """A low-level optimistic transaction on the latest snapshot; use as a context manager."""
-        from airflow_delta.engine.write.transaction import Transaction
-
-        return Transaction(self, isolation_level=isolation_level, **options)
+        with self.transaction(commit, snapshot=snapshot) as txn:
+            return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
 
     def checkpoint(self, version: int | None = None) -> int:
         """Write a checkpoint of ``version`` (default: latest); returns the version checkpointed."""
         from airflow_delta.engine.checkpoint.writer import create_checkpoint
 
-        return create_checkpoint(self, version=version)
+        return create_checkpoint(self.snapshot(version))
 
-    def cleanup_log(self, **options: Any) -> list[str]:
-        """Delete expired log files per ``delta.logRetentionDuration``; returns what was removed."""
+    def cleanup_log(
+        self,
+        *,
+        retention: timedelta | str | None = None,
+        now: datetime | int | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """Delete expired log files per ``delta.logRetentionDuration`` (or ``retention``); returns what was removed.
+
+        ``now`` is the clock (datetime or epoch ms); ``dry_run`` returns what would go.
+        """
         from airflow_delta.engine.operations.log_cleanup import cleanup_log
 
-        return cleanup_log(self, **options)
+        return cleanup_log(self.location, self.snapshot(), retention=retention, now=now, dry_run=dry_run)
+
+    # ------------------------------------------------------------------ internals
+    def _post_commit(self, version: int, actions: Sequence[Mapping[str, Any]]) -> None:
+        from airflow_delta.engine.operations.post_commit import run_post_commit
+
+        run_post_commit(self.location, version, actions)

@@ -19,6 +19,7 @@ import pytest
 
 from airflow_delta.engine.errors import ConstraintViolationError
 from airflow_delta.engine.table import DeltaTable
+from airflow_delta.engine.write.options import WriterOptions
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -111,7 +112,7 @@ def _compatible_schema(schema: pa.Schema) -> pa.Schema:
 def test_our_table_reads_identically_in_deltars(table_path: str, partition_by: list[str]) -> None:
     ours = DeltaTable.create(table_path, SCHEMA, partition_by=partition_by)
     ours.append(_rows(0, 40))
-    ours.append(_rows(40, 25), target_file_size=4096)
+    ours.append(_rows(40, 25), writer=WriterOptions(target_file_size=4096))
     expected = _by_id(_rows(0, 65))
     assert _deltars_rows(table_path) == expected
     assert _by_id(ours.snapshot().to_arrow()) == expected
@@ -121,7 +122,7 @@ def test_our_table_reads_identically_in_deltars(table_path: str, partition_by: l
 @pytest.mark.parametrize("partition_by", [[], ["part"]])
 def test_deltars_sees_our_stats_and_partition_values(table_path: str, partition_by: list[str]) -> None:
     ours = DeltaTable.create(table_path, SCHEMA, partition_by=partition_by)
-    ours.append(_rows(0, 50), target_file_size=2048)
+    ours.append(_rows(0, 50), writer=WriterOptions(target_file_size=2048))
     theirs = pa.table(deltalake.DeltaTable(table_path).get_add_actions(flatten=True))
     their_rows = {unquote(r["path"]): r for r in theirs.to_pylist()}  # delta-rs keeps log (URI) form
     files = ours.snapshot().files().to_pylist()
@@ -165,7 +166,7 @@ def test_deltars_appends_to_our_table(table_path: str) -> None:
 def test_we_append_to_deltars_tables(table_path: str) -> None:
     deltalake.write_deltalake(table_path, _rows(0, 15), partition_by=["part"])
     ours = DeltaTable(table_path)
-    assert ours.append(_rows(15, 15)) == 1
+    assert ours.append(_rows(15, 15)).version == 1
     assert _by_id(ours.snapshot().to_arrow()) == _by_id(_rows(0, 30))
     assert _deltars_rows(table_path) == _by_id(_rows(0, 30))
 

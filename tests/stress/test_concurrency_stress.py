@@ -30,6 +30,8 @@ import pytest
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.errors import ConcurrentModificationError
 from airflow_delta.engine.storage.paths import decode_log_path
+from airflow_delta.engine.write.options import CommitOptions
+from airflow_delta.engine.write.retry import RetryPolicy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 PARTITIONS = ("a", "b", "c")
@@ -51,7 +53,11 @@ def _worker(root: str, worker: int, role: str, barrier: Any, out_file: str) -> N
         part = rng.choice(PARTITIONS)
         record: dict[str, Any] = {"worker": worker, "role": role, "op": op, "partition": part}
         try:
-            txn = table.transaction(max_attempts=500, initial_backoff=0.001, max_backoff=0.05, seed=worker * 1000 + op)
+            txn = table.transaction(
+                CommitOptions(
+                    retry=RetryPolicy(max_attempts=500, initial_backoff=0.001, max_backoff=0.05), seed=worker * 1000 + op
+                )
+            )
             record["txn_id"] = txn.txn_id
             record["read_version"] = txn.read_version
             if role == "append":

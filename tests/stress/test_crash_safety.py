@@ -61,9 +61,7 @@ WRITER = textwrap.dedent(
                 die()
             return written
 
-    table = DeltaTable(root)
-    if kill_at != "none":
-        table.io = DyingIO()
+    table = DeltaTable(root, io=DyingIO() if kill_at != "none" else None)
     schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
     print("ready", flush=True)
     for i in range(count):

@@ -20,17 +20,15 @@ Order of writes, so that no reader ever takes an incomplete checkpoint as comple
 2. for V2, the top-level UUID-named file is written only after all its sidecars;
 3. ``_last_checkpoint`` is rewritten last, and never moved back to an older version.
 
-``post_commit`` is what a transaction calls after each successful commit: it writes
-the version's ``.crc`` file, a checkpoint every ``delta.checkpointInterval`` versions,
-and then runs metadata cleanup. It never raises: the commit has already succeeded.
+Deciding *when* to checkpoint (every ``delta.checkpointInterval`` versions, after a
+commit) is post-commit work, in :mod:`airflow_delta.engine.operations.post_commit`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,13 +48,12 @@ from airflow_delta.engine.checkpoint.schema import add_type, checkpoint_schema
 from airflow_delta.engine.checkpoint.spark_hash import spark_murmur3_strings
 from airflow_delta.engine.checkpoint.v2 import DEFAULT_SIDECAR_SIZE, write_v2
 from airflow_delta.engine.errors import DeltaError, InvalidLogError
-from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.actions import DomainMetadata, Protocol, SetTransaction
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.storage.fileio import FileIO
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.table import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -210,88 +207,16 @@ def check_log_maintenance_supported(protocol: Protocol) -> None:
         )
 
 
-def create_checkpoint(table: DeltaTable, version: int | None = None, **options: Any) -> int:
-    """Checkpoint ``version`` (default: the latest) of ``table``; returns the version checkpointed."""
-    snapshot = table.snapshot(version)
+def create_checkpoint(snapshot: Snapshot) -> int:
+    """Checkpoint ``snapshot``'s version after checking that we may; returns the version checkpointed."""
     check_log_maintenance_supported(snapshot.protocol)
-    write_checkpoint(snapshot, **options)
+    write_checkpoint(snapshot)
     return snapshot.version
 
 
 def should_checkpoint(version: int, properties: TableProperties) -> bool:
     """Automatic checkpoints: every ``delta.checkpointInterval`` versions, never at version 0."""
     return version > 0 and version % properties.checkpoint_interval == 0
-
-
-def post_commit(
-    table: DeltaTable,
-    version_or_snapshot: int | Snapshot,
-    *,
-    actions: Sequence[Mapping[str, Any]] | None = None,
-    now_ms: int | None = None,
-) -> None:
-    """Hooks after a successful commit: ``.crc`` file, automatic checkpoint, log cleanup.
-
-    ``version_or_snapshot`` is the committed version, or the snapshot at it when the
-    caller already has one (then nothing is re-read). ``actions`` are the commit's
-    actions as JSON objects, if the caller has them. Failures are logged, never raised:
-    the commit itself has already succeeded.
-    """
-    from airflow_delta.engine.read import crc
-
-    snapshot = None if isinstance(version_or_snapshot, int) else version_or_snapshot
-    version = version_or_snapshot if isinstance(version_or_snapshot, int) else version_or_snapshot.version
-    try:
-        crc.write_checksum_after_commit(table.io, table.root, version, actions=actions, snapshot=snapshot)
-    except Exception:
-        log.warning("post-commit: could not write the .crc file of version %d", version, exc_info=True)
-    try:
-        properties = snapshot.properties if snapshot is not None else _properties_at(table, version, actions)
-        if properties is None or not should_checkpoint(version, properties):
-            return
-        if snapshot is None:
-            snapshot = table.snapshot(version)
-            try:  # the state is loaded now: seed the .crc chain if it was not derivable
-                crc.write_checksum_after_commit(table.io, table.root, version, actions=actions, snapshot=snapshot)
-            except Exception:
-                log.warning("post-commit: could not write the .crc file of version %d", version, exc_info=True)
-        check_log_maintenance_supported(snapshot.protocol)
-        write_checkpoint(snapshot, now_ms=now_ms)
-    except Exception:
-        log.warning("post-commit: could not checkpoint version %d", version, exc_info=True)
-        return
-    if snapshot.properties.enable_expired_log_cleanup:
-        try:
-            from airflow_delta.engine.operations.log_cleanup import cleanup_log
-
-            cleanup_log(table, now=now_ms, snapshot=snapshot)
-        except Exception:
-            log.warning("post-commit: log cleanup after checkpoint %d failed", version, exc_info=True)
-
-
-def _properties_at(table: DeltaTable, version: int, actions: Sequence[Mapping[str, Any]] | None) -> TableProperties | None:
-    """Table properties at ``version`` without a full replay when cheaply known.
-
-    The commit's own metaData, else the version's ``.crc``, else a replay of the
-    non-file actions only; None if the log cannot be replayed.
-    """
-    from airflow_delta.engine.read import crc
-
-    for action in actions or ():
-        if "metaData" in action:
-            return TableProperties.from_configuration(Metadata.from_json(action["metaData"]).configuration)
-    checksum = crc.read_version_checksum(table.io, table.root, version)
-    if checksum is not None and isinstance(checksum.get("metadata"), Mapping):
-        return TableProperties.from_configuration(Metadata.from_json(checksum["metadata"]).configuration)
-    # Protocol and metadata only: replay without file actions.
-    from airflow_delta.engine.read.listing import list_log_segment
-    from airflow_delta.engine.read.replay import replay_metadata
-
-    try:
-        state = replay_metadata(table.io, list_log_segment(table.io, table.root, version))
-    except InvalidLogError:
-        return None
-    return TableProperties.from_configuration(state.metadata.configuration)
 
 
 __all__ = [
@@ -307,7 +232,6 @@ __all__ = [
     "create_checkpoint",
     "json_checksum",
     "live_tombstones",
-    "post_commit",
     "read_last_checkpoint",
     "should_checkpoint",
     "spark_murmur3_strings",

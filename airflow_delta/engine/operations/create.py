@@ -3,9 +3,7 @@
 :func:`create_table` writes version 0 (commitInfo, protocol, metaData) with
 put-if-absent, so two concurrent creators cannot both win, choosing the smallest
 protocol the schema and properties need (:func:`.protocol.minimal_protocol`).
-:func:`normalize_properties` is also what a transaction uses to validate
-``SET TBLPROPERTIES``: ``delta.*`` keys are checked against every property Delta
-defines, so a typo is refused instead of silently doing nothing.
+Properties are validated by :mod:`airflow_delta.engine.model.property_validation`.
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,175 +23,33 @@ from airflow_delta.engine.errors import (
     InvalidSchemaError,
     InvalidTablePropertyError,
     TableAlreadyExistsError,
-    UnknownTablePropertyError,
-    UnsupportedFeatureError,
 )
 from airflow_delta.engine.model.actions import Metadata
 from airflow_delta.engine.model.commit_info import ENGINE_INFO
 from airflow_delta.engine.model.constraints import CHECK_CONSTRAINT_PREFIX
 from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.model.property_validation import (
+    COLUMN_MAPPING_ID,
+    COLUMN_MAPPING_MAX_ID,
+    COLUMN_MAPPING_PHYSICAL_NAME,
+    normalize_properties,
+)
 from airflow_delta.engine.model.schema import arrow_to_delta_schema, schema_to_arrow
 from airflow_delta.engine.model.table_features import (
-    FEATURE_ENABLING_PROPERTIES,
-    SUPPORTED_WRITER_FEATURES,
     check_writable,
     minimal_protocol,
     required_features,
 )
 from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.storage.fileio import FileIO
-from airflow_delta.engine.write.transaction import run_post_commit
-
-if TYPE_CHECKING:
-    from airflow_delta.engine.table import DeltaTable
+from airflow_delta.engine.storage.location import TableLocation
+from airflow_delta.engine.write.transaction import PostCommitHook
 
 log = logging.getLogger(__name__)
-
-COLUMN_MAPPING_ID = "delta.columnMapping.id"
-COLUMN_MAPPING_PHYSICAL_NAME = "delta.columnMapping.physicalName"
-COLUMN_MAPPING_MAX_ID = "delta.columnMapping.maxColumnId"
-
-
-# Every table property Delta defines (delta-spark's DeltaConfigs and the protocol's
-# "Table Properties"), so that a typo such as delta.appendOnyl is refused instead of
-# silently doing nothing. Two families are open-ended: delta.constraints.<name> (CHECK
-# constraints) and delta.feature.<name> (explicit table-feature support).
-KNOWN_DELTA_PROPERTIES: tuple[str, ...] = (
-    "delta.appendOnly",
-    "delta.autoOptimize",
-    "delta.autoOptimize.autoCompact",
-    "delta.autoOptimize.optimizeWrite",
-    "delta.checkpoint.writeStatsAsJson",
-    "delta.checkpoint.writeStatsAsStruct",
-    "delta.checkpointInterval",
-    "delta.checkpointPolicy",
-    "delta.checkpointRetentionDuration",
-    "delta.columnMapping.maxColumnId",
-    "delta.columnMapping.mode",
-    "delta.compatibility.symlinkFormatManifest.enabled",
-    "delta.dataSkippingNumIndexedCols",
-    "delta.dataSkippingStatsColumns",
-    "delta.deletedFileRetentionDuration",
-    "delta.enableChangeDataFeed",
-    "delta.enableDeletionVectors",
-    "delta.enableExpiredLogCleanup",
-    "delta.enableIcebergCompatV1",
-    "delta.enableIcebergCompatV2",
-    "delta.enableInCommitTimestamps",
-    "delta.enableRowTracking",
-    "delta.enableTypeWidening",
-    "delta.enableVariantShredding",
-    "delta.inCommitTimestampEnablementTimestamp",
-    "delta.inCommitTimestampEnablementVersion",
-    "delta.isolationLevel",
-    "delta.logRetentionDuration",
-    "delta.minReaderVersion",
-    "delta.minWriterVersion",
-    "delta.parquet.compression.codec",
-    "delta.parquet.format.version",
-    "delta.randomPrefixLength",
-    "delta.randomizeFilePrefixes",
-    "delta.rowTrackingSuspended",
-    "delta.sampleRetentionDuration",
-    "delta.setTransactionRetentionDuration",
-    "delta.targetFileSize",
-    "delta.tuneFileSizesForRewrites",
-    "delta.universalFormat.enabledFormats",
-)
-_KNOWN_BY_LOWER = {k.lower(): k for k in KNOWN_DELTA_PROPERTIES}
-FEATURE_PROPERTY_PREFIX = "delta.feature."
-
-# Properties only a writer sets (Delta refuses them from users): they record facts
-# about the table's history, which a user cannot know at creation.
-_WRITER_OWNED_PROPERTIES = frozenset(
-    {
-        COLUMN_MAPPING_MAX_ID,
-        "delta.inCommitTimestampEnablementVersion",
-        "delta.inCommitTimestampEnablementTimestamp",
-    }
-)
 
 # Characters parquet (and therefore Delta without column mapping) refuses in column names.
 _INVALID_NAME_CHARS = frozenset(" ,;{}()\n\t=")
 _LOG_FILE = re.compile(r"^\d{20}\.(json|checkpoint\..+)$")
-
-@dataclass(frozen=True, slots=True)
-class NormalizedProperties:
-    configuration: dict[str, str]  # what goes into metaData.configuration
-    features: frozenset[str]  # features asked for explicitly (delta.feature.<name>)
-    min_reader_version: int | None  # delta.minReaderVersion, if given
-    min_writer_version: int | None  # delta.minWriterVersion, if given
-
-
-def normalize_properties(properties: Mapping[str, str] | None) -> NormalizedProperties:
-    """Validate user properties for a new table.
-
-    ``delta.*`` keys are matched case-insensitively and stored in Delta's spelling;
-    unknown ones raise :class:`UnknownTablePropertyError` listing the valid ones. Other
-    keys are user metadata and kept as given. ``delta.feature.<name>`` and
-    ``delta.min{Reader,Writer}Version`` shape the protocol and are not stored, as in
-    Delta. Values are checked with :class:`TableProperties`.
-    """
-    configuration: dict[str, str] = {}
-    features: set[str] = set()
-    min_reader: int | None = None
-    min_writer: int | None = None
-    for raw_key, raw_value in (properties or {}).items():
-        key = str(raw_key)
-        if raw_value is None:
-            raise InvalidTablePropertyError(key, raw_value, "a string value")
-        value = str(raw_value).lower() if isinstance(raw_value, bool) else str(raw_value)
-        lower = key.lower()
-        if not lower.startswith("delta."):
-            configuration[key] = value
-            continue
-        if lower.startswith(FEATURE_PROPERTY_PREFIX):
-            name = key[len(FEATURE_PROPERTY_PREFIX):]
-            if value.strip().lower() not in ("supported", "enabled"):
-                raise InvalidTablePropertyError(key, value, "'supported'")
-            features.add(name)
-            continue
-        if lower.startswith(CHECK_CONSTRAINT_PREFIX):
-            name = key[len(CHECK_CONSTRAINT_PREFIX):]
-            if not name or not value.strip():
-                raise InvalidTablePropertyError(key, value, "delta.constraints.<name> = <boolean SQL expression>")
-            # Delta keys constraints by their lower-cased name (names are case-insensitive).
-            configuration[CHECK_CONSTRAINT_PREFIX + name.lower()] = value
-            continue
-        canonical = _KNOWN_BY_LOWER.get(lower)
-        if canonical is None:
-            raise UnknownTablePropertyError(
-                key, value, [*KNOWN_DELTA_PROPERTIES, "delta.constraints.<name>", "delta.feature.<name>"]
-            )
-        if canonical in _WRITER_OWNED_PROPERTIES:
-            raise InvalidTablePropertyError(key, value, "no value: the writer maintains this property itself")
-        if canonical == "delta.minReaderVersion":
-            min_reader = _version_property(key, value, 1, 3)
-            continue
-        if canonical == "delta.minWriterVersion":
-            min_writer = _version_property(key, value, 2, 7)
-            continue
-        configuration[canonical] = value
-    for key, feature in FEATURE_ENABLING_PROPERTIES.items():
-        if feature not in SUPPORTED_WRITER_FEATURES and configuration.get(key, "").strip().lower() == "true":
-            raise UnsupportedFeatureError([feature], access="write", detail=f"{key}=true asks for it")
-    if configuration.get("delta.universalFormat.enabledFormats", "").strip():
-        raise UnsupportedFeatureError(["icebergCompatV2"], access="write", detail="delta.universalFormat.enabledFormats")
-    TableProperties.from_configuration(configuration)  # raises InvalidTablePropertyError
-    return NormalizedProperties(configuration, frozenset(features), min_reader, min_writer)
-
-
-def _version_property(key: str, value: str, low: int, high: int) -> int:
-    try:
-        parsed = int(value)
-    except ValueError:
-        raise InvalidTablePropertyError(key, value, f"an integer from {low} to {high}") from None
-    if not low <= parsed <= high:
-        raise InvalidTablePropertyError(key, value, f"an integer from {low} to {high}")
-    return parsed
-
-
-# ------------------------------------------------------------------ schema checks
 
 
 def _check_schema(schema_json: Mapping[str, Any], column_mapping: bool) -> None:
@@ -320,22 +175,25 @@ def _strip_column_mapping(schema_json: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def create_table(
-    table: DeltaTable,
+    location: TableLocation,
     schema: pa.Schema,
     partition_by: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
     name: str | None = None,
     description: str | None = None,
+    *,
+    post_commit: PostCommitHook | None = None,
 ) -> int:
     """Create an empty table: commit version 0 with commitInfo, protocol and metaData; returns 0.
 
     Raises :class:`TableAlreadyExistsError` when the log already has a commit or
     checkpoint, or when a concurrent creator wins the put-if-absent of version 0.
+    ``post_commit`` gets version 0 and its actions once it has landed.
     """
     if isinstance(partition_by, str):
         partition_by = [partition_by]
-    if _table_exists(table.io, table.root):
-        raise TableAlreadyExistsError(table.table_uri)
+    if _table_exists(location.io, location.root):
+        raise TableAlreadyExistsError(location.uri)
     props = normalize_properties(properties)
     configuration = dict(props.configuration)
     mode = TableProperties.from_configuration(configuration).column_mapping_mode
@@ -387,9 +245,10 @@ def create_table(
     )
     actions = [{"commitInfo": commit_info}, {"protocol": protocol.to_json()}, {"metaData": metadata.to_json()}]
     body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
-    if not table.io.put_if_absent(commit_path(table.root, 0), body):
-        raise TableAlreadyExistsError(table.table_uri)
-    run_post_commit(table, 0, actions)
+    if not location.io.put_if_absent(commit_path(location.root, 0), body):
+        raise TableAlreadyExistsError(location.uri)
+    if post_commit is not None:
+        post_commit(0, actions)
     return 0
 
 

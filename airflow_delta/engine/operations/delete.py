@@ -41,10 +41,10 @@ from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.table import DeltaTable
+    from airflow_delta.engine.write.options import WriterOptions
     from airflow_delta.engine.write.transaction import Transaction
 
-__all__ = ["DeleteResult", "delete", "delete_where", "matching_row_indexes", "matching_rows"]
+__all__ = ["DeleteResult", "delete", "matching_row_indexes", "matching_rows"]
 
 # Name of the row-position column added while evaluating a predicate on one file's rows.
 _ROW_INDEX = "__delta_dml_row_index"
@@ -146,59 +146,49 @@ def _positions(data: pa.Table, expression: pc.Expression) -> np.ndarray:
 
 
 def delete(
-    table: DeltaTable,
+    txn: Transaction,
     predicate: str | None = None,
     *,
     use_deletion_vectors: bool | None = None,
-    isolation_level: str | None = None,
-    target_file_size: int | None = None,
-    **transaction_options: Any,
+    writer: WriterOptions | None = None,
 ) -> DeleteResult:
-    """``DELETE FROM table [WHERE predicate]`` in one transaction; see the module docstring.
+    """``DELETE FROM table [WHERE predicate]`` in the open transaction ``txn``; see the module docstring.
 
     ``predicate`` is a SQL condition over the table's columns (None deletes every row).
     ``use_deletion_vectors`` defaults to the table's ``delta.enableDeletionVectors``;
     ``True`` on a table without it raises
-    :class:`~.errors.DeletionVectorsNotEnabledError`, ``False`` rewrites files even
-    where DVs could be used. ``isolation_level`` and ``transaction_options``
-    (``max_attempts``, ``initial_backoff``, ...) go to the :class:`~.transaction.Transaction`.
-    A logical conflict with a concurrent commit raises a
-    :class:`~.errors.ConcurrentModificationError` subclass; nothing is committed then
-    (DV or data files already written stay orphaned for VACUUM).
+    :class:`~airflow_delta.engine.errors.DeletionVectorsNotEnabledError`, ``False``
+    rewrites files even where DVs could be used. ``writer`` shapes rewritten files. A
+    logical conflict with a concurrent commit raises a
+    :class:`~airflow_delta.engine.errors.ConcurrentModificationError` subclass; nothing
+    is committed then (DV or data files already written stay orphaned for VACUUM).
+    When no row matches, nothing is committed and the transaction is aborted.
     """
-    from airflow_delta.engine.write.transaction import Transaction
-
     started = time.monotonic()
-    with Transaction(table, isolation_level=isolation_level, **transaction_options) as txn:
-        snapshot = txn.snapshot
-        if snapshot is None:
-            raise TableNotFoundError(table.table_uri, "DELETE needs an existing table")
-        if use_deletion_vectors is None:
-            use_deletion_vectors = snapshot.properties.enable_deletion_vectors
-        elif use_deletion_vectors and not snapshot.properties.enable_deletion_vectors:
-            raise DeletionVectorsNotEnabledError(table.table_uri)  # before reading any data
-        plan = _plan(txn, snapshot, predicate)
-        scan_ms = _elapsed_ms(started)
-        rewrite_started = time.monotonic()
-        metrics = _execute(txn, snapshot, plan, bool(use_deletion_vectors), target_file_size)
-        if not txn.has_staged_actions:
-            txn.abort()
-            return DeleteResult(None, snapshot.version, MappingProxyType(metrics))
-        metrics["scanTimeMs"] = scan_ms
-        metrics["rewriteTimeMs"] = _elapsed_ms(rewrite_started)
-        metrics["executionTimeMs"] = _elapsed_ms(started)
-        version = txn.commit(
-            "DELETE",
-            {"predicate": [predicate] if predicate is not None else []},
-            _ordered_metrics(metrics),
-        )
-        return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
-
-
-def delete_where(table: DeltaTable, predicate: str | None = None, **options: Any) -> int:
-    """:func:`delete`, returning the table version afterwards (the version read when no row matched)."""
-    result = delete(table, predicate, **options)
-    return result.version if result.version is not None else result.read_version
+    snapshot = txn.snapshot
+    if snapshot is None:
+        raise TableNotFoundError(txn.location.uri, "DELETE needs an existing table")
+    if use_deletion_vectors is None:
+        use_deletion_vectors = snapshot.properties.enable_deletion_vectors
+    elif use_deletion_vectors and not snapshot.properties.enable_deletion_vectors:
+        raise DeletionVectorsNotEnabledError(txn.location.uri)  # before reading any data
+    target_file_size = writer.target_file_size if writer is not None else None
+    plan = _plan(txn, snapshot, predicate)
+    scan_ms = _elapsed_ms(started)
+    rewrite_started = time.monotonic()
+    metrics = _execute(txn, snapshot, plan, bool(use_deletion_vectors), target_file_size)
+    if not txn.has_staged_actions:
+        txn.abort()
+        return DeleteResult(None, snapshot.version, MappingProxyType(metrics))
+    metrics["scanTimeMs"] = scan_ms
+    metrics["rewriteTimeMs"] = _elapsed_ms(rewrite_started)
+    metrics["executionTimeMs"] = _elapsed_ms(started)
+    version = txn.commit(
+        "DELETE",
+        {"predicate": [predicate] if predicate is not None else []},
+        _ordered_metrics(metrics),
+    )
+    return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
 
 
 @dataclass(frozen=True)

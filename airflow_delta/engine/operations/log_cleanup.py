@@ -41,14 +41,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported
 from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO
+from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import relative_to_table
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.table import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +133,7 @@ def _to_ms(now: datetime | int | float | None) -> int:
     return int(now)
 
 
-def _properties(table: DeltaTable, snapshot: Snapshot | None) -> TableProperties:
-    from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported
-
-    if snapshot is None:
-        snapshot = table.snapshot()
+def _properties(snapshot: Snapshot) -> TableProperties:
     # Deleting log files is a write: some writer features govern it (checkpointProtection,
     # catalog-managed staged commits), so tables with those (or unknown ones) are refused.
     check_log_maintenance_supported(snapshot.protocol)
@@ -321,23 +318,22 @@ def plan_cleanup(
 
 
 def cleanup_log(
-    table: DeltaTable,
+    location: TableLocation,
+    snapshot: Snapshot,
     *,
     retention: timedelta | str | None = None,
     now: datetime | int | None = None,
     dry_run: bool = False,
-    snapshot: Snapshot | None = None,
 ) -> list[str]:
-    """Delete expired log files of ``table``; returns the deleted (or, with ``dry_run``, deletable) paths.
+    """Delete expired log files of the table at ``location``; returns the deleted (or, with ``dry_run``, deletable) paths.
 
-    ``retention`` (a timedelta or ``"interval 7 days"``) overrides
-    ``delta.logRetentionDuration``; ``now`` (datetime or epoch
-    ms) is the clock; ``snapshot`` is the latest snapshot if the caller holds one (its
-    properties decide retention and in-commit timestamps).
+    ``snapshot`` is the latest snapshot: its properties decide retention and in-commit
+    timestamps. ``retention`` (a timedelta or ``"interval 7 days"``) overrides
+    ``delta.logRetentionDuration``; ``now`` (datetime or epoch ms) is the clock.
     """
-    properties = _properties(table, snapshot)
-    plan = plan_cleanup(table.io, table.root, properties, retention=retention, now=now)
-    log_dir = f"{table.root}/_delta_log"
+    properties = _properties(snapshot)
+    plan = plan_cleanup(location.io, location.root, properties, retention=retention, now=now)
+    log_dir = location.log_dir
     for path in plan.paths:
         # Belt and braces: only ever delete inside this table's _delta_log.
         relative_to_table(log_dir, path)
@@ -346,11 +342,11 @@ def cleanup_log(
     assert plan.anchor is not None
     # Repoint _last_checkpoint first if it names a checkpoint about to go: some readers
     # (delta-rs) fail on a hint whose checkpoint is missing, even for a moment.
-    _repoint_last_checkpoint(table.io, table.root, plan.anchor)
+    _repoint_last_checkpoint(location.io, location.root, plan.anchor)
     deleted = []
     for path in plan.paths:
         try:
-            table.io.delete(path)
+            location.io.delete(path)
             deleted.append(path)
         except FileNotFoundError:
             continue  # a concurrent cleanup got there first

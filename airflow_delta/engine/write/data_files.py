@@ -1,26 +1,25 @@
-"""The embedded writer: create a table, append Arrow data as parquet files with statistics.
+"""Writing data files: Arrow data as parquet files with statistics, and their ``add`` actions.
 
 Writing is two-phase, as the protocol prescribes: data files are written first (each
 under a fresh UUID name, never overwritten), then one commit adds them all. A write
 that fails before its commit leaves only unreferenced files behind; readers never see
 them and VACUUM deletes them later.
 
-* Creating a table (version 0) lives in :mod:`.create`.
-* :func:`append` validates rows (schema, NOT NULL, invariants, CHECK constraints),
-  splits them by partition, writes parquet files and commits them as a blind append.
-* :func:`write_data_files` is the file-writing half of :func:`append`, for writers
-  that commit themselves; :func:`add_file_from_parquet` builds the ``add`` action for
-  a file someone else wrote (e.g. a Spark executor), with statistics from its footer.
+* :func:`write_data_files` validates rows (schema, NOT NULL, invariants, CHECK
+  constraints), splits them by partition and writes parquet files, returning their
+  ``add`` actions for the caller to commit (the append operation, DELETE and UPDATE
+  rewrites, the Spark programs).
+* :func:`add_file_from_parquet` builds the ``add`` action for a file someone else
+  wrote (e.g. a Spark executor), with statistics from its footer.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import string
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +29,7 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import (
     DataFileNotFoundError,
-    DeltaError,
     SchemaMismatchError,
-    TableNotFoundError,
 )
 from airflow_delta.engine.model.actions import AddFile, Metadata
 from airflow_delta.engine.model.constraints import (
@@ -47,11 +44,9 @@ from airflow_delta.engine.model.table_features import (
 )
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
-from airflow_delta.engine.write.transaction import Transaction
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.table import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -456,60 +451,6 @@ def _validated(chunk: pa.Table, schema: pa.Schema, constraints: tuple[Constraint
     conformed = conform_to_schema(chunk, schema)  # enforces NOT NULL too
     enforce_constraints(conformed, constraints, schema)
     return conformed
-
-
-def append(
-    table: DeltaTable,
-    data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
-    *,
-    target_file_size: int | None = None,
-    app_id: str | None = None,
-    app_version: int | None = None,
-    partition_by: Sequence[str] | None = None,
-) -> int:
-    """Append ``data`` to ``table`` in one blind-append commit; returns the committed version.
-
-    ``app_id``/``app_version`` make the write idempotent (a ``txn`` action): if the table
-    already records ``app_version`` or later for ``app_id``, nothing is written and
-    :class:`TransactionAlreadyCommittedError` is raised. ``partition_by``, if given, must
-    name the table's partition columns (a guard against writing to the wrong table).
-    ``target_file_size`` (bytes, default ``delta.targetFileSize`` or 128 MiB) caps each
-    file by rows, from the in-memory size of the data.
-    """
-    if (app_id is None) != (app_version is None):
-        raise DeltaError("pass both app_id and app_version for an idempotent write, or neither")
-    with Transaction(table) as txn:
-        snapshot = txn.snapshot
-        if snapshot is None:
-            raise TableNotFoundError(table.table_uri, "append needs an existing table; create it first")
-        if partition_by is not None and [c.lower() for c in partition_by] != [
-            c.lower() for c in snapshot.partition_columns
-        ]:
-            raise SchemaMismatchError(
-                f"partition_by={list(partition_by)} does not match the table's partition columns "
-                f"{list(snapshot.partition_columns)}; changing partitioning needs an overwrite, not an append"
-            )
-        if app_id is not None and app_version is not None:
-            # Raises TransactionAlreadyCommittedError before any file is written.
-            txn.set_app_transaction(app_id, app_version)
-        adds = write_data_files(snapshot, data, target_file_size=target_file_size)
-        txn.add_files(adds)
-        metrics = {
-            "numFiles": len(adds),
-            "numOutputRows": sum(_num_records(a) for a in adds),
-            "numOutputBytes": sum(a.size for a in adds),
-        }
-        return txn.commit(
-            "WRITE",
-            {"mode": "Append", "partitionBy": json.dumps(list(snapshot.partition_columns))},
-            metrics,
-        )
-
-
-def _num_records(add: AddFile) -> int:
-    if not add.stats:
-        return 0
-    return int(json.loads(add.stats).get("numRecords", 0))
 
 
 # ------------------------------------------------------------- add_file_from_parquet

@@ -23,10 +23,10 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -58,8 +58,10 @@ from airflow_delta.engine.model.commit_info import (
 )
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.read.listing import commit_path
-from airflow_delta.engine.storage.fileio import CommitNotSupportedError
+from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
+from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import decode_log_path
+from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter
 from airflow_delta.engine.write.conflicts import (
     IsolationLevel,
     TransactionFootprint,
@@ -73,17 +75,14 @@ from airflow_delta.engine.write.file_removes import (
     removes_from_file_actions,
     staged_removes,
 )
-from airflow_delta.engine.write.retry import (
-    DEFAULT_INITIAL_BACKOFF,
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_BACKOFF,
-    RetryPolicy,
-)
+from airflow_delta.engine.write.options import CommitOptions
+from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.row_deletion import RowDeletion, stage_row_deletion
 
-if TYPE_CHECKING:
-    from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.table import DeltaTable
+# Work after a successful commit (.crc file, automatic checkpoint, log cleanup): the
+# caller (the facade) passes it in, so the transaction never reaches up for it. It gets
+# the committed version and the commit's actions as written.
+PostCommitHook = Callable[[int, Sequence[Mapping[str, Any]]], None]
 
 log = logging.getLogger(__name__)
 
@@ -102,40 +101,41 @@ _ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 
 
 class Transaction:
-    """An optimistic transaction on one table; see the module docstring.
+    """An optimistic transaction on the table at ``location``; see the module docstring.
 
-    ``isolation_level`` defaults to the table's ``delta.isolationLevel``
-    (WriteSerializable). A transaction whose actions are only ``dataChange=false`` file
-    actions (OPTIMIZE and other rearrangements) is checked at SnapshotIsolation, as
-    Delta does. Options: ``max_attempts``, ``initial_backoff``, ``max_backoff`` (see
-    :class:`RetryPolicy`), ``snapshot`` (a snapshot already loaded, to read from),
-    ``engine_info`` and ``seed`` (for the jitter).
+    ``snapshot`` is the state to read from and commit against (default: the latest, or
+    none for a table that does not exist yet). ``options`` sets the isolation level
+    (default: the table's ``delta.isolationLevel``, WriteSerializable; a transaction
+    whose actions are only ``dataChange=false`` file actions is checked at
+    SnapshotIsolation, as Delta does), retries and commitInfo's engineInfo.
+    ``committer`` writes the commit file (default: the FileIO's put-if-absent).
+    ``post_commit`` runs after a successful commit; its failures are logged, never
+    raised, because the commit has landed.
     """
 
     def __init__(
         self,
-        table: DeltaTable,
-        isolation_level: str | IsolationLevel | None = None,
+        location: TableLocation,
         *,
         snapshot: Snapshot | None = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        initial_backoff: float = DEFAULT_INITIAL_BACKOFF,
-        max_backoff: float = DEFAULT_MAX_BACKOFF,
-        engine_info: str = ENGINE_INFO,
-        seed: int | None = None,
+        options: CommitOptions | None = None,
+        committer: Committer | None = None,
+        post_commit: PostCommitHook | None = None,
     ) -> None:
-        self.table = table
-        self.retry = RetryPolicy(max_attempts, initial_backoff, max_backoff)
-        self.engine_info = engine_info
+        options = options if options is not None else CommitOptions()
+        if not isinstance(options, CommitOptions):
+            raise InvalidTransactionError(f"options must be CommitOptions, got {type(options).__name__}")
+        self.location = location
+        self.retry: RetryPolicy = options.retry
+        self.engine_info = options.engine_info
         self.txn_id = str(uuid.uuid4())
-        self._rng = random.Random(seed)
-        self._requested_isolation = IsolationLevel.parse(isolation_level) if isolation_level is not None else None
-        if self._requested_isolation is IsolationLevel.SNAPSHOT_ISOLATION:
-            raise InvalidTransactionError(
-                "SnapshotIsolation cannot be asked for: it is used automatically when a transaction only "
-                "rearranges data (dataChange=false); choose Serializable or WriteSerializable"
-            )
-        self.snapshot: Snapshot | None = snapshot if snapshot is not None else _load_latest(table)
+        self._rng = random.Random(options.seed)
+        self._committer: Committer = committer if committer is not None else FileIOCommitter(location)
+        self._post_commit = post_commit
+        self._requested_isolation = (
+            IsolationLevel.parse(options.isolation_level) if options.isolation_level is not None else None
+        )
+        self.snapshot: Snapshot | None = snapshot if snapshot is not None else _load_latest(location)
         self.read_version: int = self.snapshot.version if self.snapshot is not None else -1
 
         self._adds: list[AddFile] = []
@@ -192,7 +192,7 @@ class Transaction:
             return self._metadata
         if self.snapshot is None:
             raise InvalidTransactionError(
-                f"{self.table.table_uri!r} has no table yet: stage its metadata with set_metadata() first"
+                f"{self.location.uri!r} has no table yet: stage its metadata with set_metadata() first"
             )
         return self.snapshot.metadata
 
@@ -328,7 +328,7 @@ class Transaction:
             self._require_snapshot(),
             self.metadata,
             deletes,
-            table_uri=self.table.table_uri,
+            table_uri=self.location.uri,
             already_removed={decode_log_path(r.path) for r in self._removes},
             deletion_timestamp=deletion_timestamp,
             clock=_now_ms,
@@ -353,7 +353,7 @@ class Transaction:
         ``delta.feature.<name>=supported`` adds a table feature to the protocol instead
         of being stored, as in Delta. Features the new values need are added at commit.
         """
-        from airflow_delta.engine.operations.create import normalize_properties
+        from airflow_delta.engine.model.property_validation import normalize_properties
 
         base = self.metadata
         configuration = dict(base.configuration)
@@ -427,11 +427,14 @@ class Transaction:
             raise
         self._state = "committed"
         self.committed_version = version
-        run_post_commit(
-            self.table,
-            version,
-            [json.loads(line) for line in self._committed_payload.decode("utf-8").splitlines() if line],
-        )
+        if self._post_commit is not None:
+            actions = [json.loads(line) for line in self._committed_payload.decode("utf-8").splitlines() if line]
+            try:
+                self._post_commit(version, actions)
+            except Exception as exc:
+                log.warning(
+                    "version %d of %s was committed, but the post-commit hook failed: %s", version, self.location, exc
+                )
         return version
 
     # ------------------------------------------------------------- internals
@@ -521,18 +524,15 @@ class Transaction:
                 protocol=protocol if write_protocol else None,
                 metadata=commit_metadata if (write_metadata or enables_ict) else None,
             )
-            path = commit_path(self.table.root, attempt_version)
             self._committed_payload = payload
             storage_error: BaseException | None = None
-            try:
-                if self.table.io.put_if_absent(path, payload):
-                    return attempt_version
-            except CommitNotSupportedError:
-                raise
-            except OSError as exc:
+            response = self._committer.commit(attempt_version, payload)
+            if isinstance(response, Committed):
+                return response.version
+            if not isinstance(response, Conflicted):
                 # The write may or may not have happened; the txnId in our commitInfo
                 # tells, when the version is read back below.
-                storage_error = exc
+                storage_error = response.error
                 unresolved = attempt_version
             lost += 1
             if self.attempts < self.retry.max_attempts:
@@ -564,7 +564,7 @@ class Transaction:
                 if next_version == unresolved:
                     unresolved = None  # another writer's commit: ours did not land there
                 if self.read_version < 0:
-                    raise TableAlreadyExistsError(self.table.table_uri)  # another creator won version 0
+                    raise TableAlreadyExistsError(self.location.uri)  # another creator won version 0
                 check_winning_commit(footprint, winner, isolation, matcher, read_protocol or protocol)
                 self.winning_commits.append(winner)
                 if ict_enabled:
@@ -590,7 +590,7 @@ class Transaction:
                     "if the table has this many concurrent writers"
                 )
                 raise CommitFailedError(
-                    f"gave up committing {operation!r} to {self.table.table_uri!r} after {self.attempts} attempt(s): "
+                    f"gave up committing {operation!r} to {self.location.uri!r} after {self.attempts} attempt(s): "
                     f"{reason}. {advice}"
                 ) from storage_error
             attempt_version = next_version
@@ -609,21 +609,21 @@ class Transaction:
             return
         segment = self.snapshot.log_segment
         if segment.latest_commit_file is not None:
-            newest = commit_path(self.table.root, self.read_version)
+            newest = commit_path(self.location.root, self.read_version)
         elif segment.checkpoint_files:
             newest = segment.checkpoint_files[0].path
         else:
             return
         try:
-            still_there = self.table.io.exists(newest)
+            still_there = self.location.io.exists(newest)
         except OSError as exc:
             raise CommitFailedError(
-                f"could not check that version {self.read_version} of {self.table.table_uri!r} is still in the log: "
+                f"could not check that version {self.read_version} of {self.location.uri!r} is still in the log: "
                 f"{exc}. Nothing was written; retry once the storage is healthy"
             ) from exc
         if not still_there:
             raise CommitFailedError(
-                f"this transaction read version {self.read_version} of {self.table.table_uri!r}, and metadata "
+                f"this transaction read version {self.read_version} of {self.location.uri!r}, and metadata "
                 "cleanup has since cleaned up the log past it (the transaction is older than the log "
                 "retention), so the commits after it cannot be checked for conflicts. Nothing was written; "
                 "start a new transaction on the latest version"
@@ -754,14 +754,14 @@ class Transaction:
 
     def _read_commit(self, version: int, with_mtime: bool = False) -> tuple[WinningCommit, bytes] | None:
         """Commit ``version`` summarised for conflict checks, with its bytes; None if it does not exist."""
-        path = commit_path(self.table.root, version)
+        path = commit_path(self.location.root, version)
         try:
-            data = self.table.io.read_bytes(path)
+            data = self.location.io.read_bytes(path)
         except FileNotFoundError:
             return None
         mtime = None
         if with_mtime:
-            info = self.table.io.info(path)
+            info = self.location.io.info(path)
             mtime = info.modification_time if info is not None else None
         return WinningCommit.from_bytes(version, data, path, mtime), data
 
@@ -783,7 +783,7 @@ class Transaction:
 
     def _require_snapshot(self) -> Snapshot:
         if self.snapshot is None:
-            raise TableNotFoundError(self.table.table_uri, "a transaction on a new table has nothing to read")
+            raise TableNotFoundError(self.location.uri, "a transaction on a new table has nothing to read")
         return self.snapshot
 
     def _ensure_open(self) -> None:
@@ -798,9 +798,9 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _load_latest(table: DeltaTable) -> Snapshot | None:
+def _load_latest(location: TableLocation) -> Snapshot | None:
     try:
-        return table.snapshot()
+        return load_snapshot(location.io, location.root)
     except TableNotFoundError:
         return None
 
@@ -836,30 +836,15 @@ def _refuse_protocol_downgrade(read: Protocol, new: Protocol) -> None:
         )
 
 
-def run_post_commit(table: DeltaTable, version: int, actions: Sequence[Mapping[str, Any]]) -> None:
-    """The post-commit hook (.crc file, automatic checkpoint, log cleanup) after ``version`` committed.
-
-    The commit already happened, so a failure here is logged, never raised: the table
-    stays correct, only a checkpoint or checksum is missing until the next commit.
-    """
-    from airflow_delta.engine.checkpoint.writer import post_commit
-
-    try:
-        post_commit(table, version, actions=list(actions))
-    except Exception as exc:
-        log.warning("version %d of %s was committed, but the post-commit hook failed: %s", version, table.table_uri, exc)
-
-
 __all__ = [
     "ENGINE_INFO",
     "ConcurrentModificationError",
     "IsolationLevel",
-    "RetryPolicy",
+    "PostCommitHook",
     "RowDeletion",
     "Transaction",
     "encode_operation_metrics",
     "encode_operation_parameters",
     "files_may_match",
     "removes_from_file_actions",
-    "run_post_commit",
 ]

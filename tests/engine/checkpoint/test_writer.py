@@ -12,21 +12,19 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable as RsTable
-from deltalake import QueryBuilder, write_deltalake
+from deltalake import write_deltalake
 
 from airflow_delta.engine.checkpoint import writer as checkpoints
 from airflow_delta.engine.checkpoint.writer import (
@@ -37,105 +35,20 @@ from airflow_delta.engine.checkpoint.writer import (
 )
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.table import DeltaTable
-from tests.engine.checkpoint.table_helpers import IO, make_partitioned_table, snapshot_of
+from tests.engine.checkpoint.table_helpers import (
+    IO,
+    as_of_last_removal,
+    copy_shared,
+    delete_commits_before,
+    log_names,
+    make_partitioned_table,
+    our_view,
+    remove_checkpoints,
+    rs_view,
+    snapshot_of,
+)
 
 DAY_MS = 86_400_000
-
-
-# ------------------------------------------------------------------ helpers
-
-
-def log_names(path: str) -> list[str]:
-    return sorted(os.listdir(f"{path}/_delta_log"))
-
-
-def delete_commits_before(path: str, version: int) -> None:
-    """Drop the JSON commits (and .crc) a checkpoint at ``version`` covers: reconstruction must need only it."""
-    for name in log_names(path):
-        covered = name[:20].isdigit() and int(name[:20]) < version and ".checkpoint." not in name
-        if covered and (name.endswith(".json") or name.endswith(".crc")):
-            os.remove(f"{path}/_delta_log/{name}")
-
-
-def rs_view(path: str) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
-    """What delta-rs reads: version, all rows (sorted), add actions (sorted by path)."""
-    dt = RsTable(path)
-    data = pa.table(QueryBuilder().register("t", dt).execute("select * from t").read_all())
-    rows = sorted(data.to_pylist(), key=repr)
-    adds = sorted(pa.table(dt.get_add_actions(flatten=True)).to_pylist(), key=lambda r: r["path"])
-    return dt.version(), rows, adds
-
-
-class OurView:
-    """What our reader reconstructs (live files and tombstones, sorted), comparable with ==."""
-
-    ADD_COLUMNS = ["path", "dv_id", "partition_values", "size", "modification_time", "stats", "tags",
-                   "deletion_vector", "base_row_id", "default_row_commit_version"]
-    REMOVE_COLUMNS = ["path", "dv_id", "deletion_timestamp", "size"]
-
-    def __init__(self, snap: Snapshot) -> None:
-        self.version = snap.version
-        self.adds = snap.add_actions.select(self.ADD_COLUMNS).sort_by([("path", "ascending"), ("dv_id", "ascending")])
-        self.removes = snap.tombstones.select(self.REMOVE_COLUMNS).sort_by([("path", "ascending"), ("dv_id", "ascending")])
-
-    @staticmethod
-    def _same(a: pa.Table, b: pa.Table) -> bool:
-        if a.num_rows != b.num_rows:
-            return False
-        for name in a.column_names:
-            x, y = a.column(name).combine_chunks(), b.column(name).combine_chunks()
-            if pa.types.is_map(x.type):  # maps are unordered: compare their sorted entries
-                same = [sorted(m) if m is not None else None for m in x.to_pylist()] == [
-                    sorted(m) if m is not None else None for m in y.to_pylist()
-                ]
-            else:
-                same = x.equals(y)
-            if not same:
-                return False
-        return True
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, OurView)
-            and self.version == other.version
-            and self._same(self.adds, other.adds)
-            and self._same(self.removes, other.removes)
-        )
-
-    def __repr__(self) -> str:
-        return f"OurView(v{self.version}, {self.adds.num_rows} files, {self.removes.num_rows} tombstones)"
-
-
-def our_view(path: str, version: int | None = None) -> OurView:
-    return OurView(snapshot_of(path, version))
-
-
-def as_of_last_removal(snap: Snapshot) -> int:
-    """A clock at which none of the snapshot's tombstones has expired yet (old shared tables)."""
-    stamps = [t for t in snap.tombstones.column("deletion_timestamp").to_pylist() if t is not None]
-    return max(stamps) if stamps else int(time.time() * 1000)
-
-
-def copy_shared(shared_tables: Path, name: str, dest: str) -> str:
-    target = os.path.join(dest, name)
-    shutil.copytree(shared_tables / name, target)
-    for dirpath, dirnames, filenames in os.walk(target):
-        for entry in dirnames + filenames:
-            full = os.path.join(dirpath, entry)
-            os.chmod(full, os.stat(full).st_mode | stat.S_IWUSR)
-        os.chmod(dirpath, os.stat(dirpath).st_mode | stat.S_IWUSR)
-    return target
-
-
-def remove_checkpoints(path: str) -> None:
-    log_dir = f"{path}/_delta_log"
-    for name in os.listdir(log_dir):
-        if ".checkpoint." in name or name == "_last_checkpoint":
-            os.remove(f"{log_dir}/{name}")
-    shutil.rmtree(f"{log_dir}/_sidecars", ignore_errors=True)
-
-
-# ----------------------------------------------------------------- classic
 
 
 def test_classic_checkpoint_reads_identically_in_delta_rs_and_alone(table_path: str) -> None:
@@ -524,46 +437,6 @@ def test_writer_killed_mid_checkpoint_leaves_a_readable_table(table_path: str) -
     assert len(RsTable(table_path).file_uris()) == 5_000
 
 
-# --------------------------------------------------------------- post_commit
-
-
-def test_commits_through_our_writer_checkpoint_at_the_interval_and_write_crc(table_path: str) -> None:
-    # Our writer and transactions call post_commit after every commit.
-    table = DeltaTable.create(table_path, pa.schema([("a", pa.int64())]), properties={"delta.checkpointInterval": "3"})
-    for version in range(1, 8):
-        assert table.append(pa.table({"a": [version]})) == version
-    names = log_names(table_path)
-    assert [n for n in names if n.endswith(".checkpoint.parquet")] == [
-        f"{3:020d}.checkpoint.parquet",
-        f"{6:020d}.checkpoint.parquet",
-    ]
-    assert read_last_checkpoint(IO, table_path)["version"] == 6
-    assert sorted(int(n[:20]) for n in names if n.endswith(".crc")) == list(range(8))
-    crc = json.loads(Path(f"{table_path}/_delta_log/{7:020d}.crc").read_text())
-    snap = snapshot_of(table_path)
-    assert crc["numFiles"] == snap.add_actions.num_rows == 7
-    assert crc["tableSizeBytes"] == sum(snap.add_actions.column("size").to_pylist())
-    before = rs_view(table_path)
-    delete_commits_before(table_path, 6)
-    assert rs_view(table_path) == before
-
-
-def test_post_commit_never_raises(table_path: str, caplog: pytest.LogCaptureFixture) -> None:
-    write_deltalake(table_path, pa.table({"a": [0]}))
-    table = DeltaTable(table_path)
-    checkpoints.post_commit(table, 10)  # no such version: everything fails, nothing raises
-    assert any("post-commit" in r.getMessage() for r in caplog.records)
-
-
-def test_post_commit_with_a_snapshot_writes_crc_and_checkpoint(table_path: str) -> None:
-    write_deltalake(table_path, pa.table({"a": [0]}), configuration={"delta.checkpointInterval": "1"})
-    write_deltalake(table_path, pa.table({"a": [1]}), mode="append")
-    snap = snapshot_of(table_path)
-    checkpoints.post_commit(DeltaTable(table_path), snap)
-    assert f"{1:020d}.crc" in log_names(table_path)
-    assert f"{1:020d}.checkpoint.parquet" in log_names(table_path)
-
-
 @pytest.fixture
 def big_synthetic(tmp_path: Path) -> Iterator[str]:
     path = str(tmp_path / "big")
@@ -606,20 +479,6 @@ def test_no_multi_part_checkpoint_once_v2_checkpoints_are_supported(shared_table
     classic = dataclasses.replace(snap, properties=dataclasses.replace(snap.properties, checkpoint_policy="classic"))
     result = write_checkpoint(classic, part_size=2)
     assert result.kind == "classic" and len(result.files) == 1
-
-
-def test_post_commit_without_crc_history_checkpoints_and_seeds_the_crc_chain(table_path: str) -> None:
-    # delta-rs writes no .crc files: nothing is derivable until a checkpoint loads the state.
-    write_deltalake(table_path, pa.table({"a": [0]}), configuration={"delta.checkpointInterval": "3"})
-    table = DeltaTable(table_path)
-    for version in range(1, 5):
-        write_deltalake(table_path, pa.table({"a": [version]}), mode="append")
-        checkpoints.post_commit(table, version)
-    names = log_names(table_path)
-    assert not {f"{v:020d}.crc" for v in (1, 2)} & set(names)
-    assert {f"{3:020d}.crc", f"{4:020d}.crc", f"{3:020d}.checkpoint.parquet"} <= set(names)
-    crc4 = json.loads(Path(f"{table_path}/_delta_log/{4:020d}.crc").read_text())
-    assert crc4["numFiles"] == 5 == snapshot_of(table_path).add_actions.num_rows
 
 
 # ------------------------------------------- compatibility with Spark-written checkpoints

@@ -25,12 +25,18 @@ from airflow_delta.engine.errors import (
     DeletionVectorsNotEnabledError,
     InvalidFilterError,
 )
-from airflow_delta.engine.operations.delete import delete, delete_where, matching_row_indexes, matching_rows
+from airflow_delta.engine.operations.delete import DeleteResult, matching_row_indexes, matching_rows
 
 deltalake = pytest.importorskip("deltalake")
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string()), ("p", pa.string())])
 DV = {"delta.enableDeletionVectors": "true"}
+
+
+def delete_where(t: DeltaTable, predicate: str, **options: Any) -> int:
+    """The table version after a DELETE: the one it committed, or the one it read when no row matched."""
+    result: DeleteResult = t.delete(predicate, **options)
+    return result.version if result.version is not None else result.read_version
 
 
 def make_rows(ids: list[int], part: str) -> pa.Table:
@@ -90,7 +96,7 @@ def test_rounds_of_deletes_merge_deletion_vectors(table_path: str) -> None:
     for number, (predicate, matches) in enumerate(rounds):
         before = set(kept)
         kept = [i for i in kept if not matches(i)]
-        result = delete(t, predicate)
+        result = t.delete(predicate)
         assert result.version == 3 + number + 1
         assert result.num_deleted_rows == len(before) - len(kept)  # never double counted
         both_agree(t, kept)
@@ -117,8 +123,8 @@ def test_rounds_of_deletes_merge_deletion_vectors(table_path: str) -> None:
 
 def test_whole_files_are_removed_not_deletion_vectored(table_path: str) -> None:
     t = make_table(table_path, DV)
-    delete(t, "id % 2 = 0")  # every file gets a DV
-    result = delete(t, "id < 20 OR p = 'b'")  # the first file and the b file lose every row
+    t.delete("id % 2 = 0")  # every file gets a DV
+    result = t.delete("id < 20 OR p = 'b'")  # the first file and the b file lose every row
     lines = commit(t, result.version)  # type: ignore[arg-type]
     removes = [x["remove"] for x in lines if "remove" in x]
     adds = [x["add"] for x in lines if "add" in x]
@@ -133,15 +139,15 @@ def test_partition_predicates_delete_whole_files_without_reading_them(table_path
     t = make_table(table_path, DV)
     b_file = t.snapshot().files("p = 'b'").column("path")[0].as_py()
     os.remove(Path(t.root, b_file))  # a metadata-only delete never opens the file
-    result = delete(t, "p = 'b'")
+    result = t.delete("p = 'b'")
     assert result.metrics["numRemovedFiles"] == 1 and result.num_deleted_rows == 20
     both_agree(t, list(range(40)))
 
 
 def test_delete_without_predicate_empties_the_table(table_path: str) -> None:
     t = make_table(table_path, DV)
-    delete(t, "id = 3")
-    result = delete(t, None)
+    t.delete("id = 3")
+    result = t.delete(None)
     assert result.num_deleted_rows == 59 and result.metrics["numRemovedFiles"] == 3
     info = commit(t, result.version)[0]["commitInfo"]  # type: ignore[arg-type]
     assert info["operationParameters"] == {"predicate": "[]"}
@@ -151,14 +157,14 @@ def test_delete_without_predicate_empties_the_table(table_path: str) -> None:
 def test_no_matching_row_commits_nothing(table_path: str) -> None:
     t = make_table(table_path, DV)
     assert delete_where(t, "id > 1000") == 3
-    result = delete(t, "s = 'nope'")  # files may match by stats, no row does
+    result = t.delete("s = 'nope'")  # files may match by stats, no row does
     assert result.version is None and result.read_version == 3 and result.num_deleted_rows == 0
     assert t.version() == 3
 
 
 def test_null_predicate_results_keep_the_row(table_path: str) -> None:
     t = make_table(table_path, DV)
-    delete(t, "s <> 's1'")  # rows with s NULL are neither equal nor unequal: they stay
+    t.delete("s <> 's1'")  # rows with s NULL are neither equal nor unequal: they stay
     kept = [i for i in range(60) if i % 4 == 3 or i % 5 == 1]
     both_agree(t, kept)
 
@@ -166,14 +172,14 @@ def test_null_predicate_results_keep_the_row(table_path: str) -> None:
 def test_forcing_deletion_vectors_needs_the_property(table_path: str) -> None:
     t = make_table(table_path)
     with pytest.raises(DeletionVectorsNotEnabledError, match=r"delta\.enableDeletionVectors=true"):
-        delete(t, "id = 1", use_deletion_vectors=True)
+        t.delete("id = 1", use_deletion_vectors=True)
     assert t.version() == 3
 
 
 def test_invalid_predicates_are_refused_before_anything_is_written(table_path: str) -> None:
     t = make_table(table_path, DV)
     with pytest.raises(InvalidFilterError):
-        delete(t, "no_such_column = 1")
+        t.delete("no_such_column = 1")
     assert t.version() == 3 and not [n for n in os.listdir(t.root) if n.startswith("deletion_vector_")]
 
 
@@ -183,7 +189,7 @@ def test_invalid_predicates_are_refused_before_anything_is_written(table_path: s
 def test_tables_without_deletion_vectors_get_files_rewritten(table_path: str) -> None:
     t = make_table(table_path)
     before = set(t.snapshot().files().column("path").to_pylist())
-    result = delete(t, "id % 3 = 0 AND p = 'a'")
+    result = t.delete("id % 3 = 0 AND p = 'a'")
     lines = commit(t, result.version)  # type: ignore[arg-type]
     removed = {x["remove"]["path"] for x in lines if "remove" in x}
     adds = [x["add"] for x in lines if "add" in x]
@@ -202,7 +208,7 @@ def test_tables_without_deletion_vectors_get_files_rewritten(table_path: str) ->
 
 def test_rewrite_removes_files_that_lose_every_row_without_writing(table_path: str) -> None:
     t = make_table(table_path)
-    result = delete(t, "id >= 20 AND id < 40")
+    result = t.delete("id >= 20 AND id < 40")
     assert result.metrics["numAddedFiles"] == 0 and result.metrics["numRemovedFiles"] == 1
     both_agree(t, [i for i in range(60) if not 20 <= i < 40])
 
@@ -210,8 +216,8 @@ def test_rewrite_removes_files_that_lose_every_row_without_writing(table_path: s
 def test_rewrite_honours_existing_deletion_vectors(table_path: str) -> None:
     """A table that had DVs and turned them off: rewritten files drop the DV'd rows too."""
     t = make_table(table_path, DV)
-    delete(t, "id % 2 = 0")
-    result = delete(t, "id % 3 = 0", use_deletion_vectors=False)
+    t.delete("id % 2 = 0")
+    result = t.delete("id % 3 = 0", use_deletion_vectors=False)
     assert result.metrics["numDeletionVectorsRemoved"] == 3
     assert t.snapshot().add_actions.column("deletion_vector").null_count == t.snapshot().num_files
     both_agree(t, [i for i in range(60) if i % 2 and i % 3])
@@ -222,7 +228,7 @@ def test_rewrite_honours_existing_deletion_vectors(table_path: str) -> None:
 
 def test_matching_row_indexes_are_physical_positions(table_path: str) -> None:
     t = make_table(table_path, DV)
-    delete(t, "id = 21")
+    t.delete("id = 21")
     snapshot = t.snapshot()
     second = snapshot.files("id >= 20 AND id < 40").column("path")[0].as_py()
     hits = matching_row_indexes(snapshot, second, "id > 19 AND id < 24")
@@ -240,7 +246,7 @@ def test_delete_conflicts_with_an_append_into_the_partition_it_read(table_path: 
     read = t.snapshot()
     t.append(make_rows([1, 2], "a"))  # lands between the DELETE's read and its commit
     with pytest.raises(ConcurrentAppendException) as info:
-        delete(t, "p = 'a' AND id < 10", snapshot=read)
+        t.delete("p = 'a' AND id < 10", snapshot=read)
     assert info.value.winning_version == 4 and info.value.conflicting == [{"p": "a"}]
     assert t.version() == 4
     # Rows the DELETE's filter cannot match (per the new file's statistics) do not conflict.
@@ -261,7 +267,7 @@ def test_write_serializable_delete_keeps_a_concurrent_blind_append(table_path: s
     t = make_table(table_path, DV)  # WriteSerializable by default
     read = t.snapshot()
     t.append(make_rows([5, 6], "a"))  # blind append into the partition the DELETE reads
-    delete(t, "p = 'a' AND id < 10", snapshot=read)
+    t.delete("p = 'a' AND id < 10", snapshot=read)
     # The DELETE is ordered before the append, as WriteSerializable allows: the new rows stay.
     assert sorted(t.snapshot().to_arrow().column("id").to_pylist()) == [5, 6, *range(10, 60)]
 
@@ -269,14 +275,14 @@ def test_write_serializable_delete_keeps_a_concurrent_blind_append(table_path: s
 def test_concurrent_deletes_of_the_same_file(table_path: str) -> None:
     t = make_table(table_path, DV)
     read = t.snapshot()
-    delete(t, "id < 20")  # removes the first file outright
+    t.delete("id < 20")  # removes the first file outright
     with pytest.raises(ConcurrentDeleteReadException) as info:
-        delete(t, "id = 5", snapshot=read)  # read that file; Delta checks reads before deletes
+        t.delete("id = 5", snapshot=read)  # read that file; Delta checks reads before deletes
     assert info.value.winning_operation == "DELETE"
     read = t.snapshot()
-    delete(t, "id = 25")  # gives the second file a DV: its add may match the loser's read
+    t.delete("id = 25")  # gives the second file a DV: its add may match the loser's read
     with pytest.raises(ConcurrentModificationError):
-        delete(t, "id = 26", snapshot=read)
+        t.delete("id = 26", snapshot=read)
     both_agree(t, [i for i in range(20, 60) if i != 25])
 
 
@@ -339,7 +345,7 @@ def test_random_deletes_equal_filtering_the_rows(
     t.append(data.slice(data.num_rows // 2))
     remaining = data.to_pylist()
     for sql, matches in predicates:
-        result = delete(t, sql)
+        result = t.delete(sql)
         survivors = [r for r in remaining if matches(r) is not True]
         assert result.num_deleted_rows == len(remaining) - len(survivors)
         remaining = survivors
@@ -361,7 +367,7 @@ def test_deleting_from_a_table_spark_wrote_merges_with_its_deletion_vector(share
     shutil.copytree(shared_tables / "table-with-dv-small", target)  # a scratch copy; the original stays untouched
     t = DeltaTable(str(target))
     assert sorted(t.snapshot().to_arrow().column("value").to_pylist()) == list(range(1, 9))  # Spark deleted 0 and 9
-    result = delete(t, "value IN (5, 9)")  # 9 is already deleted by Spark's DV
+    result = t.delete("value IN (5, 9)")  # 9 is already deleted by Spark's DV
     assert result.num_deleted_rows == 1 and result.metrics["numDeletionVectorsUpdated"] == 1
     lines = commit(t, result.version)  # type: ignore[arg-type]
     (remove,) = [x["remove"] for x in lines if "remove" in x]
@@ -383,8 +389,8 @@ def test_delete_on_a_column_mapped_table(table_path: str) -> None:
     )
     t.append(make_rows(list(range(20)), "a"))
     t.append(make_rows(list(range(40, 50)), "b"))
-    delete(t, "s = 's1' OR (p = 'b' AND id > 45)")
-    delete(t, "id < 3")
+    t.delete("s = 's1' OR (p = 'b' AND id > 45)")
+    t.delete("id < 3")
     kept = [i for i in [*range(20), *range(40, 50)] if not (i % 4 != 3 and i % 5 == 1) and not i > 45 and i >= 3]
     both_agree(t, kept)
 
@@ -395,8 +401,8 @@ def test_actions_carry_exactly_the_physical_partition_columns(table_path: str) -
     t.append(make_rows(list(range(10, 20)), "b"))
     physical = next(iter(t.snapshot().add_actions.column("partition_values")[0].as_py()))[0]
     assert physical.startswith("col-")
-    v1 = delete(t, "id = 1").version
-    v2 = delete(t, "p = 'b'").version
+    v1 = t.delete("id = 1").version
+    v2 = t.delete("p = 'b'").version
     for version in (v1, v2):
         for line in commit(t, version):  # type: ignore[arg-type]
             action = line.get("add") or line.get("remove")
@@ -416,10 +422,10 @@ def test_row_counts_of_files_without_statistics_come_from_their_footers(table_pa
     with t.transaction() as txn:
         txn.add(AddFile(row["path"], {"p": "c"}, row["size"], row["modification_time"]))  # no stats
         txn.commit("WRITE")
-    delete(t, "id = 71")
+    t.delete("id = 71")
     both_agree_ids = sorted(t.snapshot().to_arrow().column("id").to_pylist())
     assert both_agree_ids == [*range(60), 70, 72]
-    result = delete(t, None)
+    result = t.delete(None)
     assert result.num_deleted_rows == 62
     assert theirs(t) == []
 

@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 
 from airflow_delta.engine.checkpoint.writer import read_last_checkpoint, write_checkpoint
 from airflow_delta.engine.operations.log_cleanup import cleanup_log
-from airflow_delta.engine.read.snapshot import load_snapshot
+from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.fileio import LocalFileIO
 from airflow_delta.engine.table import DeltaTable
-from tests.engine.checkpoint.test_writer import copy_shared, our_view, rs_view
+from tests.engine.checkpoint.table_helpers import copy_shared, our_view, rs_view
 
 IO = LocalFileIO()
 DAY = 86_400_000
@@ -107,8 +107,16 @@ def views(path: str, versions: range) -> dict[int, Any]:
     return {v: our_view(path, v) for v in versions}
 
 
-def cleanup(path: str, cutoff_version: int, **options: Any) -> list[str]:
-    deleted = cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now_for_cutoff(cutoff_version), **options)
+def cleanup(path: str, cutoff_version: int, snapshot: Snapshot | None = None, dry_run: bool = False) -> list[str]:
+    """Log cleanup with a one-day retention at a clock that puts the cutoff at ``cutoff_version``.
+
+    ``snapshot`` stands for the latest snapshot (one loaded before the log was damaged).
+    """
+    table = DeltaTable(path)
+    latest = snapshot if snapshot is not None else table.snapshot()
+    deleted = cleanup_log(
+        table.location, latest, retention=timedelta(days=1), now=now_for_cutoff(cutoff_version), dry_run=dry_run
+    )
     return [os.path.basename(p) for p in deleted]
 
 
@@ -150,7 +158,7 @@ def test_dry_run_deletes_nothing_and_lists_the_same(table_path: str) -> None:
 def test_retention_comes_from_the_table_property(table_path: str) -> None:
     build_log(table_path, 9, checkpoints=(3, 6), config={"delta.logRetentionDuration": "interval 2 days"})
     now = now_for_cutoff(7, retention=timedelta(days=2))
-    deleted = cleanup_log(DeltaTable(table_path), now=now)
+    deleted = DeltaTable(table_path).cleanup_log(now=now)
     assert os.path.basename(deleted[-1]) == name(5)  # anchor: checkpoint 6 <= cutoff commit 7
     assert [os.path.basename(p) for p in deleted if "checkpoint" in p] == [name(3, "checkpoint.parquet")]
 
@@ -160,7 +168,7 @@ def test_cutoff_is_midnight_utc(table_path: str) -> None:
     # Commit 4 is at noon of day 4; at 13:00 on day 5 with 1 day retention the raw cutoff is
     # 13:00 on day 4 (after commit 4), but the protocol truncates it to midnight: only up to 3.
     now = DAY0 + 5 * DAY + 13 * HOUR
-    deleted = cleanup_log(DeltaTable(table_path), retention=timedelta(days=1), now=now)
+    deleted = DeltaTable(table_path).cleanup_log(retention=timedelta(days=1), now=now)
     assert name(2, "checkpoint.parquet") in log_files(table_path)
     assert [os.path.basename(p) for p in deleted] == [name(0), name(1)]
 
@@ -179,7 +187,7 @@ def test_newest_checkpoint_and_its_commit_survive_when_everything_expired(tmp_pa
     before = rs_view(path)
     ours_before = our_view(path)
 
-    deleted = cleanup_log(DeltaTable(path), retention=timedelta(0), now=DAY0 + 10 * DAY)
+    deleted = DeltaTable(path).cleanup_log(retention=timedelta(0), now=DAY0 + 10 * DAY)
 
     assert sorted(os.path.basename(p) for p in deleted) == [name(v) for v in range(4)]
     assert {name(4), name(4, "checkpoint.parquet")} <= set(log_files(path))
@@ -336,7 +344,7 @@ def test_v2_sidecars_no_checkpoint_references_are_removed(shared_tables: Path, t
     expected = our_view(path)
     before = rs_view(path)
 
-    deleted = [os.path.basename(p) for p in cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now)]
+    deleted = [os.path.basename(p) for p in DeltaTable(path).cleanup_log(retention=timedelta(days=1), now=now)]
 
     sidecars_left = os.listdir(f"{log_dir}/_sidecars")
     assert "orphan-old.parquet" in deleted and "orphan-new.parquet" in sidecars_left
@@ -358,7 +366,7 @@ def test_repointed_hint_to_a_v2_checkpoint_counts_its_sidecars_as_spark_does(sha
     from airflow_delta.engine.checkpoint.writer import write_last_checkpoint
 
     write_last_checkpoint(IO, path, {"version": 6, "size": 1}, allow_older=True)  # a stale hint
-    cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now_for_cutoff(8))
+    DeltaTable(path).cleanup_log(retention=timedelta(days=1), now=now_for_cutoff(8))
     hint = read_last_checkpoint(IO, path)
     assert hint is not None and hint["version"] == 8
     # size and sizeInBytes cover the top-level file and its sidecars, as in Spark's hint.
@@ -397,7 +405,7 @@ def test_every_retained_version_loads_as_before(
     build_log(path, num_commits, checkpoints=marks)
     before = views(path, range(num_commits))
 
-    cleanup_log(DeltaTable(path), retention=timedelta(days=1), now=now_for_cutoff(cutoff))
+    DeltaTable(path).cleanup_log(retention=timedelta(days=1), now=now_for_cutoff(cutoff))
 
     commits = sorted(int(n[:20]) for n in log_files(path) if n.endswith(".json") and len(n) == 25)
     assert commits == list(range(commits[0], num_commits))  # contiguous up to the latest
@@ -413,11 +421,11 @@ def test_every_retained_version_loads_as_before(
 
 
 def test_post_commit_cleans_up_after_an_automatic_checkpoint(table_path: str) -> None:
-    from airflow_delta.engine.checkpoint.writer import post_commit
+    from airflow_delta.engine.operations.post_commit import run_post_commit
 
     build_log(table_path, 11, checkpoints=(5,), config={"delta.checkpointInterval": "10",
                                                         "delta.logRetentionDuration": "interval 1 days"})
-    post_commit(DeltaTable(table_path), 10, now_ms=now_for_cutoff(10))
+    run_post_commit(DeltaTable(table_path).location, 10, now_ms=now_for_cutoff(10))
     remaining = log_files(table_path)
     assert name(10, "checkpoint.parquet") in remaining
     assert name(0) not in remaining and name(10) in remaining
@@ -428,7 +436,7 @@ def test_cleanup_of_a_shared_table_keeps_it_readable(shared_tables: Path, tmp_pa
     path = copy_shared(shared_tables, "table_with_deletion_logs", str(tmp_path))
     before = our_view(path)
     latest = before.version
-    deleted = cleanup_log(DeltaTable(path), retention=timedelta(0), now=datetime.now(UTC) + timedelta(days=2))
+    deleted = DeltaTable(path).cleanup_log(retention=timedelta(0), now=datetime.now(UTC) + timedelta(days=2))
     assert deleted
     assert our_view(path) == before
     assert RsTable(path).version() == latest
@@ -447,6 +455,6 @@ def test_tables_with_unknown_writer_features_are_refused(table_path: str) -> Non
 
 def test_retention_can_be_given_as_an_interval_string(table_path: str) -> None:
     build_log(table_path, 9, checkpoints=(3, 6))
-    as_string = cleanup_log(DeltaTable(table_path), retention="interval 1 days", now=now_for_cutoff(8), dry_run=True)
-    as_delta = cleanup_log(DeltaTable(table_path), retention=timedelta(days=1), now=now_for_cutoff(8), dry_run=True)
+    as_string = DeltaTable(table_path).cleanup_log(retention="interval 1 days", now=now_for_cutoff(8), dry_run=True)
+    as_delta = DeltaTable(table_path).cleanup_log(retention=timedelta(days=1), now=now_for_cutoff(8), dry_run=True)
     assert as_string == as_delta and as_string

@@ -39,6 +39,7 @@ from airflow_delta.engine.write.data_files import (
     escape_partition_path,
     write_data_files,
 )
+from airflow_delta.engine.write.options import AppTransaction, WriterOptions
 from tests.engine.commit_helpers import commit_actions, single_action
 
 SIMPLE = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string()), pa.field("day", pa.date32())])
@@ -160,8 +161,8 @@ def _data_files(path: str) -> list[str]:
 
 def test_append_commits_blind_append_and_reads_back(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA)
-    assert table.append(_data(range(5))) == 1
-    assert table.append(_data(range(5, 8))) == 2
+    assert table.append(_data(range(5))).version == 1
+    assert table.append(_data(range(5, 8))).version == 2
     assert _sorted_rows(table.snapshot().to_arrow()) == _sorted_rows(_data(range(8)))
     info = commit_actions(table_path, 1)[0]["commitInfo"]
     assert info["operation"] == "WRITE"
@@ -238,7 +239,7 @@ def test_append_splits_files_by_target_size(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA, partition_by=["p"])
     data = _data(range(1000), ["a" if i % 3 else "b" for i in range(1000)])
     bytes_per_row = data.nbytes // data.num_rows
-    table.append(data, target_file_size=bytes_per_row * 100)
+    table.append(data, writer=WriterOptions(target_file_size=bytes_per_row * 100))
     adds = [a["add"] for a in commit_actions(table_path, 1) if "add" in a]
     counts = [json.loads(a["stats"])["numRecords"] for a in adds]
     assert sum(counts) == 1000 and max(counts) == 100 and len(adds) == 11
@@ -264,7 +265,7 @@ def test_failed_stream_leaves_table_unchanged(table_path: str, monkeypatch: pyte
         raise RuntimeError("source failed")
 
     with pytest.raises(RuntimeError, match="source failed"):
-        table.append(pa.RecordBatchReader.from_batches(DATA_SCHEMA, batches()), target_file_size=1)
+        table.append(pa.RecordBatchReader.from_batches(DATA_SCHEMA, batches()), writer=WriterOptions(target_file_size=1))
     assert table.version() == 1
     assert len(_data_files(table_path)) > 1  # orphans were written, never committed
     assert _sorted_rows(table.snapshot().to_arrow()) == _sorted_rows(_data(range(3)))
@@ -391,15 +392,15 @@ def test_deletion_vector_tables_get_tight_bounds(table_path: str) -> None:
 
 def test_idempotent_append_with_app_id(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA)
-    assert table.append(_data(range(3)), app_id="etl", app_version=7) == 1
+    assert table.append(_data(range(3)), app_transaction=AppTransaction("etl", 7)).version == 1
     assert {
         k: v for k, v in single_action(commit_actions(table_path, 1), "txn").items() if k in ("appId", "version")
     } == {"appId": "etl", "version": 7}
     files_before = _data_files(table_path)
     with pytest.raises(TransactionAlreadyCommittedError):
-        table.append(_data(range(3)), app_id="etl", app_version=7)
+        table.append(_data(range(3)), app_transaction=AppTransaction("etl", 7))
     assert _data_files(table_path) == files_before and table.version() == 1
-    assert table.append(_data(range(3, 4)), app_id="etl", app_version=8) == 2
+    assert table.append(_data(range(3, 4)), app_transaction=AppTransaction("etl", 8)).version == 2
 
 
 def test_append_guards(table_path: str) -> None:
@@ -408,14 +409,16 @@ def test_append_guards(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA, partition_by=["p"])
     with pytest.raises(SchemaMismatchError, match="partition"):
         table.append(_data(range(1)), partition_by=["name"])
-    with pytest.raises(DeltaError, match="app_version"):
-        table.append(_data(range(1)), app_id="x")
-    assert table.append(_data(range(1)), partition_by=["P"]) == 1
+    with pytest.raises(DeltaError, match="version must be an integer >= 0"):
+        table.append(_data(range(1)), app_transaction=AppTransaction("x", -1))
+    with pytest.raises(DeltaError, match="app_id must be a non-empty string"):
+        table.append(_data(range(1)), app_transaction=AppTransaction("", 1))
+    assert table.append(_data(range(1)), partition_by=["P"]).version == 1
 
 
 def test_empty_append_commits_no_files(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA)
-    assert table.append(_data([])) == 1
+    assert table.append(_data([])).version == 1
     assert not [a for a in commit_actions(table_path, 1) if "add" in a]
 
 
@@ -426,7 +429,7 @@ def test_concurrent_appends_all_commit(table_path: str) -> None:
 
     def run(i: int) -> None:
         try:
-            versions.append(DeltaTable(table_path).append(_data(range(i * 10, i * 10 + 10))))
+            versions.append(DeltaTable(table_path).append(_data(range(i * 10, i * 10 + 10))).version)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -532,7 +535,7 @@ def test_append_to_copies_of_spark_tables(shared_tables: Path, tmp_path: Path, n
     before = table.snapshot()
     existing = before.to_arrow()
     extra = existing.slice(0, 2)  # rows of exactly the table's types, appended again
-    version = table.append(extra)
+    version = table.append(extra).version
     assert version == before.version + 1
     after = table.snapshot().to_arrow()
     assert after.num_rows == existing.num_rows + extra.num_rows

@@ -35,6 +35,8 @@ from airflow_delta.engine.model.actions import AddCDCFile, AddFile, Protocol
 from airflow_delta.engine.model.commit_info import ENGINE_INFO
 from airflow_delta.engine.storage.fileio import LocalFileIO
 from airflow_delta.engine.write.conflicts import IsolationLevel
+from airflow_delta.engine.write.options import CommitOptions
+from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import Transaction
 from tests.engine.write.transaction_helpers import (
     FLAT_SCHEMA,
@@ -181,7 +183,7 @@ def test_delete_rebases_over_an_append_to_another_partition(table: DeltaTable) -
 
 def test_write_serializable_ignores_blind_appends_serializable_does_not(table: DeltaTable) -> None:
     for level, expect_conflict in ((IsolationLevel.WRITE_SERIALIZABLE, False), (IsolationLevel.SERIALIZABLE, True)):
-        deleter = table.transaction(isolation_level=level)
+        deleter = table.transaction(CommitOptions(isolation_level=level))
         deleter.remove_files(deleter.read_files("p = 'b'"))
         append(table, "b", [50])  # a blind append into the partition the deleter read
         if expect_conflict:
@@ -284,7 +286,7 @@ def test_winner_protocol_change_aborts(table: DeltaTable) -> None:
 
 
 def test_retries_are_bounded(table: DeltaTable) -> None:
-    txn = table.transaction(max_attempts=1)
+    txn = table.transaction(CommitOptions(retry=RetryPolicy(max_attempts=1)))
     txn.add_files(data_files(txn, rows("a", [9])))
     append(table, "b", [1])
     with pytest.raises(CommitFailedError, match=r"after 1 attempt"):
@@ -539,7 +541,7 @@ def test_a_transaction_commits_once(table: DeltaTable) -> None:
 def test_create_table_through_a_transaction(table_path: str) -> None:
     reference = DeltaTable.create(table_path + "_ref", SCHEMA)
     metadata = reference.snapshot().metadata
-    creator, racer = Transaction(DeltaTable(table_path)), Transaction(DeltaTable(table_path))
+    creator, racer = DeltaTable(table_path).transaction(), DeltaTable(table_path).transaction()
     assert creator.read_version == -1
     creator.set_metadata(metadata)
     racer.set_metadata(metadata)
@@ -559,15 +561,12 @@ def test_a_transaction_older_than_the_cleaned_up_log_does_not_reuse_a_deleted_ve
     # was checkpointed and metadata cleanup deleted commits 0..4. Version 3 is free on
     # disk again, but it was used: writing it would "succeed" invisibly (readers start
     # from the checkpoint), and the commits it must be checked against are gone.
-    from airflow_delta.engine.checkpoint.writer import create_checkpoint
-    from airflow_delta.engine.operations.log_cleanup import cleanup_log
-
     stale = table.transaction()
     stale.add_files(data_files(stale, rows("a", [99])))
     for i in range(4):
         append(table, "b", [20 + i])
-    create_checkpoint(table, 5)
-    deleted = cleanup_log(table, retention="interval 0 seconds", now=4_102_444_800_000)  # year 2100
+    table.checkpoint(5)
+    deleted = table.cleanup_log(retention="interval 0 seconds", now=4_102_444_800_000)  # year 2100
     assert any(p.endswith(f"{3:020d}.json") for p in deleted)
     with pytest.raises(CommitFailedError, match="cleaned up"):
         stale.commit("WRITE")
@@ -598,9 +597,9 @@ class FlakyIO(LocalFileIO):
 @pytest.mark.parametrize("after_write", [False, True])
 def test_ambiguous_storage_errors_commit_exactly_once(table: DeltaTable, after_write: bool) -> None:
     flaky = FlakyIO(failures=2, after_write=after_write)
+    table = DeltaTable(table.table_uri, io=flaky)
     txn = table.transaction()
     txn.add_files(data_files(txn, rows("a", [9])))
-    table.io = flaky
     version = txn.commit("WRITE")
     assert version == 3 == table.version()
     assert commit_info(table, 3)["txnId"] == txn.txn_id
@@ -633,17 +632,17 @@ def test_a_late_landing_attempt_hands_its_own_actions_to_the_post_commit_hook(
 ) -> None:
     # The retry's payload differs from the one that landed (each attempt takes a new
     # timestamp and in-commit timestamp); the .crc must describe what is in the log.
-    from airflow_delta.engine.checkpoint import writer as checkpoints
+    from airflow_delta.engine.operations import post_commit as post_commit_module
     from airflow_delta.engine.write import transaction as transaction_module
 
-    t = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.enableInCommitTimestamps": "true"})
-    txn = t.transaction(initial_backoff=0)
+    DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.enableInCommitTimestamps": "true"})
+    t = DeltaTable(table_path, io=LateLandingIO())
+    txn = t.transaction(CommitOptions(retry=RetryPolicy(initial_backoff=0)))
     txn.add_files(data_files(txn, rows("a", [1])))
     clock = iter(range(4_000_000_000_000, 4_000_000_001_000, 7))
     monkeypatch.setattr(transaction_module, "_now_ms", lambda: next(clock))
     seen: list[list[dict[str, Any]]] = []
-    monkeypatch.setattr(checkpoints, "post_commit", lambda table, version, actions: seen.append(actions))
-    t.io = LateLandingIO()
+    monkeypatch.setattr(post_commit_module, "run_post_commit", lambda location, version, actions: seen.append(actions))
     assert txn.commit("WRITE") == 1
     assert t.io.calls == 2
     landed = commit_lines(t, 1)
@@ -670,30 +669,30 @@ class UnreadableLogIO(FlakyIO):
 def test_a_failed_read_back_after_an_ambiguous_write_is_retried(table: DeltaTable) -> None:
     # The write landed but reported an error, and reading the version back fails once:
     # the next attempt finds its own txnId instead of surfacing a bare OSError.
-    txn = table.transaction(initial_backoff=0)
+    table = DeltaTable(table.table_uri, io=UnreadableLogIO(failures=1, after_write=True, read_failures=1))
+    txn = table.transaction(CommitOptions(retry=RetryPolicy(initial_backoff=0)))
     txn.add_files(data_files(txn, rows("a", [9])))
-    table.io = UnreadableLogIO(failures=1, after_write=True, read_failures=1)
     assert txn.commit("WRITE") == 3 == table.version()
     assert commit_info(table, 3)["txnId"] == txn.txn_id
     assert not Path(table.root, "_delta_log", f"{4:020d}.json").exists()
 
 
 def test_an_unknown_commit_outcome_is_a_commit_failure_naming_the_txn_id(table: DeltaTable) -> None:
-    txn = table.transaction(max_attempts=3, initial_backoff=0)
+    table = DeltaTable(table.table_uri, io=UnreadableLogIO(failures=1, after_write=True, read_failures=100))
+    txn = table.transaction(CommitOptions(retry=RetryPolicy(max_attempts=3, initial_backoff=0)))
     txn.add_files(data_files(txn, rows("a", [9])))
-    table.io = UnreadableLogIO(failures=1, after_write=True, read_failures=100)
     with pytest.raises(CommitFailedError, match=txn.txn_id) as info:
         txn.commit("WRITE")
     assert isinstance(info.value.__cause__, OSError)
     assert "may have" in str(info.value)
-    table.io = LocalFileIO()
+    table = DeltaTable(table.table_uri)
     assert table.version() == 3 and commit_info(table, 3)["txnId"] == txn.txn_id  # it had landed, once
 
 
 def test_storage_errors_exhaust_attempts(table: DeltaTable) -> None:
-    txn = table.transaction(max_attempts=3, initial_backoff=0)
+    table = DeltaTable(table.table_uri, io=FlakyIO(failures=10, after_write=False))
+    txn = table.transaction(CommitOptions(retry=RetryPolicy(max_attempts=3, initial_backoff=0)))
     txn.add_files(data_files(txn, rows("a", [9])))
-    table.io = FlakyIO(failures=10, after_write=False)
     with pytest.raises(CommitFailedError, match="3 attempt") as info:
         txn.commit("WRITE")
     assert isinstance(info.value.__cause__, OSError)
@@ -701,12 +700,12 @@ def test_storage_errors_exhaust_attempts(table: DeltaTable) -> None:
 
 
 def test_post_commit_failure_does_not_fail_the_commit(table: DeltaTable, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    from airflow_delta.engine.checkpoint import writer as checkpoints
+    from airflow_delta.engine.operations import post_commit as post_commit_module
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("checkpoint storage is down")
 
-    monkeypatch.setattr(checkpoints, "post_commit", broken)
+    monkeypatch.setattr(post_commit_module, "run_post_commit", broken)
     assert append(table, "a", [9]) == 3
     assert "post-commit hook failed" in caplog.text
 
@@ -775,7 +774,7 @@ def test_delta_rs_append_as_the_winner(table: DeltaTable, level: str) -> None:
     # delta-rs writes no isBlindAppend, so, as in Delta, its adds count as changed data
     # even at WriteSerializable: a DELETE that read the partition must not commit over them.
     deltalake = pytest.importorskip("deltalake")
-    deleter = table.transaction(isolation_level=level)
+    deleter = table.transaction(CommitOptions(isolation_level=level))
     deleter.remove_files(deleter.read_files("p = 'a'"))
     deltalake.write_deltalake(table.root, rows("a", [77]), mode="append")
     assert "isBlindAppend" not in commit_info(table, 3)
@@ -818,9 +817,9 @@ def test_storage_without_atomic_create_refuses_to_commit(table: DeltaTable) -> N
 
     from airflow_delta.engine.storage.fileio import CommitNotSupportedError, FileIO
 
+    table = DeltaTable(table.table_uri, io=FileIO(pafs.LocalFileSystem()))
     txn = table.transaction()
     txn.add_files(data_files(txn, rows("a", [9])))
-    table.io = FileIO(pafs.LocalFileSystem())
     with pytest.raises(CommitNotSupportedError):
         txn.commit("WRITE")
     assert table.version() == 2
@@ -853,7 +852,7 @@ def test_properties_of_unimplemented_features_are_refused(table: DeltaTable) -> 
 
 def test_snapshot_isolation_cannot_be_asked_for(table: DeltaTable) -> None:
     with pytest.raises(InvalidTransactionError, match="automatically"):
-        table.transaction(isolation_level="SnapshotIsolation")
+        table.transaction(CommitOptions(isolation_level="SnapshotIsolation"))
 
 
 def test_whole_table_read_depends_on_every_change_but_blind_appends(table: DeltaTable) -> None:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.model.actions import AddFile
+from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.write.transaction import Transaction
 from tests.engine.commit_helpers import commit_actions
 
@@ -33,11 +34,11 @@ def flat_rows(ids: list[int]) -> pa.Table:
 def data_files(txn: Transaction, data: pa.Table) -> list[AddFile]:
     """Write ``data`` as one parquet file per partition and return its ``add`` actions (with stats)."""
     assert txn.snapshot is not None
-    return write_parquet_adds(txn.table, data, tuple(txn.snapshot.partition_columns))
+    return write_parquet_adds(txn.location, data, tuple(txn.snapshot.partition_columns))
 
 
 
-def write_parquet_adds(table: DeltaTable, data: pa.Table, partition_columns: tuple[str, ...]) -> list[AddFile]:
+def write_parquet_adds(table: TableLocation, data: pa.Table, partition_columns: tuple[str, ...]) -> list[AddFile]:
     groups: dict[tuple[str, ...], list[int]] = {}
     keys = [data.column(c).to_pylist() for c in partition_columns]
     for i in range(data.num_rows):

@@ -1,0 +1,41 @@
+"""``TableLocation``: where a table lives, as a value that every layer can be handed.
+
+Lower layers (reading, committing, checkpoints, log cleanup) receive a location, never
+the :class:`~airflow_delta.engine.table.DeltaTable` facade, so that nothing below the
+facade imports it and storage can be swapped (a FileIO with conditional writes for an
+object store) without touching them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_delta.engine.storage.fileio import FileIO, resolve_table_uri
+
+
+@dataclass(frozen=True)
+class TableLocation:
+    """A table's storage: the FileIO, the root in that FileIO's path form, and the URI the user gave.
+
+    ``root`` has no trailing slash; the log is ``f"{root}/_delta_log"``. ``uri`` is kept
+    as given, for messages that the user must recognise.
+    """
+
+    io: FileIO
+    root: str
+    uri: str
+
+    @classmethod
+    def from_uri(cls, table_uri: str, storage_options: Mapping[str, Any] | None = None) -> TableLocation:
+        """Resolve a local path, ``file://`` URI or pyarrow.fs URI to its FileIO and root."""
+        io, root = resolve_table_uri(table_uri, storage_options)
+        return cls(io, root, table_uri)
+
+    @property
+    def log_dir(self) -> str:
+        return f"{self.root}/_delta_log"
+
+    def __str__(self) -> str:
+        return self.uri
