@@ -26,12 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta.engine import DeltaError, DeltaTable
-from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+from airflow_delta.engine import DeltaError, DeltaTable, reader_features, writer_features
 
 if TYPE_CHECKING:
-    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine import Snapshot
 
 HISTORY_IN_DESCRIBE = 5
 MAX_PROPERTIES_SHOWN = 12
@@ -120,7 +118,7 @@ def _footer_row_counts(snapshot: Snapshot, paths: Sequence[str]) -> int | None:
     total = 0
     for path in paths:
         try:
-            with snapshot.io.open_input_file(resolve_in_table(snapshot.table_root, encode_log_path(path))) as f:
+            with snapshot.io.open_input_file(snapshot.data_file_path(path)) as f:
                 total += pq.ParquetFile(f).metadata.num_rows
         except (OSError, pa.ArrowException, DeltaError):
             return None

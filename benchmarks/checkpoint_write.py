@@ -113,7 +113,7 @@ def _check(path: str, size: int) -> None:
 
 
 def ours_load_and_checkpoint(path: str, size: int) -> None:
-    from airflow_delta.engine.table import DeltaTable
+    from airflow_delta.engine import DeltaTable
 
     _clear_checkpoints(path)
     assert DeltaTable(path).checkpoint() == COMMITS - 1
@@ -132,8 +132,7 @@ _LOADED: dict[str, Any] = {}
 
 
 def ours_checkpoint_loaded(path: str, size: int) -> None:
-    from airflow_delta.engine.checkpoint.writer import write_checkpoint
-    from airflow_delta.engine.table import DeltaTable
+    from airflow_delta.engine import DeltaTable, write_checkpoint
 
     _clear_checkpoints(path)
     if path not in _LOADED:  # the warm-up call loads the state; timed calls reuse it

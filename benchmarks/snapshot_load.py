@@ -88,19 +88,9 @@ def cases() -> list[Case]:
 
 
 def ours(path: str) -> int:
-    import pyarrow.compute as pc
-
     from airflow_delta.engine import DeltaTable
-    from airflow_delta.engine.read.commit_reader import string_scalar
-    from airflow_delta.engine.read.snapshot import decode_paths
 
-    table = DeltaTable(path)
-    snapshot = table.snapshot()
-    # Arrow scalars built from buffers: a Python ``str`` argument would make pyarrow import
-    # pandas (~55 MB resident), which the engine itself avoids on this path.
-    uris = pc.binary_join_element_wise(string_scalar(f"{table.root}/"), decode_paths(snapshot.add_actions.column("path")),
-                                       string_scalar(""))
-    files = uris.to_pylist()
+    files = DeltaTable(path).snapshot().file_uris()
     assert len(files) == COMMITS * FILES_PER_COMMIT, len(files)
     return len(files)
 

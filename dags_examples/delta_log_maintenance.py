@@ -30,9 +30,7 @@ from typing import Any
 import pyarrow.compute as pc
 from airflow.sdk import Param, dag, get_current_context, task
 
-from airflow_delta.engine.model.properties import parse_interval
-from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.table import DeltaTable
+from airflow_delta.engine import DeltaTable, parse_interval, reader_features, writer_features
 
 # A plain name: Airflow imports DAG files under a generated module name.
 log = logging.getLogger("delta_log_maintenance")

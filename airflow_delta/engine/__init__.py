@@ -1,10 +1,206 @@
 """The Delta transaction-log engine: reads, replays and commits ``_delta_log``.
 
-It imports neither Airflow nor Spark. Protocol knowledge (log layout, replay, conflict
-rules) lives here; storage goes through :mod:`airflow_delta.engine.storage.fileio`.
+It imports neither Airflow nor Spark. This module is its public API: the Spark
+programs, the Airflow operators, the CLI, the example DAGs and users import from here,
+never from the subpackages, whose layout may change.
+
+Tables and their state
+    :class:`DeltaTable` (the facade: ``snapshot``, ``history``, ``create``, ``append``,
+    ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``), :class:`Snapshot`
+    (``files``, ``plan_files``, ``file_uris``, ``to_arrow``), :class:`TableProperties`.
+
+Committing
+    :class:`Transaction`, :class:`CommitOptions`, :class:`RetryPolicy`,
+    :class:`IsolationLevel`, :class:`AppTransaction`, the committer interface
+    (:class:`Committer` reporting :class:`Committed`, :class:`Conflicted` or
+    :class:`RetryableFailure`; :class:`FileIOCommitter`), :class:`PostCommitHook`.
+
+Writing data files (for drivers that commit what executors wrote)
+    :class:`WriterOptions`, :func:`write_data_files`, :func:`add_file_from_parquet`.
+
+Results, each with Delta's metrics
+    :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`.
+
+Actions
+    :class:`AddFile`, :class:`RemoveFile`, :class:`AddCDCFile`, :class:`Metadata`,
+    :class:`Protocol`, :class:`SetTransaction`, :class:`DomainMetadata`,
+    :class:`DeletionVectorDescriptor`; :func:`reader_features`, :func:`writer_features`.
+
+Storage
+    :class:`TableLocation`, :class:`FileIO`, :class:`LocalFileIO`, :class:`FileInfo`.
+
+Checkpoints and properties
+    :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
+
+Errors
+    :class:`DeltaError` and every subclass; each says whether a retry can help.
+
+:func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
+they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
+only reads should not pay for at import.
 """
 
-from airflow_delta.engine.errors import DeltaError
-from airflow_delta.engine.table import DeltaTable
+from __future__ import annotations
 
-__all__ = ["DeltaError", "DeltaTable"]
+from typing import TYPE_CHECKING, Any
+
+from airflow_delta.engine.checkpoint.output import CheckpointResult
+from airflow_delta.engine.checkpoint.writer import write_checkpoint
+from airflow_delta.engine.errors import (
+    AppendOnlyViolationError,
+    ChecksumMismatchError,
+    CommitFailedError,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationError,
+    ConcurrentTransactionException,
+    ConstraintViolationError,
+    CorruptCheckpointError,
+    CorruptCommitError,
+    CorruptDataFileError,
+    CorruptDeletionVectorError,
+    DataFileNotFoundError,
+    DeletionVectorsNotEnabledError,
+    DeltaError,
+    InvalidFilterError,
+    InvalidLogError,
+    InvalidSchemaError,
+    InvalidTablePropertyError,
+    InvalidTimestampError,
+    InvalidTransactionError,
+    InvalidZ85Error,
+    LogNotContiguousError,
+    MetadataChangedException,
+    MissingMetadataError,
+    MissingProtocolError,
+    PathOutsideTableError,
+    ProtocolChangedException,
+    RowIndexOutOfRangeError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionAlreadyCommittedError,
+    UnknownTablePropertyError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+from airflow_delta.engine.model.actions import (
+    AddCDCFile,
+    AddFile,
+    DeletionVectorDescriptor,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+)
+from airflow_delta.engine.model.properties import TableProperties, parse_interval
+from airflow_delta.engine.model.table_features import reader_features, writer_features
+from airflow_delta.engine.operations.results import AppendResult, DeleteResult
+from airflow_delta.engine.read.snapshot import Snapshot
+from airflow_delta.engine.storage.fileio import CommitNotSupportedError, FileInfo, FileIO, LocalFileIO
+from airflow_delta.engine.storage.location import TableLocation
+from airflow_delta.engine.table import DeltaTable
+from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
+from airflow_delta.engine.write.conflicts import IsolationLevel
+from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
+from airflow_delta.engine.write.retry import RetryPolicy
+from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
+
+_LOADED_ON_FIRST_USE = {
+    "add_file_from_parquet": "airflow_delta.engine.write.data_files",
+    "write_data_files": "airflow_delta.engine.write.data_files",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LOADED_ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "AddCDCFile",
+    "AddFile",
+    "AppTransaction",
+    "AppendOnlyViolationError",
+    "AppendResult",
+    "CheckpointResult",
+    "ChecksumMismatchError",
+    "CommitFailedError",
+    "CommitNotSupportedError",
+    "CommitOptions",
+    "Committed",
+    "Committer",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentModificationError",
+    "ConcurrentTransactionException",
+    "Conflicted",
+    "ConstraintViolationError",
+    "CorruptCheckpointError",
+    "CorruptCommitError",
+    "CorruptDataFileError",
+    "CorruptDeletionVectorError",
+    "DataFileNotFoundError",
+    "DeleteResult",
+    "DeletionVectorDescriptor",
+    "DeletionVectorsNotEnabledError",
+    "DeltaError",
+    "DeltaTable",
+    "DomainMetadata",
+    "FileIO",
+    "FileIOCommitter",
+    "FileInfo",
+    "InvalidFilterError",
+    "InvalidLogError",
+    "InvalidSchemaError",
+    "InvalidTablePropertyError",
+    "InvalidTimestampError",
+    "InvalidTransactionError",
+    "InvalidZ85Error",
+    "IsolationLevel",
+    "LocalFileIO",
+    "LogNotContiguousError",
+    "Metadata",
+    "MetadataChangedException",
+    "MissingMetadataError",
+    "MissingProtocolError",
+    "PathOutsideTableError",
+    "PostCommitHook",
+    "Protocol",
+    "ProtocolChangedException",
+    "RemoveFile",
+    "RetryPolicy",
+    "RetryableFailure",
+    "RowIndexOutOfRangeError",
+    "SchemaMismatchError",
+    "SetTransaction",
+    "Snapshot",
+    "TableAlreadyExistsError",
+    "TableLocation",
+    "TableNotFoundError",
+    "TableProperties",
+    "Transaction",
+    "TransactionAlreadyCommittedError",
+    "UnknownTablePropertyError",
+    "UnsupportedFeatureError",
+    "VersionNotFoundError",
+    "WriterOptions",
+    "add_file_from_parquet",
+    "parse_interval",
+    "reader_features",
+    "write_checkpoint",
+    "write_data_files",
+    "writer_features",
+]

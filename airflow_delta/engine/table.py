@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
+from airflow_delta.engine.operations.results import AppendResult, DeleteResult
 from airflow_delta.engine.read.history import read_history
 from airflow_delta.engine.read.listing import latest_version
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
@@ -25,10 +26,6 @@ from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
 from airflow_delta.engine.write.transaction import Transaction
-
-if TYPE_CHECKING:
-    from airflow_delta.engine.operations.append import AppendResult
-    from airflow_delta.engine.operations.delete import DeleteResult
 
 # The operations are imported by the verbs that use them, not here: writing pulls in
 # sqlglot, pyarrow.dataset and pandas (about a second without compiled bytecode), which

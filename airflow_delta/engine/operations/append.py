@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from types import MappingProxyType
 
 import pyarrow as pa
 
 from airflow_delta.engine.errors import SchemaMismatchError, TableNotFoundError
 from airflow_delta.engine.model.actions import AddFile
+from airflow_delta.engine.operations.results import AppendResult
 from airflow_delta.engine.write.data_files import write_data_files
 from airflow_delta.engine.write.options import AppTransaction, WriterOptions
 from airflow_delta.engine.write.transaction import Transaction
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """What an append committed: the new ``version`` and Delta's WRITE metrics
-    (``numFiles``, ``numOutputRows``, ``numOutputBytes``)."""
-
-    version: int
-    metrics: Mapping[str, int]
 
 
 def append(

@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import DeletionVectorsNotEnabledError, TableNotFoundError, UnsupportedFeatureError
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
 from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
+from airflow_delta.engine.operations.results import DeleteResult
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
@@ -48,27 +49,6 @@ __all__ = ["DeleteResult", "delete", "matching_row_indexes", "matching_rows"]
 
 # Name of the row-position column added while evaluating a predicate on one file's rows.
 _ROW_INDEX = "__delta_dml_row_index"
-
-_EMPTY_METRICS: Mapping[str, int] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteResult:
-    """Outcome of :func:`delete`.
-
-    ``version`` is the version committed, or None when no row matched and nothing was
-    committed (``read_version`` is then the table's state). ``metrics`` are the
-    ``operationMetrics`` of the commit, as integers.
-    """
-
-    version: int | None
-    read_version: int
-    metrics: Mapping[str, int] = field(default_factory=lambda: _EMPTY_METRICS)
-
-    @property
-    def num_deleted_rows(self) -> int:
-        return int(self.metrics.get("numDeletedRows", 0))
-
 
 # ------------------------------------------------------------------ finding rows
 

@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol as Interface
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +41,7 @@ from airflow_delta.engine.errors import (
     InvalidFilterError,
     SchemaMismatchError,
 )
-from airflow_delta.engine.model.actions import DeletionVectorDescriptor
+from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, Protocol
 from airflow_delta.engine.model.schema import (
     FIELD_ID_KEY,
     PARQUET_FIELD_ID_KEY,
@@ -51,11 +51,8 @@ from airflow_delta.engine.model.schema import (
     parse_partition_values,
     partition_schema,
 )
+from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
-
-if TYPE_CHECKING:
-    from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.storage.fileio import FileIO
 
 # Upper bound of concurrent file reads; object stores like more, local disks need fewer.
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
@@ -65,8 +62,29 @@ _PHYSICAL_NAME_BYTES = PHYSICAL_NAME_KEY.encode()
 _DELTA_FIELD_ID_BYTES = FIELD_ID_KEY.encode()
 
 
+class ScanSource(Interface):
+    """What a scan needs to know of the table state it reads: a Snapshot is one.
+
+    A structural type, so that this module never imports the snapshot module, which
+    imports it (``Snapshot.to_arrow`` is a scan).
+    """
+
+    @property
+    def io(self) -> FileIO: ...
+    @property
+    def table_root(self) -> str: ...
+    @property
+    def schema(self) -> pa.Schema: ...
+    @property
+    def metadata(self) -> Metadata: ...
+    @property
+    def protocol(self) -> Protocol: ...
+    @property
+    def partition_columns(self) -> Sequence[str]: ...
+
+
 def read_data(
-    snapshot: Snapshot,
+    snapshot: ScanSource,
     files: pa.Table,
     columns: Sequence[str] | None = None,
     row_filter: pc.Expression | None = None,
@@ -177,7 +195,7 @@ def _binds(expression: pc.Expression, schema: pa.Schema) -> bool:
     return True
 
 
-def _partition_values(files: pa.Table, snapshot: Snapshot) -> pa.StructArray:
+def _partition_values(files: pa.Table, snapshot: ScanSource) -> pa.StructArray:
     pschema = partition_schema(snapshot.metadata)
     if not len(pschema):
         return pa.StructArray.from_arrays([], fields=[])
@@ -199,7 +217,7 @@ def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
     return [resolve_in_table(table_root, p) for p in paths]
 
 
-def _deleted_rows(snapshot: Snapshot, files: pa.Table, workers: int) -> list[np.ndarray | None]:
+def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[np.ndarray | None]:
     """Per file, the sorted row indexes its deletion vector removes (None without a DV).
 
     DVs are grouped by the file that stores them and each group goes through

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.read.commit_reader import int64_array, mask_to_numpy
+from airflow_delta.engine.read.commit_reader import int64_array, mask_to_numpy, string_scalar
 from airflow_delta.engine.read.listing import (
     LogListing,
     LogSegment,
@@ -47,8 +47,9 @@ from airflow_delta.engine.read.listing import (
     segment_from_listing,
 )
 from airflow_delta.engine.read.replay import FileActions, LogState, replay_metadata
+from airflow_delta.engine.read.scan import read_data
 from airflow_delta.engine.storage.fileio import FileIO
-from airflow_delta.engine.storage.paths import decode_log_path, relative_to_table, resolve_in_table
+from airflow_delta.engine.storage.paths import decode_log_path, encode_log_path, relative_to_table, resolve_in_table
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.history import TimestampLike
@@ -185,10 +186,28 @@ class Snapshot:
             "tags": actions.column("tags"),
         })
 
+    def data_file_path(self, path: str) -> str:
+        """The FileIO path of a data file named as :meth:`files` names it (decoded, relative to the root).
+
+        Raises :class:`~airflow_delta.engine.errors.PathOutsideTableError` for a path
+        that would leave the table root.
+        """
+        return resolve_in_table(self.table_root, encode_log_path(path))
+
+    def file_uris(self, filter: str | None = None) -> list[str]:
+        """Full paths of the live data files (in the FileIO's path form), as delta-rs's ``file_uris()``.
+
+        ``filter`` prunes them as :meth:`plan_files` does.
+        """
+        paths = self.plan_files(filter).column("path") if filter is not None else self.add_actions.column("path")
+        relative = relative_paths(self.table_root, paths)
+        # Scalars built from buffers: a Python ``str`` argument would make pyarrow import
+        # pandas, which this path avoids.
+        prefix, empty = string_scalar(f"{self.table_root}/"), string_scalar("")
+        return pc.binary_join_element_wise(prefix, relative, empty).to_pylist()
+
     def to_arrow(self, columns: Sequence[str] | None = None, filter: str | None = None) -> pa.Table:
         """The table's rows (deletion vectors applied), optionally projected and filtered."""
-        from airflow_delta.engine.read.scan import read_data
-
         files = self.plan_files(filter)
         row_filter = self._predicate(filter).to_arrow() if filter is not None else None
         return read_data(self, files, columns=columns, row_filter=row_filter)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_delta.engine import DeltaTable
+from airflow_delta.engine import DeleteResult, DeltaTable
 from airflow_delta.engine.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteReadException,
@@ -25,7 +25,7 @@ from airflow_delta.engine.errors import (
     DeletionVectorsNotEnabledError,
     InvalidFilterError,
 )
-from airflow_delta.engine.operations.delete import DeleteResult, matching_row_indexes, matching_rows
+from airflow_delta.engine.operations.delete import matching_row_indexes, matching_rows
 
 deltalake = pytest.importorskip("deltalake")
 
