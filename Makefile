@@ -1,6 +1,8 @@
 # The two set-up commands of this project: `make demo` and `make test`.
 # Both create .venv from requirements.lock (pinned, so installs are reproducible)
-# the first time, and reuse it after.
+# the first time, and reuse it after. Bytecode is compiled at install: many Airflow
+# deployments set PYTHONDONTWRITEBYTECODE, and without it every task would recompile
+# its imports.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,8 +16,8 @@ PYTEST_ARGS ?=
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.lock
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -27,6 +29,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	DELTA_SHARED_TABLES=$(SHARED_TABLES) $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 bench: $(STAMP)

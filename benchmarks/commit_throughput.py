@@ -69,7 +69,7 @@ def _writer_loop(side: str, inbox: Any, outbox: Any) -> None:
     import pyarrow as pa
 
     if side == "ours":
-        from airflow_delta.engine import DeltaTable, writer  # noqa: F401  (import before timing)
+        from airflow_delta.engine import DeltaTable, write_data_files  # noqa: F401  (load the writer before timing)
     else:
         import deltalake  # noqa: F401
     while True:
