@@ -24,7 +24,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -61,7 +61,7 @@ from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import decode_log_path
-from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter
+from airflow_delta.engine.write.committer import Committed, Committer, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.conflicts import (
     IsolationLevel,
     TransactionFootprint,
@@ -95,6 +95,43 @@ _REPLACING_OPERATIONS = frozenset(
 _ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 _ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 
+
+
+@dataclass(frozen=True)
+class _CommitPlan:
+    """What a commit writes and checks, decided once before its first attempt."""
+
+    operation: str
+    operation_parameters: Mapping[str, Any] | None
+    operation_metrics: Mapping[str, Any] | None
+    user_metadata: str | None
+    tags: Mapping[str, str] | None
+    protocol: Protocol
+    metadata: Metadata
+    read_protocol: Protocol | None
+    write_protocol: bool
+    write_metadata: bool
+    isolation: IsolationLevel
+    is_blind_append: bool
+    footprint: TransactionFootprint
+    ict_enabled: bool
+    enables_ict: bool
+    matcher: Callable[[Sequence[Any], pa.Table], pa.BooleanArray]
+
+
+@dataclass
+class _Race:
+    """The state of the attempts of one commit: where it tries next and what it learned."""
+
+    attempt_version: int
+    previous_ts: int | None  # in-commit timestamp (or file time) the next commit must exceed
+    next_version: int = 0
+    lost: int = 0
+    # A version this transaction's write may have landed in (the write reported an
+    # error) that has not been read back yet; attempts only move past a version after
+    # reading it, so there is at most one.
+    unresolved: int | None = None
+    storage_error: BaseException | None = None
 
 
 # ------------------------------------------------------------------ the transaction
@@ -446,6 +483,49 @@ class Transaction:
         user_metadata: str | None,
         tags: Mapping[str, str] | None,
     ) -> int:
+        """Plan the commit once, then attempt versions until one lands, a rule conflicts, or attempts run out."""
+        plan = self._plan_commit(operation, operation_parameters, operation_metrics, user_metadata, tags)
+        race = _Race(
+            attempt_version=self.read_version + 1,
+            previous_ts=self._read_commit_timestamp(file_time=plan.enables_ict) if plan.ict_enabled else None,
+        )
+        self._check_read_version_still_logged()
+        while True:
+            self.attempts += 1
+            payload = self._payload(plan, race.attempt_version, race.previous_ts)
+            self._committed_payload = payload
+            response = self._committer.commit(race.attempt_version, payload)
+            if isinstance(response, Committed):
+                return response.version
+            race.storage_error = None
+            if isinstance(response, RetryableFailure):
+                # The write may or may not have happened; the txnId in our commitInfo
+                # tells, when the version is read back below.
+                race.storage_error = response.error
+                race.unresolved = race.attempt_version
+            race.lost += 1
+            if self.attempts < self.retry.max_attempts:
+                # Sleep *before* catching up with the winners, so the attempt that follows
+                # targets the newest version rather than one that aged during the sleep.
+                delay = self.retry.backoff(race.lost, self._rng)
+                if delay > 0:
+                    time.sleep(delay)
+            landed = self._catch_up(plan, race)
+            if landed is not None:
+                return landed
+            if self.attempts >= self.retry.max_attempts:
+                raise self._gave_up(plan, race)
+            race.attempt_version = race.next_version
+
+    def _plan_commit(
+        self,
+        operation: str,
+        operation_parameters: Mapping[str, Any] | None,
+        operation_metrics: Mapping[str, Any] | None,
+        user_metadata: str | None,
+        tags: Mapping[str, str] | None,
+    ) -> _CommitPlan:
+        """Everything about the commit that does not depend on the version it lands at; validates the actions."""
         read_protocol = self.snapshot.protocol if self.snapshot is not None else None
         read_metadata = self.snapshot.metadata if self.snapshot is not None else None
         metadata = self.metadata
@@ -490,110 +570,114 @@ class Transaction:
         enables_ict = ict_enabled and read_metadata is not None and not (
             TableProperties.from_configuration(read_metadata.configuration).enable_in_commit_timestamps
         )
-        previous_ts = self._read_commit_timestamp(file_time=enables_ict) if ict_enabled else None
         matcher_metadata = read_metadata or metadata
 
         def matcher(predicates: Sequence[Any], added: pa.Table) -> pa.BooleanArray:
             return files_may_match(predicates, added, matcher_metadata)
 
-        self._check_read_version_still_logged()
-        attempt_version = self.read_version + 1
-        lost = 0
-        # A version this transaction's write may have landed in (the write reported an
-        # error) that has not been read back yet; attempts only move past a version after
-        # reading it, so there is at most one.
-        unresolved: int | None = None
-        while True:
-            self.attempts += 1
-            now = _now_ms()
-            ict = max(now, previous_ts + 1) if previous_ts is not None else (now if ict_enabled else None)
-            commit_metadata = metadata
-            if enables_ict:
-                assert ict is not None
-                commit_metadata = replace(
-                    metadata,
-                    configuration={
-                        **dict(metadata.configuration),
-                        _ICT_VERSION_KEY: str(attempt_version),
-                        _ICT_TIMESTAMP_KEY: str(ict),
-                    },
-                )
-            payload = self._serialize(
-                operation, operation_parameters, operation_metrics, user_metadata, tags,
-                now=now, ict=ict, isolation=isolation, is_blind_append=is_blind_append,
-                protocol=protocol if write_protocol else None,
-                metadata=commit_metadata if (write_metadata or enables_ict) else None,
+        return _CommitPlan(
+            operation=operation,
+            operation_parameters=operation_parameters,
+            operation_metrics=operation_metrics,
+            user_metadata=user_metadata,
+            tags=tags,
+            protocol=protocol,
+            metadata=metadata,
+            read_protocol=read_protocol,
+            write_protocol=write_protocol,
+            write_metadata=write_metadata,
+            isolation=isolation,
+            is_blind_append=is_blind_append,
+            footprint=footprint,
+            ict_enabled=ict_enabled,
+            enables_ict=enables_ict,
+            matcher=matcher,
+        )
+
+    def _payload(self, plan: _CommitPlan, version: int, previous_ts: int | None) -> bytes:
+        """The commit file's bytes for an attempt at ``version`` (its timestamps are the attempt's own)."""
+        now = _now_ms()
+        ict = max(now, previous_ts + 1) if previous_ts is not None else (now if plan.ict_enabled else None)
+        commit_metadata = plan.metadata
+        if plan.enables_ict:
+            assert ict is not None
+            commit_metadata = replace(
+                plan.metadata,
+                configuration={
+                    **dict(plan.metadata.configuration),
+                    _ICT_VERSION_KEY: str(version),
+                    _ICT_TIMESTAMP_KEY: str(ict),
+                },
             )
-            self._committed_payload = payload
-            storage_error: BaseException | None = None
-            response = self._committer.commit(attempt_version, payload)
-            if isinstance(response, Committed):
-                return response.version
-            if not isinstance(response, Conflicted):
-                # The write may or may not have happened; the txnId in our commitInfo
-                # tells, when the version is read back below.
-                storage_error = response.error
-                unresolved = attempt_version
-            lost += 1
-            if self.attempts < self.retry.max_attempts:
-                # Sleep *before* catching up with the winners, so the attempt that follows
-                # targets the newest version rather than one that aged during the sleep.
-                delay = self.retry.backoff(lost, self._rng)
-                if delay > 0:
-                    time.sleep(delay)
-            next_version = attempt_version
-            while True:
-                try:
-                    found = self._read_commit(next_version, with_mtime=ict_enabled)
-                except OSError as exc:
-                    # This version cannot be checked now. The next attempt targets it
-                    # again: put-if-absent never overwrites, and a taken version is read
-                    # (and its txnId compared) before anything moves past it.
-                    storage_error = exc
-                    break
-                if found is None:
-                    break
-                winner, winner_bytes = found
-                if winner.txn_id == self.txn_id:
-                    # An attempt that reported an error did land. It may be an earlier
-                    # attempt than the last one (a write that timed out but completed
-                    # later), with another timestamp and in-commit timestamp: the
-                    # post-commit hook must see what is in the log.
-                    self._committed_payload = winner_bytes
-                    return next_version
-                if next_version == unresolved:
-                    unresolved = None  # another writer's commit: ours did not land there
-                if self.read_version < 0:
-                    raise TableAlreadyExistsError(self.location.uri)  # another creator won version 0
-                check_winning_commit(footprint, winner, isolation, matcher, read_protocol or protocol)
-                self.winning_commits.append(winner)
-                if ict_enabled:
-                    previous_ts = _winner_timestamp(winner, enables_ict, previous_ts)
-                next_version += 1
-            if self.attempts >= self.retry.max_attempts:
-                if storage_error is not None:
-                    reason = f"storage error at version {next_version}: {storage_error}"
-                else:
-                    last = self.winning_commits[-1] if self.winning_commits else None
-                    reason = f"version {attempt_version} was taken" + (
-                        f" (latest winner: version {last.version}, {last.operation})" if last else ""
-                    )
-                if unresolved is not None:
-                    reason += (
-                        f"; version {unresolved} may have been written by this transaction all the same, "
-                        f"which it was if its commitInfo.txnId is {self.txn_id!r}: check before retrying"
-                    )
-                advice = (
-                    "The storage kept failing; retry once it is healthy"
-                    if storage_error is not None
-                    else "No logical conflict was found; raise max_attempts (or the backoff) "
-                    "if the table has this many concurrent writers"
-                )
-                raise CommitFailedError(
-                    f"gave up committing {operation!r} to {self.location.uri!r} after {self.attempts} attempt(s): "
-                    f"{reason}. {advice}"
-                ) from storage_error
-            attempt_version = next_version
+        return self._serialize(
+            plan.operation, plan.operation_parameters, plan.operation_metrics, plan.user_metadata, plan.tags,
+            now=now, ict=ict, isolation=plan.isolation, is_blind_append=plan.is_blind_append,
+            protocol=plan.protocol if plan.write_protocol else None,
+            metadata=commit_metadata if (plan.write_metadata or plan.enables_ict) else None,
+        )
+
+    def _catch_up(self, plan: _CommitPlan, race: _Race) -> int | None:
+        """Read and check every winner from the version just lost; the version if one of them is ours.
+
+        Sets ``race.next_version`` to the first version nobody holds yet (or one that could
+        not be read, to be attempted again). Raises the conflict error a winner causes.
+        """
+        race.next_version = race.attempt_version
+        while True:
+            try:
+                found = self._read_commit(race.next_version, with_mtime=plan.ict_enabled)
+            except OSError as exc:
+                # This version cannot be checked now. The next attempt targets it
+                # again: put-if-absent never overwrites, and a taken version is read
+                # (and its txnId compared) before anything moves past it.
+                race.storage_error = exc
+                return None
+            if found is None:
+                return None
+            winner, winner_bytes = found
+            if winner.txn_id == self.txn_id:
+                # An attempt that reported an error did land. It may be an earlier
+                # attempt than the last one (a write that timed out but completed
+                # later), with another timestamp and in-commit timestamp: the
+                # post-commit hook must see what is in the log.
+                self._committed_payload = winner_bytes
+                return race.next_version
+            if race.next_version == race.unresolved:
+                race.unresolved = None  # another writer's commit: ours did not land there
+            if self.read_version < 0:
+                raise TableAlreadyExistsError(self.location.uri)  # another creator won version 0
+            check_winning_commit(plan.footprint, winner, plan.isolation, plan.matcher, plan.read_protocol or plan.protocol)
+            self.winning_commits.append(winner)
+            if plan.ict_enabled:
+                race.previous_ts = _winner_timestamp(winner, plan.enables_ict, race.previous_ts)
+            race.next_version += 1
+
+    def _gave_up(self, plan: _CommitPlan, race: _Race) -> CommitFailedError:
+        """The error once the attempts are used up: why, and whether our write may have landed after all."""
+        if race.storage_error is not None:
+            reason = f"storage error at version {race.next_version}: {race.storage_error}"
+        else:
+            last = self.winning_commits[-1] if self.winning_commits else None
+            reason = f"version {race.attempt_version} was taken" + (
+                f" (latest winner: version {last.version}, {last.operation})" if last else ""
+            )
+        if race.unresolved is not None:
+            reason += (
+                f"; version {race.unresolved} may have been written by this transaction all the same, "
+                f"which it was if its commitInfo.txnId is {self.txn_id!r}: check before retrying"
+            )
+        advice = (
+            "The storage kept failing; retry once it is healthy"
+            if race.storage_error is not None
+            else "No logical conflict was found; raise max_attempts (or the backoff) "
+            "if the table has this many concurrent writers"
+        )
+        error = CommitFailedError(
+            f"gave up committing {plan.operation!r} to {self.location.uri!r} after {self.attempts} attempt(s): "
+            f"{reason}. {advice}"
+        )
+        error.__cause__ = race.storage_error
+        return error
 
     def _check_read_version_still_logged(self) -> None:
         """Refuse to commit after metadata cleanup deleted the version this transaction read.
