@@ -91,7 +91,7 @@ def ours(path: str) -> int:
     import pyarrow.compute as pc
 
     from airflow_delta.engine import DeltaTable
-    from airflow_delta.engine.read.commit_reader import string_scalar
+    from airflow_delta.engine.model.arrow_numpy import string_scalar
     from airflow_delta.engine.read.snapshot import decode_paths
 
     table = DeltaTable(path)
