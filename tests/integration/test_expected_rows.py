@@ -11,7 +11,7 @@ derivation kept in this file:
 * deletion vectors are decoded by hand from the protocol's storage format (Z85 UUIDs,
   the ``deletion_vector_<uuid>.bin`` framing, the RoaringBitmapArray magic and buckets)
   with ``pyroaring`` for the 32-bit buckets only, independent of
-  ``airflow_delta.engine.model.deletion_vectors``;
+  ``airflow_delta.engine.model.deletion_vector_files``;
 * physical column names are mapped to logical ones from the schema JSON by hand.
 
 The reference wrote ``tests/integration/expected/<table>.json`` once; the files are small and

@@ -51,7 +51,7 @@ def parsed_columns_layout(metadata: Metadata, props: TableProperties) -> tuple[p
     names = _physical_name_map(metadata.schema_json)
     pv_type = pv_parse = st_type = st_parse = None
     try:
-        from airflow_delta.engine.model import stats as stats_module
+        from airflow_delta.engine.model import stats_parse as stats_module
 
         def parse_stats(values: pa.Array) -> pa.Array:
             parsed = stats_module.parse_stats(values, metadata)
@@ -63,10 +63,10 @@ def parsed_columns_layout(metadata: Metadata, props: TableProperties) -> tuple[p
         log.warning("checkpoint: not writing stats_parsed (%s)", exc)
     if metadata.partition_columns:
         try:
-            from airflow_delta.engine.model import schema as schema_module
+            from airflow_delta.engine.model import partition_values as partition_values_module
 
             def parse_partitions(values: pa.Array) -> pa.Array:
-                parsed = schema_module.parse_partition_values(values, metadata)
+                parsed = partition_values_module.parse_partition_values(values, metadata)
                 return _rename_struct(parsed, {k: (v[0], {}) for k, v in names.items()})
 
             probe = parse_partitions(pa.array([[]], type=STRING_MAP_TYPE))

@@ -45,7 +45,7 @@ def prune_files(
     """Which of N files may hold a row matching ``predicate`` (True = keep; never null).
 
     ``partition_values``: typed partition values, one struct row per file, logical names.
-    ``stats``: parsed statistics (:func:`airflow_delta.engine.model.stats.parse_stats`), one row
+    ``stats``: parsed statistics (:func:`airflow_delta.engine.model.stats_parse.parse_stats`), one row
     per file; a missing statistic, or a null row, means "may match". The result is
     conservative: a file is False only if provably none of its rows satisfies the filter.
     """

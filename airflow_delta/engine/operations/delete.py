@@ -194,7 +194,7 @@ def _plan(txn: Transaction, snapshot: Snapshot, predicate: str | None) -> _Plan:
 
 
 def _partition_predicate_mask(snapshot: Snapshot, files: pa.Table, predicate: Predicate) -> pa.Array:
-    from airflow_delta.engine.model.schema import parse_partition_values
+    from airflow_delta.engine.model.partition_values import parse_partition_values
 
     if files.num_rows == 0:
         return pa.array([], pa.bool_())
@@ -312,7 +312,7 @@ def _map(fn: Callable[[int], Any], items: Sequence[int] | range, workers: int) -
 
 def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     """Rows still live in ``files``: numRecords minus DV cardinality (stats, else the parquet footer)."""
-    from airflow_delta.engine.model.stats import parse_stats
+    from airflow_delta.engine.model.stats_parse import parse_stats
     from airflow_delta.engine.write.row_deletion import num_records_of
 
     if files.num_rows == 0:

@@ -30,14 +30,11 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import CorruptCheckpointError, CorruptCommitError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
+from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar, int64_array, mask_to_numpy
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
     LogAction,
-    bool_array,
-    bool_scalar,
     file_actions_from_structs,
-    int64_array,
-    mask_to_numpy,
     parse_log_bytes,
 )
 from airflow_delta.engine.read.listing import SIDECAR_DIR, log_dir

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import InvalidLogError, MissingMetadataError, MissingProtocolError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.arrow_numpy import int32_array, int64_array, int64_to_numpy, string_array, string_scalar
 from airflow_delta.engine.model.table_features import check_readable
 from airflow_delta.engine.read.checkpoint_reader import (
     CheckpointActions,
@@ -45,16 +46,11 @@ from airflow_delta.engine.read.commit_reader import (
     LogAction,
     LogLines,
     StrayFileAction,
-    int32_array,
-    int64_array,
-    int64_to_numpy,
     parse_file_actions,
     parse_non_file_actions,
     partition_keys_of,
     read_files_joined,
     split_log_lines,
-    string_array,
-    string_scalar,
 )
 from airflow_delta.engine.read.listing import LogSegment, commit_version
 from airflow_delta.engine.storage.fileio import FileIO

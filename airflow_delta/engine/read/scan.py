@@ -42,15 +42,9 @@ from airflow_delta.engine.errors import (
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, Protocol
-from airflow_delta.engine.model.schema import (
-    FIELD_ID_KEY,
-    PARQUET_FIELD_ID_KEY,
-    PHYSICAL_NAME_KEY,
-    VARIANT_TYPE,
-    column_mapping_mode,
-    parse_partition_values,
-    partition_schema,
-)
+from airflow_delta.engine.model.column_mapping import column_mapping_mode
+from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
+from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 
@@ -230,7 +224,7 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
     column = files.column("deletion_vector")
     if column.null_count == len(column):
         return none
-    from airflow_delta.engine.model.deletion_vectors import dv_descriptor_from_struct, read_deletion_vectors
+    from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 
     # Only rows that have a DV become Python objects (files with DVs are the minority).
     groups: dict[tuple[str, str], list[tuple[int, DeletionVectorDescriptor]]] = {}

@@ -37,8 +37,8 @@ import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.arrow_numpy import int64_array, mask_to_numpy, string_scalar
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.read.commit_reader import int64_array, mask_to_numpy, string_scalar
 from airflow_delta.engine.read.listing import (
     LogListing,
     LogSegment,
@@ -91,7 +91,7 @@ class Snapshot:
         file's action did not carry would otherwise appear as a null entry, and be
         written back that way by checkpoints and removes.
         """
-        from airflow_delta.engine.model.schema import ColumnMapping
+        from airflow_delta.engine.model.column_mapping import ColumnMapping
         from airflow_delta.engine.read.replay import restrict_map_keys
 
         adds = self.file_state.adds()
@@ -130,13 +130,13 @@ class Snapshot:
     # ------------------------------------------------------------------ files
     @cached_property
     def _partition_values(self) -> pa.StructArray:
-        from airflow_delta.engine.model.schema import parse_partition_values
+        from airflow_delta.engine.model.partition_values import parse_partition_values
 
         return parse_partition_values(self.add_actions.column("partition_values"), self.metadata, self.protocol)
 
     @cached_property
     def _stats(self) -> pa.StructArray:
-        from airflow_delta.engine.model.stats import parse_stats
+        from airflow_delta.engine.model.stats_parse import parse_stats
 
         return parse_stats(self.add_actions.column("stats").combine_chunks(), self.metadata)
 

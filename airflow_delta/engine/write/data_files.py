@@ -32,13 +32,15 @@ from airflow_delta.engine.errors import (
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import AddFile, Metadata
+from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.constraints import (
     Constraint,
     enforce_constraints,
     enforce_not_null,
     table_constraints,
 )
-from airflow_delta.engine.model.schema import ColumnMapping, schema_to_arrow, serialize_partition_value
+from airflow_delta.engine.model.partition_values import serialize_partition_value
+from airflow_delta.engine.model.schema import schema_to_arrow
 from airflow_delta.engine.model.table_features import (
     check_writable,
 )
@@ -342,7 +344,7 @@ class _FileWriter:
         buffer.rows = rest.num_rows
 
     def _write_file(self, rows: pa.Table, values: Mapping[str, str | None]) -> AddFile:
-        from airflow_delta.engine.model.stats import compute_stats
+        from airflow_delta.engine.model.stats_compute import compute_stats
 
         layout = self.layout
         directory = _partition_dir(layout, values) if (layout.partition_columns or layout.random_prefix_length) else ""
@@ -472,7 +474,7 @@ def add_file_from_parquet(
     value, which is serialized here. Size and modification time come from storage,
     statistics from the parquet footer.
     """
-    from airflow_delta.engine.model.stats import stats_from_parquet_metadata
+    from airflow_delta.engine.model.stats_compute import stats_from_parquet_metadata
 
     log_path = encode_log_path(relative_path)
     absolute = resolve_in_table(root, log_path)

@@ -26,7 +26,7 @@ from airflow_delta.engine.storage.paths import decode_log_path
 from airflow_delta.engine.write.file_removes import staged_removes
 
 if TYPE_CHECKING:
-    from airflow_delta.engine.model.deletion_vectors import RoaringBitmapArray
+    from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
     from airflow_delta.engine.read.snapshot import Snapshot
 
 
@@ -70,13 +70,13 @@ def stage_row_deletion(
     already; ``clock`` gives the deletion timestamp (ms) when ``deletion_timestamp`` is
     None. See :meth:`Transaction.delete_rows` for the rules and the errors raised.
     """
-    from airflow_delta.engine.model.deletion_vectors import (
+    from airflow_delta.engine.model.deletion_vector_files import (
         DEFAULT_PACKING_TARGET_SIZE,
-        RoaringBitmapArray,
         dv_descriptor_from_struct,
         read_deletion_vectors,
         write_deletion_vectors,
     )
+    from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
 
     props = TableProperties.from_configuration(metadata.configuration)
     if not props.enable_deletion_vectors:

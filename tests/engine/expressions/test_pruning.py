@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from airflow_delta.engine.expressions import parse_predicate, prune_files
 from airflow_delta.engine.model.actions import Metadata
 from airflow_delta.engine.model.schema import schema_to_arrow
-from airflow_delta.engine.model.stats import compute_stats, parse_stats
+from airflow_delta.engine.model.stats_compute import compute_stats
+from airflow_delta.engine.model.stats_parse import parse_stats
 
 UTC = dt.UTC
 NAN = math.nan

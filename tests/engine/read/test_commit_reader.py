@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from airflow_delta.engine.errors import CorruptCommitError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
@@ -194,7 +191,7 @@ def test_commit_info_tags_do_not_disturb_file_tags() -> None:
     assert [(r["path"], r["tags"]) for r in rows] == [("a", [("INSERTION_TIME", "1700000000000000")]), ("b", None)]
 
 
-# ------------------------------------------------------------------ chunked parsing, pandas-free conversions
+# ------------------------------------------------------------------ chunked parsing
 
 
 def test_chunked_parse_equals_one_parse() -> None:
@@ -216,26 +213,8 @@ def test_chunked_parse_equals_one_parse() -> None:
     assert rows[0]["tags"] == [("k", "0")] and rows[0]["dv_id"] == "udv0@0"
 
 
-@settings(max_examples=60, deadline=None)
-@given(values=st.lists(st.one_of(st.none(), st.booleans()), max_size=70), start=st.integers(0, 70))
-def test_mask_to_numpy_matches_pyarrow(values: list[bool | None], start: int) -> None:
-    arr = pa.array(values, pa.bool_()).slice(min(start, len(values)))
-    expected = [bool(v) for v in arr.to_pylist()]  # nulls count as False
-    assert cr.mask_to_numpy(arr).tolist() == expected
-    assert cr.mask_to_numpy(pa.chunked_array([arr, arr], pa.bool_())).tolist() == expected * 2
-    assert cr.bool_array(np.array(expected, dtype=bool)).to_pylist() == expected
-
-
-def test_buffer_built_arrays() -> None:
-    assert cr.int64_array(np.arange(3)).to_pylist() == [0, 1, 2]
-    assert cr.int64_to_numpy(pa.chunked_array([cr.int64_array(np.arange(5)).slice(2)])).tolist() == [2, 3, 4]
-    assert cr.int32_array(np.array([1, 2])).type == pa.int32()
-    assert cr.string_array(["a", "", "é"]).to_pylist() == ["a", "", "é"]
-    assert cr.string_scalar("x").as_py() == "x" and cr.string_scalar(None).as_py() is None
-    assert cr.bool_scalar(True).as_py() is True
+def test_empty_file_actions_has_the_file_actions_schema() -> None:
     assert cr.EMPTY_FILE_ACTIONS.schema == FILE_ACTIONS_SCHEMA and cr.EMPTY_FILE_ACTIONS.num_rows == 0
-    with pytest.raises(ValueError):
-        cr.int64_to_numpy(pa.array([1, None]))
 
 
 def test_lines_longer_than_a_parse_block() -> None:

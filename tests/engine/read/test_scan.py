@@ -30,8 +30,8 @@ from airflow_delta.engine.errors import (
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import AddFile, Metadata, Protocol, action_to_line
-from airflow_delta.engine.model.deletion_vectors import write_deletion_vector
-from airflow_delta.engine.model.schema import ColumnMapping
+from airflow_delta.engine.model.column_mapping import ColumnMapping
+from airflow_delta.engine.model.deletion_vector_files import write_deletion_vector
 from airflow_delta.engine.read.scan import read_data
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.storage.fileio import LocalFileIO

@@ -127,7 +127,7 @@ def test_schema_delegates_to_schema_module(table_path: str) -> None:
 
 
 def test_files_and_plan_files(table_path: str) -> None:
-    pytest.importorskip("airflow_delta.engine.model.stats")
+    pytest.importorskip("airflow_delta.engine.model.stats_parse")
     pytest.importorskip("airflow_delta.engine.expressions")
     _table(table_path)
     snap = load_snapshot(IO, table_path, version=0)

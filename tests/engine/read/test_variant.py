@@ -23,7 +23,7 @@ import pytest
 from airflow_delta.engine.errors import CorruptDataFileError, DataFileNotFoundError, UnsupportedFeatureError
 from airflow_delta.engine.model.actions import AddFile, Metadata, Protocol, action_to_line
 from airflow_delta.engine.model.schema import VARIANT_TYPE, arrow_to_delta_schema, schema_to_arrow
-from airflow_delta.engine.model.stats import parse_stats, stats_type
+from airflow_delta.engine.model.stats_parse import parse_stats, stats_type
 from airflow_delta.engine.model.table_features import check_readable, check_writable
 from airflow_delta.engine.table import DeltaTable
 

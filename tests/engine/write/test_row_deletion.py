@@ -30,7 +30,7 @@ from tests.engine.write.transaction_helpers import (
 
 
 def test_delete_rows_merges_with_the_existing_deletion_vector(table_path: str) -> None:
-    from airflow_delta.engine.model.deletion_vectors import read_deletion_vector
+    from airflow_delta.engine.model.deletion_vector_files import read_deletion_vector
 
     t = _dv_table(table_path)
     a, bc = _path_of(t, "a"), _path_of(t, "b c")

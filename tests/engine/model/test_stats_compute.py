@@ -1,4 +1,4 @@
-"""Per-file statistics: the Arrow stats type, parsing stats JSON, computing it (data and footers)."""
+"""Computing per-file statistics: from data (as Delta writes them) and from parquet footers; round trips."""
 
 from __future__ import annotations
 
@@ -7,175 +7,21 @@ import io
 import json
 import math
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_delta.engine.model.actions import Metadata
 from airflow_delta.engine.model.schema import schema_to_arrow
-from airflow_delta.engine.model.stats import (
+from airflow_delta.engine.model.stats_compute import (
     compute_stats,
-    indexed_columns,
-    leaf_paths,
-    parse_stats,
     stats_from_parquet_metadata,
-    stats_type,
     truncate_max_string,
     truncate_min_string,
 )
-
-UTC = dt.UTC
-
-
-def _field(name: str, t: object, metadata: dict | None = None) -> dict:
-    return {"name": name, "type": t, "nullable": True, "metadata": metadata or {}}
-
-
-def _metadata(fields: list[dict], partition_columns: tuple[str, ...] = (), configuration: dict | None = None) -> Metadata:
-    return Metadata(
-        id="t",
-        schema_string=json.dumps({"type": "struct", "fields": fields}),
-        partition_columns=partition_columns,
-        configuration=configuration or {},
-    )
-
-
-def _log_actions(table_dir: Path) -> tuple[Metadata, list[dict]]:
-    metadata = None
-    adds = []
-    for path in sorted((table_dir / "_delta_log").glob("*.json")):
-        for line in path.read_text().splitlines():
-            action = json.loads(line)
-            if "metaData" in action:
-                metadata = Metadata.from_json(action["metaData"])
-            if "add" in action:
-                adds.append(action["add"])
-    assert metadata is not None
-    return metadata, adds
-
-
-ALL_TYPES = _metadata(
-    [
-        _field("i", "integer"),
-        _field("l", "long"),
-        _field("f", "float"),
-        _field("d", "double"),
-        _field("dec", "decimal(8,5)"),
-        _field("s", "string"),
-        _field("b", "boolean"),
-        _field("bin", "binary"),
-        _field("dt", "date"),
-        _field("ts", "timestamp"),
-        _field("ntz", "timestamp_ntz"),
-        _field("st", {"type": "struct", "fields": [_field("x", "short"), _field("arr", {"type": "array", "elementType": "long", "containsNull": True})]}),
-        _field("m", {"type": "map", "keyType": "string", "valueType": "string", "valueContainsNull": True}),
-        _field("p", "string"),
-    ],
-    partition_columns=("p",),
-)
-
-
-# --------------------------------------------------------------------------- stats_type
-
-
-def test_stats_type_mirrors_the_schema_without_partition_columns() -> None:
-    t = stats_type(ALL_TYPES)
-    assert [f.name for f in t] == ["numRecords", "minValues", "maxValues", "nullCount", "tightBounds"]
-    assert t.field("numRecords").type == pa.int64()
-    assert t.field("tightBounds").type == pa.bool_()
-    min_values = t.field("minValues").type
-    assert min_values == t.field("maxValues").type
-    # Only types Delta keeps min/max for; booleans, binary, arrays and maps have none.
-    assert [f.name for f in min_values] == ["i", "l", "f", "d", "dec", "s", "dt", "ts", "ntz", "st"]
-    assert min_values.field("dec").type == pa.decimal128(8, 5)
-    assert min_values.field("ts").type == pa.timestamp("us", "UTC")
-    assert min_values.field("ntz").type == pa.timestamp("us")
-    assert min_values.field("st").type == pa.struct([("x", pa.int16())])
-    null_count = t.field("nullCount").type
-    assert [f.name for f in null_count] == ["i", "l", "f", "d", "dec", "s", "b", "bin", "dt", "ts", "ntz", "st", "m"]
-    assert null_count.field("st").type == pa.struct([("x", pa.int64()), ("arr", pa.int64())])
-    assert all(null_count.field(n).type == pa.int64() for n in ("i", "m", "bin"))
-
-
-# --------------------------------------------------------------------------- parse_stats
-
-
-def test_parse_stats_of_real_tables(shared_tables: Path) -> None:
-    metadata, adds = _log_actions(shared_tables / "delta-1.2.1-only-struct-stats")
-    parsed = parse_stats(pa.array([a.get("stats") for a in adds], pa.string()), metadata)
-    assert parsed.type == stats_type(metadata)
-    first = parsed.to_pylist()[0]
-    raw = json.loads(adds[0]["stats"])
-    assert first["numRecords"] == raw["numRecords"]
-    assert first["minValues"]["decimal"] == Decimal("-5.67800")
-    assert first["minValues"]["timestamp"] == dt.datetime(2022, 10, 24, 22, 59, 32, 846000, tzinfo=UTC)
-    assert first["minValues"]["date"] == dt.date(2022, 10, 24)
-    assert first["minValues"]["nested_struct"] == {"struct_element": {"nested_struct_element": "nested_struct_value"}}
-    assert first["nullCount"]["null"] == 1
-    assert first["nullCount"]["map"] == 0
-    # Integer minima over the files are the integers the log recorded.
-    assert [r["minValues"]["integer"] for r in parsed.to_pylist()] == [json.loads(a["stats"])["minValues"]["integer"] for a in adds]
-
-
-def test_parse_stats_edge_timestamps_and_non_null_struct(shared_tables: Path) -> None:
-    metadata, adds = _log_actions(shared_tables / "table_with_edge_timestamps")
-    rows = parse_stats([a["stats"] for a in adds], metadata).to_pylist()
-    assert rows[0]["maxValues"]["BIG_DATE"] == dt.datetime(9999, 12, 31, tzinfo=UTC)
-    metadata, adds = _log_actions(shared_tables / "table_with_null_stats_in_notnull_struct")
-    rows = parse_stats([a["stats"] for a in adds], metadata).to_pylist()
-    assert [r["minValues"]["s"]["l"] for r in rows] == [10, 20]
-    assert rows[0]["nullCount"]["s"] == {"l": 0, "b": 0}
-
-
-def test_parse_stats_maps_physical_names_under_column_mapping(shared_tables: Path) -> None:
-    metadata, adds = _log_actions(shared_tables / "table_with_column_mapping")
-    rows = parse_stats([a["stats"] for a in adds], metadata).to_pylist()
-    assert rows[0]["minValues"] == {"Super Name": json.loads(adds[0]["stats"])["minValues"]["col-3877fd94-0973-4941-ac6b-646849a1ff65"]}
-    # The partition column is not in the stats type.
-    assert "Company Very Short" not in stats_type(metadata).field("nullCount").type.names
-
-
-def test_parse_stats_null_bad_and_odd_documents() -> None:
-    metadata = _metadata([_field("a", "long"), _field("d", "date"), _field("x", "double"), _field("dec", "decimal(4,2)"), _field("t", "timestamp")])
-    docs = [
-        None,
-        "",
-        "  ",
-        "not json",
-        "[1, 2]",
-        '{"numRecords": "many"}',
-        '{"numRecords": 2, "minValues": {"a": 1.5, "d": "2024-02-30", "x": "NaN", "dec": 1.234}, "maxValues": {"a": "x", "x": NaN, "dec": 12.5}}',
-        '{\n  "numRecords": 3,\n  "minValues": {"t": "2024-01-01T01:00:00.000+01:00", "dec": 1}\n}',
-        '{"numRecords": 4, "unknownStat": {"a": 1}, "nullCount": {"a": 4, "zz": 1}, "tightBounds": false}',
-    ]
-    rows = parse_stats(pa.array(docs, pa.string()), metadata).to_pylist()
-    assert rows[:5] == [None] * 5
-    assert rows[5]["numRecords"] is None
-    assert rows[6]["numRecords"] == 2
-    assert rows[6]["minValues"] == {"a": None, "d": None, "x": None, "dec": None, "t": None}
-    assert rows[6]["maxValues"] == {"a": None, "d": None, "x": None, "dec": Decimal("12.50"), "t": None}
-    assert rows[7]["minValues"]["t"] == dt.datetime(2024, 1, 1, tzinfo=UTC)
-    assert rows[7]["minValues"]["dec"] == Decimal("1.00")
-    assert rows[8]["nullCount"]["a"] == 4
-    assert rows[8]["tightBounds"] is False
-
-
-def test_parse_stats_of_many_rows_isolates_a_bad_chunk() -> None:
-    metadata = _metadata([_field("a", "long")])
-    good = '{"numRecords":1,"minValues":{"a":%d},"maxValues":{"a":%d},"nullCount":{"a":0}}'
-    docs = [good % (i, i) for i in range(20_000)]
-    docs[12_345] = '{"numRecords":1,"minValues":{"a":"oops"}}'
-    parsed = parse_stats(pa.chunked_array([docs[:7000], docs[7000:]]), metadata)
-    mins = parsed.field("minValues").field("a").to_pylist()
-    assert mins[12_345] is None
-    assert mins[:5] == [0, 1, 2, 3, 4]
-    assert mins[19_999] == 19_999
-    assert parse_stats([], metadata).type == stats_type(metadata)
-
+from airflow_delta.engine.model.stats_parse import parse_stats
+from tests.engine.model.stats_builders import ALL_TYPES, UTC, _field, _metadata
 
 # --------------------------------------------------------------------------- compute_stats
 
@@ -277,16 +123,6 @@ def test_compute_stats_indexed_columns_and_column_mapping() -> None:
     # Round trip back to logical names.
     parsed = parse_stats([compute_stats(data, metadata, num_indexed_cols=-1)], metadata).to_pylist()[0]
     assert parsed["maxValues"] == {"a": 2, "s": {"x": 6}, "c": "v"}
-
-
-def test_stats_columns_property_wins_over_num_indexed_cols() -> None:
-    metadata = _metadata(
-        [_field("a", "long"), _field("b", "long"), _field("`odd.name`", "long")],
-        configuration={"delta.dataSkippingStatsColumns": "b", "delta.dataSkippingNumIndexedCols": "1"},
-    )
-    assert leaf_paths(indexed_columns(metadata)) == [("b",)]
-    assert leaf_paths(indexed_columns(metadata, num_indexed_cols=1)) == [("a",)]
-    assert leaf_paths(indexed_columns(metadata, stats_columns=["```odd.name```"])) == [("`odd.name`",)]
 
 
 def test_missing_and_all_null_columns() -> None:
@@ -396,13 +232,3 @@ def test_compute_then_parse_gives_true_bounds_and_null_counts(rows: list[dict]) 
     if nested:
         assert parsed["minValues"]["st"]["n"] == min(nested)
         assert parsed["maxValues"]["st"]["n"] == max(nested)
-
-
-@pytest.mark.parametrize("table_name", ["delta-1.2.1-only-struct-stats", "http_requests", "table_with_column_mapping"])
-def test_parse_every_stats_string_of_real_tables(shared_tables: Path, table_name: str) -> None:
-    metadata, adds = _log_actions(shared_tables / table_name)
-    docs = [a.get("stats") for a in adds]
-    parsed = parse_stats(docs, metadata)
-    assert len(parsed) == len(docs)
-    records = parsed.field("numRecords").to_pylist()
-    assert records == [json.loads(d)["numRecords"] if d else None for d in docs]

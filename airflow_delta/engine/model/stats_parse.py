@@ -1,0 +1,285 @@
+"""Reading per-file statistics: the ``stats`` JSON of add actions, parsed into Arrow.
+
+:func:`stats_type` is the Arrow type of parsed statistics (logical names, the column types for
+min/max, int64 counts); :func:`parse_stats` parses N JSON strings at once with one
+``pyarrow.json`` read. A statistic whose JSON value does not fit the column type becomes null
+(unknown) instead of failing the read. Variant bounds exist only with variant shredding
+(Z85-encoded variants, protocol "Statistics for Variant Columns"), which we do not read: they
+are ignored. Computing statistics for files we write lives in
+:mod:`~airflow_delta.engine.model.stats_compute`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.stats_columns import StatsField, data_fields
+
+__all__ = [
+    "parse_stats",
+    "stats_type",
+]
+
+
+# =========================================================================== the parsed stats type
+
+
+def _nested_stats_type(
+    fields: Sequence[StatsField], physical: bool, leaf_type: Callable[[StatsField], pa.DataType | None]
+) -> pa.StructType:
+    """The struct of one stats family over ``fields``: ``leaf_type`` gives a leaf's type, or None to leave it out.
+
+    Structs nest as the schema does; a struct left with no fields is left out.
+    """
+    out = []
+    for f in fields:
+        name = f.physical if physical else f.logical
+        if f.is_struct:
+            assert f.children is not None
+            child = _nested_stats_type(f.children, physical, leaf_type)
+            if child.num_fields:
+                out.append(pa.field(name, child))
+        else:
+            t = leaf_type(f)
+            if t is not None:
+                out.append(pa.field(name, t))
+    return pa.struct(out)
+
+
+def _min_max_type(fields: Sequence[StatsField], physical: bool) -> pa.StructType:
+    return _nested_stats_type(fields, physical, lambda f: f.arrow_type if f.has_min_max else None)
+
+
+def _null_count_type(fields: Sequence[StatsField], physical: bool) -> pa.StructType:
+    return _nested_stats_type(fields, physical, lambda f: pa.int64())
+
+
+def _stats_struct(fields: Sequence[StatsField], physical: bool) -> pa.StructType:
+    min_max = _min_max_type(fields, physical)
+    return pa.struct(
+        [
+            pa.field("numRecords", pa.int64()),
+            pa.field("minValues", min_max),
+            pa.field("maxValues", min_max),
+            pa.field("nullCount", _null_count_type(fields, physical)),
+            pa.field("tightBounds", pa.bool_()),
+        ]
+    )
+
+
+def stats_type(metadata: Metadata) -> pa.StructType:
+    """Arrow type of parsed statistics: logical names, column types for min/max, int64 counts.
+
+    Covers every data column (not only the currently indexed ones): files written under
+    other settings may carry statistics for any column.
+    """
+    return _stats_struct(data_fields(metadata), physical=False)
+
+
+# =========================================================================== parsing
+
+_PARSE_CHUNK_ROWS = 4096
+
+
+def parse_stats(stats: pa.Array | pa.ChunkedArray | Sequence[str | None], metadata: Metadata) -> pa.StructArray:
+    """Parse N ``stats`` JSON strings into a StructArray of :func:`stats_type` (vectorised).
+
+    A null or empty string gives a null row. A value whose JSON type does not fit the
+    column (say ``"NaN"`` for a double maximum, or a decimal with too many digits)
+    becomes null - an unknown statistic - rather than failing; so does a NaN bound.
+    Timestamps are read from ISO strings with ``Z`` or an offset; dates from ``YYYY-MM-DD``.
+    """
+    fields = data_fields(metadata)
+    logical_type = _stats_struct(fields, physical=False)
+    physical_type = _stats_struct(fields, physical=True)
+    array = _as_string_array(stats)
+    n = len(array)
+    if n == 0:
+        return pa.array([], logical_type)
+    trimmed = pc.utf8_trim_whitespace(array)
+    present = pc.and_(pc.is_valid(trimmed), pc.not_equal(trimmed, "")).fill_null(False)
+    # Raw newlines can only be whitespace between JSON tokens: flatten each document
+    # onto one line so the batch can be read as newline-delimited JSON.
+    has_breaks = pc.any(pc.or_(pc.match_substring(trimmed, "\n"), pc.match_substring(trimmed, "\r"))).as_py()
+    if has_breaks:
+        trimmed = pc.replace_substring_regex(trimmed, r"[\r\n]+", " ")
+    lines = pc.if_else(present, trimmed, "{}")
+    read_type = _raw_read_type(physical_type)
+    raw = _read_lines(lines, read_type)
+    # Rows without statistics (or with a document that is not a JSON object) are null rows.
+    missing = pc.or_(pc.invert(present), raw.is_null())
+    children = [
+        _finish(pc.if_else(missing, pa.scalar(None, raw.type.field(i).type), pc.struct_field(raw, [i])), field.type,
+                is_min_max=field.name in ("minValues", "maxValues"))
+        for i, field in enumerate(logical_type)
+    ]
+    return pa.StructArray.from_arrays(children, fields=list(logical_type), mask=missing)
+
+
+def _as_string_array(stats: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Array:
+    if isinstance(stats, pa.ChunkedArray):
+        stats = stats.combine_chunks() if stats.num_chunks else pa.array([], pa.string())
+    if not isinstance(stats, pa.Array):
+        stats = pa.array(list(stats), pa.string())
+    if pa.types.is_null(stats.type):
+        stats = stats.cast(pa.string())
+    if not pa.types.is_string(stats.type):
+        stats = stats.cast(pa.string())
+    return stats
+
+
+def _raw_read_type(t: pa.DataType) -> pa.DataType:
+    """The type pyarrow.json reads: dates arrive as strings and are converted afterwards."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _raw_read_type(f.type)) for f in t])
+    if pa.types.is_date(t):
+        return pa.string()
+    return t
+
+
+def _read_lines(lines: pa.Array, read_type: pa.StructType) -> pa.StructArray:
+    """Read one JSON document per element; on a bad document retry in chunks, so that
+    only the chunks holding one are parsed row by row."""
+    fast = _read_fast(lines, read_type)
+    if fast is not None:
+        return fast
+    if len(lines) <= _PARSE_CHUNK_ROWS:
+        return _read_slow(lines, read_type)
+    pieces = []
+    for start in range(0, len(lines), _PARSE_CHUNK_ROWS):
+        chunk = lines.slice(start, _PARSE_CHUNK_ROWS)
+        piece = _read_fast(chunk, read_type)
+        pieces.append(piece if piece is not None else _read_slow(chunk, read_type))
+    return pa.concat_arrays(pieces)
+
+
+def _read_fast(lines: pa.Array, read_type: pa.StructType) -> pa.StructArray | None:
+    buffer = _newline_joined(lines)
+    longest = int(pc.max(pc.binary_length(lines)).as_py() or 0)
+    try:
+        table = pj.read_json(
+            pa.BufferReader(buffer),
+            read_options=pj.ReadOptions(block_size=max(1 << 22, 2 * longest + 2), use_threads=True),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(read_type)), unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != len(lines):
+        return None
+    return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(read_type))
+
+
+def _read_slow(lines: pa.Array, read_type: pa.StructType) -> pa.StructArray:
+    """Row by row: each value that does not fit its type becomes null."""
+    return pa.array([_coerce_document(text, read_type) for text in lines.to_pylist()], read_type)
+
+
+def _newline_joined(lines: pa.Array) -> pa.Buffer:
+    """One buffer with every string followed by a newline, without a Python loop."""
+    with_newline = pc.binary_join_element_wise(lines, "\n", "")
+    offsets = with_newline.buffers()[1]
+    data = with_newline.buffers()[2]
+    start = pa.Array.from_buffers(pa.int32(), 1, [None, offsets], offset=with_newline.offset)[0].as_py()
+    end = pa.Array.from_buffers(pa.int32(), 1, [None, offsets], offset=with_newline.offset + len(with_newline))[0].as_py()
+    return data.slice(start, end - start) if data is not None else pa.py_buffer(b"")
+
+
+def _coerce_document(text: str | None, read_type: pa.StructType) -> dict[str, Any] | None:
+    try:
+        document = json.loads(text or "{}", parse_float=Decimal, parse_constant=lambda c: Decimal(c))
+    except ValueError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    return _coerce_struct(document, read_type)
+
+
+def _coerce_struct(value: Any, t: pa.StructType) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        return None
+    return {f.name: _coerce_value(value.get(f.name), f.type) for f in t}
+
+
+def _coerce_value(value: Any, t: pa.DataType) -> Any:
+    """``value`` (parsed JSON) as a value of ``t``, or None if it does not fit."""
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        return _coerce_struct(value, t)
+    if isinstance(value, bool):
+        return value if pa.types.is_boolean(t) else None
+    try:
+        if pa.types.is_integer(t):
+            if isinstance(value, int):
+                number = value
+            elif isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+                number = int(value)
+            else:
+                return None
+            bound = 1 << (t.bit_width - 1)
+            return number if -bound <= number < bound else None
+        if pa.types.is_floating(t):
+            if isinstance(value, int | Decimal):
+                return float(value)
+            if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+                return float(value.replace("Infinity", "inf"))
+            return None
+        if pa.types.is_decimal(t):
+            if not isinstance(value, int | Decimal):
+                return None
+            number = Decimal(value)
+            quantized = number.quantize(Decimal(1).scaleb(-t.scale))
+            if quantized != number or len(quantized.as_tuple().digits) > t.precision:
+                return None
+            return quantized
+        if pa.types.is_string(t):
+            return value if isinstance(value, str) else None
+        if pa.types.is_timestamp(t):
+            return _parse_stats_timestamp(value, t) if isinstance(value, str) else None
+        if pa.types.is_boolean(t):
+            return None
+    except (ValueError, InvalidOperation, OverflowError, ArithmeticError):
+        return None
+    return None
+
+
+def _parse_stats_timestamp(text: str, t: pa.TimestampType) -> dt.datetime | None:
+    try:
+        value = dt.datetime.fromisoformat(text.strip().replace(" ", "T"))
+    except ValueError:
+        return None
+    if t.tz is not None:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+    return value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def _finish(raw: pa.Array, logical: pa.DataType, is_min_max: bool) -> pa.Array:
+    """Convert raw-read values to their final types, with logical field names."""
+    if pa.types.is_struct(logical):
+        # struct_field carries the parent's nulls down, so no child shows a value under a null row.
+        children = [_finish(pc.struct_field(raw, [i]), field.type, is_min_max) for i, field in enumerate(logical)]
+        return pa.StructArray.from_arrays(children, fields=list(logical), mask=raw.is_null() if raw.null_count else None)
+    if pa.types.is_date(logical):
+        try:
+            return raw.cast(pa.date32())  # strict ISO dates: the common, fast case
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        parsed = pc.strptime(raw, format="%Y-%m-%d", unit="s", error_is_null=True)
+        # strptime rolls impossible dates over (2024-02-30 -> 03-01): refuse those.
+        exact = pc.equal(pc.strftime(parsed, format="%Y-%m-%d"), raw).fill_null(False)
+        return pc.if_else(exact, parsed.cast(pa.date32()), pa.scalar(None, pa.date32()))
+    if is_min_max and pa.types.is_floating(logical):
+        # A NaN bound says nothing usable about the other values: unknown.
+        return pc.if_else(pc.is_nan(raw), pa.scalar(None, logical), raw)
+    return raw
