@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_delta.engine.model import partition_values as partition_values_module
+from airflow_delta.engine.model import stats_parse as stats_module
 from airflow_delta.engine.model.actions import STRING_MAP_TYPE, Metadata
 from airflow_delta.engine.model.properties import TableProperties
 
@@ -51,7 +53,6 @@ def parsed_columns_layout(metadata: Metadata, props: TableProperties) -> tuple[p
     names = _physical_name_map(metadata.schema_json)
     pv_type = pv_parse = st_type = st_parse = None
     try:
-        from airflow_delta.engine.model import stats_parse as stats_module
 
         def parse_stats(values: pa.Array) -> pa.Array:
             parsed = stats_module.parse_stats(values, metadata)
@@ -63,7 +64,6 @@ def parsed_columns_layout(metadata: Metadata, props: TableProperties) -> tuple[p
         log.warning("checkpoint: not writing stats_parsed (%s)", exc)
     if metadata.partition_columns:
         try:
-            from airflow_delta.engine.model import partition_values as partition_values_module
 
             def parse_partitions(values: pa.Array) -> pa.Array:
                 parsed = partition_values_module.parse_partition_values(values, metadata)

@@ -47,9 +47,10 @@ from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache
 from airflow_delta.engine.checkpoint.schema import add_type, checkpoint_schema
 from airflow_delta.engine.checkpoint.spark_hash import spark_murmur3_strings
 from airflow_delta.engine.checkpoint.v2 import DEFAULT_SIDECAR_SIZE, write_v2
-from airflow_delta.engine.errors import DeltaError, InvalidLogError
+from airflow_delta.engine.errors import DeltaError, InvalidLogError, UnsupportedFeatureError
 from airflow_delta.engine.model.actions import DomainMetadata, Protocol, SetTransaction
 from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.model.table_features import check_readable, writer_features
 from airflow_delta.engine.storage.fileio import FileIO
 
 if TYPE_CHECKING:
@@ -196,8 +197,6 @@ LOG_MAINTENANCE_WRITER_FEATURES: frozenset[str] = frozenset(
 
 def check_log_maintenance_supported(protocol: Protocol) -> None:
     """Refuse to checkpoint or clean up a table we cannot read, or with a writer feature that may govern either."""
-    from airflow_delta.engine.errors import UnsupportedFeatureError
-    from airflow_delta.engine.model.table_features import check_readable, writer_features
 
     check_readable(protocol)
     unknown = writer_features(protocol) - LOG_MAINTENANCE_WRITER_FEATURES

@@ -23,7 +23,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from airflow_delta.engine.errors import ConstraintViolationError, InvalidFilterError, InvalidLogError
 from airflow_delta.engine.model.actions import Metadata, Protocol
@@ -112,6 +111,10 @@ def enforce_constraints(data: pa.Table, constraints: tuple[Constraint, ...], sch
     """
     if not constraints:
         return
+    # Loaded here, not at import: sqlglot and pyarrow.dataset (which pulls in pandas) are
+    # only needed once there are constraints to evaluate.
+    import pyarrow.dataset as ds
+
     from airflow_delta.engine.expressions import parse_predicate
 
     dataset = ds.dataset(data)

@@ -38,7 +38,12 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import DeletionVectorsNotEnabledError, TableNotFoundError, UnsupportedFeatureError
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
 from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
+from airflow_delta.engine.model.partition_values import parse_partition_values
+from airflow_delta.engine.model.stats_parse import parse_stats
 from airflow_delta.engine.operations.results import DeleteResult
+from airflow_delta.engine.read.scan import read_data
+from airflow_delta.engine.write.data_files import write_data_files
+from airflow_delta.engine.write.row_deletion import live_files_by_path, num_records_of
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
@@ -80,7 +85,6 @@ def matching_rows(
     columns = list(bound.columns)
 
     def one(i: int) -> np.ndarray:
-        from airflow_delta.engine.read.scan import read_data
 
         data = read_data(snapshot, files.slice(i, 1), columns=columns, max_workers=1)
         return _positions(data, expression)
@@ -110,7 +114,6 @@ def matching_row_indexes(snapshot: Snapshot, file: Mapping[str, Any] | pa.Table,
 
 
 def _file_by_path(snapshot: Snapshot, path: str) -> pa.Table:
-    from airflow_delta.engine.write.row_deletion import live_files_by_path
 
     return live_files_by_path(snapshot, [path]).drop_columns(["key"])
 
@@ -194,7 +197,6 @@ def _plan(txn: Transaction, snapshot: Snapshot, predicate: str | None) -> _Plan:
 
 
 def _partition_predicate_mask(snapshot: Snapshot, files: pa.Table, predicate: Predicate) -> pa.Array:
-    from airflow_delta.engine.model.partition_values import parse_partition_values
 
     if files.num_rows == 0:
         return pa.array([], pa.bool_())
@@ -269,8 +271,6 @@ def _delete_by_rewriting(
     metrics: dict[str, int],
     target_file_size: int | None,
 ) -> None:
-    from airflow_delta.engine.read.scan import read_data
-    from airflow_delta.engine.write.data_files import write_data_files
 
     expression = predicate.to_arrow(nulls_as_false=True)
 
@@ -312,8 +312,6 @@ def _map(fn: Callable[[int], Any], items: Sequence[int] | range, workers: int) -
 
 def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     """Rows still live in ``files``: numRecords minus DV cardinality (stats, else the parquet footer)."""
-    from airflow_delta.engine.model.stats_parse import parse_stats
-    from airflow_delta.engine.write.row_deletion import num_records_of
 
     if files.num_rows == 0:
         return 0

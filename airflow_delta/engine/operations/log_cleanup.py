@@ -41,7 +41,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported
+from airflow_delta.engine.checkpoint.writer import (
+    check_log_maintenance_supported,
+    read_last_checkpoint,
+    write_last_checkpoint,
+)
 from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO
@@ -386,7 +390,6 @@ def _describe(io: FileIO, cp: _Checkpoint) -> dict[str, Any]:
 
 def _repoint_last_checkpoint(io: FileIO, root: str, anchor: _Checkpoint) -> None:
     """Point ``_last_checkpoint`` at ``anchor`` if it names an older checkpoint (one cleanup deletes)."""
-    from airflow_delta.engine.checkpoint.writer import read_last_checkpoint, write_last_checkpoint
 
     current = read_last_checkpoint(io, root)
     if current is not None and current["version"] >= anchor.version:

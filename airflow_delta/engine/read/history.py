@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 import pyarrow.fs as pafs
 
-from airflow_delta.engine.errors import DeltaError, InvalidTimestampError, VersionNotFoundError
+from airflow_delta.engine.errors import DeltaError, InvalidTimestampError, TableNotFoundError, VersionNotFoundError
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.read.commit_reader import parse_commit_bytes, read_files_bytes
 from airflow_delta.engine.read.listing import LogListing, list_log, segment_from_listing
+from airflow_delta.engine.read.replay import replay_metadata
 from airflow_delta.engine.storage.fileio import FileIO
 
 TimestampLike = datetime | date | str | int
@@ -123,7 +124,6 @@ def extract_commit_info(data: bytes, file: str) -> dict[str, Any] | None:
 
 def latest_properties(io: FileIO, root: str, listing: LogListing | None = None) -> TableProperties:
     """Table properties of the latest version (metadata-only replay; no file actions parsed)."""
-    from airflow_delta.engine.read.replay import replay_metadata
 
     listing = listing if listing is not None else list_log(io, root)
     segment = segment_from_listing(listing)
@@ -142,7 +142,6 @@ def read_history(io: FileIO, root: str, limit: int | None = None) -> list[dict[s
     """
     listing = list_log(io, root)
     if listing.latest_version is None:
-        from airflow_delta.engine.errors import TableNotFoundError
 
         raise TableNotFoundError(root)
     try:
@@ -205,7 +204,6 @@ def version_at_timestamp(io: FileIO, root: str, timestamp: TimestampLike, listin
     latest = listing.latest_version
     earliest = listing.earliest_reconstructable()
     if latest is None:
-        from airflow_delta.engine.errors import TableNotFoundError
 
         raise TableNotFoundError(root)
     # Versions that can be rebuilt and whose commit time we know.

@@ -43,6 +43,7 @@ from airflow_delta.engine.errors import (
 )
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, Protocol
 from airflow_delta.engine.model.column_mapping import column_mapping_mode
+from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
 from airflow_delta.engine.storage.fileio import FileIO
@@ -224,7 +225,6 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
     column = files.column("deletion_vector")
     if column.null_count == len(column):
         return none
-    from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 
     # Only rows that have a DV become Python objects (files with DVs are the minority).
     groups: dict[tuple[str, str], list[tuple[int, DeletionVectorDescriptor]]] = {}

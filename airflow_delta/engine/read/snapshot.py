@@ -38,7 +38,12 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arrow_numpy import int64_array, mask_to_numpy, string_scalar
+from airflow_delta.engine.model.column_mapping import ColumnMapping
+from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.model.schema import schema_to_arrow
+from airflow_delta.engine.model.stats_parse import parse_stats
+from airflow_delta.engine.read.history import commit_timestamp, extract_commit_info, version_at_timestamp
 from airflow_delta.engine.read.listing import (
     LogListing,
     LogSegment,
@@ -46,7 +51,7 @@ from airflow_delta.engine.read.listing import (
     list_log_and_segment,
     segment_from_listing,
 )
-from airflow_delta.engine.read.replay import FileActions, LogState, replay_metadata
+from airflow_delta.engine.read.replay import FileActions, LogState, replay_metadata, restrict_map_keys
 from airflow_delta.engine.read.scan import read_data
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import decode_log_path, encode_log_path, relative_to_table, resolve_in_table
@@ -91,8 +96,6 @@ class Snapshot:
         file's action did not carry would otherwise appear as a null entry, and be
         written back that way by checkpoints and removes.
         """
-        from airflow_delta.engine.model.column_mapping import ColumnMapping
-        from airflow_delta.engine.read.replay import restrict_map_keys
 
         adds = self.file_state.adds()
         mapping = ColumnMapping.from_metadata(self.metadata, self.protocol)
@@ -110,7 +113,6 @@ class Snapshot:
     @cached_property
     def schema(self) -> pa.Schema:
         """The table schema as Arrow, with logical column names."""
-        from airflow_delta.engine.model.schema import schema_to_arrow
 
         return schema_to_arrow(self.metadata.schema_string)
 
@@ -130,13 +132,11 @@ class Snapshot:
     # ------------------------------------------------------------------ files
     @cached_property
     def _partition_values(self) -> pa.StructArray:
-        from airflow_delta.engine.model.partition_values import parse_partition_values
 
         return parse_partition_values(self.add_actions.column("partition_values"), self.metadata, self.protocol)
 
     @cached_property
     def _stats(self) -> pa.StructArray:
-        from airflow_delta.engine.model.stats_parse import parse_stats
 
         return parse_stats(self.add_actions.column("stats").combine_chunks(), self.metadata)
 
@@ -370,7 +370,6 @@ def load_snapshot(
     timestamp: TimestampLike | None = None,
 ) -> Snapshot:
     """The table at ``root`` as of the latest version, a ``version``, or a ``timestamp``."""
-    from airflow_delta.engine.read.history import commit_timestamp, extract_commit_info, version_at_timestamp
 
     if version is not None and timestamp is not None:
         raise DeltaError("pass either version or timestamp, not both")

@@ -41,6 +41,7 @@ from airflow_delta.engine.model.constraints import (
 )
 from airflow_delta.engine.model.partition_values import serialize_partition_value
 from airflow_delta.engine.model.schema import schema_to_arrow
+from airflow_delta.engine.model.stats_compute import compute_stats, stats_from_parquet_metadata
 from airflow_delta.engine.model.table_features import (
     check_writable,
 )
@@ -344,7 +345,6 @@ class _FileWriter:
         buffer.rows = rest.num_rows
 
     def _write_file(self, rows: pa.Table, values: Mapping[str, str | None]) -> AddFile:
-        from airflow_delta.engine.model.stats_compute import compute_stats
 
         layout = self.layout
         directory = _partition_dir(layout, values) if (layout.partition_columns or layout.random_prefix_length) else ""
@@ -474,7 +474,6 @@ def add_file_from_parquet(
     value, which is serialized here. Size and modification time come from storage,
     statistics from the parquet footer.
     """
-    from airflow_delta.engine.model.stats_compute import stats_from_parquet_metadata
 
     log_path = encode_log_path(relative_path)
     absolute = resolve_in_table(root, log_path)

@@ -11,6 +11,8 @@ import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.partition_values import parse_partition_values
+from airflow_delta.engine.model.stats_parse import parse_stats
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +29,6 @@ def files_may_match(predicates: Sequence[Any], files: pa.Table, metadata: Metada
         return everything if predicates else pa.array([False] * n, pa.bool_())
     try:
         from airflow_delta.engine.expressions import prune_files
-        from airflow_delta.engine.model.partition_values import parse_partition_values
     except ImportError:  # pragma: no cover - before the expression engine exists
         log.debug("expressions/schema modules unavailable; every added file counts as matching")
         return everything
@@ -39,7 +40,6 @@ def files_may_match(predicates: Sequence[Any], files: pa.Table, metadata: Metada
     stats = None
     if "stats" in files.column_names and files.column("stats").null_count < n:
         try:
-            from airflow_delta.engine.model.stats_parse import parse_stats
 
             stats = parse_stats(files.column("stats").combine_chunks(), metadata)
         except (ImportError, DeltaError, pa.ArrowException, ValueError, KeyError) as exc:

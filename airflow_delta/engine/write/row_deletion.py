@@ -21,8 +21,16 @@ from airflow_delta.engine.errors import (
     RowIndexOutOfRangeError,
 )
 from airflow_delta.engine.model.actions import AddFile, DeletionVectorDescriptor, Metadata, RemoveFile
+from airflow_delta.engine.model.deletion_vector_files import (
+    DEFAULT_PACKING_TARGET_SIZE,
+    dv_descriptor_from_struct,
+    read_deletion_vectors,
+    write_deletion_vectors,
+)
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.storage.paths import decode_log_path
+from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
+from airflow_delta.engine.read.snapshot import relative_paths
+from airflow_delta.engine.storage.paths import decode_log_path, resolve_in_table
 from airflow_delta.engine.write.file_removes import staged_removes
 
 if TYPE_CHECKING:
@@ -70,13 +78,6 @@ def stage_row_deletion(
     already; ``clock`` gives the deletion timestamp (ms) when ``deletion_timestamp`` is
     None. See :meth:`Transaction.delete_rows` for the rules and the errors raised.
     """
-    from airflow_delta.engine.model.deletion_vector_files import (
-        DEFAULT_PACKING_TARGET_SIZE,
-        dv_descriptor_from_struct,
-        read_deletion_vectors,
-        write_deletion_vectors,
-    )
-    from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
 
     props = TableProperties.from_configuration(metadata.configuration)
     if not props.enable_deletion_vectors:
@@ -172,7 +173,6 @@ def live_files_by_path(snapshot: Snapshot, keys: Sequence[str]) -> pa.Table:
     A key may be the log path (URI-encoded, as :meth:`Transaction.read_files` returns
     it) or the decoded path relative to the root (as ``snapshot.files()`` returns it).
     """
-    from airflow_delta.engine.read.snapshot import relative_paths
 
     live: pa.Table = snapshot.add_actions
     wanted = pa.array(list(keys), pa.string())
@@ -212,7 +212,6 @@ def num_records_of(snapshot: Snapshot, row: Mapping[str, Any]) -> int:
             return int(value)
     import pyarrow.parquet as pq
 
-    from airflow_delta.engine.storage.paths import resolve_in_table
 
     with snapshot.io.open_input_file(resolve_in_table(snapshot.table_root, row["path"])) as f:
         return int(pq.ParquetFile(f).metadata.num_rows)

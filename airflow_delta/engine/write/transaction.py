@@ -57,6 +57,7 @@ from airflow_delta.engine.model.commit_info import (
     encode_operation_parameters,
 )
 from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.model.property_validation import normalize_properties
 from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
@@ -390,7 +391,6 @@ class Transaction:
         ``delta.feature.<name>=supported`` adds a table feature to the protocol instead
         of being stored, as in Delta. Features the new values need are added at commit.
         """
-        from airflow_delta.engine.model.property_validation import normalize_properties
 
         base = self.metadata
         configuration = dict(base.configuration)
