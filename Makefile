@@ -18,6 +18,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.lock
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -e .
+	$(BIN)/python -m compileall -q airflow_delta  # the editable package's own sources
 	touch $(STAMP)
 
 demo: $(STAMP)
