@@ -50,6 +50,7 @@ from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     ChecksumMismatchError,
     CommitFailedError,
+    CommitNotSupportedError,
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -99,7 +100,7 @@ from airflow_delta.engine.model.properties import TableProperties, parse_interva
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.results import AppendResult, DeleteResult
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.storage.fileio import CommitNotSupportedError, FileInfo, FileIO, LocalFileIO
+from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure

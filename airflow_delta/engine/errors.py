@@ -1,6 +1,7 @@
 """Every error the engine raises, under one base class, :class:`DeltaError`.
 
-Each error says what went wrong *and* what the caller can do about it. Errors that
+Each error says what went wrong *and* what the caller can do about it, including
+whether running the operation again can help (:attr:`DeltaError.retryable`). Errors that
 come from the log name the file (and line) that is at fault; conflict errors carry
 the winning commit's version, its operation and what it touched, so a DAG author can
 read why a task failed without opening the log.
@@ -9,11 +10,20 @@ read why a task failed without opening the log.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 
 class DeltaError(Exception):
-    """Base class of every error raised by :mod:`airflow_delta.engine`."""
+    """Base class of every error raised by :mod:`airflow_delta.engine`.
+
+    ``retryable`` says whether running the whole operation again, from a fresh snapshot
+    of the table, can succeed: True for conflicts with concurrent writers and for
+    commits that storage or contention kept from landing; False for bad input, tables
+    or features we cannot handle, and broken logs, where a retry only fails again. The
+    Airflow layer turns it into a task retry or an immediate failure.
+    """
+
+    retryable: ClassVar[bool] = False
 
 
 # --------------------------------------------------------------------------- table
@@ -178,7 +188,21 @@ class AppendOnlyViolationError(DeltaError):
 
 
 class CommitFailedError(DeltaError):
-    """A commit could not be written (storage failure, or retries exhausted)."""
+    """A commit could not be written (storage failure, or retries exhausted). Nothing was committed
+    unless the message says that a version may have been written (it names the txnId to look for)."""
+
+    # Contention, a storage hiccup, or a transaction older than the log: a new attempt
+    # on the latest snapshot can land.
+    retryable = True
+
+
+class CommitNotSupportedError(DeltaError):
+    """The storage behind a table cannot do the atomic create-if-absent that commits need.
+
+    Committing without it could let two writers both believe they wrote the same
+    version, so the engine refuses; reading still works. Use storage with conditional
+    writes (local disk here; object stores once their FileIO lands).
+    """
 
 
 class TransactionAlreadyCommittedError(DeltaError):
@@ -201,6 +225,10 @@ class ConcurrentModificationError(DeltaError):
     operation, and ``conflicting`` what overlapped: file paths, partition values,
     app ids or domain names, depending on the rule.
     """
+
+    # Planning the operation again on the snapshot that includes the winner can succeed
+    # (Delta's own advice for these exceptions).
+    retryable = True
 
     def __init__(
         self,

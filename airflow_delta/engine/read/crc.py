@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow.compute as pc
 
-from airflow_delta.engine.errors import CorruptCommitError
+from airflow_delta.engine.errors import CommitNotSupportedError, CorruptCommitError
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.storage.fileio import CommitNotSupportedError, FileIO
+from airflow_delta.engine.storage.fileio import FileIO
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot

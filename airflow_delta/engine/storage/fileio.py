@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from airflow_delta.engine.errors import DeltaError
+from airflow_delta.engine.errors import CommitNotSupportedError, DeltaError
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +108,9 @@ class FileIO:
         reader ever sees a partially written file.
         """
         raise CommitNotSupportedError(
-            f"{type(self.filesystem).__name__} offers no atomic create-if-absent; "
-            "committing to it could lose a concurrent commit"
+            f"{type(self.filesystem).__name__} offers no atomic create-if-absent, so committing to it could "
+            "lose a concurrent commit; reading works, but commit through a FileIO with conditional writes "
+            "(local storage today)"
         )
 
     def delete(self, path: str) -> None:
@@ -120,10 +121,6 @@ class FileIO:
         if parent:
             self.mkdirs(parent)
         return self.filesystem.open_output_stream(path)
-
-
-class CommitNotSupportedError(DeltaError):
-    """The storage behind a table cannot do the atomic create-if-absent that commits need."""
 
 
 class LocalFileIO(FileIO):

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from airflow_delta.engine.errors import CommitNotSupportedError
 from airflow_delta.engine.read.listing import commit_path
-from airflow_delta.engine.storage.fileio import CommitNotSupportedError
 from airflow_delta.engine.storage.location import TableLocation
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from airflow_delta.engine.storage.fileio import CommitNotSupportedError, FileIO, LocalFileIO, resolve_table_uri
+from airflow_delta.engine.errors import CommitNotSupportedError
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
 
 
 def test_put_if_absent_creates_then_refuses(tmp_path: Path) -> None:

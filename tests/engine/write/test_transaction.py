@@ -815,7 +815,8 @@ def test_successful_commits_run_the_post_commit_hook(table_path: str) -> None:
 def test_storage_without_atomic_create_refuses_to_commit(table: DeltaTable) -> None:
     import pyarrow.fs as pafs
 
-    from airflow_delta.engine.storage.fileio import CommitNotSupportedError, FileIO
+    from airflow_delta.engine.errors import CommitNotSupportedError
+    from airflow_delta.engine.storage.fileio import FileIO
 
     table = DeltaTable(table.table_uri, io=FileIO(pafs.LocalFileSystem()))
     txn = table.transaction()
