@@ -19,6 +19,7 @@ raises :class:`CorruptCommitError` naming the file and line at fault.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,13 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 
 from airflow_delta.engine.errors import CorruptCommitError
-from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE, FILE_ACTIONS_SCHEMA, STRING_MAP_TYPE
+from airflow_delta.engine.model import log_json
+from airflow_delta.engine.model.actions import (
+    DELETION_VECTOR_TYPE,
+    FILE_ACTIONS_SCHEMA,
+    STRING_MAP_TYPE,
+    action_body_error,
+)
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     int32_array,
@@ -81,7 +88,7 @@ def parse_commit_bytes(data: bytes, file: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            action = json.loads(line)
+            action = log_json.loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
             raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
         if not isinstance(action, dict):
@@ -249,7 +256,7 @@ def split_log_lines(contents: Sequence[bytes] | JoinedFiles, names: Sequence[str
     offsets = np.concatenate([[0], line_ends]).astype(np.int64)
     lines = pa.LargeStringArray.from_buffers(num_lines, pa.py_buffer(offsets), data)
     is_file_line = pc.or_(pc.starts_with(lines, '{"add":'), pc.starts_with(lines, '{"remove":'))  # no nulls
-    return LogLines(
+    log = LogLines(
         data=data,
         lines=lines,
         is_file_line=is_file_line,
@@ -258,6 +265,28 @@ def split_log_lines(contents: Sequence[bytes] | JoinedFiles, names: Sequence[str
         versions=np.asarray(versions, dtype=np.int64),
         names=tuple(names),
     )
+    _check_utf8(log, raw, line_ends)
+    return log
+
+
+def _check_utf8(log: LogLines, raw: np.ndarray, line_ends: np.ndarray) -> None:
+    """Refuse bytes that are not UTF-8 (the protocol's encoding of the log), naming the line.
+
+    One vectorised validation of the whole buffer; only when it fails is the first bad
+    byte located (by a decoder that reports its offset).
+    """
+    try:
+        log.lines.validate(full=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    try:
+        codecs.utf_8_decode(memoryview(raw), "strict", True)
+    except UnicodeDecodeError as exc:
+        line = int(np.searchsorted(line_ends, exc.start, side="right"))
+        file, number = log.where(line)
+        raise CorruptCommitError(file, number, f"invalid UTF-8 at byte {exc.start - (int(line_ends[line - 1]) if line else 0)} "
+                                 f"of the line ({exc.reason}); the log is UTF-8 JSON") from None
 
 
 def _newline_positions(raw: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
@@ -282,7 +311,7 @@ def parse_non_file_actions(log: LogLines, seq_start: int = 0) -> tuple[tuple[Log
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = log_json.loads(text)
         except ValueError as exc:
             file, number = log.where(i)
             raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
@@ -292,6 +321,14 @@ def parse_non_file_actions(log: LogLines, seq_start: int = 0) -> tuple[tuple[Log
         version = int(log.versions[log.file_of_line[i]])
         source = log.names[int(log.file_of_line[i])]
         for key, body in obj.items():
+            if key not in FILE_ACTION_KEYS:
+                reason = action_body_error(key, body)
+                if reason is not None:
+                    file, number = log.where(i)
+                    raise CorruptCommitError(file, number, f"invalid {key} action: {reason}")
+            elif not isinstance(body, dict):
+                file, number = log.where(i)
+                raise CorruptCommitError(file, number, f"invalid {key} action: expected a JSON object, found {body!r:.80}")
             if not isinstance(body, dict):
                 continue  # not an action we know; unknown actions are ignored
             if key in FILE_ACTION_KEYS:
@@ -376,7 +413,7 @@ def partition_keys_of(metadata: Mapping[str, Any]) -> set[str]:
     if not columns:
         return keys
     try:
-        fields = json.loads(metadata.get("schemaString") or "{}").get("fields", [])
+        fields = log_json.loads(metadata.get("schemaString") or "{}").get("fields", [])
     except (ValueError, AttributeError):
         return keys
     for field in fields:
@@ -557,7 +594,7 @@ def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, 
     keys: set[str] = set()
     for text in lines.take(int64_array(idx)).to_pylist():
         try:
-            obj = json.loads(text)
+            obj = log_json.loads(text)
         except ValueError:
             continue  # the full parse will fail and report it
         for key in FILE_ACTION_KEYS:
@@ -737,7 +774,7 @@ def _parse_file_lines_slow(
     rows: list[tuple[int, int, str, Mapping[str, Any]]] = []
     for i, version, text in zip(file_idx.tolist(), versions.tolist(), selected.to_pylist(), strict=True):
         try:
-            obj = json.loads(text)
+            obj = log_json.loads(text)
         except ValueError as exc:
             file, number = where(i)
             raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None

@@ -137,7 +137,7 @@ def test_winner_metadata_change_aborts_even_a_blind_append() -> None:
 def test_metadata_is_checked_before_file_conflicts() -> None:
     w = winner(
         commit_info("REPLACE TABLE", False),
-        {"metaData": {"id": "t", "schemaString": "{}", "configuration": {}}},
+        {"metaData": {"id": "t", "schemaString": "{\"type\":\"struct\",\"fields\":[]}", "configuration": {}}},
         remove("p=1/a.parquet", "1"),
     )
     with pytest.raises(MetadataChangedException):
