@@ -50,7 +50,9 @@ _BODY_RULES: dict[str, dict[str, tuple[str, bool]]] = {
         "readerFeatures": ("strs", False), "writerFeatures": ("strs", False),
     },
     "metaData": {
-        "id": ("str", True), "schemaString": ("str", True), "partitionColumns": ("strs", False),
+        # schemaString may be absent from a metaData that a later one completes (Delta Live
+        # Tables writes such a version 0); the metaData a snapshot uses must have it.
+        "id": ("str", True), "schemaString": ("str", False), "partitionColumns": ("strs", False),
         "configuration": ("str_map", False), "format": ("format", False), "name": ("str", False),
         "description": ("str", False), "createdTime": ("int", False),
     },
@@ -192,6 +194,8 @@ class Metadata:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Metadata:
         check_action_body("metaData", d)
+        if d.get("schemaString") is None:
+            raise InvalidLogError("invalid metaData action: it has no schemaString, so the table has no schema")
         parse_schema_json(d["schemaString"])  # its shape, once, for every walk of the schema that follows
         try:
             fmt = d.get("format") or {}

@@ -33,6 +33,7 @@ from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
 from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar, int64_array, mask_to_numpy
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
+    ActionRowError,
     LogAction,
     file_actions_from_structs,
     parse_log_bytes,
@@ -235,20 +236,29 @@ def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) ->
         return EMPTY_FILE_ACTIONS
     parts: list[pa.Table] = []
     masks: list[np.ndarray] = []
+    first_row = 0  # of the current batch, in the file
     try:
         for batch in pf.iter_batches(batch_size=_FILE_BATCH, columns=columns, use_threads=False):
             col = batch.column(0)
             live = pc.is_valid(pc.struct_field(col, "path"))
-            masks.append(mask_to_numpy(live))
-            if live.true_count == 0:
-                continue
-            body = _select(col, live)
-            n = len(body)
-            parts.append(file_actions_from_structs(
-                body, is_add=key == "add",
-                versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
-            ))
-            del batch, col, body
+            live_np = mask_to_numpy(live)
+            masks.append(live_np)
+            if live.true_count:
+                body = _select(col, live)
+                n = len(body)
+                try:
+                    parts.append(file_actions_from_structs(
+                        body, is_add=key == "add",
+                        versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
+                    ))
+                except ActionRowError as exc:
+                    row = first_row + int(np.flatnonzero(live_np)[exc.row])
+                    raise CorruptCheckpointError(
+                        path, f"the {key} action in row {row} does not match the protocol's schema: {exc.reason}"
+                    ) from None
+                del body
+            first_row += len(col)
+            del batch, col
     except (OSError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
     if not parts:
