@@ -45,6 +45,7 @@ from airflow_delta.engine.model.arrow_numpy import (
     bool_scalar,
     int32_array,
     int64_array,
+    int64_to_numpy,
     mask_to_numpy,
     string_array,
     string_scalar,
@@ -411,7 +412,20 @@ def _contiguous_bytes(selected: pa.LargeStringArray) -> pa.Buffer:
     return selected.buffers()[2].slice(start, end - start)
 
 
-def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str]) -> pa.Table:
+def _file_actions_json_schema(partition_keys: Sequence[str], only: str | None = None) -> pa.Schema:
+    """The explicit schema add/remove lines are parsed with (``only``: just that one field of each)."""
+    def body(fields: list[tuple[str, pa.DataType]]) -> pa.DataType:
+        fields = [
+            *fields,
+            ("partitionValues", pa.struct([(k, pa.string()) for k in partition_keys])),
+            ("tags", pa.struct([])),
+        ]
+        return pa.struct([f for f in fields if only is None or f[0] == only])
+
+    return pa.schema([("add", body(_ADD_FIELDS)), ("remove", body(_REMOVE_FIELDS))])
+
+
+def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], schema: pa.Schema | None = None) -> pa.Table:
     """One ``read_json`` of log lines with the explicit schema of add/remove.
 
     Nothing is inferred: fields not declared are ignored (other actions, unknown fields),
@@ -419,14 +433,7 @@ def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str]) -> pa.Table:
     declared, not inferred: ``partitionValues`` with the partition columns' keys, and
     ``tags`` as an (empty) object whose entries :func:`_tag_maps` reads.
     """
-    def body(fields: list[tuple[str, pa.DataType]]) -> pa.DataType:
-        return pa.struct([
-            *fields,
-            ("partitionValues", pa.struct([(k, pa.string()) for k in partition_keys])),
-            ("tags", pa.struct([])),
-        ])
-
-    schema = pa.schema([("add", body(_ADD_FIELDS)), ("remove", body(_REMOVE_FIELDS))])
+    schema = schema or _file_actions_json_schema(partition_keys)
     parse_options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     # Blocks of 1 MB are parsed in parallel; a line longer than a block (a huge schema or
     # stats) cannot be split, so then the buffer is parsed as one block.
@@ -517,11 +524,19 @@ def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[s
             lo = mid
         except _PARSE_ERRORS:
             hi = mid
+    line = _line_bytes(log, int(row_line[lo]), int(row_line[lo]) + 1)
     try:
-        _read_json(_line_bytes(log, int(row_line[lo]), int(row_line[lo]) + 1), pkeys)
+        _read_json(line, pkeys)
         return
     except _PARSE_ERRORS as exc:
         message = re.sub(r"\s+in row \d+$", "", str(exc).removeprefix("JSON parse error: "))
+    if "Column(" not in message:  # e.g. a number out of range: name the field it is in
+        for name, _ in [*_ADD_FIELDS, *_REMOVE_FIELDS, ("partitionValues", None), ("tags", None)]:
+            try:
+                _read_json(line, pkeys, _file_actions_json_schema(pkeys, only=name))
+            except _PARSE_ERRORS:
+                message = f"field {name!r}: {message}"
+                break
     file, number = log.where(int(row_line[lo]))
     raise CorruptCommitError(file, number, f"the add/remove action does not match the protocol's schema ({message})")
 
@@ -589,7 +604,7 @@ def _tag_maps(row_lines: pa.LargeStringArray, table: pa.Table) -> dict[str, pa.A
         return None
     # A line with one "tags" key (the usual case) is cut vectorised; a line where "tags"
     # also names a field nested in an unknown field is parsed on its own (rare).
-    single = mask_to_numpy(pc.equal(pc.count_substring_regex(cand_lines, _TAGS_KEY), 1))
+    single = int64_to_numpy(pc.count_substring_regex(cand_lines, _TAGS_KEY)) == 1
     maps = [_tag_maps_cut(cand_lines.filter(bool_array(single)), candidates[single], tagged_by_key)]
     if not single.all():
         maps.append(_tag_maps_parsed(cand_lines.filter(bool_array(~single)), candidates[~single], tagged_by_key))
@@ -624,7 +639,7 @@ def _tag_maps_cut(lines: pa.LargeStringArray, rows: np.ndarray, tagged_by_key: M
     pairs = lists.flatten()
     keys, values = pc.struct_field(pairs, "k"), pc.struct_field(pairs, "v")
     keep = values.is_valid()
-    counts = np.bincount(np.asarray(pc.list_parent_indices(lists))[mask_to_numpy(keep)], minlength=len(lists))
+    counts = np.bincount(int64_to_numpy(pc.list_parent_indices(lists))[mask_to_numpy(keep)], minlength=len(lists))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     return pa.MapArray.from_arrays(int32_array(offsets), keys.filter(keep), values.filter(keep)).cast(STRING_MAP_TYPE)
 
@@ -634,7 +649,10 @@ def _tag_maps_parsed(lines: pa.LargeStringArray, rows: np.ndarray, tagged_by_key
     out: list[list[tuple[str, str]]] = []
     for row, text in zip(rows.tolist(), lines.to_pylist(), strict=True):
         key = _row_key(row, tagged_by_key)
-        tags = log_json.loads(text)[key]["tags"]
+        try:
+            tags = log_json.loads(text)[key]["tags"]
+        except ValueError as exc:
+            raise ActionRowError(row, key, str(exc)) from None
         if not isinstance(tags, dict) or not all(v is None or isinstance(v, str) for v in tags.values()):
             raise ActionRowError(row, key, "'tags' must be a JSON object whose values are strings")
         out.append([(k, v) for k, v in tags.items() if v is not None])
