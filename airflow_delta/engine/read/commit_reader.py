@@ -516,7 +516,6 @@ def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[s
     """Find the first line the typed parse refuses (by bisection: O(log n) typed parses of
     shrinking runs, the same rules as the bulk parse) and raise its CorruptCommitError."""
     lo, hi = 0, len(row_line)  # the first bad row is in [lo, hi)
-    message = ""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         try:
@@ -530,7 +529,11 @@ def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[s
         return
     except _PARSE_ERRORS as exc:
         message = re.sub(r"\s+in row \d+$", "", str(exc).removeprefix("JSON parse error: "))
-    if "Column(" not in message:  # e.g. a number out of range: name the field it is in
+        names_a_field = "Column(" in message
+        # pyarrow says "Column(/add/size) changed from number to string": the schema's kind, then the line's.
+        message = re.sub(r"Column\(/([^)]*)\) changed from (\w+) to (\w+)",
+                         lambda m: f"{m[1].replace('/', '.')} is a JSON {m[3]} where the protocol has a JSON {m[2]}", message)
+    if not names_a_field:  # e.g. a number out of range: name the field it is in
         for name, _ in [*_ADD_FIELDS, *_REMOVE_FIELDS, ("partitionValues", None), ("tags", None)]:
             try:
                 _read_json(line, pkeys, _file_actions_json_schema(pkeys, only=name))

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_delta.engine.errors import CorruptCommitError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
@@ -247,3 +252,61 @@ def test_lines_longer_than_a_parse_block() -> None:
     parsed = parse_log_bytes([data], ["0.json"], [0])
     assert parsed.file_actions.column("path").to_pylist() == ["big.parquet", "small.parquet"]
     assert parsed.file_actions.column("stats").to_pylist()[0] == stats
+
+
+# ------------------------------------------------------------------ tags: map<string,string>, linear memory
+
+_TAG_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8) | st.sampled_from(
+    ['"', "\\", "{", "}", '"tags":{', ":", ",", "null", '\\"', "tags"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tags=st.lists(st.none() | st.dictionaries(_TAG_TEXT, st.none() | _TAG_TEXT, max_size=4), min_size=1, max_size=12),
+    spaced=st.booleans(),
+    nested_tags=st.booleans(),
+)
+def test_tags_read_exactly_as_json_says(tags: list[dict | None], spaced: bool, nested_tags: bool) -> None:
+    """Any keys and values (quotes, escapes, braces, "tags" itself, nulls) come out as JSON decodes them."""
+    actions = []
+    for i, t in enumerate(tags):
+        body = b.add(f"f{i}")["add"]
+        if nested_tags and i % 2:  # an unknown field that holds a "tags" object of its own
+            body = {"future": {"tags": {"not": "these"}}, **body}
+        if t is not None:
+            body["tags"] = t
+        actions.append({"add" if i % 3 else "remove": body})
+    sep = (", ", ": ") if spaced else (",", ":")
+    data = b"".join(json.dumps(a, separators=sep, ensure_ascii=bool(len(tags) % 2)).encode() + b"\n" for a in actions)
+    rows = parse_log_bytes([data], ["c"], [0]).file_actions.to_pylist()
+    expected = [None if t is None else [(k, v) for k, v in t.items() if v is not None] for t in tags]
+    assert [r["tags"] for r in rows] == expected
+
+
+@pytest.mark.parametrize("tags", ['{"a": 1}', '{"a": {"b": "c"}}', '{"a": ["x"]}', '{"a": true}'])
+def test_tags_with_non_string_values_are_corrupt(tags: str) -> None:
+    line = b'{"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true, "tags": ' \
+        + tags.encode() + b"}}\n"
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([_lines(b.add("x")) + line], ["c.json"], [0])
+    assert err.value.line == 2 and "tags" in str(err.value)
+
+
+def test_ten_thousand_distinct_tag_keys_take_memory_linear_in_the_input() -> None:
+    """Each add with its own tag key once made one struct column per key (4.4 GB for 1.4 MB);
+    the pyarrow pool's peak must now stay a small multiple of the input."""
+    code = (
+        "import json, pyarrow as pa\n"
+        "from airflow_delta.engine.read.commit_reader import parse_log_bytes\n"
+        "n = 20000\n"
+        "data = ''.join(json.dumps({'add': {'path': f'f{i}', 'partitionValues': {}, 'size': 1, 'modificationTime': 1,"
+        " 'dataChange': True, 'tags': {f'key{i}': f'v{i}'}}}) + '\\n' for i in range(n)).encode()\n"
+        "rows = parse_log_bytes([data], ['c'], [0]).file_actions\n"
+        "assert rows.column('tags')[n - 1].as_py() == [(f'key{n - 1}', f'v{n - 1}')]\n"
+        "print(len(data), pa.default_memory_pool().max_memory())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    size, peak = map(int, out.stdout.split())
+    assert peak < 40 * size, (size, peak)  # quadratic would be 20,000 x 20,000 struct slots
