@@ -295,7 +295,7 @@ class _FallbackFiles:
                     raise
                 return self._retry(exc).adds()
         except MemoryError:  # numpy's, or pyarrow's ArrowMemoryError
-            raise LogTooLargeError(self._listing.log_dir.rsplit("/", 1)[0], "reading the add actions") from None
+            raise LogTooLargeError(self._listing.table_root, "reading the add actions") from None
 
     def tombstones(self) -> pa.Table:
         try:
@@ -306,7 +306,7 @@ class _FallbackFiles:
                     raise
                 return self._retry(exc).tombstones()
         except MemoryError:
-            raise LogTooLargeError(self._listing.log_dir.rsplit("/", 1)[0], "reading the remove actions") from None
+            raise LogTooLargeError(self._listing.table_root, "reading the remove actions") from None
 
 
 def _replay_falling_back(
