@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import CorruptCheckpointError, CorruptCommitError
-from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
+from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, action_body_error
 from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar, int64_array, mask_to_numpy
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
@@ -213,7 +213,11 @@ def _read_parquet_actions(io: FileIO, path: str, version: int) -> list[LogAction
     for key in _NON_FILE_KEYS:  # a fixed order of kinds (reconciliation only looks within a kind)
         for chunk in found.get(key, ()):
             for body in chunk.to_pylist(maps_as_pydicts="lossy"):
-                actions.append(LogAction(version, 0, key, _drop_nulls(body), path))
+                body = _drop_nulls(body)
+                reason = action_body_error(key, body)  # e.g. a column written with the wrong type
+                if reason is not None:
+                    raise CorruptCheckpointError(path, f"invalid {key} action: {reason}")
+                actions.append(LogAction(version, 0, key, body, path))
     return actions
 
 

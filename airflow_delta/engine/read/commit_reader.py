@@ -84,8 +84,14 @@ class ParsedLog:
 
 
 def parse_commit_bytes(data: bytes, file: str) -> list[dict[str, Any]]:
-    """Parse newline-delimited JSON actions; blank lines are skipped."""
+    """Parse newline-delimited JSON actions; blank lines are skipped.
+
+    Every action is checked against the protocol's schema, as in the bulk reader (whose
+    vectorised parse checks the add/remove lines): a broken one is a CorruptCommitError
+    naming the line, so conflict checks and history never act on a misread action.
+    """
     out: list[dict[str, Any]] = []
+    has_file_actions = False
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -95,7 +101,16 @@ def parse_commit_bytes(data: bytes, file: str) -> list[dict[str, Any]]:
             raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
         if not isinstance(action, dict):
             raise CorruptCommitError(file, number, f"expected a JSON object, found {type(action).__name__}")
+        for key, body in action.items():
+            if key in FILE_ACTION_KEYS:
+                has_file_actions = True
+                continue
+            reason = action_body_error(key, body)
+            if reason is not None:
+                raise CorruptCommitError(file, number, f"invalid {key} action: {reason}")
         out.append(action)
+    if has_file_actions:
+        parse_log_bytes([data], [file], [0])  # raises CorruptCommitError for a broken add/remove
     return out
 
 

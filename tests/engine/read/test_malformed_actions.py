@@ -172,7 +172,8 @@ def malformed_non_file_action(draw: st.DrawFn) -> dict[str, Any]:
         body.pop(field, None)
         return {key: body}
     if kind == "format":
-        value = draw(st.one_of(_bad_values("map"), st.just({"provider": 1}), st.just({"options": {"a": 1}})))
+        non_objects = st.one_of([s for name, s in _KINDS.items() if name != "object"])
+        value = draw(st.one_of(non_objects, st.just({"provider": 1}), st.just({"options": {"a": 1}})))
     else:
         value = draw(_bad_values(kind))
     body[field] = value
@@ -260,19 +261,39 @@ def test_a_dv_that_is_a_string_does_not_bring_deleted_rows_back(table_path: str)
     ("stats", [{"numRecords": 1}, {"numRecords": 2}], pa.struct([("numRecords", pa.int64())])),
 ])
 def test_checkpoint_column_of_the_wrong_type_is_corrupt(table_path: str, field: str, values: list, typ: pa.DataType) -> None:
-    table = b.checkpoint_table([b.protocol(), b.metadata(), b.add("a"), b.add("b")])
-    add = table.column("add").combine_chunks()
-    children = {f.name: add.field(f.name) for f in add.type}
-    children[field] = pa.array([None, None, *values], typ)
-    new_add = pa.StructArray.from_arrays(list(children.values()), names=list(children), mask=add.is_null())
-    table = table.set_column(table.schema.get_field_index("add"), "add", new_add)
-    os.makedirs(b.log_dir(table_path), exist_ok=True)
-    path = os.path.join(b.log_dir(table_path), f"{0:020d}.checkpoint.parquet")
-    pq.write_table(table, path)
-    b.write_commit(table_path, 1, [b.commit_info()])
+    _write_checkpoint_with(table_path, [b.protocol(), b.metadata(), b.add("a"), b.add("b")], "add", field,
+                           pa.array([None, None, *values], typ))
     with pytest.raises(CorruptCheckpointError) as err:
         _ = load_snapshot(IO, table_path).add_actions
     assert field in str(err.value) and "row 2" in str(err.value)
+
+
+def _write_checkpoint_with(table_path: str, actions: list[dict], column: str, field: str, values: pa.Array) -> None:
+    """A version-0 checkpoint of ``actions`` whose ``column.field`` is replaced by ``values``."""
+    table = b.checkpoint_table(actions)
+    struct = table.column(column).combine_chunks()
+    children = {f.name: struct.field(f.name) for f in struct.type}
+    children[field] = values
+    replaced = pa.StructArray.from_arrays(list(children.values()), names=list(children), mask=struct.is_null())
+    table = table.set_column(table.schema.get_field_index(column), column, replaced)
+    os.makedirs(b.log_dir(table_path), exist_ok=True)
+    pq.write_table(table, os.path.join(b.log_dir(table_path), f"{0:020d}.checkpoint.parquet"))
+    b.write_commit(table_path, 1, [b.commit_info()])
+
+
+@pytest.mark.parametrize(("column", "field", "values"), [
+    ("metaData", "configuration", pa.array([None, [("delta.appendOnly", 1)], None], pa.map_(pa.string(), pa.int64()))),
+    ("metaData", "partitionColumns", pa.array([None, "a", None], pa.string())),
+    ("protocol", "minReaderVersion", pa.array(["1", None, None], pa.string())),
+    ("txn", "lastUpdated", pa.array([None, None, "yesterday"], pa.string())),
+])
+def test_checkpoint_non_file_column_of_the_wrong_type_is_corrupt(
+    table_path: str, column: str, field: str, values: pa.Array
+) -> None:
+    _write_checkpoint_with(table_path, [b.protocol(), b.metadata(), b.txn("app", 3)], column, field, values)
+    with pytest.raises(CorruptCheckpointError) as err:
+        load_snapshot(IO, table_path)
+    assert column in str(err.value) and field in str(err.value)
 
 
 @pytest.mark.parametrize("dv", [
