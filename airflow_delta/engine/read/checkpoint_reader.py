@@ -202,8 +202,13 @@ def _read_parquet_actions(io: FileIO, path: str, version: int) -> list[LogAction
             for key in columns:
                 col = batch.column(key)
                 required = _NON_FILE_KEYS[key]
+                if pa.types.is_null(col.type):
+                    continue  # an all-null column written without a type: no such actions
                 if not isinstance(col, pa.StructArray) or col.type.get_field_index(required) < 0:
-                    continue
+                    raise CorruptCheckpointError(
+                        path, f"its {key!r} column has type {col.type}: the protocol's {key} is a struct with "
+                        f"a {required!r} field"
+                    )
                 present = pc.is_valid(pc.struct_field(col, required))
                 if present.true_count:
                     found[key].append(col.filter(present))
@@ -221,21 +226,28 @@ def _read_parquet_actions(io: FileIO, path: str, version: int) -> list[LogAction
     return actions
 
 
-def _file_columns(schema: pa.Schema, key: str) -> list[str]:
-    """The leaf columns of ``add`` / ``remove`` replay needs (never ``stats_parsed`` etc.)."""
+def _file_columns(schema: pa.Schema, key: str, path: str) -> list[str]:
+    """The leaf columns of ``add`` / ``remove`` replay needs (never ``stats_parsed`` etc.).
+
+    A checkpoint without the column holds no such actions; one whose column is not a
+    struct with a ``path`` is corrupt (reading it as "no files" would empty the table).
+    """
     idx = schema.get_field_index(key)
-    if idx < 0 or not pa.types.is_struct(schema.field(idx).type):
+    if idx < 0 or pa.types.is_null(schema.field(idx).type):
         return []
-    present = {f.name for f in schema.field(idx).type}
-    if "path" not in present:
-        return []
+    column_type = schema.field(idx).type
+    if not pa.types.is_struct(column_type) or column_type.get_field_index("path") < 0:
+        raise CorruptCheckpointError(
+            path, f"its {key!r} column has type {column_type}: the protocol's {key} is a struct with a 'path' field"
+        )
+    present = {f.name for f in column_type}
     return [f"{key}.{f}" for f in (_ADD_FIELDS if key == "add" else _REMOVE_FIELDS) if f in present]
 
 
 def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) -> pa.Table:
     """The ``key`` rows of one checkpoint parquet file (part or sidecar) as FILE_ACTIONS rows."""
     pf = _open_parquet(io, path)
-    columns = _file_columns(pf.schema_arrow, key)
+    columns = _file_columns(pf.schema_arrow, key, path)
     if not columns:
         return EMPTY_FILE_ACTIONS
     parts: list[pa.Table] = []

@@ -323,3 +323,22 @@ def test_checkpoint_metadata_of_wrong_types_is_refused(table_path: str) -> None:
     b.write_commit(table_path, 1, [b.commit_info()])
     with pytest.raises(InvalidLogError, match="fields"):
         load_snapshot(IO, table_path)
+
+
+@pytest.mark.parametrize(("column", "values"), [
+    ("add", pa.array([None, None, "a.parquet"], pa.string())),
+    ("add", pa.array([None, None, {"size": 1}], pa.struct([("size", pa.int64())]))),
+    ("metaData", pa.array([None, "x", None], pa.string())),
+    ("protocol", pa.array([{"v": 1}, None, None], pa.struct([("v", pa.int64())]))),
+])
+def test_checkpoint_action_column_that_is_not_the_protocols_struct_is_corrupt(
+    table_path: str, column: str, values: pa.Array
+) -> None:
+    # Read as "no such actions", a broken add column would empty the table.
+    table = b.checkpoint_table([b.protocol(), b.metadata(), b.add("a")])
+    table = table.set_column(table.schema.get_field_index(column), column, values)
+    os.makedirs(b.log_dir(table_path), exist_ok=True)
+    pq.write_table(table, os.path.join(b.log_dir(table_path), f"{0:020d}.checkpoint.parquet"))
+    b.write_commit(table_path, 1, [b.commit_info()])
+    with pytest.raises(CorruptCheckpointError, match=f"its '{column}' column"):
+        _ = load_snapshot(IO, table_path).add_actions
