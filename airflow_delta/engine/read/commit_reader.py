@@ -411,9 +411,11 @@ def partition_keys_of(metadata: Mapping[str, Any]) -> set[str]:
         fields = log_json.loads(metadata.get("schemaString") or "{}").get("fields", [])
     except (ValueError, AttributeError):
         return keys
+    if not isinstance(fields, list):
+        return keys  # a broken schema is reported where the snapshot's metaData is decoded
     for field in fields:
-        if isinstance(field, dict) and field.get("name") in keys:
-            physical = (field.get("metadata") or {}).get("delta.columnMapping.physicalName")
+        if isinstance(field, dict) and field.get("name") in keys and isinstance(field.get("metadata"), dict):
+            physical = field["metadata"].get("delta.columnMapping.physicalName")
             if isinstance(physical, str):
                 keys.add(physical)
     return keys
@@ -548,14 +550,18 @@ def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[s
         # pyarrow says "Column(/add/size) changed from number to string": the schema's kind, then the line's.
         message = re.sub(r"Column\(/([^)]*)\) changed from (\w+) to (\w+)",
                          lambda m: f"{m[1].replace('/', '.')} is a JSON {m[3]} where the protocol has a JSON {m[2]}", message)
-    if not names_a_field:  # e.g. a number out of range: name the field it is in
+    file, number = log.where(int(row_line[lo]))
+    if not names_a_field:
+        try:  # with no field declared, only the JSON text itself can fail (e.g. a lone surrogate escape)
+            _read_json(line, pkeys, _file_actions_json_schema(pkeys, only=""))
+        except _PARSE_ERRORS:
+            raise CorruptCommitError(file, number, f"the line is not valid JSON text ({message})") from None
         for name, _ in [*_ADD_FIELDS, *_REMOVE_FIELDS, ("partitionValues", None), ("tags", None)]:
-            try:
+            try:  # e.g. a number out of range: name the field it is in
                 _read_json(line, pkeys, _file_actions_json_schema(pkeys, only=name))
             except _PARSE_ERRORS:
                 message = f"field {name!r}: {message}"
                 break
-    file, number = log.where(int(row_line[lo]))
     raise CorruptCommitError(file, number, f"the add/remove action does not match the protocol's schema ({message})")
 
 

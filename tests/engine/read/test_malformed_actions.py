@@ -342,3 +342,18 @@ def test_checkpoint_action_column_that_is_not_the_protocols_struct_is_corrupt(
     b.write_commit(table_path, 1, [b.commit_info()])
     with pytest.raises(CorruptCheckpointError, match=f"its '{column}' column"):
         _ = load_snapshot(IO, table_path).add_actions
+
+
+@pytest.mark.parametrize("line", [
+    rb'{"add": {"path": "a\ud800", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true}}',
+    rb'{"commitInfo": {"operation": "\udc00"}}',
+    rb'{"metaData": {"id": "\ud800x", "schemaString": "{}"}}',
+])
+def test_unpaired_surrogate_escapes_are_named_by_line(line: bytes) -> None:
+    err = _assert_named(line, 2, 5)
+    assert "surrogate" in str(err)
+
+
+def test_surrogate_pairs_are_read() -> None:
+    line = rb'{"add": {"path": "\ud83d\ude00", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true}}'
+    assert parse_log_bytes([line + b"\n"], ["c"], [0]).file_actions.column("path").to_pylist() == ["\U0001f600"]
