@@ -357,3 +357,44 @@ def test_unpaired_surrogate_escapes_are_named_by_line(line: bytes) -> None:
 def test_surrogate_pairs_are_read() -> None:
     line = rb'{"add": {"path": "\ud83d\ude00", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true}}'
     assert parse_log_bytes([line + b"\n"], ["c"], [0]).file_actions.column("path").to_pylist() == ["\U0001f600"]
+
+
+# Arrow types a checkpoint column may be written with, and the protocol types each can hold.
+_ARROW_KINDS: dict[str, tuple[pa.DataType, Any, set[str]]] = {
+    "string": (pa.string(), "x", {"str"}),
+    "int64": (pa.int64(), 7, {"int"}),
+    "float64": (pa.float64(), 1.5, set()),
+    "bool": (pa.bool_(), True, {"bool"}),
+    "list": (pa.list_(pa.string()), ["x"], set()),
+    "int_map": (pa.map_(pa.string(), pa.int64()), [("k", 1)], set()),
+    "struct": (pa.struct([("z", pa.int64())]), {"z": 1}, set()),
+}
+
+
+@st.composite
+def malformed_checkpoint_column(draw: st.DrawFn) -> tuple[str, str, pa.Array]:
+    """An add/remove field of a checkpoint written with a type the protocol's type cannot hold,
+    or a required field left null in the second action row."""
+    key = draw(st.sampled_from(["add", "remove"]))
+    field = draw(st.sampled_from(sorted(f for f in FILE_ACTION_FIELDS[key] if f != "path")))
+    kind, required = FILE_ACTION_FIELDS[key][field]
+    if required and draw(st.booleans()):
+        typ = b.V1_SCHEMA.field(key).type.field(field).type
+        good = b.checkpoint_table([b.protocol(), b.metadata(), _good(key, 0), _good(key, 1)]).column(key).combine_chunks()
+        return key, field, pa.concat_arrays([good.field(field).slice(0, 3), pa.nulls(1, typ)])
+    wrong = draw(st.sampled_from(sorted(name for name, (_, _, holds) in _ARROW_KINDS.items() if kind not in holds)))
+    typ, value, _ = _ARROW_KINDS[wrong]
+    return key, field, pa.array([None, None, value, value], typ)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(malformed=malformed_checkpoint_column())
+def test_every_checkpoint_column_of_a_wrong_type_is_corrupt(tmp_path_factory: pytest.TempPathFactory,
+                                                             malformed: tuple[str, str, pa.Array]) -> None:
+    key, field, values = malformed
+    table_path = str(tmp_path_factory.mktemp("checkpoint"))
+    _write_checkpoint_with(table_path, [b.protocol(), b.metadata(), _good(key, 0), _good(key, 1)], key, field, values)
+    snapshot = load_snapshot(IO, table_path)
+    with pytest.raises(CorruptCheckpointError) as err:
+        _ = snapshot.add_actions if key == "add" else snapshot.tombstones
+    assert field in str(err.value) and ("row 2" in str(err.value) or "row 3" in str(err.value)), str(err.value)
