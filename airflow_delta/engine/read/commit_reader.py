@@ -448,7 +448,7 @@ def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], schema: pa.Sche
     Nothing is inferred: fields not declared are ignored (other actions, unknown fields),
     so the cost follows the bytes, never the number of distinct keys. Free-form maps are
     declared, not inferred: ``partitionValues`` with the partition columns' keys, and
-    ``tags`` as an (empty) object whose entries :func:`_tag_maps` reads.
+    ``tags`` as an (empty) object whose entries :func:`_object_maps` reads.
     """
     schema = schema or _file_actions_json_schema(partition_keys)
     parse_options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
@@ -478,14 +478,19 @@ def _parse_all_lines_chunked(log: LogLines, seq_start: int, partition_keys: Iter
     """
     lines = log.lines
     n = len(lines)
-    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(lines, np.flatnonzero(mask_to_numpy(log.is_file_line))))
+    pkeys = sorted(set(partition_keys))
+    # Keys no metaData announced (the protocol has none): then every row's partitionValues
+    # is read as a whole map, never as a struct whose columns would be guessed keys.
+    exact_partition_maps = not _sampled_partition_keys(lines, np.flatnonzero(mask_to_numpy(log.is_file_line))) <= set(pkeys)
+    if exact_partition_maps:
+        pkeys = []
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + n + 1]
     parts: list[pa.Table] = []
     a = 0
     while a < n:
         b = int(np.searchsorted(offsets, offsets[a] + chunk_bytes, side="right")) - 1
         b = min(max(b, a + 1), n)
-        part = _parse_all_lines_fast(log, a, b, seq_start, pkeys)
+        part = _parse_all_lines_fast(log, a, b, seq_start, pkeys, exact_partition_maps)
         if part.num_rows:
             parts.append(part)
         if b < n:
@@ -503,7 +508,8 @@ def _line_bytes(log: LogLines, a: int, b: int) -> pa.Buffer:
     return log.data.slice(start, end - start)
 
 
-def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: Sequence[str]) -> pa.Table:
+def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: Sequence[str],
+                          exact_partition_maps: bool = False) -> pa.Table:
     """Parse lines ``[a, b)`` of ``log`` in one ``read_json``; the add/remove rows become
     FILE_ACTIONS rows with ``seq`` = ``seq_start`` + line index."""
     lines = log.lines.slice(a, b - a)
@@ -520,10 +526,13 @@ def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: 
                                  f"{table.num_rows} JSON objects were parsed from {len(row_line)} lines")
     try:
         _check_one_action_per_line(table, log.is_file_line.take(int64_array(row_line)))
-        tags = _tag_maps(log.lines.take(int64_array(row_line)), table)
+        row_lines = log.lines.take(int64_array(row_line))
+        maps = {"tags": _object_maps(row_lines, table, "tags", keep_null_values=False)}
+        if exact_partition_maps:
+            maps["partition_values"] = _object_maps(row_lines, table, "partitionValues", keep_null_values=True)
         versions = log.versions[log.file_of_line[row_line]]
         seqs = row_line.astype(np.int64) + seq_start
-        return file_actions_from_json_table(table, versions, seqs, tags)
+        return file_actions_from_json_table(table, versions, seqs, maps)
     except ActionRowError as exc:
         file, number = log.where(int(row_line[exc.row]))
         raise CorruptCommitError(file, number, f"invalid {exc.key} action: {exc.reason}") from None
@@ -591,105 +600,110 @@ def _blank_lines(lines: pa.LargeStringArray) -> np.ndarray:
     return blank
 
 
-# ------------------------------------------------------------------ tags as map<string,string>
+# ------------------------------------------------------------------ free-form maps as map<string,string>
 #
 # pyarrow's JSON reader cannot parse an object into a map, and inferring ``tags`` as a
 # struct makes one column per distinct key: 10,000 adds with a key each became a
-# 10,000 x 10,000 struct (4.4 GB). Instead the ``tags`` object of each tagged line is
-# cut out with a regular expression (RE2: linear time), rewritten into a JSON array of
+# 10,000 x 10,000 struct (4.4 GB). Instead the object of each line is cut out with a
+# regular expression (RE2: linear time), rewritten into a JSON array of
 # ``{"k": key, "v": value}`` objects, and parsed with an explicit ``list<struct>``
-# schema, which becomes the map. Memory follows the bytes of the tags.
+# schema, which becomes the map. Memory follows the bytes of the maps. ``tags`` are read
+# so always; ``partitionValues`` only when lines carry keys no ``metaData`` announced
+# (otherwise its declared keys are an explicit struct, which is faster).
 
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
-_TAG_PAIR = _JSON_STRING + r"\s*:\s*(?:" + _JSON_STRING + r"|null)"
-_TAG_OBJECT = r"\{\s*(?:" + _TAG_PAIR + r"\s*(?:,\s*" + _TAG_PAIR + r"\s*)*)?\}"
-_TAGS_KEY = r'"tags"\s*:'
-_NON_EMPTY_TAGS = _TAGS_KEY + r'\s*\{\s*"'
-_TAGS_FIELD = _TAGS_KEY + r"\s*(?P<tags>" + _TAG_OBJECT + r")"
-_TAG_ENTRIES_SCHEMA = pa.schema([("t", pa.list_(pa.struct([("k", pa.string()), ("v", pa.string())])))])
+_MAP_PAIR = _JSON_STRING + r"\s*:\s*(?:" + _JSON_STRING + r"|null)"
+_MAP_OBJECT = r"\{\s*(?:" + _MAP_PAIR + r"\s*(?:,\s*" + _MAP_PAIR + r"\s*)*)?\}"
+_MAP_ENTRIES_SCHEMA = pa.schema([("t", pa.list_(pa.struct([("k", pa.string()), ("v", pa.string())])))])
 
 
-def _tag_maps(row_lines: pa.LargeStringArray, table: pa.Table) -> dict[str, pa.Array] | None:
-    """The ``tags`` of every add/remove row as ``map<string,string>`` (None: no row has
-    non-empty tags, so the parsed empty objects already say all). Null values are dropped."""
-    tagged_by_key = {}
+def _object_maps(row_lines: pa.LargeStringArray, table: pa.Table, field: str, *, keep_null_values: bool
+                 ) -> dict[str, pa.Array] | None:
+    """The ``field`` objects of every add/remove row as ``map<string,string>`` (None: no row
+    has a non-empty one, so the parsed empty objects already say all)."""
+    key_regex = f'"{field}"' + r"\s*:"
+    present_by_key = {}
     for key in FILE_ACTION_KEYS:
         col = table.column(key).combine_chunks()
-        tags = pc.struct_field(col, "tags")
-        tagged_by_key[key] = mask_to_numpy(pc.and_(col.is_valid(), tags.is_valid()))
-    tagged = tagged_by_key["add"] | tagged_by_key["remove"]
-    if not tagged.any():
+        present_by_key[key] = mask_to_numpy(pc.and_(col.is_valid(), pc.struct_field(col, field).is_valid()))
+    present = present_by_key["add"] | present_by_key["remove"]
+    if not present.any():
         return None
-    candidates = np.flatnonzero(tagged)
+    candidates = np.flatnonzero(present)
     cand_lines = row_lines.take(int64_array(candidates))
-    non_empty = mask_to_numpy(pc.match_substring_regex(cand_lines, _NON_EMPTY_TAGS))
+    non_empty = mask_to_numpy(pc.match_substring_regex(cand_lines, key_regex + r'\s*\{\s*"'))
     candidates, cand_lines = candidates[non_empty], cand_lines.filter(bool_array(non_empty))
     if not candidates.size:
         return None
-    # A line with one "tags" key (the usual case) is cut vectorised; a line where "tags"
-    # also names a field nested in an unknown field is parsed on its own (rare).
-    single = int64_to_numpy(pc.count_substring_regex(cand_lines, _TAGS_KEY)) == 1
-    maps = [_tag_maps_cut(cand_lines.filter(bool_array(single)), candidates[single], tagged_by_key)]
+    # A line where the key occurs once (the usual case) is cut vectorised; a line where it
+    # also names a field nested elsewhere (an unknown field, a partition column) is parsed alone.
+    single = int64_to_numpy(pc.count_substring_regex(cand_lines, key_regex)) == 1
+    maps = [_object_maps_cut(cand_lines.filter(bool_array(single)), candidates[single], present_by_key, field,
+                             keep_null_values)]
     if not single.all():
-        maps.append(_tag_maps_parsed(cand_lines.filter(bool_array(~single)), candidates[~single], tagged_by_key))
+        maps.append(_object_maps_parsed(cand_lines.filter(bool_array(~single)), candidates[~single], present_by_key,
+                                        field, keep_null_values))
     order = np.concatenate([candidates[single], candidates[~single]])
     patch = pa.concat_arrays(maps) if len(maps) > 1 else maps[0]
     out = {}
     for key in FILE_ACTION_KEYS:
-        main = _map_field(table.column(key).combine_chunks(), "tags", keep_null_values=False)
+        main = _map_field(table.column(key).combine_chunks(), field, keep_null_values=keep_null_values)
         index = np.arange(len(main), dtype=np.int64)
-        mine = tagged_by_key[key][order]
+        mine = present_by_key[key][order]
         index[order[mine]] = len(main) + np.flatnonzero(mine)
         out[key] = pa.concat_arrays([main, patch]).take(int64_array(index))
     return out
 
 
-def _tag_maps_cut(lines: pa.LargeStringArray, rows: np.ndarray, tagged_by_key: Mapping[str, np.ndarray]) -> pa.Array:
-    """Tags of lines with one ``"tags"`` key: cut out, rewritten as a JSON array, parsed typed."""
+def _object_maps_cut(lines: pa.LargeStringArray, rows: np.ndarray, present_by_key: Mapping[str, np.ndarray],
+                     field: str, keep_null_values: bool) -> pa.Array:
+    """Maps of lines where ``field`` occurs once: cut out, rewritten as a JSON array, parsed typed."""
     if not len(lines):
         return pa.nulls(0, STRING_MAP_TYPE)
-    found = pc.struct_field(pc.extract_regex(lines, _TAGS_FIELD), "tags")
+    found = pc.struct_field(pc.extract_regex(lines, f'"{field}"' + r"\s*:\s*(?P<m>" + _MAP_OBJECT + ")"), "m")
     if found.null_count:
         bad = int(rows[np.flatnonzero(mask_to_numpy(found.is_null()))[0]])
-        raise ActionRowError(bad, _row_key(bad, tagged_by_key), "'tags' must be a JSON object whose values are strings")
+        raise ActionRowError(bad, _row_key(bad, present_by_key), f"{field!r} must be a JSON object whose values are strings")
     entries = pc.replace_substring_regex(found, "(" + _JSON_STRING + r")\s*:\s*(" + _JSON_STRING + "|null)",
                                          r'{"k":\1,"v":\2}')
     entries = pc.replace_substring_regex(pc.replace_substring_regex(entries, r"^\{", '{"t":['), r"\}$", "]}\n")
     entries = entries.cast(pa.large_string())
     parsed = pajson.read_json(pa.BufferReader(_contiguous_bytes(entries)),
-                              parse_options=pajson.ParseOptions(explicit_schema=_TAG_ENTRIES_SCHEMA),
+                              parse_options=pajson.ParseOptions(explicit_schema=_MAP_ENTRIES_SCHEMA),
                               read_options=pajson.ReadOptions(block_size=max(_JSON_BLOCK, entries.nbytes + 1)))
     lists = parsed.column("t").combine_chunks()
     pairs = lists.flatten()
     keys, values = pc.struct_field(pairs, "k"), pc.struct_field(pairs, "v")
-    keep = values.is_valid()
-    counts = np.bincount(int64_to_numpy(pc.list_parent_indices(lists))[mask_to_numpy(keep)], minlength=len(lists))
+    keep = np.ones(len(values), dtype=bool) if keep_null_values else mask_to_numpy(values.is_valid())
+    counts = np.bincount(int64_to_numpy(pc.list_parent_indices(lists))[keep], minlength=len(lists))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    return pa.MapArray.from_arrays(int32_array(offsets), keys.filter(keep), values.filter(keep)).cast(STRING_MAP_TYPE)
+    mask = bool_array(keep)
+    return pa.MapArray.from_arrays(int32_array(offsets), keys.filter(mask), values.filter(mask)).cast(STRING_MAP_TYPE)
 
 
-def _tag_maps_parsed(lines: pa.LargeStringArray, rows: np.ndarray, tagged_by_key: Mapping[str, np.ndarray]) -> pa.Array:
-    """Tags of the rare lines that hold more than one ``"tags"`` key, one JSON parse each."""
-    out: list[list[tuple[str, str]]] = []
+def _object_maps_parsed(lines: pa.LargeStringArray, rows: np.ndarray, present_by_key: Mapping[str, np.ndarray],
+                        field: str, keep_null_values: bool) -> pa.Array:
+    """Maps of the rare lines where ``field`` occurs more than once, one JSON parse each."""
+    out: list[list[tuple[str, str | None]]] = []
     for row, text in zip(rows.tolist(), lines.to_pylist(), strict=True):
-        key = _row_key(row, tagged_by_key)
+        key = _row_key(row, present_by_key)
         try:
-            tags = log_json.loads(text)[key]["tags"]
+            value = log_json.loads(text)[key][field]
         except ValueError as exc:
             raise ActionRowError(row, key, str(exc)) from None
-        if not isinstance(tags, dict) or not all(v is None or isinstance(v, str) for v in tags.values()):
-            raise ActionRowError(row, key, "'tags' must be a JSON object whose values are strings")
-        out.append([(k, v) for k, v in tags.items() if v is not None])
+        if not isinstance(value, dict) or not all(v is None or isinstance(v, str) for v in value.values()):
+            raise ActionRowError(row, key, f"{field!r} must be a JSON object whose values are strings")
+        out.append([(k, v) for k, v in value.items() if keep_null_values or v is not None])
     return pa.array(out, STRING_MAP_TYPE)
 
 
-def _row_key(row: int, tagged_by_key: Mapping[str, np.ndarray]) -> str:
-    return "add" if tagged_by_key["add"][row] else "remove"
+def _row_key(row: int, present_by_key: Mapping[str, np.ndarray]) -> str:
+    return "add" if present_by_key["add"][row] else "remove"
 
 
 def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, samples: int = 64) -> set[str]:
     """Partition value keys seen in a spread of the ``candidates`` lines: a guard for keys no
-    ``metaData`` announced (which an explicit-schema parse would otherwise drop)."""
+    ``metaData`` announced (an explicit struct of the announced keys would drop them)."""
     n = len(candidates)
     if n == 0:
         return set()
@@ -956,11 +970,13 @@ def file_actions_from_structs(
 
 
 def file_actions_from_json_table(
-    table: pa.Table, versions: np.ndarray, seqs: np.ndarray, tags: Mapping[str, pa.Array] | None = None
+    table: pa.Table, versions: np.ndarray, seqs: np.ndarray,
+    maps: Mapping[str, Mapping[str, pa.Array] | None] | None = None,
 ) -> pa.Table:
     """Split a parsed ``{add|remove}`` table into FILE_ACTIONS rows (adds and removes, seq order).
 
-    ``tags`` (per action key, one map per row of ``table``) replaces the parsed tags. An
+    ``maps`` (FILE_ACTIONS column -> per action key, one map per row of ``table``) replace
+    the maps read from the parse (``tags``, and ``partition_values`` when read exactly). An
     :class:`ActionRowError` names the row of ``table``.
     """
     parts: list[pa.Table] = []
@@ -976,9 +992,10 @@ def file_actions_from_json_table(
                                              empty_dv_is_none=False)
         except ActionRowError as exc:
             raise ActionRowError(int(np.flatnonzero(valid_np)[exc.row]), exc.key, exc.reason) from None
-        if tags is not None:
-            part = part.set_column(part.schema.get_field_index("tags"), FILE_ACTIONS_SCHEMA.field("tags"),
-                                   tags[key].filter(valid))
+        for column, by_key in (maps or {}).items():
+            if by_key is not None:
+                part = part.set_column(part.schema.get_field_index(column), FILE_ACTIONS_SCHEMA.field(column),
+                                       by_key[key].filter(valid))
         parts.append(part)
     if not parts:
         return EMPTY_FILE_ACTIONS

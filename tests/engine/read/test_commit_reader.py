@@ -310,3 +310,37 @@ def test_ten_thousand_distinct_tag_keys_take_memory_linear_in_the_input() -> Non
                          cwd=Path(__file__).resolve().parents[3])
     size, peak = map(int, out.stdout.split())
     assert peak < 40 * size, (size, peak)  # quadratic would be 20,000 x 20,000 struct slots
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.dictionaries(_TAG_TEXT, st.none() | _TAG_TEXT, min_size=1, max_size=4), min_size=1, max_size=10))
+def test_partition_values_with_keys_no_metadata_announced_are_read_whole(values: list[dict]) -> None:
+    """Keys outside the announced partition columns: every row's map is read exactly (nulls kept)."""
+    actions = [{"add": {**b.add(f"f{i}")["add"], "partitionValues": pv}} for i, pv in enumerate(values)]
+    rows = parse_log_bytes([_lines(*actions)], ["c"], [0]).file_actions.to_pylist()
+    assert [r["partition_values"] for r in rows] == [list(pv.items()) for pv in values]
+
+
+def test_partition_values_of_announced_keys_must_be_strings() -> None:
+    good = b.add("a", partition_values={"p": "1"})
+    bad = {"add": {**good["add"], "partitionValues": {"p": 1}}}
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([_lines(b.metadata(partition_columns=["p"]), good, bad)], ["c.json"], [0])
+    assert err.value.line == 3 and "partitionValues" in str(err.value)
+
+
+def test_distinct_unannounced_partition_keys_take_memory_linear_in_the_input() -> None:
+    code = (
+        "import json, pyarrow as pa\n"
+        "from airflow_delta.engine.read.commit_reader import parse_log_bytes\n"
+        "n = 20000\n"
+        "data = ''.join(json.dumps({'add': {'path': f'f{i}', 'partitionValues': {f'k{i}': f'v{i}', f'j{i}': None},"
+        " 'size': 1, 'modificationTime': 1, 'dataChange': True}}) + '\\n' for i in range(n)).encode()\n"
+        "rows = parse_log_bytes([data], ['c'], [0]).file_actions\n"
+        "assert rows.column('partition_values')[n - 1].as_py() == [(f'k{n - 1}', f'v{n - 1}'), (f'j{n - 1}', None)]\n"
+        "print(len(data), pa.default_memory_pool().max_memory())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    size, peak = map(int, out.stdout.split())
+    assert peak < 40 * size, (size, peak)
