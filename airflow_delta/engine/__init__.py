@@ -33,7 +33,8 @@ Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
 
 Errors
-    :class:`DeltaError` and every subclass; each says whether a retry can help.
+    :class:`DeltaError` and every subclass; each says whether a retry can help
+    (:class:`LogTooLargeError`: a log too large for this process's memory).
 
 :func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
@@ -72,6 +73,7 @@ from airflow_delta.engine.errors import (
     InvalidTransactionError,
     InvalidZ85Error,
     LogNotContiguousError,
+    LogTooLargeError,
     MetadataChangedException,
     MissingMetadataError,
     MissingProtocolError,
@@ -173,6 +175,7 @@ __all__ = [
     "IsolationLevel",
     "LocalFileIO",
     "LogNotContiguousError",
+    "LogTooLargeError",
     "Metadata",
     "MetadataChangedException",
     "MissingMetadataError",

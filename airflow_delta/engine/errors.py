@@ -376,3 +376,24 @@ class RowIndexOutOfRangeError(InvalidTransactionError):
             f"cannot delete row {row_index} of {path!r}: the data file has {num_records} records "
             f"(row indexes are 0-based positions in the file, so at most {num_records - 1})"
         )
+
+
+# --- logparse ---
+
+
+class LogTooLargeError(DeltaError):
+    """Loading a table's transaction log ran out of this process's memory.
+
+    Raised instead of a bare ``MemoryError`` from numpy or pyarrow. Running the same load
+    in the same process fails the same way, so it is not retryable: give the process more
+    memory, or checkpoint the table (a checkpoint is read in bounded batches) so that
+    fewer JSON commits have to be replayed.
+    """
+
+    def __init__(self, table_root: str, stage: str) -> None:
+        self.table_root = table_root
+        self.stage = stage
+        super().__init__(
+            f"the transaction log of {table_root!r} is too large for this process's memory (out of memory while "
+            f"{stage}); run with more memory, or write a checkpoint so fewer commits are replayed"
+        )

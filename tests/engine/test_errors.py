@@ -56,6 +56,8 @@ RETRYABLE = {
     "InvalidTimestampError": False,
     "DeletionVectorsNotEnabledError": False,
     "RowIndexOutOfRangeError": False,
+    # --- logparse ---
+    "LogTooLargeError": False,  # the same load in the same process runs out of memory again
 }
 
 

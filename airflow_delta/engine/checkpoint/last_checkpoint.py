@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from airflow_delta.engine.errors import InvalidLogError
+from airflow_delta.engine.model import log_json
 from airflow_delta.engine.storage.fileio import FileIO
 
 log = logging.getLogger(__name__)
@@ -86,12 +88,15 @@ def read_last_checkpoint(io: FileIO, root: str) -> dict[str, Any] | None:
     path = last_checkpoint_path(root)
     try:
         raw = io.read_bytes(path)
-    except (FileNotFoundError, OSError):
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("ignoring %s: it cannot be read (%s); readers list the log instead", path, exc)
         return None
     try:
-        document = json.loads(raw)
-    except ValueError:
-        log.warning("ignoring unparsable %s", path)
+        document = log_json.loads(raw)
+    except ValueError as exc:  # not JSON, not UTF-8, or nested too deeply
+        log.warning("ignoring unparsable %s (%s); it will be rewritten by the next checkpoint", path, exc)
         return None
     if not isinstance(document, dict) or not isinstance(document.get("version"), int):
         return None
@@ -110,11 +115,18 @@ def write_last_checkpoint(
     Returns the document as written (or the newer one that was kept). ``allow_older``
     is for repairing a hint whose checkpoint no longer exists.
     """
+    path = last_checkpoint_path(root)
+    if io.is_dir(path):
+        # Readers ignore it (a hint only), but no checkpoint could ever be recorded: say so.
+        raise InvalidLogError(
+            f"{path} is a directory, not the _last_checkpoint file, so checkpoints cannot be recorded; "
+            "remove that directory (readers do not need it: they list the log)"
+        )
     current = read_last_checkpoint(io, root)
     if not allow_older and current is not None and current["version"] > document["version"]:
         return current
     body = {k: v for k, v in document.items() if k != "checksum" and v is not None}
     body["checksum"] = json_checksum(body)
-    io.write_bytes(last_checkpoint_path(root), json.dumps(body, separators=(",", ":")).encode("utf-8"))
+    io.write_bytes(path, json.dumps(body, separators=(",", ":")).encode("utf-8"))
     return body
 

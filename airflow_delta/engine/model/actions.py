@@ -21,12 +21,117 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_delta.engine.errors import InvalidLogError
+from airflow_delta.engine.model import log_json
+from airflow_delta.engine.model.schema import parse_schema_json
 
 EMPTY_MAP: Mapping[str, str] = MappingProxyType({})
 
 
 def _frozen_map(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(value)) if value else EMPTY_MAP
+
+
+# ------------------------------------------------------------- action body shapes
+#
+# The protocol gives every field of every action a type. A body that breaks it is a
+# corrupt log, never something to read around: a ``configuration`` list or a
+# ``lastUpdated`` string would otherwise surface later as a crash far from the file at
+# fault, or be silently misread. Non-file actions are a handful per commit, so they are
+# checked one by one here; add/remove rows are checked vectorised by the log readers.
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+# kind, required. Kinds: "str", "int" (int64), "count" (int64 >= 0), "bool", "strs" (a
+# list of strings), "str_map" (an object of string or null values), "format".
+_BODY_RULES: dict[str, dict[str, tuple[str, bool]]] = {
+    "protocol": {
+        "minReaderVersion": ("count", True), "minWriterVersion": ("count", True),
+        "readerFeatures": ("strs", False), "writerFeatures": ("strs", False),
+    },
+    "metaData": {
+        # schemaString may be absent from a metaData that a later one completes (Delta Live
+        # Tables writes such a version 0); the metaData a snapshot uses must have it.
+        "id": ("str", True), "schemaString": ("str", False), "partitionColumns": ("strs", False),
+        "configuration": ("str_map", False), "format": ("format", False), "name": ("str", False),
+        "description": ("str", False), "createdTime": ("int", False),
+    },
+    "txn": {"appId": ("str", True), "version": ("int", True), "lastUpdated": ("int", False)},
+    "domainMetadata": {"domain": ("str", True), "configuration": ("str", True), "removed": ("bool", True)},
+    "cdc": {
+        "path": ("str", True), "partitionValues": ("str_map", True), "size": ("count", True),
+        "dataChange": ("bool", True), "tags": ("str_map", False),
+    },
+    "checkpointMetadata": {"version": ("count", True), "tags": ("str_map", False)},
+    "sidecar": {
+        "path": ("str", True), "sizeInBytes": ("count", True), "modificationTime": ("int", True),
+        "tags": ("str_map", False),
+    },
+    # commitInfo is free-form (engine-specific); only what the protocol itself reads is typed.
+    "commitInfo": {"inCommitTimestamp": ("int", False)},
+}
+
+
+def _shape_error(kind: str, value: Any) -> str | None:
+    """Why ``value`` is not of ``kind`` (None when it is)."""
+    if kind == "str":
+        return None if isinstance(value, str) else "expected a string"
+    if kind == "bool":
+        return None if isinstance(value, bool) else "expected true or false"
+    if kind in ("int", "count"):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "expected an integer"
+        if not INT64_MIN <= value <= INT64_MAX:
+            return "out of the range of a 64-bit integer"
+        return "expected a non-negative integer" if kind == "count" and value < 0 else None
+    if kind == "strs":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return "expected a JSON array of strings"
+        return None
+    if kind == "str_map":
+        if not isinstance(value, Mapping) or not all(v is None or isinstance(v, str) for v in value.values()):
+            return "expected a JSON object whose values are strings"
+        return None
+    if kind == "format":
+        if not isinstance(value, Mapping):
+            return "expected an object with 'provider' and 'options'"
+        provider, options = value.get("provider"), value.get("options")
+        if provider is not None and not isinstance(provider, str):
+            return "'provider' must be a string"
+        if options is not None and _shape_error("str_map", options):
+            return "'options' must be a JSON object whose values are strings"
+        return None
+    raise AssertionError(kind)
+
+
+def action_body_error(key: str, body: Any) -> str | None:
+    """Why the body of a ``key`` action breaks the protocol's schema, or None if it does not.
+
+    Unknown action keys are not checked (the protocol asks readers to ignore them).
+    """
+    rules = _BODY_RULES.get(key)
+    if rules is None:
+        return None
+    if not isinstance(body, Mapping):
+        return f"a {key} action must be a JSON object, found {type(body).__name__}"
+    for name, (kind, required) in rules.items():
+        value = body.get(name)
+        if value is None:
+            if required:
+                return f"field {name!r} is missing (required by the protocol)"
+            continue
+        reason = _shape_error(kind, value)
+        if reason is not None:
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            return f"field {name!r} is {shown}: {reason}"
+    return None
+
+
+def check_action_body(key: str, body: Any) -> None:
+    """Raise :class:`InvalidLogError` when :func:`action_body_error` finds a fault."""
+    reason = action_body_error(key, body)
+    if reason is not None:
+        raise InvalidLogError(f"invalid {key} action: {reason}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +143,7 @@ class Protocol:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Protocol:
+        check_action_body("protocol", d)
         try:
             rf = d.get("readerFeatures")
             wf = d.get("writerFeatures")
@@ -87,6 +193,10 @@ class Metadata:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Metadata:
+        check_action_body("metaData", d)
+        if d.get("schemaString") is None:
+            raise InvalidLogError("invalid metaData action: it has no schemaString, so the table has no schema")
+        parse_schema_json(d["schemaString"])  # its shape, once, for every walk of the schema that follows
         try:
             fmt = d.get("format") or {}
             return cls(
@@ -120,7 +230,7 @@ class Metadata:
 
     @property
     def schema_json(self) -> dict[str, Any]:
-        return json.loads(self.schema_string)
+        return log_json.loads(self.schema_string)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +243,7 @@ class SetTransaction:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SetTransaction:
+        check_action_body("txn", d)
         return cls(str(d["appId"]), int(d["version"]), d.get("lastUpdated"))
 
     def to_json(self) -> dict[str, Any]:
@@ -150,6 +261,7 @@ class DomainMetadata:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> DomainMetadata:
+        check_action_body("domainMetadata", d)
         return cls(str(d["domain"]), str(d.get("configuration") or ""), bool(d.get("removed", False)))
 
     def to_json(self) -> dict[str, Any]:

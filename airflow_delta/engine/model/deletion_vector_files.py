@@ -191,6 +191,12 @@ def _read_file(io: FileIO, path: str, start: int | None = None, length: int | No
         return io.read_range(path, start, length)
     except FileNotFoundError as exc:
         raise CorruptDeletionVectorError(path, "the deletion vector file does not exist") from exc
+    except OSError:
+        if io.is_dir(path):
+            raise CorruptDeletionVectorError(
+                path, "the deletion vector path is a directory, not a file; the DV descriptor in the log names the wrong path"
+            ) from None
+        raise
 
 
 def _decode_inline(dv: DeletionVectorDescriptor, num_records: int | None) -> RoaringBitmapArray:

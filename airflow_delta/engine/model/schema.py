@@ -24,6 +24,7 @@ from airflow_delta.engine.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
 )
+from airflow_delta.engine.model import log_json
 
 # Keys of the column metadata that carry column mapping.
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
@@ -171,14 +172,68 @@ def schema_to_arrow(schema_json: Mapping[str, Any] | str, physical: bool = False
 def parse_schema_json(schema_json: Mapping[str, Any] | str) -> Mapping[str, Any]:
     if isinstance(schema_json, str):
         try:
-            parsed = json.loads(schema_json)
+            parsed = log_json.loads(schema_json)
         except ValueError as exc:
             raise InvalidLogError(f"the table's schemaString is not valid JSON: {exc}") from exc
     else:
         parsed = schema_json
     if not isinstance(parsed, Mapping) or parsed.get("type") != "struct":
         raise InvalidLogError("the table's schemaString must be a JSON struct type with 'fields'")
+    _check_type_shape(parsed, "schemaString")
     return parsed
+
+
+# Deeper nesting than this is refused (Spark's own parsers stop far earlier); it keeps
+# every recursive walk of a schema (here, column mapping, statistics) within Python's stack.
+MAX_SCHEMA_DEPTH = 200
+
+
+def _check_type_shape(t: Any, where: str, depth: int = 0) -> None:
+    """Refuse a schema whose JSON shape breaks the protocol's schema serialisation.
+
+    Every walk of a schema (Arrow conversion, column mapping, statistics columns) relies
+    on this shape: ``fields`` a list of objects with a string ``name`` and a ``type``,
+    ``metadata`` an object, ``elementType`` / ``keyType`` / ``valueType`` present.
+    Iterative over the nesting is not needed: :data:`MAX_SCHEMA_DEPTH` bounds it.
+    """
+    if depth > MAX_SCHEMA_DEPTH:
+        raise InvalidLogError(f"the table's schemaString nests types deeper than {MAX_SCHEMA_DEPTH} levels (at {where})")
+    if isinstance(t, str):
+        return
+    if not isinstance(t, Mapping):
+        raise InvalidLogError(f"invalid type {t!r} at {where} in the table's schemaString: expected a type name or an object")
+    kind = t.get("type")
+    if kind == "struct":
+        fields = t.get("fields")
+        if not isinstance(fields, list):
+            raise InvalidLogError(
+                f"invalid struct at {where} in the table's schemaString: 'fields' must be a JSON array of fields, "
+                f"found {fields!r}"
+            )
+        for index, f in enumerate(fields):
+            here = f"{where}.fields[{index}]"
+            if not isinstance(f, Mapping) or not isinstance(f.get("name"), str) or "type" not in f:
+                raise InvalidLogError(
+                    f"invalid field {f!r} at {here} in the table's schemaString: expected an object with a string "
+                    "'name' and a 'type'"
+                )
+            metadata = f.get("metadata")
+            if metadata is not None and not isinstance(metadata, Mapping):
+                raise InvalidLogError(f"invalid metadata {metadata!r} of field {f['name']!r} at {here}: expected an object")
+            if not isinstance(f.get("nullable", True), bool):
+                raise InvalidLogError(f"invalid 'nullable' {f.get('nullable')!r} of field {f['name']!r} at {here}: expected a boolean")
+            _check_type_shape(f["type"], f"{here}.type", depth + 1)
+    elif kind == "array":
+        if "elementType" not in t:
+            raise InvalidLogError(f"invalid array type at {where} in the table's schemaString: 'elementType' is missing")
+        _check_type_shape(t["elementType"], f"{where}.elementType", depth + 1)
+    elif kind == "map":
+        for part in ("keyType", "valueType"):
+            if part not in t:
+                raise InvalidLogError(f"invalid map type at {where} in the table's schemaString: '{part}' is missing")
+            _check_type_shape(t[part], f"{where}.{part}", depth + 1)
+    elif not isinstance(kind, str):
+        raise InvalidLogError(f"invalid type {dict(t)!r} at {where} in the table's schemaString: 'type' must be a string")
 
 
 def encode_field_metadata(metadata: Mapping[str, Any]) -> dict[str, str]:
@@ -206,7 +261,7 @@ def decode_field_metadata(metadata: Mapping[bytes | str, bytes | str] | None) ->
             out[key] = value
             continue
         try:
-            decoded = json.loads(value)
+            decoded = log_json.loads(value)
         except ValueError:
             decoded = value
         out[key] = value if isinstance(decoded, str) else decoded

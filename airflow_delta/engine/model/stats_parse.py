@@ -196,7 +196,7 @@ def _newline_joined(lines: pa.Array) -> pa.Buffer:
 def _coerce_document(text: str | None, read_type: pa.StructType) -> dict[str, Any] | None:
     try:
         document = json.loads(text or "{}", parse_float=Decimal, parse_constant=lambda c: Decimal(c))
-    except ValueError:
+    except (ValueError, RecursionError):  # unreadable (or hostilely nested) statistics are unknown ones
         return None
     if not isinstance(document, dict):
         return None

@@ -8,11 +8,11 @@ the table wrongly.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_delta.engine.errors import UnsupportedFeatureError
+from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.actions import Metadata, Protocol
 from airflow_delta.engine.model.properties import TableProperties
 
@@ -171,7 +171,7 @@ def active_writer_features(protocol: Protocol, metadata: Metadata) -> frozenset[
     listed = writer_features(protocol)
     props = TableProperties.from_configuration(metadata.configuration)
     field_meta_keys: set[str] = set()
-    for field in _fields(json.loads(metadata.schema_string)):
+    for field in _fields(log_json.loads(metadata.schema_string)):
         field_meta_keys.update((field.get("metadata") or {}).keys())
     active = set(listed - _METADATA_ACTIVATED_WRITER_FEATURES)
     if "changeDataFeed" in listed and props.enable_change_data_feed:

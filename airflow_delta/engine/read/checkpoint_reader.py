@@ -29,10 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import CorruptCheckpointError, CorruptCommitError
-from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
+from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, action_body_error
 from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar, int64_array, mask_to_numpy
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
+    ActionRowError,
     LogAction,
     file_actions_from_structs,
     parse_log_bytes,
@@ -201,8 +202,13 @@ def _read_parquet_actions(io: FileIO, path: str, version: int) -> list[LogAction
             for key in columns:
                 col = batch.column(key)
                 required = _NON_FILE_KEYS[key]
+                if pa.types.is_null(col.type):
+                    continue  # an all-null column written without a type: no such actions
                 if not isinstance(col, pa.StructArray) or col.type.get_field_index(required) < 0:
-                    continue
+                    raise CorruptCheckpointError(
+                        path, f"its {key!r} column has type {col.type}: the protocol's {key} is a struct with "
+                        f"a {required!r} field"
+                    )
                 present = pc.is_valid(pc.struct_field(col, required))
                 if present.true_count:
                     found[key].append(col.filter(present))
@@ -212,43 +218,63 @@ def _read_parquet_actions(io: FileIO, path: str, version: int) -> list[LogAction
     for key in _NON_FILE_KEYS:  # a fixed order of kinds (reconciliation only looks within a kind)
         for chunk in found.get(key, ()):
             for body in chunk.to_pylist(maps_as_pydicts="lossy"):
-                actions.append(LogAction(version, 0, key, _drop_nulls(body), path))
+                body = _drop_nulls(body)
+                reason = action_body_error(key, body)  # e.g. a column written with the wrong type
+                if reason is not None:
+                    raise CorruptCheckpointError(path, f"invalid {key} action: {reason}")
+                actions.append(LogAction(version, 0, key, body, path))
     return actions
 
 
-def _file_columns(schema: pa.Schema, key: str) -> list[str]:
-    """The leaf columns of ``add`` / ``remove`` replay needs (never ``stats_parsed`` etc.)."""
+def _file_columns(schema: pa.Schema, key: str, path: str) -> list[str]:
+    """The leaf columns of ``add`` / ``remove`` replay needs (never ``stats_parsed`` etc.).
+
+    A checkpoint without the column holds no such actions; one whose column is not a
+    struct with a ``path`` is corrupt (reading it as "no files" would empty the table).
+    """
     idx = schema.get_field_index(key)
-    if idx < 0 or not pa.types.is_struct(schema.field(idx).type):
+    if idx < 0 or pa.types.is_null(schema.field(idx).type):
         return []
-    present = {f.name for f in schema.field(idx).type}
-    if "path" not in present:
-        return []
+    column_type = schema.field(idx).type
+    if not pa.types.is_struct(column_type) or column_type.get_field_index("path") < 0:
+        raise CorruptCheckpointError(
+            path, f"its {key!r} column has type {column_type}: the protocol's {key} is a struct with a 'path' field"
+        )
+    present = {f.name for f in column_type}
     return [f"{key}.{f}" for f in (_ADD_FIELDS if key == "add" else _REMOVE_FIELDS) if f in present]
 
 
 def _read_parquet_file_actions(io: FileIO, path: str, version: int, key: str) -> pa.Table:
     """The ``key`` rows of one checkpoint parquet file (part or sidecar) as FILE_ACTIONS rows."""
     pf = _open_parquet(io, path)
-    columns = _file_columns(pf.schema_arrow, key)
+    columns = _file_columns(pf.schema_arrow, key, path)
     if not columns:
         return EMPTY_FILE_ACTIONS
     parts: list[pa.Table] = []
     masks: list[np.ndarray] = []
+    first_row = 0  # of the current batch, in the file
     try:
         for batch in pf.iter_batches(batch_size=_FILE_BATCH, columns=columns, use_threads=False):
             col = batch.column(0)
             live = pc.is_valid(pc.struct_field(col, "path"))
-            masks.append(mask_to_numpy(live))
-            if live.true_count == 0:
-                continue
-            body = _select(col, live)
-            n = len(body)
-            parts.append(file_actions_from_structs(
-                body, is_add=key == "add",
-                versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
-            ))
-            del batch, col, body
+            live_np = mask_to_numpy(live)
+            masks.append(live_np)
+            if live.true_count:
+                body = _select(col, live)
+                n = len(body)
+                try:
+                    parts.append(file_actions_from_structs(
+                        body, is_add=key == "add",
+                        versions=np.full(n, version, dtype=np.int64), seqs=np.zeros(n, dtype=np.int64),
+                    ))
+                except ActionRowError as exc:
+                    row = first_row + int(np.flatnonzero(live_np)[exc.row])
+                    raise CorruptCheckpointError(
+                        path, f"the {key} action in row {row} does not match the protocol's schema: {exc.reason}"
+                    ) from None
+                del body
+            first_row += len(col)
+            del batch, col
     except (OSError, pa.ArrowException) as exc:
         raise CorruptCheckpointError(path, f"cannot read it as parquet ({exc})") from None
     if not parts:

@@ -19,7 +19,8 @@ raises :class:`CorruptCommitError` naming the file and line at fault.
 
 from __future__ import annotations
 
-import json
+import codecs
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,11 +33,19 @@ import pyarrow.fs as pafs
 import pyarrow.json as pajson
 
 from airflow_delta.engine.errors import CorruptCommitError
-from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE, FILE_ACTIONS_SCHEMA, STRING_MAP_TYPE
+from airflow_delta.engine.model import log_json
+from airflow_delta.engine.model.actions import (
+    DELETION_VECTOR_TYPE,
+    FILE_ACTIONS_SCHEMA,
+    STRING_MAP_TYPE,
+    action_body_error,
+)
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
+    bool_scalar,
     int32_array,
     int64_array,
+    int64_to_numpy,
     mask_to_numpy,
     string_array,
     string_scalar,
@@ -75,18 +84,33 @@ class ParsedLog:
 
 
 def parse_commit_bytes(data: bytes, file: str) -> list[dict[str, Any]]:
-    """Parse newline-delimited JSON actions; blank lines are skipped."""
+    """Parse newline-delimited JSON actions; blank lines are skipped.
+
+    Every action is checked against the protocol's schema, as in the bulk reader (whose
+    vectorised parse checks the add/remove lines): a broken one is a CorruptCommitError
+    naming the line, so conflict checks and history never act on a misread action.
+    """
     out: list[dict[str, Any]] = []
+    has_file_actions = False
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            action = json.loads(line)
+            action = log_json.loads(line)
         except (ValueError, UnicodeDecodeError) as exc:
             raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
         if not isinstance(action, dict):
             raise CorruptCommitError(file, number, f"expected a JSON object, found {type(action).__name__}")
+        for key, body in action.items():
+            if key in FILE_ACTION_KEYS:
+                has_file_actions = True
+                continue
+            reason = action_body_error(key, body)
+            if reason is not None:
+                raise CorruptCommitError(file, number, f"invalid {key} action: {reason}")
         out.append(action)
+    if has_file_actions:
+        parse_log_bytes([data], [file], [0])  # raises CorruptCommitError for a broken add/remove
     return out
 
 
@@ -249,7 +273,7 @@ def split_log_lines(contents: Sequence[bytes] | JoinedFiles, names: Sequence[str
     offsets = np.concatenate([[0], line_ends]).astype(np.int64)
     lines = pa.LargeStringArray.from_buffers(num_lines, pa.py_buffer(offsets), data)
     is_file_line = pc.or_(pc.starts_with(lines, '{"add":'), pc.starts_with(lines, '{"remove":'))  # no nulls
-    return LogLines(
+    log = LogLines(
         data=data,
         lines=lines,
         is_file_line=is_file_line,
@@ -258,6 +282,28 @@ def split_log_lines(contents: Sequence[bytes] | JoinedFiles, names: Sequence[str
         versions=np.asarray(versions, dtype=np.int64),
         names=tuple(names),
     )
+    _check_utf8(log, raw, line_ends)
+    return log
+
+
+def _check_utf8(log: LogLines, raw: np.ndarray, line_ends: np.ndarray) -> None:
+    """Refuse bytes that are not UTF-8 (the protocol's encoding of the log), naming the line.
+
+    One vectorised validation of the whole buffer; only when it fails is the first bad
+    byte located (by a decoder that reports its offset).
+    """
+    try:
+        log.lines.validate(full=True)
+        return
+    except pa.ArrowInvalid:
+        pass
+    try:
+        codecs.utf_8_decode(memoryview(raw), "strict", True)
+    except UnicodeDecodeError as exc:
+        line = int(np.searchsorted(line_ends, exc.start, side="right"))
+        file, number = log.where(line)
+        raise CorruptCommitError(file, number, f"invalid UTF-8 at byte {exc.start - (int(line_ends[line - 1]) if line else 0)} "
+                                 f"of the line ({exc.reason}); the log is UTF-8 JSON") from None
 
 
 def _newline_positions(raw: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
@@ -282,7 +328,7 @@ def parse_non_file_actions(log: LogLines, seq_start: int = 0) -> tuple[tuple[Log
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = log_json.loads(text)
         except ValueError as exc:
             file, number = log.where(i)
             raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
@@ -292,6 +338,14 @@ def parse_non_file_actions(log: LogLines, seq_start: int = 0) -> tuple[tuple[Log
         version = int(log.versions[log.file_of_line[i]])
         source = log.names[int(log.file_of_line[i])]
         for key, body in obj.items():
+            if key not in FILE_ACTION_KEYS:
+                reason = action_body_error(key, body)
+                if reason is not None:
+                    file, number = log.where(i)
+                    raise CorruptCommitError(file, number, f"invalid {key} action: {reason}")
+            elif not isinstance(body, dict):
+                file, number = log.where(i)
+                raise CorruptCommitError(file, number, f"invalid {key} action: expected a JSON object, found {body!r:.80}")
             if not isinstance(body, dict):
                 continue  # not an action we know; unknown actions are ignored
             if key in FILE_ACTION_KEYS:
@@ -310,38 +364,16 @@ def parse_file_actions(
 ) -> pa.Table:
     """The add/remove actions of ``log`` as FILE_ACTIONS rows; ``seq`` is ``seq_start`` + line index.
 
-    ``stray`` (from :func:`parse_non_file_actions`, parsed with the same ``seq_start``
-    of 0) are shifted by ``seq_start`` too.
+    One typed parse of the whole buffer, in place: every line becomes a row (non-file
+    actions are ignored fields), so no bytes are copied to gather the file lines, and
+    ``stray`` add/remove lines (unusual spacing) are rows of this parse too. A line that
+    breaks the protocol's schema of add/remove raises :class:`CorruptCommitError` naming
+    its file and line; nothing is skipped or read around.
     """
-    if stray and seq_start:
-        stray = [(v, s + seq_start, k, body) for v, s, k, body in stray]
-    is_file_np = mask_to_numpy(log.is_file_line)
-    file_idx = np.flatnonzero(is_file_np)
-    if len(file_idx) == 0 and not stray:
+    del stray  # parsed with every other line
+    if not log.num_lines:
         return EMPTY_FILE_ACTIONS
-    try:
-        # One parse of the whole buffer, in place: every line becomes a row (non-file
-        # actions are ignored fields), so no bytes are copied to gather the file lines.
-        # Stray add/remove lines are rows of this parse too, so ``stray`` is not needed here.
-        return _parse_all_lines_chunked(log, seq_start, partition_keys)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
-        pass  # a corrupt or unusual line: the line-by-line paths below find it
-    tables: list[pa.Table] = []
-    if len(file_idx):
-        selected = log.lines.filter(log.is_file_line)
-        try:
-            tables.append(_parse_file_lines_fast(selected, file_idx, log.file_of_line, log.versions, seq_start,
-                                                 partition_keys))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
-            tables.append(_parse_file_lines_slow(selected, file_idx, log.versions[log.file_of_line[file_idx]],
-                                                 seq_start, log.where))
-    if stray:
-        tables.append(file_actions_from_dicts(stray))
-    if not tables:
-        return EMPTY_FILE_ACTIONS
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables).sort_by("seq")
+    return _parse_all_lines_chunked(log, seq_start, partition_keys)
 
 
 def parse_log_bytes(
@@ -376,12 +408,14 @@ def partition_keys_of(metadata: Mapping[str, Any]) -> set[str]:
     if not columns:
         return keys
     try:
-        fields = json.loads(metadata.get("schemaString") or "{}").get("fields", [])
+        fields = log_json.loads(metadata.get("schemaString") or "{}").get("fields", [])
     except (ValueError, AttributeError):
         return keys
+    if not isinstance(fields, list):
+        return keys  # a broken schema is reported where the snapshot's metaData is decoded
     for field in fields:
-        if isinstance(field, dict) and field.get("name") in keys:
-            physical = (field.get("metadata") or {}).get("delta.columnMapping.physicalName")
+        if isinstance(field, dict) and field.get("name") in keys and isinstance(field.get("metadata"), dict):
+            physical = field["metadata"].get("delta.columnMapping.physicalName")
             if isinstance(physical, str):
                 keys.add(physical)
     return keys
@@ -395,24 +429,29 @@ def _contiguous_bytes(selected: pa.LargeStringArray) -> pa.Buffer:
     return selected.buffers()[2].slice(start, end - start)
 
 
-def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], tag_keys: Sequence[str] | None) -> pa.Table:
-    """One ``read_json`` of add/remove lines.
-
-    With ``tag_keys=None`` every field not declared is ignored (fast: nothing is
-    inferred); tags then come out as empty structs and are filled in by the caller.
-    With a list of tag keys, undeclared fields are inferred (used on few lines only).
-    """
+def _file_actions_json_schema(partition_keys: Sequence[str], only: str | None = None) -> pa.Schema:
+    """The explicit schema add/remove lines are parsed with (``only``: just that one field of each)."""
     def body(fields: list[tuple[str, pa.DataType]]) -> pa.DataType:
-        return pa.struct([
+        fields = [
             *fields,
             ("partitionValues", pa.struct([(k, pa.string()) for k in partition_keys])),
-            ("tags", pa.struct([(k, pa.string()) for k in (tag_keys or ())])),
-        ])
+            ("tags", pa.struct([])),
+        ]
+        return pa.struct([f for f in fields if only is None or f[0] == only])
 
-    schema = pa.schema([("add", body(_ADD_FIELDS)), ("remove", body(_REMOVE_FIELDS))])
-    parse_options = pajson.ParseOptions(
-        explicit_schema=schema, unexpected_field_behavior="ignore" if tag_keys is None else "infer"
-    )
+    return pa.schema([("add", body(_ADD_FIELDS)), ("remove", body(_REMOVE_FIELDS))])
+
+
+def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], schema: pa.Schema | None = None) -> pa.Table:
+    """One ``read_json`` of log lines with the explicit schema of add/remove.
+
+    Nothing is inferred: fields not declared are ignored (other actions, unknown fields),
+    so the cost follows the bytes, never the number of distinct keys. Free-form maps are
+    declared, not inferred: ``partitionValues`` with the partition columns' keys, and
+    ``tags`` as an (empty) object whose entries :func:`_object_maps` reads.
+    """
+    schema = schema or _file_actions_json_schema(partition_keys)
+    parse_options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     # Blocks of 1 MB are parsed in parallel; a line longer than a block (a huge schema or
     # stats) cannot be split, so then the buffer is parsed as one block.
     try:
@@ -427,6 +466,7 @@ def _read_json(buffer: pa.Buffer, partition_keys: Sequence[str], tag_keys: Seque
 
 
 _JSON_BLOCK = 1 << 20
+_PARSE_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
 def _parse_all_lines_chunked(log: LogLines, seq_start: int, partition_keys: Iterable[str],
@@ -438,18 +478,19 @@ def _parse_all_lines_chunked(log: LogLines, seq_start: int, partition_keys: Iter
     """
     lines = log.lines
     n = len(lines)
-    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(lines, np.flatnonzero(mask_to_numpy(log.is_file_line))))
+    pkeys = sorted(set(partition_keys))
+    # Keys no metaData announced (the protocol has none): then every row's partitionValues
+    # is read as a whole map, never as a struct whose columns would be guessed keys.
+    exact_partition_maps = not _sampled_partition_keys(lines, np.flatnonzero(mask_to_numpy(log.is_file_line))) <= set(pkeys)
+    if exact_partition_maps:
+        pkeys = []
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + n + 1]
     parts: list[pa.Table] = []
     a = 0
     while a < n:
         b = int(np.searchsorted(offsets, offsets[a] + chunk_bytes, side="right")) - 1
         b = min(max(b, a + 1), n)
-        start, end = int(offsets[a]), int(offsets[b])
-        part = _parse_all_lines_fast(
-            log.data.slice(start, end - start), lines.slice(a, b - a), log.is_file_line.slice(a, b - a),
-            log.file_of_line[a:b], log.versions, seq_start + a, pkeys,
-        )
+        part = _parse_all_lines_fast(log, a, b, seq_start, pkeys, exact_partition_maps)
         if part.num_rows:
             parts.append(part)
         if b < n:
@@ -460,27 +501,89 @@ def _parse_all_lines_chunked(log: LogLines, seq_start: int, partition_keys: Iter
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def _parse_all_lines_fast(
-    data: pa.Buffer,
-    lines: pa.LargeStringArray,
-    is_file_line: pa.BooleanArray,
-    file_of_line: np.ndarray,
-    version_arr: np.ndarray,
-    seq_start: int,
-    pkeys: Sequence[str],
-) -> pa.Table:
-    """Parse every line of ``data`` (the bytes of ``lines``) in one ``read_json``; the
-    add/remove rows become FILE_ACTIONS rows with ``seq`` = ``seq_start`` + line index."""
-    row_line = np.flatnonzero(~_blank_lines(lines))  # pyarrow skips blank lines: row i is line row_line[i]
+def _line_bytes(log: LogLines, a: int, b: int) -> pa.Buffer:
+    """The bytes of lines ``[a, b)`` of ``log`` (a zero-copy slice of its buffer)."""
+    offsets = np.frombuffer(log.lines.buffers()[1], dtype=np.int64)
+    start, end = int(offsets[log.lines.offset + a]), int(offsets[log.lines.offset + b])
+    return log.data.slice(start, end - start)
+
+
+def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: Sequence[str],
+                          exact_partition_maps: bool = False) -> pa.Table:
+    """Parse lines ``[a, b)`` of ``log`` in one ``read_json``; the add/remove rows become
+    FILE_ACTIONS rows with ``seq`` = ``seq_start`` + line index."""
+    lines = log.lines.slice(a, b - a)
+    row_line = np.flatnonzero(~_blank_lines(lines)) + a  # pyarrow skips blank lines: row i is line row_line[i]
     if row_line.size == 0:
         return EMPTY_FILE_ACTIONS
-    table = _read_json(data, pkeys, None)
+    try:
+        table = _read_json(_line_bytes(log, a, b), pkeys)
+    except _PARSE_ERRORS:
+        _raise_first_bad_line(log, row_line, pkeys)
+        raise  # the bisection found every line valid alone: report the parser's own error
     if table.num_rows != len(row_line):
-        raise ValueError("line count mismatch")
-    tags = _tags_patch(lines.take(int64_array(row_line)), table, pkeys)
-    versions = version_arr[file_of_line[row_line]]
-    seqs = row_line.astype(np.int64) + seq_start
-    return file_actions_from_json_table(table, versions, seqs, tags)
+        raise CorruptCommitError(", ".join(sorted(set(log.names))), None,
+                                 f"{table.num_rows} JSON objects were parsed from {len(row_line)} lines")
+    try:
+        _check_one_action_per_line(table, log.is_file_line.take(int64_array(row_line)))
+        row_lines = log.lines.take(int64_array(row_line))
+        maps = {"tags": _object_maps(row_lines, table, "tags", keep_null_values=False)}
+        if exact_partition_maps:
+            maps["partition_values"] = _object_maps(row_lines, table, "partitionValues", keep_null_values=True)
+        versions = log.versions[log.file_of_line[row_line]]
+        seqs = row_line.astype(np.int64) + seq_start
+        return file_actions_from_json_table(table, versions, seqs, maps)
+    except ActionRowError as exc:
+        file, number = log.where(int(row_line[exc.row]))
+        raise CorruptCommitError(file, number, f"invalid {exc.key} action: {exc.reason}") from None
+
+
+def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[str]) -> None:
+    """Find the first line the typed parse refuses (by bisection: O(log n) typed parses of
+    shrinking runs, the same rules as the bulk parse) and raise its CorruptCommitError."""
+    lo, hi = 0, len(row_line)  # the first bad row is in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            _read_json(_line_bytes(log, int(row_line[lo]), int(row_line[mid - 1]) + 1), pkeys)
+            lo = mid
+        except _PARSE_ERRORS:
+            hi = mid
+    line = _line_bytes(log, int(row_line[lo]), int(row_line[lo]) + 1)
+    try:
+        _read_json(line, pkeys)
+        return
+    except _PARSE_ERRORS as exc:
+        message = re.sub(r"\s+in row \d+$", "", str(exc).removeprefix("JSON parse error: "))
+        names_a_field = "Column(" in message
+        # pyarrow says "Column(/add/size) changed from number to string": the schema's kind, then the line's.
+        message = re.sub(r"Column\(/([^)]*)\) changed from (\w+) to (\w+)",
+                         lambda m: f"{m[1].replace('/', '.')} is a JSON {m[3]} where the protocol has a JSON {m[2]}", message)
+    file, number = log.where(int(row_line[lo]))
+    if not names_a_field:
+        try:  # with no field declared, only the JSON text itself can fail (e.g. a lone surrogate escape)
+            _read_json(line, pkeys, _file_actions_json_schema(pkeys, only=""))
+        except _PARSE_ERRORS:
+            raise CorruptCommitError(file, number, f"the line is not valid JSON text ({message})") from None
+        for name, _ in [*_ADD_FIELDS, *_REMOVE_FIELDS, ("partitionValues", None), ("tags", None)]:
+            try:  # e.g. a number out of range: name the field it is in
+                _read_json(line, pkeys, _file_actions_json_schema(pkeys, only=name))
+            except _PARSE_ERRORS:
+                message = f"field {name!r}: {message}"
+                break
+    raise CorruptCommitError(file, number, f"the add/remove action does not match the protocol's schema ({message})")
+
+
+def _check_one_action_per_line(table: pa.Table, is_file_line: pa.BooleanArray) -> None:
+    """A line holds one action: an add/remove line whose action is null, or a line with both."""
+    add_valid = mask_to_numpy(table.column("add").is_valid())
+    remove_valid = mask_to_numpy(table.column("remove").is_valid())
+    both = add_valid & remove_valid
+    if both.any():
+        raise ActionRowError(int(np.flatnonzero(both)[0]), "add", "a line holds both an add and a remove action")
+    empty = mask_to_numpy(is_file_line) & ~add_valid & ~remove_valid
+    if empty.any():
+        raise ActionRowError(int(np.flatnonzero(empty)[0]), "add/remove", "the action is null, not a JSON object")
 
 
 def _blank_lines(lines: pa.LargeStringArray) -> np.ndarray:
@@ -497,59 +600,110 @@ def _blank_lines(lines: pa.LargeStringArray) -> np.ndarray:
     return blank
 
 
-def _tags_patch(row_lines: pa.LargeStringArray, table: pa.Table, pkeys: Sequence[str]) -> dict[str, pa.Array] | None:
-    """Tags of every row, for the few rows whose lines carry non-empty tags (None: no such rows)."""
-    tag_lines = pc.match_substring_regex(row_lines, r'"tags"\s*:\s*\{\s*"')
-    # Only file-action rows (commitInfo may carry tags of its own; they are not ours to parse).
-    is_file_row = pc.or_(table.column("add").is_valid(), table.column("remove").is_valid())
-    tag_lines = pc.and_(tag_lines, is_file_row)
-    tagged = np.flatnonzero(mask_to_numpy(tag_lines))
-    if not tagged.size:
-        return None
-    sub_buffer = _contiguous_bytes(row_lines.take(int64_array(tagged)))
-    keys = sorted(set(_all_keys(_read_json(sub_buffer, pkeys, []), "tags")))
-    sub = _read_json(sub_buffer, pkeys, keys)
-    if any(_non_string_keys(sub)):
-        raise ValueError("non-string tag values")
-    tags = {}
+# ------------------------------------------------------------------ free-form maps as map<string,string>
+#
+# pyarrow's JSON reader cannot parse an object into a map, and inferring ``tags`` as a
+# struct makes one column per distinct key: 10,000 adds with a key each became a
+# 10,000 x 10,000 struct (4.4 GB). Instead the object of each line is cut out with a
+# regular expression (RE2: linear time), rewritten into a JSON array of
+# ``{"k": key, "v": value}`` objects, and parsed with an explicit ``list<struct>``
+# schema, which becomes the map. Memory follows the bytes of the maps. ``tags`` are read
+# so always; ``partitionValues`` only when lines carry keys no ``metaData`` announced
+# (otherwise its declared keys are an explicit struct, which is faster).
+
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+_MAP_PAIR = _JSON_STRING + r"\s*:\s*(?:" + _JSON_STRING + r"|null)"
+_MAP_OBJECT = r"\{\s*(?:" + _MAP_PAIR + r"\s*(?:,\s*" + _MAP_PAIR + r"\s*)*)?\}"
+_MAP_ENTRIES_SCHEMA = pa.schema([("t", pa.list_(pa.struct([("k", pa.string()), ("v", pa.string())])))])
+
+
+def _object_maps(row_lines: pa.LargeStringArray, table: pa.Table, field: str, *, keep_null_values: bool
+                 ) -> dict[str, pa.Array] | None:
+    """The ``field`` objects of every add/remove row as ``map<string,string>`` (None: no row
+    has a non-empty one, so the parsed empty objects already say all)."""
+    key_regex = f'"{field}"' + r"\s*:"
+    present_by_key = {}
     for key in FILE_ACTION_KEYS:
-        main = _map_field(table.column(key).combine_chunks(), "tags", keep_null_values=False)
-        patch = _map_field(sub.column(key).combine_chunks(), "tags", keep_null_values=False)
+        col = table.column(key).combine_chunks()
+        present_by_key[key] = mask_to_numpy(pc.and_(col.is_valid(), pc.struct_field(col, field).is_valid()))
+    present = present_by_key["add"] | present_by_key["remove"]
+    if not present.any():
+        return None
+    candidates = np.flatnonzero(present)
+    cand_lines = row_lines.take(int64_array(candidates))
+    non_empty = mask_to_numpy(pc.match_substring_regex(cand_lines, key_regex + r'\s*\{\s*"'))
+    candidates, cand_lines = candidates[non_empty], cand_lines.filter(bool_array(non_empty))
+    if not candidates.size:
+        return None
+    # A line where the key occurs once (the usual case) is cut vectorised; a line where it
+    # also names a field nested elsewhere (an unknown field, a partition column) is parsed alone.
+    single = int64_to_numpy(pc.count_substring_regex(cand_lines, key_regex)) == 1
+    maps = [_object_maps_cut(cand_lines.filter(bool_array(single)), candidates[single], present_by_key, field,
+                             keep_null_values)]
+    if not single.all():
+        maps.append(_object_maps_parsed(cand_lines.filter(bool_array(~single)), candidates[~single], present_by_key,
+                                        field, keep_null_values))
+    order = np.concatenate([candidates[single], candidates[~single]])
+    patch = pa.concat_arrays(maps) if len(maps) > 1 else maps[0]
+    out = {}
+    for key in FILE_ACTION_KEYS:
+        main = _map_field(table.column(key).combine_chunks(), field, keep_null_values=keep_null_values)
         index = np.arange(len(main), dtype=np.int64)
-        index[tagged] = len(main) + np.arange(tagged.size, dtype=np.int64)
-        tags[key] = pa.concat_arrays([main, patch]).take(int64_array(index))
-    return tags
+        mine = present_by_key[key][order]
+        index[order[mine]] = len(main) + np.flatnonzero(mine)
+        out[key] = pa.concat_arrays([main, patch]).take(int64_array(index))
+    return out
 
 
-def _parse_file_lines_fast(
-    selected: pa.LargeStringArray,
-    file_idx: np.ndarray,
-    file_of_line: np.ndarray,
-    version_arr: np.ndarray,
-    seq_start: int,
-    partition_keys: Iterable[str],
-) -> pa.Table:
-    """Parse add/remove lines with explicit types only.
+def _object_maps_cut(lines: pa.LargeStringArray, rows: np.ndarray, present_by_key: Mapping[str, np.ndarray],
+                     field: str, keep_null_values: bool) -> pa.Array:
+    """Maps of lines where ``field`` occurs once: cut out, rewritten as a JSON array, parsed typed."""
+    if not len(lines):
+        return pa.nulls(0, STRING_MAP_TYPE)
+    found = pc.struct_field(pc.extract_regex(lines, f'"{field}"' + r"\s*:\s*(?P<m>" + _MAP_OBJECT + ")"), "m")
+    if found.null_count:
+        bad = int(rows[np.flatnonzero(mask_to_numpy(found.is_null()))[0]])
+        raise ActionRowError(bad, _row_key(bad, present_by_key), f"{field!r} must be a JSON object whose values are strings")
+    entries = pc.replace_substring_regex(found, "(" + _JSON_STRING + r")\s*:\s*(" + _JSON_STRING + "|null)",
+                                         r'{"k":\1,"v":\2}')
+    entries = pc.replace_substring_regex(pc.replace_substring_regex(entries, r"^\{", '{"t":['), r"\}$", "]}\n")
+    entries = entries.cast(pa.large_string())
+    parsed = pajson.read_json(pa.BufferReader(_contiguous_bytes(entries)),
+                              parse_options=pajson.ParseOptions(explicit_schema=_MAP_ENTRIES_SCHEMA),
+                              read_options=pajson.ReadOptions(block_size=max(_JSON_BLOCK, entries.nbytes + 1)))
+    lists = parsed.column("t").combine_chunks()
+    pairs = lists.flatten()
+    keys, values = pc.struct_field(pairs, "k"), pc.struct_field(pairs, "v")
+    keep = np.ones(len(values), dtype=bool) if keep_null_values else mask_to_numpy(values.is_valid())
+    counts = np.bincount(int64_to_numpy(pc.list_parent_indices(lists))[keep], minlength=len(lists))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    mask = bool_array(keep)
+    return pa.MapArray.from_arrays(int32_array(offsets), keys.filter(mask), values.filter(mask)).cast(STRING_MAP_TYPE)
 
-    Partition value keys are the partition columns of every ``metaData`` in play
-    (``partition_keys``), the only keys the protocol puts there. Tags have free-form
-    keys: the few lines that carry non-empty tags are parsed a second time with
-    inference to find them (declared as strings, since pyarrow infers date-like
-    strings as timestamps).
-    """
-    pkeys = sorted(set(partition_keys) | _sampled_partition_keys(selected, np.arange(len(selected))))
-    table = _read_json(_contiguous_bytes(selected), pkeys, None)
-    if table.num_rows != len(file_idx):
-        raise ValueError("line count mismatch")
-    tags = _tags_patch(selected, table, pkeys)
-    versions = version_arr[file_of_line[file_idx]]
-    seqs = file_idx.astype(np.int64) + seq_start
-    return file_actions_from_json_table(table, versions, seqs, tags)
+
+def _object_maps_parsed(lines: pa.LargeStringArray, rows: np.ndarray, present_by_key: Mapping[str, np.ndarray],
+                        field: str, keep_null_values: bool) -> pa.Array:
+    """Maps of the rare lines where ``field`` occurs more than once, one JSON parse each."""
+    out: list[list[tuple[str, str | None]]] = []
+    for row, text in zip(rows.tolist(), lines.to_pylist(), strict=True):
+        key = _row_key(row, present_by_key)
+        try:
+            value = log_json.loads(text)[key][field]
+        except ValueError as exc:
+            raise ActionRowError(row, key, str(exc)) from None
+        if not isinstance(value, dict) or not all(v is None or isinstance(v, str) for v in value.values()):
+            raise ActionRowError(row, key, f"{field!r} must be a JSON object whose values are strings")
+        out.append([(k, v) for k, v in value.items() if keep_null_values or v is not None])
+    return pa.array(out, STRING_MAP_TYPE)
+
+
+def _row_key(row: int, present_by_key: Mapping[str, np.ndarray]) -> str:
+    return "add" if present_by_key["add"][row] else "remove"
 
 
 def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, samples: int = 64) -> set[str]:
     """Partition value keys seen in a spread of the ``candidates`` lines: a guard for keys no
-    ``metaData`` announced (which an explicit-schema parse would otherwise drop)."""
+    ``metaData`` announced (an explicit struct of the announced keys would drop them)."""
     n = len(candidates)
     if n == 0:
         return set()
@@ -557,7 +711,7 @@ def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, 
     keys: set[str] = set()
     for text in lines.take(int64_array(idx)).to_pylist():
         try:
-            obj = json.loads(text)
+            obj = log_json.loads(text)
         except ValueError:
             continue  # the full parse will fail and report it
         for key in FILE_ACTION_KEYS:
@@ -566,32 +720,6 @@ def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, 
             if isinstance(pv, dict):
                 keys.update(k for k in pv if isinstance(k, str))
     return keys
-
-
-def _all_keys(table: pa.Table, field: str) -> list[str]:
-    keys: list[str] = []
-    for col in ("add", "remove"):
-        t = table.schema.field(col).type
-        idx = t.get_field_index(field)
-        if idx >= 0:
-            keys.extend(f.name for f in t.field(idx).type)
-    return keys
-
-
-def _non_string_keys(table: pa.Table) -> tuple[list[str], list[str]]:
-    out: tuple[list[str], list[str]] = ([], [])
-    for col in ("add", "remove"):
-        t = table.schema.field(col).type
-        for slot, field in enumerate(_MAP_FIELDS):
-            idx = t.get_field_index(field)
-            if idx < 0:
-                continue
-            ft = t.field(idx).type
-            if not pa.types.is_struct(ft):
-                out[slot].append(field)
-                continue
-            out[slot].extend(f.name for f in ft if not (pa.types.is_string(f.type) or pa.types.is_null(f.type)))
-    return out
 
 
 def struct_to_map(arr: pa.Array, *, keep_null_values: bool) -> pa.Array:
@@ -635,14 +763,151 @@ def dv_unique_ids(dv: pa.Array) -> pa.Array:
     return pc.if_else(dv.is_valid(), out, string_scalar(None))
 
 
+# ------------------------------------------------------------------ the schema of add/remove rows
+#
+# One set of rules for every source of add/remove rows (JSON commits, JSON and parquet
+# checkpoints, sidecars), checked column-wise on the struct array of action bodies. A row
+# that breaks them is corrupt: read around, a DV object without a storage type would
+# read as "no DV" and bring deleted rows back.
+
+
+class ActionRowError(ValueError):
+    """Row ``row`` of a batch of add/remove bodies breaks the protocol's schema (callers
+    turn it into CorruptCommitError / CorruptCheckpointError with the file and line)."""
+
+    def __init__(self, row: int, key: str, reason: str) -> None:
+        self.row, self.key, self.reason = row, key, reason
+        super().__init__(f"row {row}: {reason}")
+
+
+_STORAGE_TYPES = ("u", "i", "p")
+# Scalars built from numpy: a Python int would go through pyarrow's object conversion, which imports pandas.
+_ZERO = int64_array(np.zeros(1, dtype=np.int64))[0]
+_INT32_MAX = int64_array(np.array([(1 << 31) - 1], dtype=np.int64))[0]
+# Required fields per action (the protocol's "required" column); the rest may be absent.
+_REQUIRED = {
+    "add": ("path", "partitionValues", "size", "modificationTime", "dataChange"),
+    "remove": ("path", "dataChange"),
+}
+_DV_REQUIRED = ("storageType", "pathOrInlineDv", "sizeInBytes", "cardinality")
+
+
+def _type_fits(actual: pa.DataType, wanted: pa.DataType) -> bool:
+    """Whether a column read as ``actual`` holds values of the protocol's ``wanted`` type."""
+    if pa.types.is_null(actual):
+        return True
+    if pa.types.is_string(wanted):
+        return pa.types.is_string(actual) or pa.types.is_large_string(actual) or pa.types.is_string_view(actual)
+    if pa.types.is_integer(wanted):
+        return pa.types.is_integer(actual)
+    if pa.types.is_boolean(wanted):
+        return pa.types.is_boolean(actual)
+    if pa.types.is_map(wanted):  # a map of strings, or (from JSON) an object of string fields
+        if pa.types.is_map(actual):
+            return _type_fits(actual.key_type, pa.string()) and _type_fits(actual.item_type, pa.string())
+        return pa.types.is_struct(actual) and all(_type_fits(f.type, pa.string()) for f in actual)
+    if pa.types.is_struct(wanted):
+        return pa.types.is_struct(actual) and all(
+            actual.get_field_index(f.name) < 0 or _type_fits(actual.field(f.name).type, f.type) for f in wanted
+        )
+    return actual == wanted
+
+
+_FIELD_TYPES: dict[str, pa.DataType] = {
+    "path": pa.string(), "partitionValues": STRING_MAP_TYPE, "size": pa.int64(), "modificationTime": pa.int64(),
+    "dataChange": pa.bool_(), "stats": pa.string(), "tags": STRING_MAP_TYPE, "deletionVector": DELETION_VECTOR_TYPE,
+    "baseRowId": pa.int64(), "defaultRowCommitVersion": pa.int64(), "clusteringProvider": pa.string(),
+    "deletionTimestamp": pa.int64(), "extendedFileMetadata": pa.bool_(),
+}
+
+
+def _first(mask: pa.Array | np.ndarray) -> int | None:
+    m = mask if isinstance(mask, np.ndarray) else mask_to_numpy(pc.fill_null(mask, bool_scalar(False)))
+    hits = np.flatnonzero(m)
+    return int(hits[0]) if hits.size else None
+
+
+def check_file_action_structs(struct: pa.Array, key: str, *, empty_dv_is_none: bool) -> None:
+    """Raise :class:`ActionRowError` for the first row of ``struct`` (``add`` or ``remove``
+    bodies, all valid) that breaks the protocol's schema: a field of the wrong type, a
+    required field missing, a negative size, a deletion vector that is not a complete
+    descriptor. ``empty_dv_is_none``: a DV struct with every field null means no DV
+    (parquet checkpoints write absent DVs so); in JSON, ``{}`` is a broken descriptor.
+    """
+    found: list[tuple[int, str]] = []
+    present = {f.name for f in struct.type}
+    for name in sorted(present & _FIELD_TYPES.keys()):
+        child = pc.struct_field(struct, name)
+        if not _type_fits(child.type, _FIELD_TYPES[name]):
+            row = _first(child.is_valid())
+            found.append((0 if row is None else row, f"field {name!r} has type {child.type}, not the protocol's {_FIELD_TYPES[name]}"))
+    if found:
+        row, reason = min(found, key=lambda fault: fault[0])
+        raise ActionRowError(row, key, reason)
+    for name in _REQUIRED[key]:
+        if name not in present:
+            found.append((0, f"field {name!r} is missing (required by the protocol)"))
+            continue
+        row = _first(pc.struct_field(struct, name).is_null())
+        if row is not None:
+            found.append((row, f"field {name!r} is missing (required by the protocol)"))
+    if "size" in present:
+        row = _first(pc.less(pc.struct_field(struct, "size"), _ZERO))
+        if row is not None:
+            found.append((row, "field 'size' is negative"))
+    if "deletionVector" in present:
+        found.extend(_dv_faults(pc.struct_field(struct, "deletionVector"), empty_dv_is_none))
+    if found:
+        row, reason = min(found, key=lambda fault: fault[0])  # the first row; for it, the first rule broken
+        raise ActionRowError(row, key, reason)
+
+
+def _dv_faults(dv: pa.Array, empty_dv_is_none: bool) -> list[tuple[int, str]]:
+    if pa.types.is_null(dv.type) or dv.null_count == len(dv):
+        return []
+    fields = [f.name for f in dv.type]
+    given_np = mask_to_numpy(dv.is_valid())
+    if empty_dv_is_none:
+        some_field = np.zeros(len(dv), dtype=bool)
+        for name in fields:
+            some_field |= mask_to_numpy(pc.struct_field(dv, name).is_valid())
+        given_np = given_np & some_field
+    given = bool_array(given_np)
+    faults: list[tuple[int, str]] = []
+    for name in _DV_REQUIRED:
+        if name not in fields:
+            row = _first(given)
+            if row is not None:
+                faults.append((row, f"the deletionVector has no {name!r} (a descriptor needs {', '.join(_DV_REQUIRED)})"))
+            continue
+        row = _first(pc.and_(given, pc.struct_field(dv, name).is_null()))
+        if row is not None:
+            faults.append((row, f"the deletionVector has no {name!r} (a descriptor needs {', '.join(_DV_REQUIRED)})"))
+    if "storageType" in fields:
+        storage = pc.struct_field(dv, "storageType")
+        row = _first(pc.and_(given, pc.invert(pc.is_in(storage, value_set=string_array(list(_STORAGE_TYPES))))))
+        if row is not None:
+            faults.append((row, f"the deletionVector's storageType is {storage[row].as_py()!r}, not one of u, i, p"))
+    for name, high in (("sizeInBytes", _INT32_MAX), ("offset", _INT32_MAX), ("cardinality", None)):
+        if name not in fields:
+            continue
+        values = pc.struct_field(dv, name)
+        out_of_range = pc.less(values, _ZERO) if high is None else pc.or_(pc.less(values, _ZERO), pc.greater(values, high))
+        row = _first(pc.and_(given, out_of_range))
+        if row is not None:
+            faults.append((row, f"the deletionVector's {name} is {values[row].as_py()}, out of its range"))
+    return faults
+
+
 def normalize_dv(dv: pa.Array) -> pa.Array:
-    """Project a DV struct of any superset layout onto ``DELETION_VECTOR_TYPE``."""
+    """Project a DV struct of any superset layout onto ``DELETION_VECTOR_TYPE`` (checked
+    already: a valid struct either is a complete descriptor or, in a checkpoint, all null)."""
     n = len(dv)
     children = []
     for name, typ in _DV_FIELDS:
         idx = dv.type.get_field_index(name)
         children.append(pc.struct_field(dv, name).cast(typ) if idx >= 0 else pa.nulls(n, typ))
-    # A struct without a storage type is no DV (some writers emit all-null structs).
+    # A checkpoint's all-null struct is no DV.
     present = pc.and_(dv.is_valid(), pc.is_valid(children[0]))
     return pa.StructArray.from_arrays(children, fields=list(DELETION_VECTOR_TYPE), mask=pc.invert(present))
 
@@ -666,9 +931,15 @@ def _map_field(struct: pa.Array, name: str, *, keep_null_values: bool) -> pa.Arr
 
 
 def file_actions_from_structs(
-    struct: pa.Array, *, is_add: bool, versions: np.ndarray | pa.Array, seqs: np.ndarray | pa.Array
+    struct: pa.Array, *, is_add: bool, versions: np.ndarray | pa.Array, seqs: np.ndarray | pa.Array,
+    empty_dv_is_none: bool = True,
 ) -> pa.Table:
-    """Rows of ``FILE_ACTIONS_SCHEMA`` from a struct array of ``add`` or ``remove`` bodies (all valid)."""
+    """Rows of ``FILE_ACTIONS_SCHEMA`` from a struct array of ``add`` or ``remove`` bodies (all valid).
+
+    The bodies are checked first (:func:`check_file_action_structs`): a row that breaks
+    the protocol's schema raises :class:`ActionRowError` naming it.
+    """
+    check_file_action_structs(struct, "add" if is_add else "remove", empty_dv_is_none=empty_dv_is_none)
     n = len(struct)
     dv_idx = struct.type.get_field_index("deletionVector")
     dv_child = pc.struct_field(struct, "deletionVector") if dv_idx >= 0 else None
@@ -699,11 +970,14 @@ def file_actions_from_structs(
 
 
 def file_actions_from_json_table(
-    table: pa.Table, versions: np.ndarray, seqs: np.ndarray, tags: Mapping[str, pa.Array] | None = None
+    table: pa.Table, versions: np.ndarray, seqs: np.ndarray,
+    maps: Mapping[str, Mapping[str, pa.Array] | None] | None = None,
 ) -> pa.Table:
     """Split a parsed ``{add|remove}`` table into FILE_ACTIONS rows (adds and removes, seq order).
 
-    ``tags`` (per action key, one map per row of ``table``) replaces the parsed tags.
+    ``maps`` (FILE_ACTIONS column -> per action key, one map per row of ``table``) replace
+    the maps read from the parse (``tags``, and ``partition_values`` when read exactly). An
+    :class:`ActionRowError` names the row of ``table``.
     """
     parts: list[pa.Table] = []
     for key in FILE_ACTION_KEYS:
@@ -713,98 +987,17 @@ def file_actions_from_json_table(
         if not valid_np.any():
             continue
         body = col.filter(valid)
-        if body.null_count or pc.any(pc.is_null(pc.struct_field(body, "path"))).as_py():
-            raise ValueError(f"{key} action without a path")
-        part = file_actions_from_structs(body, is_add=key == "add", versions=versions[valid_np], seqs=seqs[valid_np])
-        if tags is not None:
-            part = part.set_column(part.schema.get_field_index("tags"), FILE_ACTIONS_SCHEMA.field("tags"),
-                                   tags[key].filter(valid))
+        try:
+            part = file_actions_from_structs(body, is_add=key == "add", versions=versions[valid_np], seqs=seqs[valid_np],
+                                             empty_dv_is_none=False)
+        except ActionRowError as exc:
+            raise ActionRowError(int(np.flatnonzero(valid_np)[exc.row]), exc.key, exc.reason) from None
+        for column, by_key in (maps or {}).items():
+            if by_key is not None:
+                part = part.set_column(part.schema.get_field_index(column), FILE_ACTIONS_SCHEMA.field(column),
+                                       by_key[key].filter(valid))
         parts.append(part)
     if not parts:
         return EMPTY_FILE_ACTIONS
     out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     return out.sort_by("seq") if len(parts) > 1 else out
-
-
-def _parse_file_lines_slow(
-    selected: pa.LargeStringArray,
-    file_idx: np.ndarray,
-    versions: np.ndarray,
-    seq_start: int,
-    where: Any,
-) -> pa.Table:
-    """Per-line parse: locates the corrupt line, or reads what pyarrow's typed parse refused."""
-    rows: list[tuple[int, int, str, Mapping[str, Any]]] = []
-    for i, version, text in zip(file_idx.tolist(), versions.tolist(), selected.to_pylist(), strict=True):
-        try:
-            obj = json.loads(text)
-        except ValueError as exc:
-            file, number = where(i)
-            raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            file, number = where(i)
-            raise CorruptCommitError(file, number, "expected a JSON object")
-        for key in FILE_ACTION_KEYS:
-            body = obj.get(key)
-            if isinstance(body, dict):
-                if not isinstance(body.get("path"), str):
-                    file, number = where(i)
-                    raise CorruptCommitError(file, number, f"{key} action without a string 'path'")
-                rows.append((version, seq_start + i, key, body))
-    try:
-        return file_actions_from_dicts(rows)
-    except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        # Valid JSON, but a field has a type the protocol does not allow; find the line.
-        for version, seq, key, body in rows:
-            try:
-                file_actions_from_dicts([(version, seq, key, body)])
-            except (TypeError, ValueError, pa.ArrowInvalid, pa.ArrowTypeError) as one:
-                file, number = where(seq - seq_start)
-                raise CorruptCommitError(file, number, f"invalid {key} action ({one})") from None
-        raise CorruptCommitError(", ".join(sorted({where(i)[0] for i in file_idx.tolist()})), None, str(exc)) from None
-
-
-def _str_map(value: Any, *, keep_null_values: bool) -> list[tuple[str, str | None]] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise TypeError(f"expected a JSON object of strings, found {value!r}")
-    return [
-        (str(k), None if v is None else (v if isinstance(v, str) else json.dumps(v)))
-        for k, v in value.items()
-        if keep_null_values or v is not None
-    ]
-
-
-def file_actions_from_dicts(rows: Sequence[tuple[int, int, str, Mapping[str, Any]]]) -> pa.Table:
-    """FILE_ACTIONS rows from ``(version, seq, "add"|"remove", body)`` tuples (small inputs only)."""
-    records = []
-    for version, seq, key, body in rows:
-        dv = body.get("deletionVector")
-        dv_row = None
-        dv_id = None
-        if isinstance(dv, dict):
-            dv_row = {name: dv.get(name) for name, _ in _DV_FIELDS}
-            dv_id = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
-            if dv.get("offset") is not None:
-                dv_id += f"@{dv.get('offset')}"
-        records.append({
-            "version": version,
-            "seq": seq,
-            "is_add": key == "add",
-            "path": body["path"],
-            "dv_id": dv_id,
-            "partition_values": _str_map(body.get("partitionValues"), keep_null_values=True),
-            "size": body.get("size"),
-            "modification_time": body.get("modificationTime"),
-            "data_change": body.get("dataChange"),
-            "stats": body.get("stats") if body.get("stats") is None or isinstance(body.get("stats"), str) else json.dumps(body["stats"]),
-            "tags": _str_map(body.get("tags"), keep_null_values=False),
-            "deletion_vector": dv_row,
-            "base_row_id": body.get("baseRowId"),
-            "default_row_commit_version": body.get("defaultRowCommitVersion"),
-            "clustering_provider": body.get("clusteringProvider"),
-            "deletion_timestamp": body.get("deletionTimestamp"),
-            "extended_file_metadata": body.get("extendedFileMetadata"),
-        })
-    return pa.Table.from_pylist(records, schema=FILE_ACTIONS_SCHEMA)

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import CommitNotSupportedError, CorruptCommitError
+from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.storage.fileio import FileIO
@@ -102,7 +103,7 @@ def read_version_checksum(io: FileIO, root: str, version: int) -> dict[str, Any]
     except (FileNotFoundError, OSError):
         return None
     try:
-        document = json.loads(raw)
+        document = log_json.loads(raw)
     except ValueError:
         log.warning("ignoring unparsable %s", crc_path(root, version))
         return None
@@ -314,7 +315,7 @@ def read_commit_json(io: FileIO, root: str, version: int) -> list[dict[str, Any]
         if not line.strip():
             continue
         try:
-            actions.append(json.loads(line))
+            actions.append(log_json.loads(line))
         except ValueError as exc:
             raise CorruptCommitError(path, number, str(exc)) from exc
     return actions

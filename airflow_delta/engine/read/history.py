@@ -23,7 +23,6 @@ that instant, so the answer would not be repeatable. Use ``version=None`` for "l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
@@ -33,6 +32,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from airflow_delta.engine.errors import DeltaError, InvalidTimestampError, TableNotFoundError, VersionNotFoundError
+from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.read.commit_reader import parse_commit_bytes, read_files_bytes
 from airflow_delta.engine.read.listing import LogListing, list_log, segment_from_listing
@@ -110,7 +110,7 @@ def extract_commit_info(data: bytes, file: str) -> dict[str, Any] | None:
         end = data.find(b"\n", start)
         line = data[start:] if end < 0 else data[start:end]
         try:
-            body = json.loads(line).get("commitInfo")
+            body = log_json.loads(line).get("commitInfo")
             if isinstance(body, dict):
                 return body
         except (ValueError, AttributeError):

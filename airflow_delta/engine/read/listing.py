@@ -19,13 +19,13 @@ hint cannot shorten the listing, and a listing can never be stale.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_delta.engine.errors import LogNotContiguousError, TableNotFoundError, VersionNotFoundError
+from airflow_delta.engine.model import log_json
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -148,7 +148,7 @@ class LogSegment:
 def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:
     """Parse ``_last_checkpoint``; any problem (missing, unreadable, malformed) gives None."""
     try:
-        raw = json.loads(io.read_bytes(f"{directory}/{LAST_CHECKPOINT_FILE}"))
+        raw = log_json.loads(io.read_bytes(f"{directory}/{LAST_CHECKPOINT_FILE}"))
         version = int(raw["version"])
         parts = raw.get("parts")
         v2 = raw.get("v2Checkpoint")

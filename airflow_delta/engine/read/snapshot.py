@@ -35,7 +35,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
+from airflow_delta.engine.errors import (
+    CorruptCheckpointError,
+    DeltaError,
+    LogNotContiguousError,
+    LogTooLargeError,
+    VersionNotFoundError,
+)
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arrow_numpy import int64_array, mask_to_numpy, string_scalar
 from airflow_delta.engine.model.column_mapping import ColumnMapping
@@ -282,19 +288,25 @@ class _FallbackFiles:
 
     def adds(self) -> pa.Table:
         try:
-            return self._source().adds()
-        except CorruptCheckpointError as exc:
-            if self._source() is not self._files:
-                raise
-            return self._retry(exc).adds()
+            try:
+                return self._source().adds()
+            except CorruptCheckpointError as exc:
+                if self._source() is not self._files:
+                    raise
+                return self._retry(exc).adds()
+        except MemoryError:  # numpy's, or pyarrow's ArrowMemoryError
+            raise LogTooLargeError(self._listing.table_root, "reading the add actions") from None
 
     def tombstones(self) -> pa.Table:
         try:
-            return self._source().tombstones()
-        except CorruptCheckpointError as exc:
-            if self._source() is not self._files:
-                raise
-            return self._retry(exc).tombstones()
+            try:
+                return self._source().tombstones()
+            except CorruptCheckpointError as exc:
+                if self._source() is not self._files:
+                    raise
+                return self._retry(exc).tombstones()
+        except MemoryError:
+            raise LogTooLargeError(self._listing.table_root, "reading the remove actions") from None
 
 
 def _replay_falling_back(
@@ -375,7 +387,10 @@ def load_snapshot(
         raise DeltaError("pass either version or timestamp, not both")
     if timestamp is not None:
         version = version_at_timestamp(io, root, timestamp, listing=list_log(io, root))
-    listing, segment, state = _load_state(io, root, version)
+    try:
+        listing, segment, state = _load_state(io, root, version)
+    except MemoryError:  # numpy's, or pyarrow's ArrowMemoryError: a typed error, not a crash
+        raise LogTooLargeError(root, "replaying the log's metadata") from None
     properties = TableProperties.from_configuration(state.metadata.configuration)
     commit_info = state.commit_infos.get(segment.version)
     if commit_info is None and segment.latest_commit_file is not None and segment.version == segment.checkpoint_version:

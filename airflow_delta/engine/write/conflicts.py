@@ -27,7 +27,6 @@ The checks, in the order Delta's ``ConflictChecker`` runs them:
 from __future__ import annotations
 
 import enum
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,13 +40,13 @@ from airflow_delta.engine.errors import (
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
     ConcurrentTransactionException,
-    CorruptCommitError,
     InvalidTablePropertyError,
     MetadataChangedException,
     ProtocolChangedException,
     TransactionAlreadyCommittedError,
 )
 from airflow_delta.engine.model.actions import STRING_MAP_TYPE, DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.read.commit_reader import parse_commit_bytes
 from airflow_delta.engine.storage.paths import decode_log_path
 
 log = logging.getLogger(__name__)
@@ -190,18 +189,9 @@ class WinningCommit:
 
     @classmethod
     def from_bytes(cls, version: int, data: bytes, file: str, modification_time: int | None = None) -> WinningCommit:
-        actions: list[dict[str, Any]] = []
-        for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                parsed = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorruptCommitError(file, number, f"not JSON: {exc.msg}") from exc
-            if not isinstance(parsed, dict):
-                raise CorruptCommitError(file, number, "a line must be one JSON object")
-            actions.append(parsed)
-        return cls.from_actions(version, actions, modification_time)
+        # The log side's parser: invalid UTF-8, deep nesting and actions that break the
+        # protocol's schema are CorruptCommitError naming the line.
+        return cls.from_actions(version, parse_commit_bytes(data, file), modification_time)
 
 
 # ------------------------------------------------------------------------ our side

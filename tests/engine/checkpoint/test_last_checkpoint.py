@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pyarrow as pa
+import pytest
 
 from airflow_delta.engine.checkpoint.last_checkpoint import (
     canonicalize_json,
@@ -13,6 +17,8 @@ from airflow_delta.engine.checkpoint.last_checkpoint import (
     write_last_checkpoint,
 )
 from airflow_delta.engine.checkpoint.writer import write_checkpoint
+from airflow_delta.engine.errors import InvalidLogError
+from airflow_delta.engine.table import DeltaTable
 from tests.engine.checkpoint.table_helpers import IO, make_partitioned_table, snapshot_of
 
 
@@ -79,3 +85,29 @@ def test_an_unparsable_last_checkpoint_is_ignored(table_path: str) -> None:
     assert read_last_checkpoint(IO, table_path) is None
     Path(last_checkpoint_path(table_path)).write_text('{"size": 3}')
     assert read_last_checkpoint(IO, table_path) is None
+
+
+# --------------------------------------------------------------- a corrupt hint (issue 10, item 9)
+
+_DEEP = b'{"version": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+def test_deeply_nested_hint_is_ignored_by_readers_and_rewritten_by_the_next_checkpoint(table_path: str) -> None:
+    table = DeltaTable.create(table_path, pa.schema([("a", pa.int64())]), properties={"delta.checkpointInterval": "2"})
+    Path(last_checkpoint_path(table_path)).write_bytes(_DEEP)
+    assert read_last_checkpoint(IO, table_path) is None
+    for version in range(1, 5):
+        table.append(pa.table({"a": [version]}))
+    # Automatic checkpoints kept going: the hint names the newest one again.
+    assert read_last_checkpoint(IO, table_path)["version"] == 4
+    assert DeltaTable(table_path).snapshot().num_files == 4
+
+
+def test_a_directory_hint_is_ignored_by_readers_and_refused_loudly_by_writers(table_path: str) -> None:
+    table = DeltaTable.create(table_path, pa.schema([("a", pa.int64())]))
+    table.append(pa.table({"a": [1]}))
+    os.makedirs(last_checkpoint_path(table_path))
+    assert read_last_checkpoint(IO, table_path) is None
+    assert DeltaTable(table_path).snapshot().num_files == 1  # readers list the log
+    with pytest.raises(InvalidLogError, match="is a directory"):
+        write_checkpoint(snapshot_of(table_path))

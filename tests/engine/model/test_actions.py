@@ -25,7 +25,7 @@ def test_protocol_round_trip_and_features() -> None:
 
 def test_metadata_drops_null_configuration_values() -> None:
     m = Metadata.from_json(
-        {"id": "x", "format": {"provider": "parquet"}, "schemaString": "{}", "partitionColumns": ["a"], "configuration": {"k": None, "delta.appendOnly": "true"}}
+        {"id": "x", "format": {"provider": "parquet"}, "schemaString": "{\"type\":\"struct\",\"fields\":[]}", "partitionColumns": ["a"], "configuration": {"k": None, "delta.appendOnly": "true"}}
     )
     assert dict(m.configuration) == {"delta.appendOnly": "true"}
     assert m.partition_columns == ("a",)

@@ -522,3 +522,17 @@ def test_deletes_committed_through_our_writer_and_transaction_read_back(table_pa
     live = snapshot.add_actions
     assert live.num_rows == 3 and live.column("deletion_vector").null_count == 0
     assert sorted(snapshot.to_arrow().column("id").to_pylist()) == expected
+
+
+@pytest.mark.parametrize("storage", ["u", "p"])
+def test_a_dv_path_that_is_a_directory_is_a_corrupt_dv(table_path: str, storage: str) -> None:
+    file_id = uuid.uuid4()
+    u = DeletionVectorDescriptor("u", encode_uuid(file_id), 34, 1, 1)
+    directory = dv_absolute_path(table_path, u)
+    os.makedirs(directory)
+    dv = u if storage == "u" else DeletionVectorDescriptor("p", "file://" + directory, 34, 1, 1)
+    io = LocalFileIO()
+    with pytest.raises(CorruptDeletionVectorError, match="is a directory"):
+        read_deletion_vector(io, table_path, dv)
+    with pytest.raises(CorruptDeletionVectorError, match="is a directory"):
+        read_deletion_vectors(io, table_path, [dv, dv])

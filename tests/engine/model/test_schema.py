@@ -216,3 +216,37 @@ _DELTA_TYPES = st.recursive(
 @given(_struct_of(_DELTA_TYPES))
 def test_any_delta_schema_round_trips_through_arrow(schema: dict[str, Any]) -> None:
     assert arrow_to_delta_schema(schema_to_arrow(schema)) == schema
+
+
+# ------------------------------------------------------------------ schemaString shapes (issue 10, item 9)
+
+
+def _nested_struct(depth: int) -> dict[str, Any]:
+    t: dict[str, Any] = {"type": "struct", "fields": [{"name": "leaf", "type": "long", "nullable": True, "metadata": {}}]}
+    for _ in range(depth):
+        t = {"type": "struct", "fields": [{"name": "s", "type": t, "nullable": True, "metadata": {}}]}
+    return t
+
+
+@pytest.mark.parametrize(("schema", "says"), [
+    ('{"type": "struct", "fields": 7}', "fields"),
+    ('{"type": "struct", "fields": [7]}', "fields[0]"),
+    ('{"type": "struct", "fields": [{"type": "long"}]}', "name"),
+    ('{"type": "struct", "fields": [{"name": "a"}]}', "type"),
+    ('{"type": "struct", "fields": [{"name": "a", "type": "long", "metadata": []}]}', "metadata"),
+    ('{"type": "struct", "fields": [{"name": "a", "type": "long", "nullable": "yes"}]}', "nullable"),
+    ('{"type": "struct", "fields": [{"name": "a", "type": {"type": "struct", "fields": "x"}}]}', "fields[0].type"),
+    ('{"type": "struct", "fields": [{"name": "a", "type": {"type": "array"}}]}', "elementType"),
+    ('{"type": "struct", "fields": [{"name": "a", "type": {"type": "map", "keyType": "string"}}]}', "valueType"),
+    ('{"type": "struct", "fields": [{"name": "a", "type": {"type": 5}}]}', "'type' must be a string"),
+    ('{"type": "struct", "fields": [{"name": "a", "type": ' + "[" * 100_000 + "]" * 100_000 + "}]}", "nested too deeply"),
+    (json.dumps(_nested_struct(300)), "deeper than"),
+])
+def test_malformed_schema_strings_are_invalid_log_errors(schema: str, says: str) -> None:
+    with pytest.raises(InvalidLogError) as err:
+        schema_to_arrow(schema)
+    assert says in str(err.value)
+
+
+def test_deep_but_reasonable_nesting_is_read() -> None:
+    assert schema_to_arrow(json.dumps(_nested_struct(150))).names == ["s"]

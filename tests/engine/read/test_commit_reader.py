@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_delta.engine.errors import CorruptCommitError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA
 from airflow_delta.engine.read import commit_reader as cr
 from airflow_delta.engine.read.commit_reader import (
-    file_actions_from_dicts,
     parse_log_bytes,
     partition_keys_of,
     read_commit_actions,
@@ -98,12 +102,12 @@ def test_partition_keys_from_metadata_include_physical_names() -> None:
 def test_unusual_formatting_and_types_fall_back_to_exact_parse() -> None:
     data = (
         b'{ "add" : {"path": "spaced", "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": true}}\n'
-        b'{"add": {"partitionValues": {"n": 1}, "path": "numeric-partition", "size": 1, "modificationTime": 2, "dataChange": true}}\n'
+        b'{"add": {"partitionValues": {"n": "1"}, "path": "reordered", "size": 1, "modificationTime": 2, "dataChange": true}}\n'
         b"\n"
         b'{"remove": {"path": "r", "dataChange": false}}\r\n'
     )
     rows = _rows(parse_log_bytes([data], ["c"], [3]).file_actions)
-    assert [(r["path"], r["is_add"], r["seq"]) for r in rows] == [("spaced", True, 0), ("numeric-partition", True, 1), ("r", False, 3)]
+    assert [(r["path"], r["is_add"], r["seq"]) for r in rows] == [("spaced", True, 0), ("reordered", True, 1), ("r", False, 3)]
     assert rows[1]["partition_values"] == [("n", "1")]
 
 
@@ -168,8 +172,32 @@ def test_slow_and_fast_paths_agree() -> None:
                for i in range(20)]
     actions += [b.remove(f"p=0/f{i}", size=i, partition_values={"p": "0"}) for i in range(0, 20, 3)]
     fast = parse_log_bytes([_lines(*actions)], ["c"], [7]).file_actions
-    slow = file_actions_from_dicts([(7, i, next(iter(a)), next(iter(a.values()))) for i, a in enumerate(actions)])
+    slow = _rows_from_dicts([(7, i, next(iter(a)), next(iter(a.values()))) for i, a in enumerate(actions)])
     assert fast.to_pylist() == slow.to_pylist()
+
+
+def _rows_from_dicts(rows: list[tuple[int, int, str, dict]]) -> pa.Table:
+    """FILE_ACTIONS rows built from parsed JSON dicts, one by one: an independent oracle."""
+    def pairs(value: dict | None, keep_nulls: bool) -> list | None:
+        return None if value is None else [(k, v) for k, v in value.items() if keep_nulls or v is not None]
+
+    records = []
+    for version, seq, key, body in rows:
+        dv = body.get("deletionVector")
+        dv_id = None
+        if dv is not None:
+            dv_id = f"{dv['storageType']}{dv['pathOrInlineDv']}" + (f"@{dv['offset']}" if dv.get("offset") is not None else "")
+        records.append({
+            "version": version, "seq": seq, "is_add": key == "add", "path": body["path"], "dv_id": dv_id,
+            "partition_values": pairs(body.get("partitionValues"), True), "size": body.get("size"),
+            "modification_time": body.get("modificationTime"), "data_change": body.get("dataChange"),
+            "stats": body.get("stats"), "tags": pairs(body.get("tags"), False),
+            "deletion_vector": None if dv is None else {k: dv.get(k) for k in FILE_ACTIONS_SCHEMA.field("deletion_vector").type.names},
+            "base_row_id": body.get("baseRowId"), "default_row_commit_version": body.get("defaultRowCommitVersion"),
+            "clustering_provider": body.get("clusteringProvider"), "deletion_timestamp": body.get("deletionTimestamp"),
+            "extended_file_metadata": body.get("extendedFileMetadata"),
+        })
+    return pa.Table.from_pylist(records, schema=FILE_ACTIONS_SCHEMA)
 
 
 def test_read_commits_when_listed_sizes_are_wrong(table_path: str) -> None:
@@ -220,7 +248,99 @@ def test_empty_file_actions_has_the_file_actions_schema() -> None:
 def test_lines_longer_than_a_parse_block() -> None:
     stats = json.dumps({"numRecords": 1, "minValues": {f"c{i}": "x" * 40 for i in range(40_000)}})  # ~2 MB
     data = _lines(b.protocol(), b.metadata(), b.add("big.parquet", stats=stats), b.add("small.parquet"))
-    assert cr._read_json(pa.py_buffer(data), [], None).num_rows == 4  # the fast parse copes
+    assert cr._read_json(pa.py_buffer(data), []).num_rows == 4  # the fast parse copes
     parsed = parse_log_bytes([data], ["0.json"], [0])
     assert parsed.file_actions.column("path").to_pylist() == ["big.parquet", "small.parquet"]
     assert parsed.file_actions.column("stats").to_pylist()[0] == stats
+
+
+# ------------------------------------------------------------------ tags: map<string,string>, linear memory
+
+_TAG_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8) | st.sampled_from(
+    ['"', "\\", "{", "}", '"tags":{', ":", ",", "null", '\\"', "tags"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tags=st.lists(st.none() | st.dictionaries(_TAG_TEXT, st.none() | _TAG_TEXT, max_size=4), min_size=1, max_size=12),
+    spaced=st.booleans(),
+    nested_tags=st.booleans(),
+)
+def test_tags_read_exactly_as_json_says(tags: list[dict | None], spaced: bool, nested_tags: bool) -> None:
+    """Any keys and values (quotes, escapes, braces, "tags" itself, nulls) come out as JSON decodes them."""
+    actions = []
+    for i, t in enumerate(tags):
+        body = b.add(f"f{i}")["add"]
+        if nested_tags and i % 2:  # an unknown field that holds a "tags" object of its own
+            body = {"future": {"tags": {"not": "these"}}, **body}
+        if t is not None:
+            body["tags"] = t
+        actions.append({"add" if i % 3 else "remove": body})
+    sep = (", ", ": ") if spaced else (",", ":")
+    data = b"".join(json.dumps(a, separators=sep, ensure_ascii=bool(len(tags) % 2)).encode() + b"\n" for a in actions)
+    rows = parse_log_bytes([data], ["c"], [0]).file_actions.to_pylist()
+    expected = [None if t is None else [(k, v) for k, v in t.items() if v is not None] for t in tags]
+    assert [r["tags"] for r in rows] == expected
+
+
+@pytest.mark.parametrize("tags", ['{"a": 1}', '{"a": {"b": "c"}}', '{"a": ["x"]}', '{"a": true}'])
+def test_tags_with_non_string_values_are_corrupt(tags: str) -> None:
+    line = b'{"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true, "tags": ' \
+        + tags.encode() + b"}}\n"
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([_lines(b.add("x")) + line], ["c.json"], [0])
+    assert err.value.line == 2 and "tags" in str(err.value)
+
+
+def test_ten_thousand_distinct_tag_keys_take_memory_linear_in_the_input() -> None:
+    """Each add with its own tag key once made one struct column per key (4.4 GB for 1.4 MB);
+    the pyarrow pool's peak must now stay a small multiple of the input."""
+    code = (
+        "import json, pyarrow as pa\n"
+        "from airflow_delta.engine.read.commit_reader import parse_log_bytes\n"
+        "n = 20000\n"
+        "data = ''.join(json.dumps({'add': {'path': f'f{i}', 'partitionValues': {}, 'size': 1, 'modificationTime': 1,"
+        " 'dataChange': True, 'tags': {f'key{i}': f'v{i}'}}}) + '\\n' for i in range(n)).encode()\n"
+        "rows = parse_log_bytes([data], ['c'], [0]).file_actions\n"
+        "assert rows.column('tags')[n - 1].as_py() == [(f'key{n - 1}', f'v{n - 1}')]\n"
+        "print(len(data), pa.default_memory_pool().max_memory())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    size, peak = map(int, out.stdout.split())
+    assert peak < 40 * size, (size, peak)  # quadratic would be 20,000 x 20,000 struct slots
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.dictionaries(_TAG_TEXT, st.none() | _TAG_TEXT, min_size=1, max_size=4), min_size=1, max_size=10))
+def test_partition_values_with_keys_no_metadata_announced_are_read_whole(values: list[dict]) -> None:
+    """Keys outside the announced partition columns: every row's map is read exactly (nulls kept)."""
+    actions = [{"add": {**b.add(f"f{i}")["add"], "partitionValues": pv}} for i, pv in enumerate(values)]
+    rows = parse_log_bytes([_lines(*actions)], ["c"], [0]).file_actions.to_pylist()
+    assert [r["partition_values"] for r in rows] == [list(pv.items()) for pv in values]
+
+
+def test_partition_values_of_announced_keys_must_be_strings() -> None:
+    good = b.add("a", partition_values={"p": "1"})
+    bad = {"add": {**good["add"], "partitionValues": {"p": 1}}}
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([_lines(b.metadata(partition_columns=["p"]), good, bad)], ["c.json"], [0])
+    assert err.value.line == 3 and "partitionValues" in str(err.value)
+
+
+def test_distinct_unannounced_partition_keys_take_memory_linear_in_the_input() -> None:
+    code = (
+        "import json, pyarrow as pa\n"
+        "from airflow_delta.engine.read.commit_reader import parse_log_bytes\n"
+        "n = 20000\n"
+        "data = ''.join(json.dumps({'add': {'path': f'f{i}', 'partitionValues': {f'k{i}': f'v{i}', f'j{i}': None},"
+        " 'size': 1, 'modificationTime': 1, 'dataChange': True}}) + '\\n' for i in range(n)).encode()\n"
+        "rows = parse_log_bytes([data], ['c'], [0]).file_actions\n"
+        "assert rows.column('partition_values')[n - 1].as_py() == [(f'k{n - 1}', f'v{n - 1}'), (f'j{n - 1}', None)]\n"
+        "print(len(data), pa.default_memory_pool().max_memory())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3])
+    size, peak = map(int, out.stdout.split())
+    assert peak < 40 * size, (size, peak)

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta.engine.errors import InvalidTimestampError, TableNotFoundError, VersionNotFoundError
+from airflow_delta.engine.errors import (
+    CorruptCommitError,
+    InvalidTimestampError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from airflow_delta.engine.read.history import (
     extract_commit_info,
     monotonic_timestamps,
@@ -57,7 +62,10 @@ def test_extract_commit_info() -> None:
     data = b'{"add":{"path":"a"}}\n{"commitInfo":{"operation":"X"}}\n'
     assert extract_commit_info(data, "f") == {"operation": "X"}
     assert extract_commit_info(b'{ "commitInfo" : {"operation": "Y"}}\n', "f") == {"operation": "Y"}
-    assert extract_commit_info(b'{"add":{"path":"a"}}\n', "f") is None
+    add = b'{"add":{"path":"a","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n'
+    assert extract_commit_info(add, "f") is None
+    with pytest.raises(CorruptCommitError):  # the full parse checks every action it reads
+        extract_commit_info(b'{"add":{"path":"a"}}\n', "f")
 
 
 # ------------------------------------------------------------------ history

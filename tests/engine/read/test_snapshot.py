@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -413,3 +414,27 @@ def test_expired_transaction_identifiers_are_ignored(table_path: str) -> None:
     snapshot = DeltaTable(table_path).snapshot()
     assert sorted(snapshot.transactions) == ["recent", "timeless"]
     assert snapshot.transaction_version("old") is None
+
+
+# ------------------------------------------------------------------ out of memory (issue 10, item 9)
+
+
+def test_running_out_of_memory_while_loading_is_a_typed_error(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_delta.engine.errors import LogTooLargeError
+    from airflow_delta.engine.read import commit_reader, replay
+
+    b.write_commit(table_path, 0, [b.protocol(), b.metadata(), b.add("a")])
+    b.write_commit(table_path, 1, [b.add("b")])
+    # numpy's own MemoryError, raised where the log's bytes are split into lines
+    with monkeypatch.context() as m:
+        m.setattr(commit_reader, "_newline_positions", lambda raw: np.empty(1 << 62, dtype=np.uint8))
+        with pytest.raises(LogTooLargeError) as err:
+            load_snapshot(IO, table_path)
+    assert not err.value.retryable and "too large for this process's memory" in str(err.value)
+    assert table_path in str(err.value)
+    # pyarrow's ArrowMemoryError, raised when the file actions are parsed (lazily, after the load)
+    snapshot = load_snapshot(IO, table_path)
+    with monkeypatch.context() as m:
+        m.setattr(replay, "parse_file_actions", lambda *a, **k: pa.allocate_buffer(1 << 62))
+        with pytest.raises(LogTooLargeError, match="add actions"):
+            _ = snapshot.add_actions

@@ -137,7 +137,7 @@ def test_winner_metadata_change_aborts_even_a_blind_append() -> None:
 def test_metadata_is_checked_before_file_conflicts() -> None:
     w = winner(
         commit_info("REPLACE TABLE", False),
-        {"metaData": {"id": "t", "schemaString": "{}", "configuration": {}}},
+        {"metaData": {"id": "t", "schemaString": "{\"type\":\"struct\",\"fields\":[]}", "configuration": {}}},
         remove("p=1/a.parquet", "1"),
     )
     with pytest.raises(MetadataChangedException):
@@ -475,3 +475,17 @@ def test_file_checks_agree_with_a_rule_by_rule_model_of_delta(
     else:
         with pytest.raises(expected):
             check(fp, w, level)
+
+
+@pytest.mark.parametrize("line", [
+    b'{"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true, "deletionVector": "x"}}',
+    b'{"add": [1, 2]}',
+    b'{"txn": {"appId": "a", "version": 1, "lastUpdated": "now"}}',
+    b'{"commitInfo": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+    b'{"commitInfo": {"operation": "\xff"}}',
+])
+def test_a_winning_commit_that_breaks_the_protocol_is_a_corrupt_commit(line: bytes) -> None:
+    data = b'{"commitInfo": {"operation": "WRITE"}}\n' + line + b"\n"
+    with pytest.raises(CorruptCommitError) as err:
+        WinningCommit.from_bytes(3, data, "00000000000000000003.json")
+    assert (err.value.file, err.value.line) == ("00000000000000000003.json", 2)
