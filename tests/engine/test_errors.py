@@ -56,6 +56,7 @@ RETRYABLE = {
     "InvalidTimestampError": False,
     "DeletionVectorsNotEnabledError": False,
     "RowIndexOutOfRangeError": False,
+    "InvalidPathError": False,  # paths: the same path is refused again
 }
 
 

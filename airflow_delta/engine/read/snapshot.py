@@ -230,6 +230,7 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 # RFC 3986 scheme; two characters at least, so that a Windows drive letter is not one.
 _URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
+_NEEDS_FULL_CHECK = r"^$|^/|/$|[\\\x00]|(^|/)\.\.(/|$)"
 
 
 def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -241,7 +242,10 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     # An absolute URI has a scheme: ``s3://...``, ``file:///...`` and also Hadoop's
     # ``file:/...`` as Spark writes it. Tested on the encoded form, where a colon in a
     # relative name is still ``%3A`` (and a partition directory has ``=`` before it).
-    absolute = pc.or_(pc.starts_with(decoded, "/"), pc.match_substring_regex(encoded, _URI_SCHEME))
+    # Also flagged, to go through resolve_in_table's full rule: what is not a plain path
+    # below the root once decoded (empty, a ``..`` segment, a NUL, a backslash, a trailing
+    # ``/``). Decoding has refused malformed escapes already.
+    absolute = pc.or_(pc.match_substring_regex(decoded, _NEEDS_FULL_CHECK), pc.match_substring_regex(encoded, _URI_SCHEME))
     idx = np.flatnonzero(mask_to_numpy(absolute))
     if idx.size == 0:
         return decoded

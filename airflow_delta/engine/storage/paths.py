@@ -1,22 +1,43 @@
-"""Turning paths found in the log into storage paths, without ever leaving the table root.
+"""Turning paths found in (or staged for) the log into storage paths, never leaving the table root.
 
-Paths in ``add``/``remove``/``cdc`` actions (and ``p``-type deletion vectors) are
+Paths in ``add``/``remove``/``cdc`` actions, ``p``-type deletion vectors and sidecars are
 URI-encoded and either relative to the table root or absolute URIs. Everything that
-resolves a path from the log goes through :func:`resolve_in_table`, which refuses any
-path that escapes the root (``..`` segments, another bucket, another directory).
+resolves such a path goes through :func:`resolve_in_table`: the reader when it opens a
+file, and the transaction when a path is staged, so a path that a reader would refuse
+never reaches the log. It refuses, with :class:`InvalidPathError`, what is not a path
+naming a file (empty, NUL, a raw backslash, a malformed ``%`` escape, a trailing ``/``,
+a URI query or fragment, a ``file:`` URI on another host), and, with
+:class:`PathOutsideTableError`, any that escapes the root (``..`` segments, another bucket,
+another directory).
+
+This is the lexical rule. On local storage the FileIO adds the physical one: the real
+location of every file it opens, writes or deletes (symbolic links resolved) must be
+below the real table root (see :class:`~airflow_delta.engine.storage.fileio.LocalFileIO`).
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
+from collections.abc import Iterable
 from urllib.parse import quote, unquote, urlsplit
 
-from airflow_delta.engine.errors import PathOutsideTableError
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.errors import InvalidPathError, PathOutsideTableError
+
+# A '%' must start an escape of two hex digits (RFC 3986); Spark's URI parsing refuses anything else.
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def decode_log_path(path: str) -> str:
-    """Percent-decode a path as stored in the log (``a%20b`` -> ``a b``)."""
-    return unquote(path)
+    """Percent-decode a path as stored in the log (``a%20b`` -> ``a b``).
+
+    Raises :class:`InvalidPathError` for a malformed escape (``%zz``, a lone ``%``) or
+    escapes that do not decode as UTF-8: there is no file such a path could name.
+    """
+    return _decode_strict(path, path)
 
 
 def encode_log_path(relative_path: str) -> str:
@@ -24,26 +45,98 @@ def encode_log_path(relative_path: str) -> str:
     return quote(relative_path, safe="/=:@+-_.~!$&'()*,;")
 
 
+def _decode_strict(encoded: str, original: str) -> str:
+    """Percent-decode ``encoded``, refusing malformed escapes and escapes that are not UTF-8."""
+    if "%" not in encoded:
+        return encoded
+    if _BAD_ESCAPE.search(encoded):
+        raise InvalidPathError(original, "a '%' that does not start a two-hex-digit escape (write '%25' for '%')")
+    try:
+        return unquote(encoded, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise InvalidPathError(original, f"its % escapes do not decode as UTF-8 ({exc.reason})") from None
+
+
+def _check_shape(log_path: object) -> str:
+    if not isinstance(log_path, str):
+        raise InvalidPathError(repr(log_path), f"a path must be a string, not {type(log_path).__name__}")
+    if not log_path:
+        raise InvalidPathError(log_path, "the path is empty")
+    if "\x00" in log_path:
+        raise InvalidPathError(log_path, "it contains a NUL character")
+    if "\\" in log_path:
+        # Not a URI character; Windows readers would take it as a separator ("..\\x").
+        raise InvalidPathError(log_path, "it contains a raw backslash (encode it as '%5C')")
+    if log_path.endswith("/"):
+        raise InvalidPathError(log_path, "it ends with '/', so it names a directory, not a file")
+    return log_path
+
+
 def resolve_in_table(table_root: str, log_path: str) -> str:
-    """Absolute storage path (FileIO form) for ``log_path``, which must lie inside ``table_root``.
+    """Absolute storage path (FileIO form) for ``log_path``, which must name a file below ``table_root``.
 
     ``table_root`` is the root as the FileIO sees it (no scheme, no trailing slash).
+    Raises :class:`InvalidPathError` for a malformed path and :class:`PathOutsideTableError`
+    for one that escapes the root.
     """
+    _check_shape(log_path)
     # The scheme is found on the encoded form: a relative name such as "ab%3Acd.parquet"
     # decodes to "ab:cd.parquet", which is a file name, not a URI with scheme "ab".
     parts = urlsplit(log_path)
     if parts.scheme and len(parts.scheme) > 1:  # a one-letter "scheme" is a Windows drive
-        # Absolute URI: compare its path (and bucket) with the root's.
-        path = decode_log_path(parts.path)
-        candidate = path if parts.scheme == "file" else decode_log_path(parts.netloc) + path
+        if parts.query or parts.fragment or "?" in log_path or "#" in log_path:
+            raise InvalidPathError(log_path, "an absolute URI with a query or fragment ('?', '#') names no file")
+        path = _decode_strict(parts.path, log_path)
+        if parts.scheme.lower() == "file":
+            if parts.netloc not in ("", "localhost"):
+                raise PathOutsideTableError(log_path, table_root, f"a file: URI on host {parts.netloc!r}")
+            candidate = path
+        else:
+            # Absolute URI on an object store: compare its bucket and path with the root's.
+            candidate = _decode_strict(parts.netloc, log_path) + path
     else:
-        decoded = decode_log_path(log_path)
+        decoded = _decode_strict(log_path, log_path)
         candidate = decoded if decoded.startswith("/") else posixpath.join(table_root, decoded)
+    if "\x00" in candidate:
+        raise InvalidPathError(log_path, "it decodes to a NUL character ('%00')")
     normalized = posixpath.normpath(candidate)
-    root = posixpath.normpath(table_root)
-    if normalized != root and not normalized.startswith(root.rstrip("/") + "/"):
+    root = posixpath.normpath(table_root).rstrip("/")
+    if not normalized.startswith(root + "/"):
+        if normalized == root or normalized == root + "/" or (not root and normalized == "/"):
+            raise InvalidPathError(log_path, "it names the table root itself, not a file below it")
         raise PathOutsideTableError(log_path, table_root)
     return normalized
+
+
+# Paths that need :func:`resolve_in_table`'s full check: anything but a plain relative
+# path with no ``..`` segment (which a join below the root keeps inside). Matched on the
+# encoded form, with every path that has a ``%`` escape flagged too, so that what an
+# escape hides (``%2E%2E``, ``%00``, ``%2F``) is checked after decoding.
+PATHS_TO_CHECK = r"^$|^/|/$|[%\\\x00?#]|(^|/)\.\.(/|$)|^[A-Za-z][A-Za-z0-9+.\-]+:"
+
+
+def check_log_paths(table_root: str, paths: Iterable[str], where: str) -> None:
+    """Refuse, as the reader would, any path that is malformed or leaves ``table_root``.
+
+    The rule of :func:`resolve_in_table`, applied to many paths at once: one vectorised
+    match finds the paths that need the full check (see ``PATHS_TO_CHECK``); only those go
+    through Python. ``where`` names the actions for the message ("staged add", ...).
+    """
+    values = list(paths)
+    if not values:
+        return
+    for value in values:
+        if not isinstance(value, str):
+            raise InvalidPathError(repr(value), f"a path must be a string, not {type(value).__name__}", where)
+    array = pa.array(values, pa.string())
+    flagged = pc.match_substring_regex(array, PATHS_TO_CHECK)
+    for log_path in array.filter(flagged).to_pylist():
+        try:
+            resolve_in_table(table_root, log_path)
+        except InvalidPathError as exc:
+            raise InvalidPathError(exc.path, exc.reason, where) from None
+        except PathOutsideTableError as exc:
+            raise PathOutsideTableError(exc.path, exc.table_uri, exc.reason or where) from None
 
 
 def relative_to_table(table_root: str, absolute_path: str) -> str:
