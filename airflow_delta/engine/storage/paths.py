@@ -29,6 +29,17 @@ from airflow_delta.engine.errors import InvalidPathError, PathOutsideTableError
 
 # A '%' must start an escape of two hex digits (RFC 3986); Spark's URI parsing refuses anything else.
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_RAW_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# An absolute URI starts with an RFC 3986 scheme of two characters at least (so that a
+# Windows drive letter is not one): ``s3://``, ``file:///``, Hadoop's ``file:/``. Matched
+# on the encoded form, where a colon in a relative name is still ``%3A``.
+URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
+# Decoded paths that are not plainly a file below the root, which a join keeps inside:
+# empty, absolute, a trailing ``/``, a NUL or backslash, a ``.`` or ``..`` segment.
+NEEDS_FULL_CHECK = r"^$|^/|/$|[\\\x00-\x1f\x7f]|(^|/)\.\.?(/|$)"
+# The same on the encoded form, with every path that has a ``%`` escape flagged too, so
+# that what an escape hides (``%2E%2E``, ``%00``, ``%2F``) is checked after decoding.
+PATHS_TO_CHECK = f"{NEEDS_FULL_CHECK}|[%?#]|{URI_SCHEME}"
 
 
 def decode_log_path(path: str) -> str:
@@ -64,11 +75,16 @@ def _check_shape(log_path: object) -> str:
         raise InvalidPathError(log_path, "the path is empty")
     if "\x00" in log_path:
         raise InvalidPathError(log_path, "it contains a NUL character")
+    if _RAW_CONTROL.search(log_path):
+        # URI parsers drop tabs and newlines silently, so the path read would not be the one named.
+        raise InvalidPathError(log_path, "it contains a raw control character (percent-encode it, e.g. '%0A')")
     if "\\" in log_path:
         # Not a URI character; Windows readers would take it as a separator ("..\\x").
         raise InvalidPathError(log_path, "it contains a raw backslash (encode it as '%5C')")
     if log_path.endswith("/"):
         raise InvalidPathError(log_path, "it ends with '/', so it names a directory, not a file")
+    # Every escape of the whole string must decode (as the reader decodes it before anything else).
+    _decode_strict(log_path, log_path)
     return log_path
 
 
@@ -82,8 +98,9 @@ def resolve_in_table(table_root: str, log_path: str) -> str:
     _check_shape(log_path)
     # The scheme is found on the encoded form: a relative name such as "ab%3Acd.parquet"
     # decodes to "ab:cd.parquet", which is a file name, not a URI with scheme "ab".
-    parts = urlsplit(log_path)
-    if parts.scheme and len(parts.scheme) > 1:  # a one-letter "scheme" is a Windows drive
+    # The same scheme test as the vectorised one (urlsplit alone would also take " file:/x").
+    if re.match(URI_SCHEME, log_path):
+        parts = urlsplit(log_path)
         if parts.query or parts.fragment or "?" in log_path or "#" in log_path:
             raise InvalidPathError(log_path, "an absolute URI with a query or fragment ('?', '#') names no file")
         path = _decode_strict(parts.path, log_path)
@@ -106,13 +123,6 @@ def resolve_in_table(table_root: str, log_path: str) -> str:
             raise InvalidPathError(log_path, "it names the table root itself, not a file below it")
         raise PathOutsideTableError(log_path, table_root)
     return normalized
-
-
-# Paths that need :func:`resolve_in_table`'s full check: anything but a plain relative
-# path with no ``..`` segment (which a join below the root keeps inside). Matched on the
-# encoded form, with every path that has a ``%`` escape flagged too, so that what an
-# escape hides (``%2E%2E``, ``%00``, ``%2F``) is checked after decoding.
-PATHS_TO_CHECK = r"^$|^/|/$|[%\\\x00?#]|(^|/)\.\.(/|$)|^[A-Za-z][A-Za-z0-9+.\-]+:"
 
 
 def check_log_paths(table_root: str, paths: Iterable[str], where: str) -> None:
