@@ -214,11 +214,13 @@ class LocalFileIO(FileIO):
                 return normalized[len(prefix):].split("/")
         raise PathOutsideTableError(path, root)
 
-    def _require_inside(self, real: str, path: str) -> None:
+    def _require_inside(self, real: str, path: str, checked: str | None = None) -> None:
+        """Refuse ``path`` unless ``real`` (the real location of ``checked``, default ``path``) is inside."""
         real_root = self._root_real()
         if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+            what = "its real location" if checked in (None, path) else f"the real location of {checked!r}"
             raise PathOutsideTableError(
-                path, self._table_root or "", f"its real location is {real!r}: a symbolic link leads out of the table"
+                path, self._table_root or "", f"{what} is {real!r}: a symbolic link leads out of the table"
             )
 
     def _check_directory(self, path: str) -> None:
@@ -231,15 +233,18 @@ class LocalFileIO(FileIO):
         self._require_inside(os.path.realpath(path), path)
         self._directories_inside[path] = True
 
-    def _open_directory(self, parts: list[str], *, create: bool) -> int:
-        """A descriptor of the directory ``parts`` below the root, each level checked before use."""
+    def _open_directory(self, parts: list[str], *, create: bool, target: str | None = None) -> int:
+        """A descriptor of the directory ``parts`` below the root, each level checked before use.
+
+        ``target`` is the file the caller is after, for the message.
+        """
         root = self._table_root
         assert root is not None
         if create:
             os.makedirs(root, exist_ok=True)
         fd = os.open(root, _DIR_FLAGS)
         try:
-            for name in parts:
+            for depth, name in enumerate(parts, 1):
                 if create:
                     try:
                         os.mkdir(name, dir_fd=fd)
@@ -249,7 +254,8 @@ class LocalFileIO(FileIO):
                 os.close(fd)
                 fd = child
                 # Before anything is created in it: a linked directory must really be inside.
-                self._require_inside(_descriptor_path(fd), posixpath.join(root, *parts))
+                directory = posixpath.join(root, *parts[:depth])
+                self._require_inside(_descriptor_path(fd), target or directory, directory)
         except BaseException:
             os.close(fd)
             raise
@@ -265,7 +271,7 @@ class LocalFileIO(FileIO):
         parts = self._parts(path)
         if not parts:
             raise IsADirectoryError(f"{path!r} is the table root, not a file")
-        return self._open_directory(parts[:-1], create=create), parts[-1]
+        return self._open_directory(parts[:-1], create=create, target=path), parts[-1]
 
     def _create_exclusive(self, dir_fd: int, name: str, path: str) -> int:
         try:
