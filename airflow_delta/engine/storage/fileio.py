@@ -86,7 +86,7 @@ class FileIO:
             return stream.read()
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        with self.filesystem.open_input_file(path) as f:
+        with self.open_input_file(path) as f:
             f.seek(offset)
             return f.read(length)
 
