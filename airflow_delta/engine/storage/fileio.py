@@ -15,6 +15,7 @@ import copy
 import errno
 import os
 import posixpath
+import stat
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
@@ -192,6 +193,10 @@ class LocalFileIO(FileIO):
         bound._table_root, bound._real_root, bound._directories_inside = root, None, {}
         return bound
 
+    @property
+    def _root_prefix(self) -> str:
+        return (self._table_root or "").rstrip("/") + "/"
+
     def _root_real(self) -> str:
         if self._real_root is not None:
             return self._real_root
@@ -225,11 +230,9 @@ class LocalFileIO(FileIO):
 
     def _check_directory(self, path: str) -> None:
         """Refuse a directory whose real location is outside the root (cached: listings are metadata only)."""
-        if self._table_root is None:
+        if self._table_root is None or self._directories_inside.get(path):
             return
         self._parts(path)
-        if self._directories_inside.get(path):
-            return
         self._require_inside(os.path.realpath(path), path)
         self._directories_inside[path] = True
 
@@ -286,14 +289,25 @@ class LocalFileIO(FileIO):
     def open_input_file(self, path: str) -> pa.NativeFile:
         if self._table_root is None:
             return self.filesystem.open_input_file(path)
-        self._parts(path)
-        f = pa.OSFile(path, mode="r")
+        self._check_readable(path)
+        return self.filesystem.open_input_file(path)
+
+    def _check_readable(self, path: str) -> None:
+        """Refuse to read ``path`` if its directory or the file itself (a link) really lies outside.
+
+        The read path opens every data and log file, so this costs one ``lstat`` per file:
+        directories are resolved once and cached. (A directory swapped for a link after
+        that is not caught by reads; writes and deletes check what they open.)
+        """
+        if not path.startswith(self._root_prefix) or "/." in path or "//" in path:
+            self._parts(path)
+        self._check_directory(path[: path.rfind("/")] or "/")
         try:
-            self._require_inside(_descriptor_path(f.fileno(), path), path)
-        except BaseException:
-            f.close()
-            raise
-        return f
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return  # the open reports it
+        if stat.S_ISLNK(mode):
+            self._require_inside(os.path.realpath(path), path)
 
     def read_bytes(self, path: str) -> bytes:
         if self._table_root is None:
@@ -415,12 +429,13 @@ _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW
 _F_GETPATH = 50  # macOS fcntl: the path of an open descriptor
 
 
+_PROC_FD = os.path.isdir("/proc/self/fd")
+
+
 def _descriptor_path(fd: int, fallback: str | None = None) -> str:
     """The real path of what ``fd`` has open, as the kernel knows it (no race with a renamed link)."""
-    try:
+    if _PROC_FD:
         return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        pass
     if sys.platform == "darwin":
         import fcntl
 

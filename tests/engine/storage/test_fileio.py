@@ -152,18 +152,25 @@ def test_delete_removes_a_link_never_its_target(confined: tuple[LocalFileIO, Pat
     assert (outside / "secret").read_bytes() == b"secret"
 
 
-def test_a_directory_swapped_for_a_link_after_a_check_is_still_refused(confined: tuple[LocalFileIO, Path, Path]) -> None:
+def test_a_directory_swapped_for_a_link_after_a_check_is_still_refused_by_writes_and_deletes(
+    confined: tuple[LocalFileIO, Path, Path],
+) -> None:
+    # Writes and deletes check the directory they actually opened, not a cached answer.
     io, table, outside = confined
-    assert [f.name for f in io.list_dir(str(table / "sub"))] != []  # checked (and cached) as inside
+    assert io.read_bytes(str(table / "sub" / "mine")) == b"mine"  # "sub" checked (and cached) as inside
     os.rename(table / "sub", table / "sub-moved")
     os.symlink(outside, table / "sub")  # now "sub" leads out
     (outside / "mine").write_bytes(b"outside copy")
-    for operation in (lambda: io.read_bytes(str(table / "sub" / "mine")),
-                      lambda: io.write_bytes(str(table / "sub" / "new"), b"x"),
+    for operation in (lambda: io.write_bytes(str(table / "sub" / "new"), b"x"),
+                      lambda: io.put_if_absent(str(table / "sub" / "new.json"), b"x"),
                       lambda: io.delete(str(table / "sub" / "mine"))):
         with pytest.raises(PathOutsideTableError):
             operation()
     assert sorted(p.name for p in outside.iterdir()) == ["mine", "secret"]
+    # a fresh FileIO (every DeltaTable gets one) refuses the read too
+    fresh, _root = resolve_table_uri(str(table))
+    with pytest.raises(PathOutsideTableError):
+        fresh.read_bytes(str(table / "sub" / "mine"))
 
 
 def test_walk_does_not_follow_links(confined: tuple[LocalFileIO, Path, Path]) -> None:
