@@ -119,6 +119,20 @@ def test_delete_does_not_write_deletion_vectors_into_a_symlinked_prefix_director
     assert sorted(table.snapshot().to_arrow().column("id").to_pylist()) == [1, 2, 3]
 
 
+def test_deletion_vectors_are_not_read_through_a_symlinked_prefix_directory(table_path: str, outside: Path) -> None:
+    table = DeltaTable.create(table_path, SCHEMA, properties={
+        "delta.enableDeletionVectors": "true", "delta.randomizeFilePrefixes": "true", "delta.randomPrefixLength": "3"})
+    table.append(rows("a", [1, 2, 3]))
+    table.delete("id = 2", use_deletion_vectors=True)
+    (dv_file,) = Path(table_path).rglob("deletion_vector_*.bin")
+    shutil.move(dv_file.parent, outside / "dv")
+    os.symlink(outside / "dv", dv_file.parent)
+    before = tree_state(outside)
+    with pytest.raises(PathOutsideTableError, match="deletion_vector_"):
+        DeltaTable(table_path).snapshot().to_arrow()
+    assert tree_state(outside) == before
+
+
 def test_a_v2_checkpoint_does_not_write_sidecars_into_a_symlinked_sidecar_directory(
     table_path: str, outside: Path
 ) -> None:
@@ -150,6 +164,8 @@ def test_cleanup_does_not_list_or_delete_through_a_symlinked_sidecar_directory(
     shutil.move(sidecars, outside / "sidecars")  # unreferenced-looking, old files, reached by a link
     os.symlink(outside / "sidecars", sidecars)
     before = tree_state(outside)
+    with pytest.raises(PathOutsideTableError, match="_sidecars"):
+        DeltaTable(path).snapshot().files()  # readers refuse the sidecars too
     # Refused: either at the listing of _sidecars, or earlier, when no checkpoint whose
     # sidecars lie inside the table can anchor the cleanup (then nothing is deleted at all).
     try:

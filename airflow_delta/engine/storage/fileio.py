@@ -154,9 +154,10 @@ class LocalFileIO(FileIO):
     the root's real location, symbolic links resolved; otherwise
     :class:`PathOutsideTableError`, before anything is read, written or deleted. The root
     itself may be a symbolic link (it is resolved once). The checks are made on what was
-    actually opened, so a link swapped in between check and use is caught:
+    actually opened where that is cheap:
 
-    * reads open the file, then check the real path of the open descriptor;
+    * reads (every data and log file goes through them) resolve each directory once and
+      cache it, then ``lstat`` the file: a link is resolved and must stay inside;
     * writes walk from the root one directory descriptor at a time (creating missing
       directories), check each directory's real path before creating anything in it,
       and create files with ``O_NOFOLLOW`` relative to that descriptor (temporary files
@@ -193,10 +194,6 @@ class LocalFileIO(FileIO):
         bound._table_root, bound._real_root, bound._directories_inside = root, None, {}
         return bound
 
-    @property
-    def _root_prefix(self) -> str:
-        return (self._table_root or "").rstrip("/") + "/"
-
     def _root_real(self) -> str:
         if self._real_root is not None:
             return self._real_root
@@ -228,12 +225,12 @@ class LocalFileIO(FileIO):
                 path, self._table_root or "", f"{what} is {real!r}: a symbolic link leads out of the table"
             )
 
-    def _check_directory(self, path: str) -> None:
-        """Refuse a directory whose real location is outside the root (cached: listings are metadata only)."""
+    def _check_directory(self, path: str, target: str | None = None) -> None:
+        """Refuse a directory whose real location is outside the root (cached); ``target``: the file wanted in it."""
         if self._table_root is None or self._directories_inside.get(path):
             return
         self._parts(path)
-        self._require_inside(os.path.realpath(path), path)
+        self._require_inside(os.path.realpath(path), target or path, path)
         self._directories_inside[path] = True
 
     def _open_directory(self, parts: list[str], *, create: bool, target: str | None = None) -> int:
@@ -299,9 +296,11 @@ class LocalFileIO(FileIO):
         directories are resolved once and cached. (A directory swapped for a link after
         that is not caught by reads; writes and deletes check what they open.)
         """
-        if not path.startswith(self._root_prefix) or "/." in path or "//" in path:
+        directory = path[: path.rfind("/")]
+        # A directory in the cache was checked, lexically and really; only the name is new.
+        if not self._directories_inside.get(directory) or path.endswith(("/..", "/.")):
             self._parts(path)
-        self._check_directory(path[: path.rfind("/")] or "/")
+            self._check_directory(directory or "/", path)
         try:
             mode = os.lstat(path).st_mode
         except OSError:
@@ -337,16 +336,21 @@ class LocalFileIO(FileIO):
                     yield FileInfo(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def info(self, path: str) -> FileInfo | None:
-        self._check_directory(posixpath.dirname(path))
+        self._check_parent(path)
         return super().info(path)
 
     def exists(self, path: str) -> bool:
-        self._check_directory(posixpath.dirname(path))
+        self._check_parent(path)
         return super().exists(path)
 
     def is_dir(self, path: str) -> bool:
-        self._check_directory(posixpath.dirname(path))
+        self._check_parent(path)
         return super().is_dir(path)
+
+    def _check_parent(self, path: str) -> None:
+        """Metadata of ``path``: its directory must really be inside (the root itself is the user's choice)."""
+        if self._table_root is not None and self._parts(path):
+            self._check_directory(posixpath.dirname(posixpath.normpath(path)))
 
     # ---------------------------------------------------------------- writing
     def mkdirs(self, path: str) -> None:

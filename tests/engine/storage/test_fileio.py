@@ -189,6 +189,7 @@ def test_the_root_may_be_a_link(tmp_path: Path) -> None:
     assert io.read_bytes(str(real / "a" / "c.json")) == b"y"  # the real form of the root is inside too
     io.delete(str(tmp_path / "link" / "a" / "b.json"))
     assert sorted(os.listdir(real / "a")) == ["c.json"]  # no temp files left behind
+    assert io.is_dir(str(tmp_path / "link")) and io.exists(str(tmp_path / "link"))
 
 
 def test_a_table_location_confines_a_local_fileio_it_is_handed(tmp_path: Path) -> None:
