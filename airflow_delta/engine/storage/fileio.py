@@ -18,7 +18,7 @@ import posixpath
 import stat
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +93,9 @@ class FileIO:
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         return self.filesystem.open_input_file(path)
+
+    def check_inside(self, paths: Sequence[str]) -> None:
+        """Refuse paths whose real location is outside the table (links); nothing to check on object stores."""
 
     # ---------------------------------------------------------------- writing
     def mkdirs(self, path: str) -> None:
@@ -313,6 +316,17 @@ class LocalFileIO(FileIO):
             return super().read_bytes(path)
         with self.open_input_file(path) as f:
             return f.read()
+
+    def check_inside(self, paths: Sequence[str]) -> None:
+        """Refuse (:class:`PathOutsideTableError`) any of ``paths`` that a read would refuse.
+
+        For paths about to be committed (staged actions): each directory is resolved once,
+        each existing file ``lstat``-ed; a file not there (yet) is left to the reader.
+        """
+        if self._table_root is None:
+            return
+        for path in paths:
+            self._check_readable(path)
 
     def list_dir(self, path: str) -> list[FileInfo]:
         self._check_directory(path)

@@ -399,22 +399,28 @@ class Transaction:
 
         Raises :class:`InvalidPathError` for a malformed path (empty, NUL, raw backslash,
         bad ``%`` escape, trailing ``/``) and :class:`PathOutsideTableError` for one that
-        leaves the table root (``..`` segments, an absolute URI elsewhere).
+        leaves the table root (``..`` segments, an absolute URI elsewhere) or, on local
+        storage, whose real location does (a linked directory or file).
         """
         root = self.location.root
-        check_log_paths(root, (a.path for a in actions), f"a staged {kind} action")
+        where = f"a staged {kind} action"
+        storage_paths = check_log_paths(root, (a.path for a in actions), where)
         for action in actions:
             dv = getattr(action, "deletion_vector", None)
             if dv is None or dv.storage_type == "i":
                 continue
             try:
-                dv_absolute_path(root, dv)
+                storage_paths.append(dv_absolute_path(root, dv))
             except InvalidPathError as exc:
                 raise InvalidPathError(exc.path, exc.reason, f"the deletion vector of a staged {kind} of "
                                        f"{action.path!r}") from None
             except PathOutsideTableError as exc:
                 raise PathOutsideTableError(exc.path, exc.table_uri, f"the deletion vector of a staged {kind} of "
                                             f"{action.path!r}") from None
+        # Physically too (local storage): no file that readers will open is reached through a
+        # link leading out of the table. Removed files are never read again, so not checked.
+        if kind != "remove":
+            self.location.io.check_inside(storage_paths)
 
     def set_metadata(self, metadata: Metadata) -> None:
         self._ensure_open()

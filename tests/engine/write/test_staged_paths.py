@@ -117,3 +117,19 @@ def test_staging_validates_many_paths_at_once(table: DeltaTable) -> None:
     with pytest.raises(InvalidPathError, match="in a staged add action"):
         txn.add_files([*good[:10], _add("bad%zz")])
     assert pa.array([a.path for a in good]).null_count == 0
+
+
+def test_a_staged_path_through_a_link_leading_out_is_refused(table: DeltaTable, tmp_path: Path) -> None:
+    """Lexically inside, physically outside: a reader would refuse it, so staging does."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.parquet").write_bytes(b"PAR1")
+    os.symlink(outside, Path(table.root, "linked"))
+    os.symlink(outside / "x.parquet", Path(table.root, "file-link.parquet"))
+    txn = table.transaction()
+    for path in ("linked/x.parquet", "file-link.parquet"):
+        with pytest.raises(PathOutsideTableError, match="symbolic link leads out"):
+            txn.add(_add(path))
+    with pytest.raises(PathOutsideTableError, match="symbolic link leads out"):
+        txn.add(_add("ok.parquet", DeletionVectorDescriptor("p", f"file://{table.root}/linked/dv.bin", 10, 1, 1)))
+    txn.add(_add("p=a/not-written-yet.parquet"))  # a file not there (yet) is the reader's to report
