@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from airflow_delta.engine.errors import CommitNotSupportedError, DeltaError, PathOutsideTableError
+from airflow_delta.engine.errors import CommitNotSupportedError, DeltaError, InvalidPathError, PathOutsideTableError
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,11 +253,16 @@ class LocalFileIO(FileIO):
                         os.mkdir(name, dir_fd=fd)
                     except FileExistsError:
                         pass
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                directory = posixpath.join(root, *parts[:depth])
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    # A link to a file or to nothing: still refused as what it is if it leads out.
+                    self._require_inside(os.path.realpath(directory), target or directory, directory)
+                    raise
                 os.close(fd)
                 fd = child
                 # Before anything is created in it: a linked directory must really be inside.
-                directory = posixpath.join(root, *parts[:depth])
                 self._require_inside(_descriptor_path(fd), target or directory, directory)
         except BaseException:
             os.close(fd)
@@ -276,14 +281,14 @@ class LocalFileIO(FileIO):
             raise IsADirectoryError(f"{path!r} is the table root, not a file")
         return self._open_directory(parts[:-1], create=create, target=path), parts[-1]
 
-    def _create_exclusive(self, dir_fd: int, name: str, path: str) -> int:
+    def _create(self, dir_fd: int, name: str, path: str, flags: int) -> int:
         try:
-            return os.open(name, _NEW_FILE_FLAGS, 0o644, dir_fd=dir_fd)
+            return os.open(name, flags, 0o644, dir_fd=dir_fd)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:  # O_NOFOLLOW: the name is a symbolic link
-                raise PathOutsideTableError(path, self._table_root or "", "it is a symbolic link; "
-                                            "the engine never writes through one") from None
-            raise
+            if exc.errno != errno.ELOOP:  # O_NOFOLLOW: the name is a symbolic link
+                raise
+            self._require_inside(os.path.realpath(path), path)
+            raise InvalidPathError(path, "it is a symbolic link, and the engine never writes through one") from None
 
     # ---------------------------------------------------------------- reading
     def open_input_file(self, path: str) -> pa.NativeFile:
@@ -377,7 +382,7 @@ class LocalFileIO(FileIO):
         dir_fd, name = self._open_parent(path, create=True)
         try:
             tmp = _temp_name(name)
-            fd = self._create_exclusive(dir_fd, tmp, path)
+            fd = self._create(dir_fd, tmp, path, _NEW_FILE_FLAGS)
             try:
                 with os.fdopen(fd, "wb") as out:
                     out.write(data)
@@ -405,7 +410,7 @@ class LocalFileIO(FileIO):
         dir_fd, name = self._open_parent(path, create=True)
         try:
             tmp = _temp_name(name)
-            fd = self._create_exclusive(dir_fd, tmp, path)
+            fd = self._create(dir_fd, tmp, path, _NEW_FILE_FLAGS)
             try:
                 with os.fdopen(fd, "wb") as out:
                     yield out
@@ -422,13 +427,7 @@ class LocalFileIO(FileIO):
     def open_output_stream(self, path: str) -> pa.NativeFile:
         dir_fd, name = self._open_parent(path, create=True)
         try:
-            try:
-                fd = os.open(name, _NEW_FILE_FLAGS & ~os.O_EXCL | os.O_TRUNC, 0o644, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise PathOutsideTableError(path, self._table_root or "", "it is a symbolic link; "
-                                                "the engine never writes through one") from None
-                raise
+            fd = self._create(dir_fd, name, path, _NEW_FILE_FLAGS & ~os.O_EXCL | os.O_TRUNC)
         finally:
             os.close(dir_fd)
         return pa.PythonFile(os.fdopen(fd, "wb"), mode="w")

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from airflow_delta.engine.errors import CommitNotSupportedError, PathOutsideTableError
+from airflow_delta.engine.errors import CommitNotSupportedError, InvalidPathError, PathOutsideTableError
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
 from airflow_delta.engine.storage.location import TableLocation
 
@@ -136,8 +139,10 @@ def test_a_file_link_is_read_only_if_it_stays_inside_and_never_written_through(
         io.read_bytes(link)
     os.symlink(table / "sub" / "mine", table / "sub" / "inside-link")
     assert io.read_bytes(str(table / "sub" / "inside-link")) == b"mine"  # a link within the table is fine
-    with pytest.raises(PathOutsideTableError, match="never writes through"):
-        io.open_output_stream(link)
+    with pytest.raises(PathOutsideTableError, match="real location"):
+        io.open_output_stream(link)  # a link leading out
+    with pytest.raises(InvalidPathError, match="never writes through"):
+        io.open_output_stream(str(table / "sub" / "inside-link"))  # a link within the table
     assert io.put_if_absent(link, b"x") is False  # the name is taken (by the link), nothing written
     io.write_bytes(link, b"replaced")  # the link itself is replaced by a file, its target untouched
     assert not os.path.islink(link) and Path(link).read_bytes() == b"replaced"
@@ -201,3 +206,83 @@ def test_a_table_location_confines_a_local_fileio_it_is_handed(tmp_path: Path) -
     assert other.io.table_root == str(tmp_path / "u") and unconfined.table_root == str(tmp_path / "t")
     with pytest.raises(PathOutsideTableError):
         location.io.read_bytes(str(tmp_path / "u" / "x"))
+
+
+# Trees with links planted anywhere: names a/b/c, each either a real directory, a link to a
+# directory outside, a link to another place inside, or a link to a file outside.
+_NAMES = st.sampled_from(["a", "b", "c"])
+_KINDS = st.sampled_from(["dir", "link-out", "link-in", "file-link-out", "missing"])
+
+
+@settings(max_examples=60)
+@given(
+    layout=st.lists(st.tuples(_NAMES, _KINDS), min_size=1, max_size=3),
+    target=st.lists(_NAMES, min_size=1, max_size=3),
+    operation=st.sampled_from(["read", "info", "list", "write", "put", "stream", "delete"]),
+)
+def test_no_operation_ever_touches_outside_whatever_the_links(
+    layout: list[tuple[str, str]], target: list[str], operation: str
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        table, outside = Path(tmp, "table"), Path(tmp, "outside")
+        (outside / "d").mkdir(parents=True)
+        (outside / "d" / "a").write_bytes(b"outside")
+        (outside / "f").write_bytes(b"outside file")
+        table.mkdir()
+        (table / "inner").mkdir()
+        (table / "inner" / "a").write_bytes(b"inside")
+        # Build the chain table/n1/n2/...: each level as the layout says.
+        current = table
+        for name, kind in layout:
+            node = current / name
+            if os.path.lexists(node):
+                break
+            if kind == "dir":
+                node.mkdir()
+            elif kind == "link-out":
+                os.symlink(outside / "d", node)
+            elif kind == "link-in":
+                os.symlink(table / "inner", node)
+            elif kind == "file-link-out":
+                os.symlink(outside / "f", node)
+            if kind != "dir":
+                break
+            current = node
+        before = _outside_tree(outside)
+        path = str(table.joinpath(*target))
+        real = os.path.realpath(path)
+        real_parent = os.path.realpath(os.path.dirname(path))
+        inside = real.startswith(str(table) + "/")
+        parent_inside = real_parent == str(table) or real_parent.startswith(str(table) + "/")
+        io, _root = resolve_table_uri(str(table))
+        calls = {
+            "read": lambda: io.read_bytes(path),
+            "info": lambda: io.info(path),
+            "list": lambda: io.list_dir(path),
+            "write": lambda: io.write_bytes(path, b"new"),
+            "put": lambda: io.put_if_absent(path, b"new"),
+            "stream": lambda: io.open_output_stream(path).close(),
+            "delete": lambda: io.delete(path),
+        }
+        try:
+            calls[operation]()
+            refused = False
+        except PathOutsideTableError:
+            refused = True
+        except (OSError, InvalidPathError):
+            refused = False  # missing, a directory, a link written through: other errors, nothing touched
+        # Whatever happened, nothing outside changed.
+        assert _outside_tree(outside) == before
+        # A refusal is never spurious: what was refused really leads out.
+        if refused:
+            assert not parent_inside or not inside
+        # What leads out is refused (reads look at the file itself; writes and deletes at its directory).
+        if operation == "read" and not inside and os.path.exists(path):
+            assert refused
+        if operation in ("write", "put", "stream", "delete") and not parent_inside:
+            assert refused
+
+
+def _outside_tree(outside: Path) -> list[tuple[str, int, bytes]]:
+    return [(str(p.relative_to(outside)), p.lstat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+            for p in sorted([outside, *outside.rglob("*")])]
