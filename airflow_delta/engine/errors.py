@@ -389,7 +389,9 @@ class InvalidPathError(DeltaError):
     Paths in ``add``/``remove``/``cdc`` actions, ``p`` deletion vectors and sidecars are
     URI-encoded and name a file below the table root; an empty path, a NUL byte, a raw
     backslash, a malformed ``%`` escape, a trailing ``/`` or a query/fragment in a URI is
-    refused the same way when a path is staged and when it is read back.
+    refused the same way when a path is staged and when it is read back. Local storage also
+    raises it for a file name that is a symbolic link inside the table: the engine never
+    writes through a link (one leading out is a :class:`PathOutsideTableError`).
     """
 
     def __init__(self, path: str, reason: str, where: str | None = None) -> None:

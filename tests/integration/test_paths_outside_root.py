@@ -222,3 +222,15 @@ def test_the_table_root_itself_may_be_a_symlink(tmp_path: Path) -> None:
     assert sorted(DeltaTable(str(link)).snapshot().to_arrow().column("id").to_pylist()) == [1, 3, 4]
     assert sorted(DeltaTable(str(real)).snapshot().to_arrow().column("id").to_pylist()) == [1, 3, 4]
     assert table.cleanup_log(retention=timedelta(days=0), dry_run=True) is not None
+
+
+@pytest.mark.parametrize("value", ["../../../x", "a/../../..", "/etc", "%2F..%2F..", "..", ".", "a\\..\\..", "\x00"])
+def test_hostile_partition_values_stay_inside_the_table(tmp_path: Path, value: str) -> None:
+    """Partition values become directory names escaped as Spark escapes them, never path segments."""
+    root = tmp_path / "deep" / "table"
+    root.mkdir(parents=True)
+    table = DeltaTable.create(str(root), SCHEMA, partition_by=["p"])
+    table.append(rows(value, [1]))
+    written = [p for p in tmp_path.rglob("*.parquet")]
+    assert len(written) == 1 and written[0].parent.parent == root  # one directory below the root
+    assert table.snapshot().to_arrow().to_pylist() == [{"id": 1, "p": value}]
