@@ -118,10 +118,12 @@ class ChecksumMismatchError(DeltaError):
 class PathOutsideTableError(DeltaError):
     """A path (from the log or from a caller) resolves outside the table root; it is never touched."""
 
-    def __init__(self, path: str, table_uri: str) -> None:
+    def __init__(self, path: str, table_uri: str, reason: str | None = None) -> None:
         self.path = path
         self.table_uri = table_uri
-        super().__init__(f"refusing path {path!r}: it is outside the table root {table_uri!r}")
+        self.reason = reason
+        detail = f" ({reason})" if reason else ""
+        super().__init__(f"refusing path {path!r}: it is outside the table root {table_uri!r}{detail}")
 
 
 # --------------------------------------------------------------------- protocol
@@ -397,3 +399,30 @@ class LogTooLargeError(DeltaError):
             f"the transaction log of {table_root!r} is too large for this process's memory (out of memory while "
             f"{stage}); run with more memory, or write a checkpoint so fewer commits are replayed"
         )
+
+
+# --- paths ---
+
+
+class InvalidPathError(DeltaError):
+    """A file path in an action (staged, or found in the log) is not a valid Delta path.
+
+    Paths in ``add``/``remove``/``cdc`` actions, ``p`` deletion vectors and sidecars are
+    URI-encoded and name a file below the table root; an empty path, a NUL byte, a raw
+    backslash, a malformed ``%`` escape, a trailing ``/`` or a query/fragment in a URI is
+    refused the same way when a path is staged and when it is read back. Local storage also
+    raises it for a file name that is a symbolic link inside the table: the engine never
+    writes through a link (one leading out is a :class:`PathOutsideTableError`).
+    """
+
+    def __init__(self, path: str, reason: str, where: str | None = None) -> None:
+        self.path = path
+        self.reason = reason
+        self.where = where
+        location = f" in {where}" if where else ""
+        super().__init__(
+            f"invalid file path {path!r}{location}: {reason}; a path in the log is a URI-encoded path "
+            "relative to the table root (or an absolute URI inside it) naming a file, e.g. "
+            "'part=a/part-00000.parquet'"
+        )
+

@@ -58,6 +58,8 @@ RETRYABLE = {
     "RowIndexOutOfRangeError": False,
     # --- logparse ---
     "LogTooLargeError": False,  # the same load in the same process runs out of memory again
+
+    "InvalidPathError": False,  # paths: the same path is refused again
 }
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import posixpath
 import time
-import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,38 +11,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
+from airflow_delta.engine.storage.fileio import FileIO
 
 
 @contextmanager
 def atomic_file(io: FileIO, path: str) -> Iterator[Any]:
-    """A writable file that appears at ``path`` only once complete.
+    """A writable file that appears at ``path`` only once complete (see :meth:`FileIO.atomic_output`).
 
     Local storage: a hidden ``.<name>.<uuid>.tmp`` beside the target, fsynced and renamed
-    (readers ignore the hidden name, so a crash leaves nothing they would pick up).
-    Other storage: buffered in memory and uploaded in one request on success, because a
-    stream closed after a failure would publish a truncated object.
+    (readers ignore the hidden name, so a crash leaves nothing they would pick up), created
+    inside the table's real root only. Other storage: buffered in memory and uploaded in
+    one request on success, because a stream closed after a failure would publish a
+    truncated object.
     """
-    if isinstance(io, LocalFileIO):
-        directory, name = posixpath.split(path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = posixpath.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with open(tmp, "wb") as out:
-                yield out
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-    else:
-        sink = pa.BufferOutputStream()
-        yield sink
-        io.write_bytes(path, sink.getvalue().to_pybytes())
+    with io.atomic_output(path) as out:
+        yield out
 
 
 @dataclass

@@ -60,7 +60,14 @@ from airflow_delta.engine.read.listing import (
 from airflow_delta.engine.read.replay import FileActions, LogState, replay_metadata, restrict_map_keys
 from airflow_delta.engine.read.scan import read_data
 from airflow_delta.engine.storage.fileio import FileIO
-from airflow_delta.engine.storage.paths import decode_log_path, encode_log_path, relative_to_table, resolve_in_table
+from airflow_delta.engine.storage.paths import (
+    NEEDS_FULL_CHECK,
+    URI_SCHEME,
+    decode_log_path,
+    encode_log_path,
+    relative_to_table,
+    resolve_in_table,
+)
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.history import TimestampLike
@@ -234,10 +241,6 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.array(out, pa.string())
 
 
-# RFC 3986 scheme; two characters at least, so that a Windows drive letter is not one.
-_URI_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]+:"
-
-
 def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Decoded paths relative to the root; the (rare) absolute URIs in a log are made relative."""
     decoded = decode_paths(paths)
@@ -247,7 +250,10 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     # An absolute URI has a scheme: ``s3://...``, ``file:///...`` and also Hadoop's
     # ``file:/...`` as Spark writes it. Tested on the encoded form, where a colon in a
     # relative name is still ``%3A`` (and a partition directory has ``=`` before it).
-    absolute = pc.or_(pc.starts_with(decoded, "/"), pc.match_substring_regex(encoded, _URI_SCHEME))
+    # Also flagged, to go through resolve_in_table's full rule: what is not a plain path
+    # below the root once decoded (empty, a ``..`` segment, a NUL, a backslash, a trailing
+    # ``/``). Decoding has refused malformed escapes already.
+    absolute = pc.or_(pc.match_substring_regex(decoded, NEEDS_FULL_CHECK), pc.match_substring_regex(encoded, URI_SCHEME))
     idx = np.flatnonzero(mask_to_numpy(absolute))
     if idx.size == 0:
         return decoded

@@ -11,17 +11,22 @@ Paths handed to a FileIO are absolute, in the filesystem's own form (what
 
 from __future__ import annotations
 
+import copy
+import errno
 import os
 import posixpath
+import stat
+import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from airflow_delta.engine.errors import CommitNotSupportedError, DeltaError
+from airflow_delta.engine.errors import CommitNotSupportedError, DeltaError, InvalidPathError, PathOutsideTableError
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +87,15 @@ class FileIO:
             return stream.read()
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        with self.filesystem.open_input_file(path) as f:
+        with self.open_input_file(path) as f:
             f.seek(offset)
             return f.read(length)
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         return self.filesystem.open_input_file(path)
+
+    def check_inside(self, paths: Sequence[str]) -> None:
+        """Refuse paths whose real location is outside the table (links); nothing to check on object stores."""
 
     # ---------------------------------------------------------------- writing
     def mkdirs(self, path: str) -> None:
@@ -113,6 +121,17 @@ class FileIO:
             "(local storage today)"
         )
 
+    @contextmanager
+    def atomic_output(self, path: str) -> Iterator[Any]:
+        """A writable file that appears at ``path`` only once complete (temp files, checkpoints).
+
+        Generic storage: buffered in memory and uploaded in one request on success,
+        because a stream closed after a failure would publish a truncated object.
+        """
+        sink = pa.BufferOutputStream()
+        yield sink
+        self.write_bytes(path, sink.getvalue().to_pybytes())
+
     def delete(self, path: str) -> None:
         self.filesystem.delete_file(path)
 
@@ -124,64 +143,341 @@ class FileIO:
 
 
 class LocalFileIO(FileIO):
-    """Local (POSIX) storage with an atomic create-if-absent.
+    """Local (POSIX) storage with an atomic create-if-absent, confined to a table's real root.
 
     ``put_if_absent`` writes a hidden temporary file beside the target, fsyncs it,
     then ``os.link``s it into place. ``link`` fails with EEXIST when the target exists,
     so two writers can never both create the same commit, and a rename that can
     overwrite is never used. A crash leaves at most a hidden temp file, which readers
     ignore (its name does not parse as a log file).
+
+    Confinement: with a ``table_root`` (every table opened through
+    :class:`~airflow_delta.engine.storage.location.TableLocation` gets one), every path
+    must be below the root, and the *real* location of what is touched must be below
+    the root's real location, symbolic links resolved; otherwise
+    :class:`PathOutsideTableError`, before anything is read, written or deleted. The root
+    itself may be a symbolic link (it is resolved once). The checks are made on what was
+    actually opened where that is cheap:
+
+    * reads (every data and log file goes through them) resolve each directory once and
+      cache it, then ``lstat`` the file: a link is resolved and must stay inside;
+    * writes walk from the root one directory descriptor at a time (creating missing
+      directories), check each directory's real path before creating anything in it,
+      and create files with ``O_NOFOLLOW`` relative to that descriptor (temporary files
+      included); a file name that is a symbolic link is never written through;
+    * deletes unlink relative to a checked directory descriptor, and ``unlink`` removes a
+      symbolic link itself, never its target;
+    * listings check the directory's real path (cached per directory: metadata only).
+
+    Without a ``table_root`` (tests, tools that work on loose files) paths are used as given.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, table_root: str | None = None) -> None:
         super().__init__(pafs.LocalFileSystem())
+        self._table_root = posixpath.normpath(os.path.abspath(table_root)) if table_root else None
+        self._real_root: str | None = None
+        self._directories_inside: dict[str, bool] = {}
+
+    # ------------------------------------------------------------ confinement
+    @property
+    def table_root(self) -> str | None:
+        """The root this FileIO is confined to (None: not confined)."""
+        return self._table_root
+
+    def confined_to(self, table_root: str) -> LocalFileIO:
+        """This FileIO confined to ``table_root``: itself when unconfined (bound in place) or
+        already bound there, else a copy bound to the new root."""
+        root = posixpath.normpath(os.path.abspath(table_root))
+        if self._table_root == root:
+            return self
+        if self._table_root is None:
+            self._table_root = root
+            return self
+        bound = copy.copy(self)
+        bound._table_root, bound._real_root, bound._directories_inside = root, None, {}
+        return bound
+
+    def _root_real(self) -> str:
+        if self._real_root is not None:
+            return self._real_root
+        assert self._table_root is not None
+        real = os.path.realpath(self._table_root)
+        if os.path.isdir(real):  # a root not created yet is resolved again once it exists
+            self._real_root = real
+        return real
+
+    def _parts(self, path: str) -> list[str]:
+        """``path``'s components below the root, refusing a path that is not below it."""
+        root = self._table_root
+        assert root is not None
+        normalized = posixpath.normpath(path)
+        for base in (root, self._root_real()):
+            if normalized == base:
+                return []
+            prefix = base.rstrip("/") + "/"
+            if normalized.startswith(prefix):
+                return normalized[len(prefix):].split("/")
+        raise PathOutsideTableError(path, root)
+
+    def _require_inside(self, real: str, path: str, checked: str | None = None) -> None:
+        """Refuse ``path`` unless ``real`` (the real location of ``checked``, default ``path``) is inside."""
+        real_root = self._root_real()
+        if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+            what = "its real location" if checked in (None, path) else f"the real location of {checked!r}"
+            raise PathOutsideTableError(
+                path, self._table_root or "", f"{what} is {real!r}: a symbolic link leads out of the table"
+            )
+
+    def _check_directory(self, path: str, target: str | None = None) -> None:
+        """Refuse a directory whose real location is outside the root (cached); ``target``: the file wanted in it."""
+        if self._table_root is None or self._directories_inside.get(path):
+            return
+        self._parts(path)
+        self._require_inside(os.path.realpath(path), target or path, path)
+        self._directories_inside[path] = True
+
+    def _open_directory(self, parts: list[str], *, create: bool, target: str | None = None) -> int:
+        """A descriptor of the directory ``parts`` below the root, each level checked before use.
+
+        ``target`` is the file the caller is after, for the message.
+        """
+        root = self._table_root
+        assert root is not None
+        if create:
+            os.makedirs(root, exist_ok=True)
+        fd = os.open(root, _DIR_FLAGS)
+        try:
+            for depth, name in enumerate(parts, 1):
+                if create:
+                    try:
+                        os.mkdir(name, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                directory = posixpath.join(root, *parts[:depth])
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    # A link to a file or to nothing: still refused as what it is if it leads out.
+                    self._require_inside(os.path.realpath(directory), target or directory, directory)
+                    raise
+                os.close(fd)
+                fd = child
+                # Before anything is created in it: a linked directory must really be inside.
+                self._require_inside(_descriptor_path(fd), target or directory, directory)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_parent(self, path: str, *, create: bool) -> tuple[int, str]:
+        """(descriptor of ``path``'s directory, file name); the directory is created when asked."""
+        if self._table_root is None:
+            directory, name = os.path.split(os.path.abspath(path))
+            if create:
+                os.makedirs(directory, exist_ok=True)
+            return os.open(directory, _DIR_FLAGS), name
+        parts = self._parts(path)
+        if not parts:
+            raise IsADirectoryError(f"{path!r} is the table root, not a file")
+        return self._open_directory(parts[:-1], create=create, target=path), parts[-1]
+
+    def _create(self, dir_fd: int, name: str, path: str, flags: int) -> int:
+        try:
+            return os.open(name, flags, 0o644, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:  # O_NOFOLLOW: the name is a symbolic link
+                raise
+            self._require_inside(os.path.realpath(path), path)
+            raise InvalidPathError(path, "it is a symbolic link, and the engine never writes through one") from None
+
+    # ---------------------------------------------------------------- reading
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        if self._table_root is None:
+            return self.filesystem.open_input_file(path)
+        self._check_readable(path)
+        return self.filesystem.open_input_file(path)
+
+    def _check_readable(self, path: str) -> None:
+        """Refuse to read ``path`` if its directory or the file itself (a link) really lies outside.
+
+        The read path opens every data and log file, so this costs one ``lstat`` per file:
+        directories are resolved once and cached. (A directory swapped for a link after
+        that is not caught by reads; writes and deletes check what they open.)
+        """
+        directory = path[: path.rfind("/")]
+        # A directory in the cache was checked, lexically and really; only the name is new.
+        if not self._directories_inside.get(directory) or path.endswith(("/..", "/.")):
+            self._parts(path)
+            self._check_directory(directory or "/", path)
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return  # the open reports it
+        if stat.S_ISLNK(mode):
+            self._require_inside(os.path.realpath(path), path)
+
+    def read_bytes(self, path: str) -> bytes:
+        if self._table_root is None:
+            return super().read_bytes(path)
+        with self.open_input_file(path) as f:
+            return f.read()
+
+    def check_inside(self, paths: Sequence[str]) -> None:
+        """Refuse (:class:`PathOutsideTableError`) any of ``paths`` that a read would refuse.
+
+        For paths about to be committed (staged actions): each directory is resolved once,
+        each existing file ``lstat``-ed; a file not there (yet) is left to the reader.
+        """
+        if self._table_root is None:
+            return
+        for path in paths:
+            self._check_readable(path)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        self._check_directory(path)
+        return super().list_dir(path)
+
+    def walk(self, path: str) -> Iterator[FileInfo]:
+        """Every regular file below ``path``; symbolic links (to files or directories) are not followed."""
+        self._check_directory(path)
+        pending = [path]
+        while pending:
+            directory = pending.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    yield FileInfo(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def info(self, path: str) -> FileInfo | None:
+        self._check_parent(path)
+        return super().info(path)
+
+    def exists(self, path: str) -> bool:
+        self._check_parent(path)
+        return super().exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        self._check_parent(path)
+        return super().is_dir(path)
+
+    def _check_parent(self, path: str) -> None:
+        """Metadata of ``path``: its directory must really be inside (the root itself is the user's choice)."""
+        if self._table_root is not None and self._parts(path):
+            self._check_directory(posixpath.dirname(posixpath.normpath(path)))
+
+    # ---------------------------------------------------------------- writing
+    def mkdirs(self, path: str) -> None:
+        if self._table_root is None:
+            os.makedirs(path, exist_ok=True)
+            return
+        os.close(self._open_directory(self._parts(path), create=True))
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        dir_fd, name = self._open_parent(path, create=True)
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
+            tmp = _temp_name(name)
+            fd = self._create(dir_fd, tmp, path, _NEW_FILE_FLAGS)
             try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            _fsync_dir(directory)
-            return True
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fsync(out.fileno())
+                try:
+                    os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                except FileExistsError:
+                    return False
+                _fsync_fd(dir_fd)
+                return True
+            finally:
+                _unlink_quietly(tmp, dir_fd)
         finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+            os.close(dir_fd)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         # Write-then-rename so a reader never sees a half-written file (checkpoints,
         # _last_checkpoint, data files); overwriting is the intent here.
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as out:
+        with self.atomic_output(path) as out:
             out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+
+    @contextmanager
+    def atomic_output(self, path: str) -> Iterator[Any]:
+        dir_fd, name = self._open_parent(path, create=True)
+        try:
+            tmp = _temp_name(name)
+            fd = self._create(dir_fd, tmp, path, _NEW_FILE_FLAGS)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    yield out
+                    out.flush()
+                    os.fsync(out.fileno())
+                # rename replaces a symbolic link named ``name`` instead of writing through it
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                _unlink_quietly(tmp, dir_fd)
+                raise
+        finally:
+            os.close(dir_fd)
+
+    def open_output_stream(self, path: str) -> pa.NativeFile:
+        dir_fd, name = self._open_parent(path, create=True)
+        try:
+            fd = self._create(dir_fd, name, path, _NEW_FILE_FLAGS & ~os.O_EXCL | os.O_TRUNC)
+        finally:
+            os.close(dir_fd)
+        return pa.PythonFile(os.fdopen(fd, "wb"), mode="w")
+
+    def delete(self, path: str) -> None:
+        """Remove ``path``; a symbolic link is removed itself, never what it points to."""
+        dir_fd, name = self._open_parent(path, create=False)
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
-def _fsync_dir(directory: str) -> None:
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_F_GETPATH = 50  # macOS fcntl: the path of an open descriptor
+
+
+_PROC_FD = os.path.isdir("/proc/self/fd")
+
+
+def _descriptor_path(fd: int, fallback: str | None = None) -> str:
+    """The real path of what ``fd`` has open, as the kernel knows it (no race with a renamed link)."""
+    if _PROC_FD:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    if sys.platform == "darwin":
+        import fcntl
+
+        return fcntl.fcntl(fd, _F_GETPATH, bytes(1024)).rstrip(b"\0").decode()
+    if fallback is None:
+        raise OSError(errno.ENOTSUP, "cannot tell the path of an open directory on this platform")
+    return os.path.realpath(fallback)
+
+
+def _temp_name(name: str) -> str:
+    return f".{name}.{uuid.uuid4().hex}.tmp"
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> None:
     try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_fd(fd: int) -> None:
     try:
         os.fsync(fd)
     except OSError:
         pass
-    finally:
-        os.close(fd)
 
 
 def _mtime_ms(info: pafs.FileInfo) -> int:
@@ -197,8 +493,8 @@ def resolve_table_uri(table_uri: str, storage_options: Mapping[str, Any] | None 
     """
     if "://" not in table_uri or table_uri.startswith("file://"):
         local = table_uri[len("file://"):] if table_uri.startswith("file://") else table_uri
-        root = os.path.abspath(os.path.expanduser(local))
-        return LocalFileIO(), root.rstrip("/") or "/"
+        root = os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/"
+        return LocalFileIO(root), root
     if storage_options:
         filesystem, root = _filesystem_with_options(table_uri, storage_options)
     else:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_delta.engine.storage.fileio import FileIO, resolve_table_uri
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
 
 
 @dataclass(frozen=True)
@@ -20,12 +20,19 @@ class TableLocation:
     """A table's storage: the FileIO, the root in that FileIO's path form, and the URI the user gave.
 
     ``root`` has no trailing slash; the log is ``f"{root}/_delta_log"``. ``uri`` is kept
-    as given, for messages that the user must recognise.
+    as given, for messages that the user must recognise. A :class:`LocalFileIO` is confined
+    to ``root``: nothing whose real location is outside it is read, written or deleted.
     """
 
     io: FileIO
     root: str
     uri: str
+
+    def __post_init__(self) -> None:
+        # Nothing outside the root: a local FileIO handed in unconfined (``DeltaTable(uri,
+        # io=...)``) is bound to this root, so every layer below gets the symlink checks.
+        if isinstance(self.io, LocalFileIO):
+            object.__setattr__(self, "io", self.io.confined_to(self.root))
 
     @classmethod
     def from_uri(cls, table_uri: str, storage_options: Mapping[str, Any] | None = None) -> TableLocation:

@@ -34,7 +34,9 @@ from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     CommitFailedError,
     ConcurrentModificationError,
+    InvalidPathError,
     InvalidTransactionError,
+    PathOutsideTableError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
@@ -56,12 +58,13 @@ from airflow_delta.engine.model.commit_info import (
     encode_operation_metrics,
     encode_operation_parameters,
 )
+from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.property_validation import normalize_properties
 from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
-from airflow_delta.engine.storage.paths import decode_log_path
+from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path
 from airflow_delta.engine.write.committer import Committed, Committer, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.conflicts import (
     IsolationLevel,
@@ -308,23 +311,31 @@ class Transaction:
         return txn.version if txn is not None else None
 
     # ---------------------------------------------------------------- staging
+    # Every file action is checked when it is staged, with the reader's own path rule, so
+    # that a path a reader would refuse never reaches the log (see _check_staged_paths).
     def add(self, action: AddFile) -> None:
         self._ensure_open()
+        self._check_staged_paths("add", [action])
         self._adds.append(action)
 
     def add_files(self, actions: Iterable[AddFile]) -> None:
         self._ensure_open()
-        self._adds.extend(actions)
+        staged = list(actions)
+        self._check_staged_paths("add", staged)
+        self._adds.extend(staged)
 
     def remove(self, action: RemoveFile) -> None:
         self._ensure_open()
+        self._check_staged_paths("remove", [action])
         self._removes.append(action)
 
     def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
         """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
         self._ensure_open()
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
-        self._removes.extend(staged_removes(files, self.metadata, ts, data_change=data_change))
+        removes = staged_removes(files, self.metadata, ts, data_change=data_change)
+        self._check_staged_paths("remove", removes)
+        self._removes.extend(removes)
 
     def delete_rows(
         self,
@@ -372,13 +383,44 @@ class Transaction:
             clock=_now_ms,
             target_dv_file_size=target_dv_file_size,
         )
+        self._check_staged_paths("remove", summary.removes)
+        self._check_staged_paths("add", summary.adds)
         self._removes.extend(summary.removes)
         self._adds.extend(summary.adds)
         return summary
 
     def add_cdc(self, action: AddCDCFile) -> None:
         self._ensure_open()
+        self._check_staged_paths("cdc", [action])
         self._cdc.append(action)
+
+    def _check_staged_paths(self, kind: str, actions: Sequence[AddFile | RemoveFile | AddCDCFile]) -> None:
+        """Refuse (before staging anything) a file or DV path that a reader of the log would refuse.
+
+        Raises :class:`InvalidPathError` for a malformed path (empty, NUL, raw backslash,
+        bad ``%`` escape, trailing ``/``) and :class:`PathOutsideTableError` for one that
+        leaves the table root (``..`` segments, an absolute URI elsewhere) or, on local
+        storage, whose real location does (a linked directory or file).
+        """
+        root = self.location.root
+        where = f"a staged {kind} action"
+        storage_paths = check_log_paths(root, (a.path for a in actions), where)
+        for action in actions:
+            dv = getattr(action, "deletion_vector", None)
+            if dv is None or dv.storage_type == "i":
+                continue
+            try:
+                storage_paths.append(dv_absolute_path(root, dv))
+            except InvalidPathError as exc:
+                raise InvalidPathError(exc.path, exc.reason, f"the deletion vector of a staged {kind} of "
+                                       f"{action.path!r}") from None
+            except PathOutsideTableError as exc:
+                raise PathOutsideTableError(exc.path, exc.table_uri, f"the deletion vector of a staged {kind} of "
+                                            f"{action.path!r}") from None
+        # Physically too (local storage): no file that readers will open is reached through a
+        # link leading out of the table. Removed files are never read again, so not checked.
+        if kind != "remove":
+            self.location.io.check_inside(storage_paths)
 
     def set_metadata(self, metadata: Metadata) -> None:
         self._ensure_open()

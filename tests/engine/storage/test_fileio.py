@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from airflow_delta.engine.errors import CommitNotSupportedError
+from airflow_delta.engine.errors import CommitNotSupportedError, InvalidPathError, PathOutsideTableError
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
+from airflow_delta.engine.storage.location import TableLocation
 
 
 def test_put_if_absent_creates_then_refuses(tmp_path: Path) -> None:
@@ -66,3 +70,219 @@ def test_resolve_table_uri_local_forms(tmp_path: Path) -> None:
     assert root == str(tmp_path)
     _, root2 = resolve_table_uri(f"file://{tmp_path}")
     assert root2 == str(tmp_path)
+
+
+# ------------------------------------------------ confinement to the table's real root
+
+
+@pytest.fixture
+def confined(tmp_path: Path) -> tuple[LocalFileIO, Path, Path]:
+    """(FileIO confined to ``table``, ``table``, ``outside``) with ``outside/secret`` and a link ``table/out``."""
+    table, outside = tmp_path / "table", tmp_path / "outside"
+    (table / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"secret")
+    os.symlink(outside, table / "out")
+    os.symlink(outside / "secret", table / "sub" / "secret-link")
+    (table / "sub" / "mine").write_bytes(b"mine")
+    io, _root = resolve_table_uri(str(table))
+    assert isinstance(io, LocalFileIO)
+    return io, table, outside
+
+
+def _outside_state(outside: Path) -> list[tuple[str, int, bytes]]:
+    entries = sorted((p.name, p.lstat().st_mtime_ns, p.read_bytes()) for p in outside.iterdir())
+    return [*entries, ("", outside.lstat().st_mtime_ns, b"")]
+
+
+def test_every_operation_refuses_a_linked_directory_leading_out(confined: tuple[LocalFileIO, Path, Path]) -> None:
+    io, table, outside = confined
+    before = _outside_state(outside)
+    target = str(table / "out" / "secret")
+    operations = {
+        "open_input_file": lambda: io.open_input_file(target),
+        "read_bytes": lambda: io.read_bytes(target),
+        "read_range": lambda: io.read_range(target, 0, 2),
+        "info": lambda: io.info(target),
+        "exists": lambda: io.exists(target),
+        "list_dir": lambda: io.list_dir(str(table / "out")),
+        "walk": lambda: list(io.walk(str(table / "out"))),
+        "write_bytes": lambda: io.write_bytes(str(table / "out" / "new"), b"x"),
+        "put_if_absent": lambda: io.put_if_absent(str(table / "out" / "new.json"), b"x"),
+        "open_output_stream": lambda: io.open_output_stream(str(table / "out" / "new.parquet")),
+        "mkdirs": lambda: io.mkdirs(str(table / "out" / "d")),
+        "delete": lambda: io.delete(target),
+        "below a linked directory": lambda: io.write_bytes(str(table / "out" / "a" / "b"), b"x"),
+    }
+    for name, operation in operations.items():
+        with pytest.raises(PathOutsideTableError, match="symbolic link leads out"):
+            operation()
+        assert _outside_state(outside) == before, name
+
+
+def test_paths_not_below_the_root_are_refused_before_any_syscall(confined: tuple[LocalFileIO, Path, Path]) -> None:
+    io, table, outside = confined
+    for path in (str(outside / "secret"), str(table) + "-other/x", str(table / ".." / "outside" / "secret")):
+        with pytest.raises(PathOutsideTableError):
+            io.read_bytes(path)
+        with pytest.raises(PathOutsideTableError):
+            io.delete(path)
+    assert (outside / "secret").read_bytes() == b"secret"
+
+
+def test_a_file_link_is_read_only_if_it_stays_inside_and_never_written_through(
+    confined: tuple[LocalFileIO, Path, Path],
+) -> None:
+    io, table, outside = confined
+    link = str(table / "sub" / "secret-link")
+    with pytest.raises(PathOutsideTableError, match="real location"):
+        io.read_bytes(link)
+    os.symlink(table / "sub" / "mine", table / "sub" / "inside-link")
+    assert io.read_bytes(str(table / "sub" / "inside-link")) == b"mine"  # a link within the table is fine
+    with pytest.raises(PathOutsideTableError, match="real location"):
+        io.open_output_stream(link)  # a link leading out
+    with pytest.raises(InvalidPathError, match="never writes through"):
+        io.open_output_stream(str(table / "sub" / "inside-link"))  # a link within the table
+    assert io.put_if_absent(link, b"x") is False  # the name is taken (by the link), nothing written
+    io.write_bytes(link, b"replaced")  # the link itself is replaced by a file, its target untouched
+    assert not os.path.islink(link) and Path(link).read_bytes() == b"replaced"
+    assert (outside / "secret").read_bytes() == b"secret"
+
+
+def test_delete_removes_a_link_never_its_target(confined: tuple[LocalFileIO, Path, Path]) -> None:
+    io, table, outside = confined
+    io.delete(str(table / "sub" / "secret-link"))
+    io.delete(str(table / "out"))  # a link to a directory is a name in the table: removed, not followed
+    assert not os.path.lexists(table / "sub" / "secret-link") and not os.path.lexists(table / "out")
+    assert (outside / "secret").read_bytes() == b"secret"
+
+
+def test_a_directory_swapped_for_a_link_after_a_check_is_still_refused_by_writes_and_deletes(
+    confined: tuple[LocalFileIO, Path, Path],
+) -> None:
+    # Writes and deletes check the directory they actually opened, not a cached answer.
+    io, table, outside = confined
+    assert io.read_bytes(str(table / "sub" / "mine")) == b"mine"  # "sub" checked (and cached) as inside
+    os.rename(table / "sub", table / "sub-moved")
+    os.symlink(outside, table / "sub")  # now "sub" leads out
+    (outside / "mine").write_bytes(b"outside copy")
+    for operation in (lambda: io.write_bytes(str(table / "sub" / "new"), b"x"),
+                      lambda: io.put_if_absent(str(table / "sub" / "new.json"), b"x"),
+                      lambda: io.delete(str(table / "sub" / "mine"))):
+        with pytest.raises(PathOutsideTableError):
+            operation()
+    assert sorted(p.name for p in outside.iterdir()) == ["mine", "secret"]
+    # a fresh FileIO (every DeltaTable gets one) refuses the read too
+    fresh, _root = resolve_table_uri(str(table))
+    with pytest.raises(PathOutsideTableError):
+        fresh.read_bytes(str(table / "sub" / "mine"))
+
+
+def test_walk_does_not_follow_links(confined: tuple[LocalFileIO, Path, Path]) -> None:
+    io, table, _outside = confined
+    assert sorted(os.path.relpath(f.path, table) for f in io.walk(str(table))) == ["sub/mine"]
+
+
+def test_the_root_may_be_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(real, tmp_path / "link")
+    io = LocalFileIO(str(tmp_path / "link"))
+    io.write_bytes(str(tmp_path / "link" / "a" / "b.json"), b"x")
+    assert io.put_if_absent(str(tmp_path / "link" / "a" / "c.json"), b"y") is True
+    assert io.read_bytes(str(tmp_path / "link" / "a" / "b.json")) == b"x"
+    assert io.read_bytes(str(real / "a" / "c.json")) == b"y"  # the real form of the root is inside too
+    io.delete(str(tmp_path / "link" / "a" / "b.json"))
+    assert sorted(os.listdir(real / "a")) == ["c.json"]  # no temp files left behind
+    assert io.is_dir(str(tmp_path / "link")) and io.exists(str(tmp_path / "link"))
+
+
+def test_a_table_location_confines_a_local_fileio_it_is_handed(tmp_path: Path) -> None:
+    unconfined = LocalFileIO()
+    location = TableLocation(unconfined, str(tmp_path / "t"), str(tmp_path / "t"))
+    assert location.io is unconfined and unconfined.table_root == str(tmp_path / "t")
+    other = TableLocation(unconfined, str(tmp_path / "u"), str(tmp_path / "u"))
+    assert other.io is not unconfined and isinstance(other.io, LocalFileIO)
+    assert other.io.table_root == str(tmp_path / "u") and unconfined.table_root == str(tmp_path / "t")
+    with pytest.raises(PathOutsideTableError):
+        location.io.read_bytes(str(tmp_path / "u" / "x"))
+
+
+# Trees with links planted anywhere: names a/b/c, each either a real directory, a link to a
+# directory outside, a link to another place inside, or a link to a file outside.
+_NAMES = st.sampled_from(["a", "b", "c"])
+_KINDS = st.sampled_from(["dir", "link-out", "link-in", "file-link-out", "missing"])
+
+
+@settings(max_examples=60)
+@given(
+    layout=st.lists(st.tuples(_NAMES, _KINDS), min_size=1, max_size=3),
+    target=st.lists(_NAMES, min_size=1, max_size=3),
+    operation=st.sampled_from(["read", "info", "list", "write", "put", "stream", "delete"]),
+)
+def test_no_operation_ever_touches_outside_whatever_the_links(
+    layout: list[tuple[str, str]], target: list[str], operation: str
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        table, outside = Path(tmp, "table"), Path(tmp, "outside")
+        (outside / "d").mkdir(parents=True)
+        (outside / "d" / "a").write_bytes(b"outside")
+        (outside / "f").write_bytes(b"outside file")
+        table.mkdir()
+        (table / "inner").mkdir()
+        (table / "inner" / "a").write_bytes(b"inside")
+        # Build the chain table/n1/n2/...: each level as the layout says.
+        current = table
+        for name, kind in layout:
+            node = current / name
+            if os.path.lexists(node):
+                break
+            if kind == "dir":
+                node.mkdir()
+            elif kind == "link-out":
+                os.symlink(outside / "d", node)
+            elif kind == "link-in":
+                os.symlink(table / "inner", node)
+            elif kind == "file-link-out":
+                os.symlink(outside / "f", node)
+            if kind != "dir":
+                break
+            current = node
+        before = _outside_tree(outside)
+        path = str(table.joinpath(*target))
+        real = os.path.realpath(path)
+        real_parent = os.path.realpath(os.path.dirname(path))
+        inside = real.startswith(str(table) + "/")
+        parent_inside = real_parent == str(table) or real_parent.startswith(str(table) + "/")
+        io, _root = resolve_table_uri(str(table))
+        calls = {
+            "read": lambda: io.read_bytes(path),
+            "info": lambda: io.info(path),
+            "list": lambda: io.list_dir(path),
+            "write": lambda: io.write_bytes(path, b"new"),
+            "put": lambda: io.put_if_absent(path, b"new"),
+            "stream": lambda: io.open_output_stream(path).close(),
+            "delete": lambda: io.delete(path),
+        }
+        try:
+            calls[operation]()
+            refused = False
+        except PathOutsideTableError:
+            refused = True
+        except (OSError, InvalidPathError):
+            refused = False  # missing, a directory, a link written through: other errors, nothing touched
+        # Whatever happened, nothing outside changed.
+        assert _outside_tree(outside) == before
+        # A refusal is never spurious: what was refused really leads out.
+        if refused:
+            assert not parent_inside or not inside
+        # What leads out is refused (reads look at the file itself; writes and deletes at its directory).
+        if operation == "read" and not inside and os.path.exists(path):
+            assert refused
+        if operation in ("write", "put", "stream", "delete") and not parent_inside:
+            assert refused
+
+
+def _outside_tree(outside: Path) -> list[tuple[str, int, bytes]]:
+    return [(str(p.relative_to(outside)), p.lstat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+            for p in sorted([outside, *outside.rglob("*")])]
