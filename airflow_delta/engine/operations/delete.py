@@ -37,13 +37,14 @@ import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import DeletionVectorsNotEnabledError, TableNotFoundError, UnsupportedFeatureError
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
-from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.stats_parse import parse_stats
 from airflow_delta.engine.operations.results import DeleteResult
-from airflow_delta.engine.read.scan import read_data
+from airflow_delta.engine.read.row_groups import physical_row_counts
+from airflow_delta.engine.read.scan import read_data, read_with_row_positions
+from airflow_delta.engine.storage.paths import resolve_in_table
 from airflow_delta.engine.write.data_files import write_data_files
-from airflow_delta.engine.write.row_deletion import live_files_by_path, num_records_of
+from airflow_delta.engine.write.row_deletion import live_files_by_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
@@ -78,16 +79,19 @@ def matching_rows(
     bound = parse_predicate(predicate, snapshot.schema)
     if files.num_rows == 0:
         return []
-    if not apply_deletion_vectors and "deletion_vector" in files.column_names:
-        column = files.schema.get_field_index("deletion_vector")
-        files = files.set_column(column, "deletion_vector", pa.nulls(files.num_rows, DELETION_VECTOR_TYPE))
     expression = bound.to_arrow(nulls_as_false=True)
     columns = list(bound.columns)
 
-    def one(i: int) -> np.ndarray:
+    def physical(i: int) -> np.ndarray:
+        # Only the row groups the predicate may match, only its columns; positions from the row-group offsets.
+        read = read_with_row_positions(snapshot, files.slice(i, 1), columns, bound, use_threads=False)
+        return read.positions[_positions(read.rows, expression)]
 
+    def live(i: int) -> np.ndarray:
         data = read_data(snapshot, files.slice(i, 1), columns=columns, max_workers=1)
         return _positions(data, expression)
+
+    one = live if apply_deletion_vectors else physical
 
     workers = max(1, min(files.num_rows, max_workers or min(32, (os.cpu_count() or 4) * 2)))
     if workers == 1:
@@ -311,16 +315,22 @@ def _map(fn: Callable[[int], Any], items: Sequence[int] | range, workers: int) -
 
 
 def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
-    """Rows still live in ``files``: numRecords minus DV cardinality (stats, else the parquet footer)."""
+    """Rows still live in ``files``: the rows each file stores (its parquet footer, never the ``numRecords``
+    statistic, which may lie) minus the rows its deletion vector deletes.
+
+    A file that no longer exists has no footer to count; removing it from the log loses
+    nothing, and only its share of the metric falls back to its statistics.
+    """
 
     if files.num_rows == 0:
         return 0
-    stats = parse_stats(files.column("stats").combine_chunks(), snapshot.metadata)
-    records = pc.struct_field(stats, "numRecords").cast(pa.int64())
-    total = int(pc.sum(records).as_py() or 0)
-    missing = np.flatnonzero(pc.is_null(records).to_numpy(zero_copy_only=False))
-    for i in missing.tolist():  # files written without statistics (rare): read their footers
-        total += num_records_of(snapshot, {"path": files.column("path")[i].as_py(), "stats": None})
+    paths = [resolve_in_table(snapshot.table_root, p) for p in files.column("path").to_pylist()]
+    counts = physical_row_counts(snapshot.io, paths, missing_ok=True)
+    total = sum(c for c in counts if c is not None)
+    missing = [i for i, c in enumerate(counts) if c is None]
+    if missing:
+        stats = parse_stats(files.column("stats").combine_chunks().take(missing), snapshot.metadata)
+        total += int(pc.sum(pc.struct_field(stats, "numRecords")).as_py() or 0)
     dv = files.column("deletion_vector")
     if dv.null_count < len(dv):
         total -= int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)

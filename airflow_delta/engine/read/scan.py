@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from typing import Protocol as Interface
 
 import numpy as np
@@ -46,8 +47,12 @@ from airflow_delta.engine.model.column_mapping import column_mapping_mode
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
+from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.expressions import Predicate
 
 # Upper bound of concurrent file reads; object stores like more, local disks need fewer.
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
@@ -285,7 +290,20 @@ def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) ->
     if task.deleted_rows is not None and task.deleted_rows.size:
         raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))
         num_rows = raw.num_rows
+    return _in_table_schema(plan, task, raw, num_rows, file_schema, matches, resolver)
 
+
+def _in_table_schema(
+    plan: _FilePlan,
+    task: _FileTask,
+    raw: pa.Table,
+    num_rows: int,
+    file_schema: pa.Schema,
+    matches: dict[str, int | None],
+    resolver: _Resolver,
+) -> pa.Table:
+    """``raw`` (``num_rows`` rows, columns as the file stores them) as rows of the table: partition constants,
+    types, row filter."""
     arrays: list[pa.ChunkedArray | pa.Array] = []
     for target in plan.read_schema:
         if target.name in plan.partition_names:
@@ -474,3 +492,117 @@ def _has_struct(t: pa.DataType) -> bool:
 
 def _is_list_like(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+# ------------------------------------------------------------ row groups with positions
+
+
+@dataclass(frozen=True, slots=True)
+class PositionedRows:
+    """Rows of one data file with their physical positions (what a deletion vector stores)."""
+
+    rows: pa.Table  # the columns asked for, in the table's schema
+    positions: np.ndarray  # int64: the row index in the file of each row of ``rows``, ascending
+    num_physical_rows: int  # every row the file stores (its footer), deleted ones included
+
+
+def read_with_row_positions(
+    snapshot: ScanSource,
+    file: pa.Table,
+    columns: Sequence[str],
+    predicate: Predicate | None = None,
+    *,
+    use_threads: bool = True,
+) -> PositionedRows:
+    """The rows of one file (a one-row table of file actions) that ``predicate`` may match, deletion vector ignored.
+
+    Only the row groups whose parquet statistics do not rule the predicate out are read
+    (:func:`~.row_groups.row_groups_may_match`), and only ``columns`` (top-level logical
+    names) of them; each row comes with its position in the file, computed from the row
+    counts of the row groups before it. The rows are not filtered: evaluating the
+    predicate on them is the caller's.
+    """
+    if file.num_rows != 1:
+        raise ValueError(f"expected exactly one file, got {file.num_rows}")
+    output_schema = _project(snapshot.schema, columns)
+    partition_names = set(snapshot.partition_columns)
+    partitions = _partition_values(file, snapshot)
+    path = _absolute_paths(file, snapshot.table_root)[0]
+    plan = _FilePlan(
+        io=snapshot.io,
+        table_root=snapshot.table_root,
+        read_schema=output_schema,
+        output_names=output_schema.names,
+        partition_names=partition_names,
+        mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
+        row_filter=None,
+    )
+    task = _FileTask(
+        path,
+        None,
+        {name: partitions.field(name)[0] for name in partition_names if name in output_schema.names},
+    )
+    try:
+        return _read_with_row_positions(plan, task, predicate, use_threads)
+    except DeltaError:
+        raise
+    except FileNotFoundError as exc:
+        raise DataFileNotFoundError(
+            f"data file {path} referenced by the log does not exist; it may have been "
+            "removed by VACUUM or deleted outside Delta"
+        ) from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as exc:
+        raise CorruptDataFileError(path, str(exc)) from exc
+
+
+def _read_with_row_positions(
+    plan: _FilePlan, task: _FileTask, predicate: Predicate | None, use_threads: bool
+) -> PositionedRows:
+    data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
+    with plan.io.open_input_file(task.path) as source:
+        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+        metadata = parquet.metadata
+        file_schema = parquet.schema_arrow
+        resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
+        matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
+        group_rows = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)], np.int64)
+        if predicate is None:
+            groups = list(range(metadata.num_row_groups))
+        else:
+            groups = row_groups_may_match(predicate, metadata, _leaf_columns(plan.read_schema, file_schema, metadata, matches))
+        to_read = sorted({i for i in matches.values() if i is not None})
+        if groups:
+            raw = parquet.read_row_groups(
+                groups, columns=[file_schema.field(i).name for i in to_read], use_threads=use_threads
+            )
+        else:
+            raw = pa.schema([file_schema.field(i) for i in to_read]).empty_table()
+    starts = np.concatenate([[0], np.cumsum(group_rows)[:-1]]) if group_rows.size else group_rows
+    positions = (
+        np.concatenate([np.arange(starts[g], starts[g] + group_rows[g], dtype=np.int64) for g in groups])
+        if groups
+        else np.empty(0, np.int64)
+    )
+    if positions.size != raw.num_rows:
+        raise CorruptDataFileError(
+            task.path, f"its row groups hold {raw.num_rows} rows, but their footer entries say {positions.size}"
+        )
+    rows = _in_table_schema(plan, task, raw, raw.num_rows, file_schema, matches, resolver)
+    return PositionedRows(rows, positions, int(metadata.num_rows))
+
+
+def _leaf_columns(
+    read_schema: pa.Schema, file_schema: pa.Schema, metadata: pq.FileMetaData, matches: dict[str, int | None]
+) -> dict[str, RowGroupColumn]:
+    """The table columns stored as one top-level parquet leaf (not nested), where row-group statistics are."""
+    leaf_by_path = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    out: dict[str, RowGroupColumn] = {}
+    for name, index in matches.items():
+        if index is None:
+            continue
+        stored = file_schema.field(index)
+        leaf = leaf_by_path.get(stored.name)
+        if leaf is None or pa.types.is_nested(stored.type):
+            continue
+        out[name] = RowGroupColumn(leaf, stored.type, read_schema.field(name).type)
+    return out
