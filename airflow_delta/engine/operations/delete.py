@@ -85,7 +85,7 @@ def matching_rows(
     def physical(i: int) -> np.ndarray:
         # Only the row groups the predicate may match, only its columns; positions from the row-group offsets.
         read = read_with_row_positions(snapshot, files.slice(i, 1), columns, bound, use_threads=False)
-        return read.positions[_positions(read.rows, expression)]
+        return read.positions(_positions(read.rows, expression))
 
     def live(i: int) -> np.ndarray:
         data = read_data(snapshot, files.slice(i, 1), columns=columns, max_workers=1)

@@ -499,11 +499,19 @@ def _is_list_like(t: pa.DataType) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class PositionedRows:
-    """Rows of one data file with their physical positions (what a deletion vector stores)."""
+    """Rows of some row groups of one data file, and how to find their physical positions in it."""
 
-    rows: pa.Table  # the columns asked for, in the table's schema
-    positions: np.ndarray  # int64: the row index in the file of each row of ``rows``, ascending
+    rows: pa.Table  # the columns asked for, in the table's schema: the row groups read, in file order
+    group_starts: np.ndarray  # int64: position in the file of the first row of each row group read
+    group_ends: np.ndarray  # int64: cumulative row counts of the row groups read (end of each in ``rows``)
     num_physical_rows: int  # every row the file stores (its footer), deleted ones included
+
+    def positions(self, indexes: np.ndarray) -> np.ndarray:
+        """The physical row index (what a deletion vector stores) of each row of ``rows`` at ``indexes``."""
+        indexes = np.asarray(indexes, dtype=np.int64)
+        group = np.searchsorted(self.group_ends, indexes, side="right")
+        first_in_rows = np.concatenate([[0], self.group_ends[:-1]]).astype(np.int64)
+        return self.group_starts[group] + (indexes - first_in_rows[group])
 
 
 def read_with_row_positions(
@@ -518,9 +526,9 @@ def read_with_row_positions(
 
     Only the row groups whose parquet statistics do not rule the predicate out are read
     (:func:`~.row_groups.row_groups_may_match`), and only ``columns`` (top-level logical
-    names) of them; each row comes with its position in the file, computed from the row
-    counts of the row groups before it. The rows are not filtered: evaluating the
-    predicate on them is the caller's.
+    names) of them; any row's position in the file follows from the row
+    counts of the row groups before it (:meth:`PositionedRows.positions`). The rows are
+    not filtered: evaluating the predicate on them is the caller's.
     """
     if file.num_rows != 1:
         raise ValueError(f"expected exactly one file, got {file.num_rows}")
@@ -577,18 +585,14 @@ def _read_with_row_positions(
             )
         else:
             raw = pa.schema([file_schema.field(i) for i in to_read]).empty_table()
-    starts = np.concatenate([[0], np.cumsum(group_rows)[:-1]]) if group_rows.size else group_rows
-    positions = (
-        np.concatenate([np.arange(starts[g], starts[g] + group_rows[g], dtype=np.int64) for g in groups])
-        if groups
-        else np.empty(0, np.int64)
-    )
-    if positions.size != raw.num_rows:
+    file_starts = np.concatenate([[0], np.cumsum(group_rows)[:-1]]).astype(np.int64)
+    read_rows = group_rows[groups] if groups else np.empty(0, np.int64)
+    if int(read_rows.sum()) != raw.num_rows:
         raise CorruptDataFileError(
-            task.path, f"its row groups hold {raw.num_rows} rows, but their footer entries say {positions.size}"
+            task.path, f"its row groups hold {raw.num_rows} rows, but their footer entries say {int(read_rows.sum())}"
         )
     rows = _in_table_schema(plan, task, raw, raw.num_rows, file_schema, matches, resolver)
-    return PositionedRows(rows, positions, int(metadata.num_rows))
+    return PositionedRows(rows, file_starts[groups], np.cumsum(read_rows).astype(np.int64), int(metadata.num_rows))
 
 
 def _leaf_columns(
