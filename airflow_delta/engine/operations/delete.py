@@ -9,10 +9,13 @@
    files are removed whole without reading any data (a metadata-only delete);
 3. otherwise each candidate file is read (:func:`~.scan.read_data` semantics: partition
    columns materialised, column mapping resolved) and the predicate evaluated on its rows
-   (SQL semantics: a row where the predicate is NULL is kept);
+   (SQL semantics: a row where the predicate is NULL is kept). Finding rows for a DV
+   reads only the predicate's columns of the row groups whose parquet statistics may
+   match (:func:`~.scan.read_with_row_positions`), positions from row-group offsets;
 4. with ``delta.enableDeletionVectors=true`` the matching row positions go through
    :meth:`.Transaction.delete_rows` (DVs merged with the rows already deleted; files
-   that lose every row are removed outright); without DVs each touched file is
+   that lose every row, counted by their parquet footer and never by the ``numRecords``
+   statistic, are removed outright); without DVs each touched file is
    rewritten without the deleted rows (:func:`~.writer.write_data_files`) and removed;
 5. commit ``DELETE`` with ``operationParameters.predicate`` as Spark writes it (a JSON
    list holding the condition, ``[]`` for an unconditional delete) and Spark's
