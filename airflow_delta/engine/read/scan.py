@@ -598,15 +598,34 @@ def _read_with_row_positions(
 def _leaf_columns(
     read_schema: pa.Schema, file_schema: pa.Schema, metadata: pq.FileMetaData, matches: dict[str, int | None]
 ) -> dict[str, RowGroupColumn]:
-    """The table columns stored as one top-level parquet leaf (not nested), where row-group statistics are."""
-    leaf_by_path = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    """The table columns stored as one top-level parquet leaf (not nested), where row-group statistics are.
+
+    Leaves are numbered depth-first, as the file schema lists them: a top-level field's
+    first leaf follows every leaf of the fields before it (no matching on dotted paths,
+    which a column named ``a.b`` and a struct ``a`` with a field ``b`` would share).
+    """
+    first_leaf = np.concatenate([[0], np.cumsum([_leaf_count(f.type) for f in file_schema])]).astype(np.int64)
+    if int(first_leaf[-1]) != metadata.num_columns:
+        return {}  # a layout we do not understand: no statistics, every row group is read
     out: dict[str, RowGroupColumn] = {}
     for name, index in matches.items():
         if index is None:
             continue
         stored = file_schema.field(index)
-        leaf = leaf_by_path.get(stored.name)
-        if leaf is None or pa.types.is_nested(stored.type):
+        if _leaf_count(stored.type) != 1 or pa.types.is_nested(stored.type):
             continue
-        out[name] = RowGroupColumn(leaf, stored.type, read_schema.field(name).type)
+        out[name] = RowGroupColumn(int(first_leaf[index]), stored.type, read_schema.field(name).type)
     return out
+
+
+def _leaf_count(t: pa.DataType) -> int:
+    """How many parquet leaf columns store a field of Arrow type ``t``."""
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if _is_list_like(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_count(t.value_type)
+    if pa.types.is_dictionary(t):
+        return _leaf_count(t.value_type)
+    return 1

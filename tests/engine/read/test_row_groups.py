@@ -277,3 +277,32 @@ def test_physical_row_counts_read_footers_and_name_missing_or_broken_files(tmp_p
         physical_row_count(table.io, str(tmp_path / "t" / "junk.parquet"))
 
 
+
+
+def test_statistics_are_found_by_leaf_position_after_nested_columns(table_path: str) -> None:
+    # A struct "a" with a field "b" and a top-level column named "a.b" share the dotted path "a.b".
+    schema = pa.schema([
+        ("a.b", pa.int64()),
+        ("a", pa.struct([("b", pa.int64()), ("c", pa.list_(pa.string()))])),
+        ("z", pa.int64()),
+    ])
+    table = DeltaTable.create(table_path, schema)
+    n = 4_000
+    data = pa.table({
+        "a": pa.StructArray.from_arrays(
+            [pa.array(np.arange(n)[::-1].copy()), pa.array([["x"]] * n, pa.list_(pa.string()))], names=["b", "c"]
+        ),
+        "a.b": pa.array(np.arange(n)),
+        "z": pa.array(np.arange(n) * 2),
+    }, schema=schema)
+    pq.write_table(data, os.path.join(table_path, "f.parquet"), row_group_size=1_000)
+    snapshot = table.snapshot()
+    file = _file_row(snapshot, "f.parquet")
+    read = read_with_row_positions(snapshot, file, ["a.b"], parse_predicate("`a.b` = 10", snapshot.schema))
+    assert read.rows.num_rows == 1_000  # the top-level column's own statistics: one group
+    read = read_with_row_positions(snapshot, file, ["z"], parse_predicate("z = 7000", snapshot.schema))
+    assert read.rows.num_rows == 1_000
+    for predicate in ("`a.b` = 10", "a.b = 10", "z = 7000", "`a.b` > 3990 OR a.b < 3"):
+        pruned = matching_rows(snapshot, file, predicate)[0]
+        full = matching_rows(snapshot, file, predicate, apply_deletion_vectors=True)[0]
+        assert pruned.tolist() == full.tolist() and pruned.size, predicate
