@@ -85,9 +85,12 @@ def matching_rows(
     expression = bound.to_arrow(nulls_as_false=True)
     columns = list(bound.columns)
 
+    # A few files also decode their row groups in parallel; many files keep every core busy one file each.
+    column_threads = files.num_rows < (os.cpu_count() or 4)
+
     def physical(i: int) -> np.ndarray:
         # Only the row groups the predicate may match, only its columns; positions from the row-group offsets.
-        read = read_with_row_positions(snapshot, files.slice(i, 1), columns, bound, use_threads=False)
+        read = read_with_row_positions(snapshot, files.slice(i, 1), columns, bound, use_threads=column_threads)
         return read.positions(_positions(read.rows, expression))
 
     def live(i: int) -> np.ndarray:
