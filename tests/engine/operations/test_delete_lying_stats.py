@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta.engine import DeltaTable
+from airflow_delta.engine.errors import CorruptDataFileError, CorruptDeletionVectorError
 from tests.oracles import assert_oracles_read
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string()), ("p", pa.string())])
@@ -115,6 +117,30 @@ def test_delete_counts_rows_of_the_file_not_its_statistics(table_path: str, lie:
         touched = {r["p"] for r in ALL_ROWS if deleted(r)}
         copied = sum(1 for r in expected if r["p"] in touched)
         assert result.metrics["numCopiedRows"] == (copied if "partition" not in case[0] else 0)
+
+
+@pytest.mark.parametrize("lie", list(LIES), ids=list(LIES))
+def test_partition_delete_of_files_with_deletion_vectors_counts_their_live_rows(table_path: str, lie: str) -> None:
+    t = _lying_table(table_path, LIES[lie], DV)
+    assert t.delete("id % 10 IN (1, 2)").num_deleted_rows == 4  # a DV on each file, 2 rows each
+    result = t.delete("p = 'a'")  # metadata only: 10 stored rows - 2 deleted
+    assert result.num_deleted_rows == 8 and result.metrics["numRemovedFiles"] == 1
+    assert result.metrics["numDeletionVectorsRemoved"] == 1
+    expected = _expect(lambda r: r["p"] == "b" and r["id"] % 10 not in (1, 2))
+    assert _ours(t) == expected
+    _oracles_agree(t, lie, expected)
+
+
+def test_a_deletion_vector_past_the_end_of_its_file_is_corruption_not_a_removal(table_path: str) -> None:
+    t = _lying_table(table_path, 1, DV)
+    t.delete("id IN (8, 9)")
+    a_file = next(Path(t.root).glob("p=a/*.parquet"))
+    # The file now stores 5 rows, and its DV deletes rows 8 and 9: the log and the file disagree.
+    pq.write_table(pa.Table.from_pylist(ALL_ROWS[:5], schema=SCHEMA).drop_columns(["p"]), a_file)
+    with pytest.raises(CorruptDeletionVectorError, match="stores only 5 rows"):
+        t.delete("id = 0")
+    with pytest.raises(CorruptDataFileError, match="only 5 rows"):
+        t.snapshot().to_arrow()
 
 
 @pytest.mark.parametrize("lie", list(LIES), ids=list(LIES))
