@@ -281,7 +281,10 @@ def _delete_by_rewriting(
     metrics: dict[str, int],
     target_file_size: int | None,
 ) -> None:
-
+    # First the cheap read (the predicate's columns of the row groups it may match): a file
+    # none of whose stored rows matches is not read in full.
+    physical_hits = matching_rows(snapshot, files, predicate)
+    files = files.filter(pa.array(np.array([hits.size > 0 for hits in physical_hits], dtype=bool)))
     expression = predicate.to_arrow(nulls_as_false=True)
 
     def one(i: int) -> tuple[int, pa.Table | None]:

@@ -183,3 +183,27 @@ def test_to_arrow_loses_no_row_to_lying_statistics(table_path: str, lie: str) ->
     t.delete("id = 2")  # with a DV in place too
     for predicate, keep in READS:
         assert _ours(t, predicate) == _expect(lambda r, keep=keep: keep(r) and r["id"] != 2), predicate
+
+
+def test_a_rewrite_reads_in_full_only_files_whose_stored_rows_match(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import airflow_delta.engine.operations.delete as delete_module
+
+    t = _lying_table(table_path, _MISSING, None)
+    for part in ("a", "b"):  # two more files per partition whose statistics cannot rule "id = 3" out
+        t.append(pa.Table.from_pylist([dict(_row(i), p=part) for i in range(100, 103)], schema=SCHEMA))
+    read_in_full: list[str] = []
+    real_read_data = delete_module.read_data
+
+    def spy(snapshot: Any, files: pa.Table, *args: Any, **kwargs: Any) -> pa.Table:
+        read_in_full.extend(files.column("path").to_pylist())
+        return real_read_data(snapshot, files, *args, **kwargs)
+
+    monkeypatch.setattr(delete_module, "read_data", spy)
+    result = t.delete("id = 3 OR s = 'x101'", use_deletion_vectors=False)
+    assert result.num_deleted_rows == 3 and result.metrics["numRemovedFiles"] == 3
+    assert len(read_in_full) == 3 and all(path.startswith(("p=a/", "p=b/")) for path in read_in_full)
+    expected = sorted(
+        [r for r in ALL_ROWS if r["id"] != 3] + [dict(_row(i), p=p) for p in ("a", "b") for i in (100, 102)],
+        key=lambda r: (r["id"], r["p"]),
+    )
+    assert sorted(t.snapshot().to_arrow().to_pylist(), key=lambda r: (r["id"], r["p"])) == expected
