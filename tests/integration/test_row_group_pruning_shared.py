@@ -24,7 +24,6 @@ from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
 from airflow_delta.engine.operations.delete import matching_rows
 from airflow_delta.engine.read.scan import read_data
-from tests.conftest import shared_tables_dir
 
 FILES_PER_TABLE = 3
 
@@ -65,15 +64,15 @@ def _sample_values(column: pa.ChunkedArray) -> list[Any]:
     return [ordered[0].as_py(), ordered[len(ordered) // 2].as_py(), ordered[-1].as_py()]
 
 
-@pytest.mark.parametrize("name", _tables(shared_tables_dir()))
-def test_pruned_and_full_reads_match_the_same_rows(shared_tables: Path, name: str) -> None:
+def _compare_table(table_dir: Path) -> int:
+    """How many (file, predicate) pairs of the table were compared; 0 for a table that does not load."""
     try:
-        snapshot = DeltaTable(str(shared_tables / name)).snapshot()
+        snapshot = DeltaTable(str(table_dir)).snapshot()
         files = snapshot.add_actions.slice(0, FILES_PER_TABLE)
     except DeltaError:
-        pytest.skip("the table does not load (some shared tables are broken on purpose)")
+        return 0  # some shared tables are broken on purpose
     if files.num_rows == 0:
-        pytest.skip("no live files")
+        return 0
     # Physical rows on both sides: the DVs are left out.
     files = files.set_column(
         files.schema.get_field_index("deletion_vector"), "deletion_vector", pa.nulls(files.num_rows, DELETION_VECTOR_TYPE)
@@ -100,10 +99,17 @@ def test_pruned_and_full_reads_match_the_same_rows(shared_tables: Path, name: st
                 except DeltaError:
                     continue  # a type the filter language does not compare (e.g. variant)
                 full = matching_rows(snapshot, file, predicate, apply_deletion_vectors=True)[0]
-                assert pruned.tolist() == full.tolist(), f"{name}: {predicate}"
+                assert pruned.tolist() == full.tolist(), f"{table_dir.name}: {predicate}"
                 compared += 1
-    if compared == 0:
-        pytest.skip("no column a filter compares")
+    return compared
+
+
+def test_pruned_and_full_reads_match_the_same_rows_on_every_shared_table(shared_tables: Path) -> None:
+    compared = {name: _compare_table(shared_tables / name) for name in _tables(shared_tables)}
+    covered = [name for name, n in compared.items() if n]
+    # Most shared tables have comparable columns; a drop means the test stopped looking.
+    assert len(covered) >= 30, f"only {len(covered)} tables compared: {covered}"
+    assert sum(compared.values()) >= 1_000
 
 
 def test_dv_deletes_on_a_delta_rs_table_with_small_row_groups_and_truncated_statistics(tmp_path: Path) -> None:
