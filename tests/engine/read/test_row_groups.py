@@ -124,6 +124,8 @@ class _Layout:
     timestamps_in_ns: bool
     ints_as_int32: bool
     dictionary: bool
+    decimals_as_int64: bool  # decimal(18, 4) stored as INT64, as Spark stores precision <= 18
+    int96_timestamps: bool  # as Spark 2/3 write them: no defined statistics order
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -133,9 +135,14 @@ def test_pruned_reads_find_exactly_the_rows_a_full_read_finds(table_path: str, d
     snapshot = table.snapshot()
     rows = data.draw(st.lists(st.fixed_dictionaries(_COLUMNS), max_size=40), label="rows")
     layout = data.draw(
-        st.builds(_Layout, st.integers(1, 8), st.sampled_from([None, *_COLUMNS]), st.booleans(), st.booleans(), st.booleans()),
+        st.builds(
+            _Layout, st.integers(1, 8), st.sampled_from([None, *_COLUMNS]), st.booleans(), st.booleans(), st.booleans(),
+            st.booleans(), st.booleans(),
+        ),
         label="layout",
     )
+    if layout.decimals_as_int64:
+        rows = [dict(r, d=None if r["d"] is not None and abs(r["d"]) >= 10**14 else r["d"]) for r in rows]
     if layout.sort_by is not None:
         rows = sorted(rows, key=lambda r: (r[layout.sort_by] is None, repr(r[layout.sort_by])))
     data_table = pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -144,10 +151,13 @@ def test_pruned_reads_find_exactly_the_rows_a_full_read_finds(table_path: str, d
     if layout.ints_as_int32:
         data_table = data_table.set_column(0, "i", data_table.column("i").cast(pa.int32(), safe=False))
         rows = [dict(r, i=v) for r, v in zip(rows, data_table.column("i").to_pylist(), strict=True)]
+    if layout.decimals_as_int64:
+        data_table = data_table.set_column(3, "d", data_table.column("d").cast(pa.decimal128(18, 4)))
     relative = f"part-{data.draw(st.uuids(), label='name')}.parquet"
     pq.write_table(
         data_table, os.path.join(table_path, relative), row_group_size=layout.row_group_size,
-        use_dictionary=layout.dictionary, version="2.6",
+        use_dictionary=layout.dictionary, version="2.6", store_decimal_as_integer=layout.decimals_as_int64,
+        use_deprecated_int96_timestamps=layout.int96_timestamps,
     )
     file = _file_row(snapshot, relative)
     for _ in range(4):
