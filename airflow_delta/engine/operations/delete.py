@@ -77,7 +77,8 @@ def matching_rows(
     deletes included; ``apply_deletion_vectors=True`` gives positions among the file's
     live rows instead (what :func:`~.scan.read_data` returns for it). A row where the
     predicate is NULL does not match, as in SQL. Files are read in parallel, only the
-    columns the predicate references.
+    columns the predicate references; for physical indexes only the row groups whose
+    parquet statistics may match, too (:func:`~.scan.read_with_row_positions`).
     """
     bound = parse_predicate(predicate, snapshot.schema)
     if files.num_rows == 0:
