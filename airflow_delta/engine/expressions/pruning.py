@@ -201,14 +201,20 @@ class _Pruner:
         max_prefix = None
         if raw_max is not None and _is_string(raw_max.type):
             max_prefix = pc.utf8_rtrim(raw_max, characters=_TIE_BREAKER)
-        if null_count is not None and num_records is not None:
-            not_all_null = _keep(pc.not_equal(null_count, num_records))
-        else:
-            not_all_null = self._all(True)
         try:
             lo, hi = _cast_chain(raw_min, base, casts), _cast_chain(raw_max, base, casts)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             lo = hi = None
+        if null_count is not None and num_records is not None:
+            # "Every row is NULL" rests on numRecords, which may be wrong: believe it only with
+            # at least one null and no bound (a bound is a non-null value the writer saw).
+            all_null = pc.and_(pc.equal(null_count, num_records), pc.greater(null_count, 0))
+            for bound in (raw_min, raw_max):
+                if bound is not None:
+                    all_null = pc.and_(all_null, pc.is_null(bound))
+            not_all_null = _keep(pc.invert(all_null))
+        else:
+            not_all_null = self._all(True)
         return _ColumnStats(lo, hi, max_prefix, not_all_null, null_count, num_records, base)
 
     def _compare_leaf(self, node: Compare, negated: bool) -> pa.BooleanArray | None:

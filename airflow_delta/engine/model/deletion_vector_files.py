@@ -215,7 +215,8 @@ def read_deletion_vector(
 ) -> RoaringBitmapArray:
     """The deleted rows ``dv`` describes, checked against its CRC and cardinality.
 
-    ``num_records`` (the data file's ``numRecords``), when given, must exceed every deleted row.
+    ``num_records`` (the rows the data file stores: its parquet footer's count, not the ``numRecords``
+    statistic, which may lie), when given, must exceed every deleted row.
     """
     _validate_descriptor(dv)
     if dv.cardinality == 0:  # Delta's EMPTY descriptor: inline, "", 0 bytes

@@ -9,10 +9,13 @@
    files are removed whole without reading any data (a metadata-only delete);
 3. otherwise each candidate file is read (:func:`~.scan.read_data` semantics: partition
    columns materialised, column mapping resolved) and the predicate evaluated on its rows
-   (SQL semantics: a row where the predicate is NULL is kept);
+   (SQL semantics: a row where the predicate is NULL is kept). Finding rows for a DV
+   reads only the predicate's columns of the row groups whose parquet statistics may
+   match (:func:`~.scan.read_with_row_positions`), positions from row-group offsets;
 4. with ``delta.enableDeletionVectors=true`` the matching row positions go through
    :meth:`.Transaction.delete_rows` (DVs merged with the rows already deleted; files
-   that lose every row are removed outright); without DVs each touched file is
+   that lose every row, counted by their parquet footer and never by the ``numRecords``
+   statistic, are removed outright); without DVs each touched file is
    rewritten without the deleted rows (:func:`~.writer.write_data_files`) and removed;
 5. commit ``DELETE`` with ``operationParameters.predicate`` as Spark writes it (a JSON
    list holding the condition, ``[]`` for an unconditional delete) and Spark's
@@ -37,13 +40,14 @@ import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import DeletionVectorsNotEnabledError, TableNotFoundError, UnsupportedFeatureError
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
-from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.stats_parse import parse_stats
 from airflow_delta.engine.operations.results import DeleteResult
-from airflow_delta.engine.read.scan import read_data
+from airflow_delta.engine.read.row_groups import physical_row_counts
+from airflow_delta.engine.read.scan import read_data, read_with_row_positions
+from airflow_delta.engine.storage.paths import resolve_in_table
 from airflow_delta.engine.write.data_files import write_data_files
-from airflow_delta.engine.write.row_deletion import live_files_by_path, num_records_of
+from airflow_delta.engine.write.row_deletion import live_files_by_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
@@ -73,21 +77,28 @@ def matching_rows(
     deletes included; ``apply_deletion_vectors=True`` gives positions among the file's
     live rows instead (what :func:`~.scan.read_data` returns for it). A row where the
     predicate is NULL does not match, as in SQL. Files are read in parallel, only the
-    columns the predicate references.
+    columns the predicate references; for physical indexes only the row groups whose
+    parquet statistics may match, too (:func:`~.scan.read_with_row_positions`).
     """
     bound = parse_predicate(predicate, snapshot.schema)
     if files.num_rows == 0:
         return []
-    if not apply_deletion_vectors and "deletion_vector" in files.column_names:
-        column = files.schema.get_field_index("deletion_vector")
-        files = files.set_column(column, "deletion_vector", pa.nulls(files.num_rows, DELETION_VECTOR_TYPE))
     expression = bound.to_arrow(nulls_as_false=True)
     columns = list(bound.columns)
 
-    def one(i: int) -> np.ndarray:
+    # A few files also decode their row groups in parallel; many files keep every core busy one file each.
+    column_threads = files.num_rows < (os.cpu_count() or 4)
 
+    def physical(i: int) -> np.ndarray:
+        # Only the row groups the predicate may match, only its columns; positions from the row-group offsets.
+        read = read_with_row_positions(snapshot, files.slice(i, 1), columns, bound, use_threads=column_threads)
+        return read.positions(_positions(read.rows, expression))
+
+    def live(i: int) -> np.ndarray:
         data = read_data(snapshot, files.slice(i, 1), columns=columns, max_workers=1)
         return _positions(data, expression)
+
+    one = live if apply_deletion_vectors else physical
 
     workers = max(1, min(files.num_rows, max_workers or min(32, (os.cpu_count() or 4) * 2)))
     if workers == 1:
@@ -271,7 +282,10 @@ def _delete_by_rewriting(
     metrics: dict[str, int],
     target_file_size: int | None,
 ) -> None:
-
+    # First the cheap read (the predicate's columns of the row groups it may match): a file
+    # none of whose stored rows matches is not read in full.
+    physical_hits = matching_rows(snapshot, files, predicate)
+    files = files.filter(pa.array(np.array([hits.size > 0 for hits in physical_hits], dtype=bool)))
     expression = predicate.to_arrow(nulls_as_false=True)
 
     def one(i: int) -> tuple[int, pa.Table | None]:
@@ -311,16 +325,22 @@ def _map(fn: Callable[[int], Any], items: Sequence[int] | range, workers: int) -
 
 
 def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
-    """Rows still live in ``files``: numRecords minus DV cardinality (stats, else the parquet footer)."""
+    """Rows still live in ``files``: the rows each file stores (its parquet footer, never the ``numRecords``
+    statistic, which may lie) minus the rows its deletion vector deletes.
+
+    A file that no longer exists has no footer to count; removing it from the log loses
+    nothing, and only its share of the metric falls back to its statistics.
+    """
 
     if files.num_rows == 0:
         return 0
-    stats = parse_stats(files.column("stats").combine_chunks(), snapshot.metadata)
-    records = pc.struct_field(stats, "numRecords").cast(pa.int64())
-    total = int(pc.sum(records).as_py() or 0)
-    missing = np.flatnonzero(pc.is_null(records).to_numpy(zero_copy_only=False))
-    for i in missing.tolist():  # files written without statistics (rare): read their footers
-        total += num_records_of(snapshot, {"path": files.column("path")[i].as_py(), "stats": None})
+    paths = [resolve_in_table(snapshot.table_root, p) for p in files.column("path").to_pylist()]
+    counts = physical_row_counts(snapshot.io, paths, missing_ok=True)
+    total = sum(c for c in counts if c is not None)
+    missing = [i for i, c in enumerate(counts) if c is None]
+    if missing:
+        stats = parse_stats(files.column("stats").combine_chunks().take(missing), snapshot.metadata)
+        total += int(pc.sum(pc.struct_field(stats, "numRecords")).as_py() or 0)
     dv = files.column("deletion_vector")
     if dv.null_count < len(dv):
         total -= int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)

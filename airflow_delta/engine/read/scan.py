@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from typing import Protocol as Interface
 
 import numpy as np
@@ -46,8 +47,12 @@ from airflow_delta.engine.model.column_mapping import column_mapping_mode
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
+from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.expressions import Predicate
 
 # Upper bound of concurrent file reads; object stores like more, local disks need fewer.
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
@@ -285,7 +290,20 @@ def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) ->
     if task.deleted_rows is not None and task.deleted_rows.size:
         raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))
         num_rows = raw.num_rows
+    return _in_table_schema(plan, task, raw, num_rows, file_schema, matches, resolver)
 
+
+def _in_table_schema(
+    plan: _FilePlan,
+    task: _FileTask,
+    raw: pa.Table,
+    num_rows: int,
+    file_schema: pa.Schema,
+    matches: dict[str, int | None],
+    resolver: _Resolver,
+) -> pa.Table:
+    """``raw`` (``num_rows`` rows, columns as the file stores them) as rows of the table: partition constants,
+    types, row filter."""
     arrays: list[pa.ChunkedArray | pa.Array] = []
     for target in plan.read_schema:
         if target.name in plan.partition_names:
@@ -474,3 +492,140 @@ def _has_struct(t: pa.DataType) -> bool:
 
 def _is_list_like(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+# ------------------------------------------------------------ row groups with positions
+
+
+@dataclass(frozen=True, slots=True)
+class PositionedRows:
+    """Rows of some row groups of one data file, and how to find their physical positions in it."""
+
+    rows: pa.Table  # the columns asked for, in the table's schema: the row groups read, in file order
+    group_starts: np.ndarray  # int64: position in the file of the first row of each row group read
+    group_ends: np.ndarray  # int64: cumulative row counts of the row groups read (end of each in ``rows``)
+    num_physical_rows: int  # every row the file stores (its footer), deleted ones included
+
+    def positions(self, indexes: np.ndarray) -> np.ndarray:
+        """The physical row index (what a deletion vector stores) of each row of ``rows`` at ``indexes``."""
+        indexes = np.asarray(indexes, dtype=np.int64)
+        group = np.searchsorted(self.group_ends, indexes, side="right")
+        first_in_rows = np.concatenate([[0], self.group_ends[:-1]]).astype(np.int64)
+        return self.group_starts[group] + (indexes - first_in_rows[group])
+
+
+def read_with_row_positions(
+    snapshot: ScanSource,
+    file: pa.Table,
+    columns: Sequence[str],
+    predicate: Predicate | None = None,
+    *,
+    use_threads: bool = True,
+) -> PositionedRows:
+    """The rows of one file (a one-row table of file actions) that ``predicate`` may match, deletion vector ignored.
+
+    Only the row groups whose parquet statistics do not rule the predicate out are read
+    (:func:`~.row_groups.row_groups_may_match`), and only ``columns`` (top-level logical
+    names) of them; any row's position in the file follows from the row
+    counts of the row groups before it (:meth:`PositionedRows.positions`). The rows are
+    not filtered: evaluating the predicate on them is the caller's.
+    """
+    if file.num_rows != 1:
+        raise ValueError(f"expected exactly one file, got {file.num_rows}")
+    output_schema = _project(snapshot.schema, columns)
+    partition_names = set(snapshot.partition_columns)
+    partitions = _partition_values(file, snapshot)
+    path = _absolute_paths(file, snapshot.table_root)[0]
+    plan = _FilePlan(
+        io=snapshot.io,
+        table_root=snapshot.table_root,
+        read_schema=output_schema,
+        output_names=output_schema.names,
+        partition_names=partition_names,
+        mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
+        row_filter=None,
+    )
+    task = _FileTask(
+        path,
+        None,
+        {name: partitions.field(name)[0] for name in partition_names if name in output_schema.names},
+    )
+    try:
+        return _read_with_row_positions(plan, task, predicate, use_threads)
+    except DeltaError:
+        raise
+    except FileNotFoundError as exc:
+        raise DataFileNotFoundError(
+            f"data file {path} referenced by the log does not exist; it may have been "
+            "removed by VACUUM or deleted outside Delta"
+        ) from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as exc:
+        raise CorruptDataFileError(path, str(exc)) from exc
+
+
+def _read_with_row_positions(
+    plan: _FilePlan, task: _FileTask, predicate: Predicate | None, use_threads: bool
+) -> PositionedRows:
+    data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
+    with plan.io.open_input_file(task.path) as source:
+        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+        metadata = parquet.metadata
+        file_schema = parquet.schema_arrow
+        resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
+        matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
+        group_rows = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)], np.int64)
+        if predicate is None:
+            groups = list(range(metadata.num_row_groups))
+        else:
+            groups = row_groups_may_match(predicate, metadata, _leaf_columns(plan.read_schema, file_schema, metadata, matches))
+        to_read = sorted({i for i in matches.values() if i is not None})
+        if groups:
+            raw = parquet.read_row_groups(
+                groups, columns=[file_schema.field(i).name for i in to_read], use_threads=use_threads
+            )
+        else:
+            raw = pa.schema([file_schema.field(i) for i in to_read]).empty_table()
+    file_starts = np.concatenate([[0], np.cumsum(group_rows)[:-1]]).astype(np.int64)
+    read_rows = group_rows[groups] if groups else np.empty(0, np.int64)
+    if int(read_rows.sum()) != raw.num_rows:
+        raise CorruptDataFileError(
+            task.path, f"its row groups hold {raw.num_rows} rows, but their footer entries say {int(read_rows.sum())}"
+        )
+    rows = _in_table_schema(plan, task, raw, raw.num_rows, file_schema, matches, resolver)
+    return PositionedRows(rows, file_starts[groups], np.cumsum(read_rows).astype(np.int64), int(metadata.num_rows))
+
+
+def _leaf_columns(
+    read_schema: pa.Schema, file_schema: pa.Schema, metadata: pq.FileMetaData, matches: dict[str, int | None]
+) -> dict[str, RowGroupColumn]:
+    """The table columns stored as one top-level parquet leaf (not nested), where row-group statistics are.
+
+    Leaves are numbered depth-first, as the file schema lists them: a top-level field's
+    first leaf follows every leaf of the fields before it (no matching on dotted paths,
+    which a column named ``a.b`` and a struct ``a`` with a field ``b`` would share).
+    """
+    first_leaf = np.concatenate([[0], np.cumsum([_leaf_count(f.type) for f in file_schema])]).astype(np.int64)
+    if int(first_leaf[-1]) != metadata.num_columns:
+        return {}  # a layout we do not understand: no statistics, every row group is read
+    out: dict[str, RowGroupColumn] = {}
+    for name, index in matches.items():
+        if index is None:
+            continue
+        stored = file_schema.field(index)
+        if _leaf_count(stored.type) != 1 or pa.types.is_nested(stored.type):
+            continue
+        out[name] = RowGroupColumn(int(first_leaf[index]), stored.type, read_schema.field(name).type)
+    return out
+
+
+def _leaf_count(t: pa.DataType) -> int:
+    """How many parquet leaf columns store a field of Arrow type ``t``."""
+    if pa.types.is_struct(t):
+        return sum(_leaf_count(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaf_count(t.key_type) + _leaf_count(t.item_type)
+    if _is_list_like(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_count(t.value_type)
+    if pa.types.is_dictionary(t):
+        return _leaf_count(t.value_type)
+    return 1

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import (
+    CorruptDeletionVectorError,
     DeletionVectorsNotEnabledError,
     InvalidTransactionError,
     RowIndexOutOfRangeError,
@@ -29,6 +30,7 @@ from airflow_delta.engine.model.deletion_vector_files import (
 )
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
+from airflow_delta.engine.read.row_groups import physical_row_count, physical_row_counts
 from airflow_delta.engine.read.snapshot import relative_paths
 from airflow_delta.engine.storage.paths import decode_log_path, resolve_in_table
 from airflow_delta.engine.write.file_removes import staged_removes
@@ -86,26 +88,35 @@ def stage_row_deletion(
         return RowDeletion()
     files = live_files_by_path(snapshot, list(deletes))
 
-    # One pass over the touched files: row sets, numRecords, existing DVs.
+    # One pass over the touched files: row sets, physical row counts, existing DVs.
     rows_list = files.to_pylist()
-    new_rows: list[RoaringBitmapArray] = []
-    num_records: list[int] = []
-    existing: list[DeletionVectorDescriptor | None] = []
     for key, row in zip(files.column("key").to_pylist(), rows_list, strict=True):
         if decode_log_path(row["path"]) in already_removed:
             raise InvalidTransactionError(
                 f"file {key!r} is already removed in this transaction; pass all of its rows to one "
                 "delete_rows() call"
             )
+    # Whether a file loses its last row is decided on the rows it stores (its footer), never on the
+    # numRecords statistic: a statistic that says too few would remove rows nobody deleted.
+    num_records = physical_row_counts(
+        snapshot.io, [resolve_in_table(snapshot.table_root, row["path"]) for row in rows_list]
+    )
+    new_rows: list[RoaringBitmapArray] = []
+    existing: list[DeletionVectorDescriptor | None] = []
+    for key, row, records in zip(files.column("key").to_pylist(), rows_list, num_records, strict=True):
         bitmap = RoaringBitmapArray.from_indices(deletes[key])
-        records = num_records_of(snapshot, row)
         if bitmap and bitmap.max >= records:  # type: ignore[operator]
             raise RowIndexOutOfRangeError(key, int(bitmap.max), records)  # type: ignore[arg-type]
         dv = row.get("deletion_vector")
         existing.append(dv_descriptor_from_struct(dv) if dv and dv.get("storageType") else None)
         new_rows.append(bitmap)
-        num_records.append(records)
     old_rows = read_deletion_vectors(snapshot.io, snapshot.table_root, existing)
+    for key, old, records in zip(files.column("key").to_pylist(), old_rows, num_records, strict=True):
+        if old and old.max >= records:  # type: ignore[operator]
+            raise CorruptDeletionVectorError(
+                f"the deletion vector of {key!r}",
+                f"deletes row {old.max}, but the data file stores only {records} rows; the log is corrupt",
+            )
 
     ts = deletion_timestamp if deletion_timestamp is not None else clock()
     removes = staged_removes(files.drop_columns(["key"]), metadata, ts, data_change=True)
@@ -204,34 +215,27 @@ def live_files_by_path(snapshot: Snapshot, keys: Sequence[str]) -> pa.Table:
 
 
 def num_records_of(snapshot: Snapshot, row: Mapping[str, Any]) -> int:
-    """The data file's physical row count: ``numRecords`` from its stats, else its parquet footer."""
-    stats = row.get("stats")
-    if stats:
-        value = json.loads(stats).get("numRecords")
-        if value is not None:
-            return int(value)
-    import pyarrow.parquet as pq
-
-
-    with snapshot.io.open_input_file(resolve_in_table(snapshot.table_root, row["path"])) as f:
-        return int(pq.ParquetFile(f).metadata.num_rows)
+    """The data file's physical row count, from its parquet footer (the ``numRecords`` statistic may lie)."""
+    return physical_row_count(snapshot.io, resolve_in_table(snapshot.table_root, row["path"]))
 
 
 def _stats_with_wide_bounds(stats: str | None, num_records: int) -> str:
-    """Statistics of a file that just got a DV: unchanged, but ``tightBounds: false``.
+    """Statistics of a file that just got a DV: unchanged, but ``tightBounds: false`` and ``numRecords`` exact.
 
     Rows the DV hides may hold the min/max values, so the bounds are only wide bounds
-    now (spec, Per-file Statistics); ``numRecords`` stays the physical row count, and
-    must be there for any file with a DV. Every other value keeps its exact JSON text
+    now (spec, Per-file Statistics). ``numRecords`` must be there for any file with a DV
+    and be the physical row count: it is set to ``num_records`` (the footer's), so that
+    readers computing live rows as numRecords minus the DV's cardinality get them right
+    even when the old statistic lied. Every other value keeps its exact JSON text
     (re-encoding would turn a 38-digit decimal bound into a float).
     """
     try:
         fields = _top_level_json_fields(stats) if stats else []
     except (ValueError, IndexError) as exc:
         raise InvalidTransactionError(f"file statistics are not valid JSON ({exc}): {stats[:80]!r}") from exc
-    if not any(key == "numRecords" for key, _ in fields):
-        fields.insert(0, ("numRecords", str(int(num_records))))
-    fields = [(k, v) for k, v in fields if k != "tightBounds"] + [("tightBounds", "false")]
+    fields = [("numRecords", str(int(num_records)))] + [
+        (k, v) for k, v in fields if k not in ("numRecords", "tightBounds")
+    ] + [("tightBounds", "false")]
     return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in fields) + "}"
 
 

@@ -368,8 +368,10 @@ class Transaction:
 
         Raises :class:`DeletionVectorsNotEnabledError` unless the table (or metadata
         staged in this transaction) sets ``delta.enableDeletionVectors=true``,
-        :class:`RowIndexOutOfRangeError` for a row index past the file's
-        ``numRecords``, and :class:`InvalidTransactionError` for a path that is not a
+        :class:`RowIndexOutOfRangeError` for a row index past the rows the file stores
+        (its parquet footer's count; the ``numRecords`` statistic may lie, so whether a file
+        lost its last row is decided on the footer too), and
+        :class:`InvalidTransactionError` for a path that is not a
         live file or that this transaction already removes.
         """
         self._ensure_open()
