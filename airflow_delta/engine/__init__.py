@@ -33,7 +33,8 @@ Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
 
 Errors
-    :class:`DeltaError` and every subclass; each says whether a retry can help.
+    :class:`DeltaError` and every subclass; each says whether a retry can help. A bad
+    argument to any public verb or option is an :class:`InvalidArgumentError`.
 
 :func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
@@ -64,6 +65,7 @@ from airflow_delta.engine.errors import (
     DataFileNotFoundError,
     DeletionVectorsNotEnabledError,
     DeltaError,
+    InvalidArgumentError,
     InvalidFilterError,
     InvalidLogError,
     InvalidSchemaError,
@@ -163,6 +165,7 @@ __all__ = [
     "FileIO",
     "FileIOCommitter",
     "FileInfo",
+    "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidLogError",
     "InvalidSchemaError",

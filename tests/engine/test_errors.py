@@ -56,6 +56,7 @@ RETRYABLE = {
     "InvalidTimestampError": False,
     "DeletionVectorsNotEnabledError": False,
     "RowIndexOutOfRangeError": False,
+    "InvalidArgumentError": False,  # a bad argument stays bad
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.storage.fileio import FileIO
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,6 @@ def write_last_checkpoint(
         return current
     body = {k: v for k, v in document.items() if k != "checksum" and v is not None}
     body["checksum"] = json_checksum(body)
-    io.write_bytes(last_checkpoint_path(root), json.dumps(body, separators=(",", ":")).encode("utf-8"))
+    io.write_bytes(last_checkpoint_path(root), json_text(body).encode("utf-8"))
     return body
 

@@ -7,7 +7,6 @@ V2 checkpoint with the same content follows, for clients that only look for clas
 
 from __future__ import annotations
 
-import json
 import math
 import posixpath
 import uuid
@@ -35,6 +34,7 @@ from airflow_delta.engine.checkpoint.rows import (
 )
 from airflow_delta.engine.checkpoint.schema import checkpoint_schema, delta_schema_of
 from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.storage.fileio import FileIO
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def write_v2(
     # Spark records the sidecars' schema too (left out when too large, as Spark does).
     sidecar_schema_doc = delta_schema_of(side_schema)
     if sidecar_schema_doc is not None:
-        tags["sidecarFileSchema"] = json.dumps(sidecar_schema_doc, separators=(",", ":"))
+        tags["sidecarFileSchema"] = json_text(sidecar_schema_doc)
     checkpoint_metadata = {"version": version, "tags": tags}
     protocol, metadata = snapshot.protocol, snapshot.metadata
 
@@ -101,7 +101,7 @@ def write_v2(
     top_path = f"{log_dir}/{v2_checkpoint_file_name(version, unique, file_format)}"
     if file_format == "json":
         lines = non_file_json_actions(protocol, metadata, txns, domains, checkpoint_metadata, sidecar_actions)
-        payload = ("\n".join(json.dumps(a, separators=(",", ":")) for a in lines) + "\n").encode("utf-8")
+        payload = ("\n".join(json_text(a) for a in lines) + "\n").encode("utf-8")
         with atomic_file(io, top_path) as out:
             out.write(payload)
         info = io.info(top_path)

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_delta.engine.errors import InvalidLogError
+from airflow_delta.engine.model.json_text import json_text
 
 EMPTY_MAP: Mapping[str, str] = MappingProxyType({})
 
@@ -366,7 +367,7 @@ ACTION_KEYS: Mapping[type, str] = MappingProxyType(
 
 def action_to_line(action: Action) -> str:
     """One newline-free JSON line for ``action``, as it goes into a commit file."""
-    return json.dumps({ACTION_KEYS[type(action)]: action.to_json()}, separators=(",", ":"))
+    return json_text({ACTION_KEYS[type(action)]: action.to_json()})
 
 
 # --------------------------------------------------------------------------

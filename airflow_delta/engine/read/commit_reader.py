@@ -770,7 +770,7 @@ def _str_map(value: Any, *, keep_null_values: bool) -> list[tuple[str, str | Non
     if not isinstance(value, dict):
         raise TypeError(f"expected a JSON object of strings, found {value!r}")
     return [
-        (str(k), None if v is None else (v if isinstance(v, str) else json.dumps(v)))
+        (str(k), None if v is None else (v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)))
         for k, v in value.items()
         if keep_null_values or v is not None
     ]
@@ -798,7 +798,7 @@ def file_actions_from_dicts(rows: Sequence[tuple[int, int, str, Mapping[str, Any
             "size": body.get("size"),
             "modification_time": body.get("modificationTime"),
             "data_change": body.get("dataChange"),
-            "stats": body.get("stats") if body.get("stats") is None or isinstance(body.get("stats"), str) else json.dumps(body["stats"]),
+            "stats": body.get("stats") if body.get("stats") is None or isinstance(body.get("stats"), str) else json.dumps(body["stats"], ensure_ascii=False),
             "tags": _str_map(body.get("tags"), keep_null_values=False),
             "deletion_vector": dv_row,
             "base_row_id": body.get("baseRowId"),

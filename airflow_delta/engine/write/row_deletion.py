@@ -27,6 +27,7 @@ from airflow_delta.engine.model.deletion_vector_files import (
     read_deletion_vectors,
     write_deletion_vectors,
 )
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
 from airflow_delta.engine.read.snapshot import relative_paths
@@ -232,7 +233,7 @@ def _stats_with_wide_bounds(stats: str | None, num_records: int) -> str:
     if not any(key == "numRecords" for key, _ in fields):
         fields.insert(0, ("numRecords", str(int(num_records))))
     fields = [(k, v) for k, v in fields if k != "tightBounds"] + [("tightBounds", "false")]
-    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in fields) + "}"
+    return "{" + ",".join(f"{json_text(k)}:{v}" for k, v in fields) + "}"
 
 
 def _top_level_json_fields(text: str) -> list[tuple[str, str]]:

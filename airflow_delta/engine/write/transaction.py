@@ -56,6 +56,7 @@ from airflow_delta.engine.model.commit_info import (
     encode_operation_metrics,
     encode_operation_parameters,
 )
+from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.property_validation import normalize_properties
 from airflow_delta.engine.read.listing import commit_path
@@ -436,7 +437,7 @@ class Transaction:
             raise InvalidTransactionError(
                 f"domain {domain!r} is system-controlled (its name starts with 'delta.'); users may not change it"
             )
-        text = configuration if isinstance(configuration, str) else json.dumps(configuration, separators=(",", ":"))
+        text = configuration if isinstance(configuration, str) else json_text(configuration)
         self._domains[domain] = DomainMetadata(domain, text, removed)
 
     # ---------------------------------------------------------------- commit
@@ -820,7 +821,7 @@ class Transaction:
             engine_info=self.engine_info,
             txn_id=self.txn_id,
         )
-        lines = [json.dumps({"commitInfo": info}, separators=(",", ":"))]
+        lines = [json_text({"commitInfo": info})]
         if protocol is not None:
             lines.append(action_to_line(protocol))
         if metadata is not None:
@@ -830,7 +831,7 @@ class Transaction:
         lines.extend(action_to_line(r) for r in self._removes)
         lines.extend(action_to_line(a) for a in self._adds)
         lines.extend(action_to_line(c) for c in self._cdc)
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return utf8_bytes("\n".join(lines) + "\n", "commit content")
 
     def _read_winner(self, version: int, with_mtime: bool = False) -> WinningCommit | None:
         found = self._read_commit(version, with_mtime)

@@ -1,0 +1,141 @@
+"""Tables we write hold values every reader reads right (issue 10, items 12-14).
+
+38-digit decimals in statistics and partition values, astral characters in partition
+values and string statistics (raw UTF-8 JSON), and zero float bounds: each table is read
+back by delta-rs and delta-kernel-rs (tests/oracles.py), and delta-rs's file skipping
+over our statistics returns every matching row.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from airflow_delta.engine import DeltaTable
+from tests.oracles import assert_oracles_read, read_with_deltars
+
+deltalake = pytest.importorskip("deltalake")
+
+DECIMALS = [
+    Decimal("12345678901234567890123456789012.345678"),
+    Decimal("-99999999999999999999999999999999.999999"),
+    Decimal("0.000001"),
+    Decimal("99999999999999999999999999999999.999999"),
+]
+KEYS = [
+    Decimal("12345678901234567890123456789012345678"),
+    Decimal("-99999999999999999999999999999999999999"),
+    Decimal("1"),
+    Decimal("12345678901234567890123456789012345678"),
+]
+
+
+def _decimal_table() -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([1, 2, 3, 4], pa.int64()),
+            "d": pa.array(DECIMALS, pa.decimal128(38, 6)),
+            "k": pa.array(KEYS, pa.decimal128(38, 0)),
+        }
+    )
+
+
+def _count(path: str, where: str) -> int:
+    table = deltalake.DeltaTable(path)
+    reader = deltalake.QueryBuilder().register("t", table).execute(f"SELECT count(*) AS n FROM t WHERE {where}")
+    return pa.table(reader.read_all()).column(0)[0].as_py()
+
+
+@pytest.mark.parametrize("partition_by", [[], ["k"]])
+def test_decimal_38_table_is_written_and_read_by_both_oracles(table_path: str, partition_by: list[str]) -> None:
+    data = _decimal_table()
+    table = DeltaTable.create(table_path, data.schema, partition_by=partition_by)
+    table.append(data)
+    assert_oracles_read(table_path, data.to_pylist())
+    # delta-rs skips files with our 38-digit bounds and still finds the rows.
+    assert _count(table_path, "d > CAST('99999999999999999999999999999999.999998' AS DECIMAL(38, 6))") == 1
+    assert _count(table_path, "k = CAST('12345678901234567890123456789012345678' AS DECIMAL(38, 0))") == 2
+
+
+def test_rewrite_delete_on_a_deltars_decimal_38_table(table_path: str) -> None:
+    """A rewrite DELETE on a table delta-rs wrote, holding 38-digit decimals: the new file's stats render every digit."""
+    data = _decimal_table()
+    deltalake.write_deltalake(table_path, data)
+    result = DeltaTable(table_path).delete("id = 3")
+    assert result.version == 1
+    remaining = [row for row in data.to_pylist() if row["id"] != 3]
+    assert_oracles_read(table_path, remaining)
+    assert DeltaTable(table_path).snapshot().to_arrow().sort_by("id").to_pylist() == remaining
+
+
+def test_deletion_vector_delete_on_a_decimal_38_table(table_path: str) -> None:
+    data = _decimal_table()
+    table = DeltaTable.create(
+        table_path, data.schema, partition_by=["k"], properties={"delta.enableDeletionVectors": "true"}
+    )
+    table.append(data)
+    table.delete("d < 0")
+    assert_oracles_read(table_path, [row for row in data.to_pylist() if row["d"] >= 0])
+
+
+ASTRAL_VALUES = ["a😀b", "😀", "𝄞 clef", "\U0010ffff", "日本", "zz"]
+
+
+def test_astral_partition_values_and_string_stats_read_identically(table_path: str) -> None:
+    data = pa.table(
+        {
+            "p": ASTRAL_VALUES,
+            "s": [v * 2 for v in ASTRAL_VALUES],
+            "n": pa.array(range(len(ASTRAL_VALUES)), pa.int64()),
+        }
+    )
+    table = DeltaTable.create(table_path, data.schema, partition_by=["p"])
+    table.append(data)
+    log_text = "".join(p.read_text("utf-8") for p in sorted(Path(table_path, "_delta_log").glob("*.json")))
+    assert "\\ud83d" not in log_text.lower() and "😀" in log_text
+    assert_oracles_read(table_path, data.to_pylist())
+    # delta-rs reads our partition values and statistics as written...
+    actions = pa.table(deltalake.DeltaTable(table_path).get_add_actions(flatten=True))
+    by_partition = dict(zip(actions.column("partition.p").to_pylist(), actions.column("min.s").to_pylist(), strict=True))
+    assert by_partition == {v: v * 2 for v in ASTRAL_VALUES}
+    # ...and skips files by them without losing a row.
+    for value in ASTRAL_VALUES:
+        assert _count(table_path, f"s = '{value * 2}'") == 1
+        assert _count(table_path, f"p = '{value}'") == 1
+    dataset = deltalake.DeltaTable(table_path).to_pyarrow_dataset()
+    assert dataset.to_table(filter=pc.field("s") == "😀😀").column("n").to_pylist() == [1]
+    # Code point order: U+1F600 and U+10FFFF are at or above U+1F600; U+1D11E and CJK are below.
+    assert sorted(dataset.to_table(filter=pc.field("s") >= "😀").column("n").to_pylist()) == [1, 3]
+
+
+def test_zero_bounds_let_deltars_find_every_zero(table_path: str) -> None:
+    schema = pa.schema([("f", pa.float64()), ("g", pa.float32())])
+    table = DeltaTable.create(table_path, schema)
+    # One file per append: only -0.0, only +0.0, both, and zero beside other values.
+    for f in ([-0.0], [0.0], [0.0, -0.0], [-1.0, -0.0], [-0.0, 2.0]):
+        table.append(pa.table({"f": pa.array(f, pa.float64()), "g": pa.array(f, pa.float32())}, schema=schema))
+    assert _count(table_path, "f = 0.0") == 6
+    assert _count(table_path, "g = 0.0") == 6
+    assert _count(table_path, "f >= 0.0") == 7
+    assert _count(table_path, "f <= 0.0") == 7
+    dataset = deltalake.DeltaTable(table_path).to_pyarrow_dataset()
+    assert dataset.to_table(filter=pc.field("f") == 0.0).num_rows == 6
+    assert len(read_with_deltars(table_path)) == 8
+
+
+def test_nan_rows_are_found_by_deltars(table_path: str) -> None:
+    """NaN is above every number (Spark): a file holding NaN must not be skipped for x = v or x > v."""
+    schema = pa.schema([("x", pa.float64())])
+    table = DeltaTable.create(table_path, schema)
+    table.append(pa.table({"x": [1.0, 5.0, float("nan")]}, schema=schema))
+    table.append(pa.table({"x": [float("nan")]}, schema=schema))
+    assert _count(table_path, "x = 5.0") == 1
+    assert _count(table_path, "x > 2.0") == 3
+    assert _count(table_path, "isnan(x)") == 2
+    dataset = deltalake.DeltaTable(table_path).to_pyarrow_dataset()
+    assert dataset.to_table(filter=pc.field("x") == 5.0).num_rows == 1
+    assert DeltaTable(table_path).snapshot().to_arrow(filter="x = 5.0").num_rows == 1
