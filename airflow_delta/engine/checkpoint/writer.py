@@ -52,6 +52,7 @@ from airflow_delta.engine.model.actions import DomainMetadata, Protocol, SetTran
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.table_features import check_readable, writer_features
 from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.written_files import WrittenFiles
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
@@ -159,15 +160,21 @@ def write_checkpoint(
     nulls = NullCache()
     batch_rows = WRITE_BATCH_ROWS
 
-    if _uses_v2(snapshot):
-        result = write_v2(
-            snapshot, layout, adds, removes, txns, domains, nulls,
-            batch_rows=batch_rows, sidecar_size=sidecar_size, file_format=v2_format, classic_compat=v2_classic_compat,
-        )
-    else:
-        result = write_classic(
-            snapshot, layout, adds, removes, txns, domains, nulls, part_size=part_size, batch_rows=batch_rows
-        )
+    # A checkpoint that fails part-way removes what it wrote (parts, sidecars, top-level
+    # files): a stray part or sidecar is at best clutter, at worst an anchor for cleanup.
+    written = WrittenFiles(io)
+    with written.removed_on_failure():
+        if _uses_v2(snapshot):
+            result = write_v2(
+                snapshot, layout, adds, removes, txns, domains, nulls,
+                batch_rows=batch_rows, sidecar_size=sidecar_size, file_format=v2_format,
+                classic_compat=v2_classic_compat, written=written,
+            )
+        else:
+            result = write_classic(
+                snapshot, layout, adds, removes, txns, domains, nulls,
+                part_size=part_size, batch_rows=batch_rows, written=written,
+            )
 
     if update_last_checkpoint:
         written_doc = write_last_checkpoint(io, root, result.last_checkpoint)

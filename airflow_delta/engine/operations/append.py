@@ -47,7 +47,7 @@ def append(
         # Raises TransactionAlreadyCommittedError before any file is written.
         txn.set_app_transaction(app_transaction.app_id, app_transaction.version)
     target_file_size = writer.target_file_size if writer is not None else None
-    adds = write_data_files(snapshot, data, target_file_size=target_file_size)
+    adds = write_data_files(snapshot, data, target_file_size=target_file_size, written=txn.written_files)
     txn.add_files(adds)
     metrics = {
         "numFiles": len(adds),

@@ -32,6 +32,7 @@ from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
 from airflow_delta.engine.read.snapshot import relative_paths
 from airflow_delta.engine.storage.paths import decode_log_path, resolve_in_table
+from airflow_delta.engine.storage.written_files import WrittenFiles
 from airflow_delta.engine.write.file_removes import staged_removes
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ def stage_row_deletion(
     deletion_timestamp: int | None,
     clock: Callable[[], int],
     target_dv_file_size: int | None = None,
+    written: WrittenFiles | None = None,
 ) -> RowDeletion:
     """Write the new DVs for ``deletes`` and return the actions that swap them in (not staged yet).
 
@@ -134,6 +136,7 @@ def stage_row_deletion(
         [merged for _, merged in to_write],
         random_prefix_length=props.random_prefix_length if props.randomize_file_prefixes else 0,
         target_file_size=target_dv_file_size or DEFAULT_PACKING_TARGET_SIZE,
+        written=written,
     ) if to_write else []
     staged_adds: list[AddFile] = []
     for (i, _), descriptor in zip(to_write, descriptors, strict=True):

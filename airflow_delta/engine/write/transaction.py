@@ -14,6 +14,12 @@ needs an operation name, so it is always an explicit ``txn.commit("WRITE", ...)`
 exception inside the block discards the staged actions; leaving the block normally
 with staged but uncommitted actions raises :class:`InvalidTransactionError`, because
 that is almost certainly a forgotten ``commit()``.
+
+Files the transaction wrote itself (data files of its operations, DV files of
+:meth:`Transaction.delete_rows`, recorded in :attr:`Transaction.written_files`) are
+removed when it aborts or its commit fails for certain; they stay when the commit landed
+or may have (a write whose outcome storage did not report), because then the log may
+reference them. Files written by others and only staged here (``add``) are never removed.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import decode_log_path
+from airflow_delta.engine.storage.written_files import WrittenFiles
 from airflow_delta.engine.write.committer import Committed, Committer, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.conflicts import (
     IsolationLevel,
@@ -134,6 +141,13 @@ class _Race:
     # reading it, so there is at most one.
     unresolved: int | None = None
     storage_error: BaseException | None = None
+    # A commit write is under way: if it raises, whether it landed is unknown.
+    in_flight: bool = False
+
+    @property
+    def may_have_landed(self) -> bool:
+        """Whether this transaction's commit may be in the log, so its files must stay."""
+        return self.in_flight or self.unresolved is not None
 
 
 # ------------------------------------------------------------------ the transaction
@@ -197,6 +211,9 @@ class Transaction:
         self.winning_commits: list[WinningCommit] = []
         self.isolation_level: IsolationLevel | None = None
         self._committed_payload = b""
+        # The files this transaction wrote: removed if it aborts or its commit fails.
+        self.written_files = WrittenFiles(location.io)
+        self._race: _Race | None = None
 
     # ------------------------------------------------------------ context manager
     def __enter__(self) -> Transaction:
@@ -219,9 +236,10 @@ class Transaction:
         self.abort()
 
     def abort(self) -> None:
-        """Discard everything staged; nothing is written. Data files already written stay orphaned for VACUUM."""
+        """Discard everything staged and remove the files this transaction wrote; nothing is committed."""
         if self._state == "open":
             self._state = "aborted"
+            self.written_files.remove_all()
 
     # ---------------------------------------------------------------- reading
     @property
@@ -372,6 +390,7 @@ class Transaction:
             deletion_timestamp=deletion_timestamp,
             clock=_now_ms,
             target_dv_file_size=target_dv_file_size,
+            written=self.written_files,
         )
         self._removes.extend(summary.removes)
         self._adds.extend(summary.adds)
@@ -462,9 +481,13 @@ class Transaction:
             version = self._commit(operation, operation_parameters, operation_metrics, user_metadata, tags)
         except BaseException:
             self._state = "failed"
+            if self._race is None or not self._race.may_have_landed:
+                # Certainly not in the log: nothing references the files we wrote.
+                self.written_files.remove_all()
             raise
         self._state = "committed"
         self.committed_version = version
+        self.written_files.forget()
         if self._post_commit is not None:
             actions = [json.loads(line) for line in self._committed_payload.decode("utf-8").splitlines() if line]
             try:
@@ -490,12 +513,15 @@ class Transaction:
             attempt_version=self.read_version + 1,
             previous_ts=self._read_commit_timestamp(file_time=plan.enables_ict) if plan.ict_enabled else None,
         )
+        self._race = race
         self._check_read_version_still_logged()
         while True:
             self.attempts += 1
             payload = self._payload(plan, race.attempt_version, race.previous_ts)
             self._committed_payload = payload
+            race.in_flight = True
             response = self._committer.commit(race.attempt_version, payload)
+            race.in_flight = False
             if isinstance(response, Committed):
                 return response.version
             race.storage_error = None
