@@ -22,7 +22,7 @@ import string
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,7 @@ from airflow_delta.engine.errors import (
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import AddFile, Metadata
+from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int, check_str
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.constraints import (
     Constraint,
@@ -46,12 +47,10 @@ from airflow_delta.engine.model.stats_compute import compute_stats, stats_from_p
 from airflow_delta.engine.model.table_features import (
     check_writable,
 )
+from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 from airflow_delta.engine.storage.written_files import WrittenFiles
-
-if TYPE_CHECKING:
-    from airflow_delta.engine.read.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -448,6 +447,9 @@ def write_data_files(
     the first two). ``written`` records the files for the caller (a transaction removes
     them if its commit fails).
     """
+    check_instance("snapshot", snapshot, Snapshot)
+    check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
+    check_int("target_file_size", target_file_size, minimum=1, optional=True)
     check_writable(snapshot.protocol, snapshot.metadata)
     layout = _layout(snapshot, target_file_size)
     constraints = table_constraints(snapshot.protocol, snapshot.metadata)
@@ -484,7 +486,12 @@ def add_file_from_parquet(
     value, which is serialized here. Size and modification time come from storage,
     statistics from the parquet footer.
     """
-
+    check_instance("io", io, FileIO)
+    check_str("root", root, non_empty=True)
+    check_str("relative_path", relative_path, non_empty=True)
+    check_instance("partition_values", partition_values, Mapping)
+    check_instance("metadata", metadata, Metadata)
+    check_bool("data_change", data_change)
     log_path = encode_log_path(relative_path)
     absolute = resolve_in_table(root, log_path)
     partition_columns = tuple(metadata.partition_columns)

@@ -40,6 +40,7 @@ from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     CommitFailedError,
     ConcurrentModificationError,
+    InvalidArgumentError,
     InvalidTransactionError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -55,6 +56,16 @@ from airflow_delta.engine.model.actions import (
     RemoveFile,
     SetTransaction,
     action_to_line,
+)
+from airflow_delta.engine.model.arguments import (
+    check_bool,
+    check_instance,
+    check_instances,
+    check_int,
+    check_row_indexes,
+    check_str,
+    check_str_mapping,
+    check_str_sequence,
 )
 from airflow_delta.engine.model.commit_info import (
     ENGINE_INFO,
@@ -175,9 +186,14 @@ class Transaction:
         committer: Committer | None = None,
         post_commit: PostCommitHook | None = None,
     ) -> None:
+        check_instance("location", location, TableLocation)
+        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        check_instance("options", options, CommitOptions, optional=True)
+        if committer is not None and not callable(getattr(committer, "commit", None)):
+            raise InvalidArgumentError("committer", committer, "pass an object with commit(version, payload), or None")
+        if post_commit is not None and not callable(post_commit):
+            raise InvalidArgumentError("post_commit", post_commit, "pass a callable (version, actions) -> None, or None")
         options = options if options is not None else CommitOptions()
-        if not isinstance(options, CommitOptions):
-            raise InvalidTransactionError(f"options must be CommitOptions, got {type(options).__name__}")
         self.location = location
         self.retry: RetryPolicy = options.retry
         self.engine_info = options.engine_info
@@ -276,6 +292,7 @@ class Transaction:
         ``filter=None`` reads (and depends on) the whole table.
         """
         self._ensure_open()
+        check_str("filter", filter, optional=True)
         snapshot = self._require_snapshot()
         files: pa.Table = snapshot.add_actions
         if filter is None:
@@ -307,19 +324,24 @@ class Transaction:
         """
         self._ensure_open()
         if isinstance(paths, pa.Table):
+            if "path" not in paths.column_names:
+                raise InvalidArgumentError("paths", paths, "pass a table with a 'path' column (from read_files() or files())")
             arr = paths.column("path")
             if "is_add" not in paths.column_names:  # snapshot.files(): decoded already
                 self._read_path_chunks.append(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
                 return
         elif isinstance(paths, (pa.Array, pa.ChunkedArray)):
+            if not pa.types.is_string(paths.type) and not pa.types.is_large_string(paths.type):
+                raise InvalidArgumentError("paths", paths, f"pass an array of string paths, not of {paths.type}")
             arr = paths
         else:
-            arr = pa.array(list(paths), pa.string())
+            arr = pa.array(check_str_sequence("paths", paths), pa.string())
         self._read_path_chunks.append(decode_paths(arr))
 
     def read_app_transaction(self, app_id: str) -> int | None:
         """The last version ``app_id`` committed (``txn`` action), recorded as read; None if never."""
         self._ensure_open()
+        check_str("app_id", app_id, non_empty=True)
         self._read_app_ids.add(app_id)
         if self.snapshot is None:
             return None
@@ -329,19 +351,24 @@ class Transaction:
     # ---------------------------------------------------------------- staging
     def add(self, action: AddFile) -> None:
         self._ensure_open()
-        self._adds.append(action)
+        self._adds.append(check_instance("action", action, AddFile))
 
     def add_files(self, actions: Iterable[AddFile]) -> None:
         self._ensure_open()
-        self._adds.extend(actions)
+        self._adds.extend(check_instances("actions", actions, AddFile))
 
     def remove(self, action: RemoveFile) -> None:
         self._ensure_open()
-        self._removes.append(action)
+        self._removes.append(check_instance("action", action, RemoveFile))
 
     def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
         """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
         self._ensure_open()
+        check_instance("files", files, pa.Table)
+        if "path" not in files.column_names:
+            raise InvalidArgumentError("files", files, "pass file actions with a 'path' column, e.g. from read_files()")
+        check_bool("data_change", data_change)
+        check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
         self._removes.extend(staged_removes(files, self.metadata, ts, data_change=data_change))
 
@@ -381,10 +408,17 @@ class Transaction:
         live file or that this transaction already removes.
         """
         self._ensure_open()
+        check_instance("deletes", deletes, Mapping)
+        rows_by_path = {
+            check_str("deletes key", path, non_empty=True): check_row_indexes(f"deletes[{path!r}]", rows)
+            for path, rows in deletes.items()
+        }
+        check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
+        check_int("target_dv_file_size", target_dv_file_size, minimum=1, optional=True)
         summary = stage_row_deletion(
             self._require_snapshot(),
             self.metadata,
-            deletes,
+            rows_by_path,
             table_uri=self.location.uri,
             already_removed={decode_log_path(r.path) for r in self._removes},
             deletion_timestamp=deletion_timestamp,
@@ -398,11 +432,11 @@ class Transaction:
 
     def add_cdc(self, action: AddCDCFile) -> None:
         self._ensure_open()
-        self._cdc.append(action)
+        self._cdc.append(check_instance("action", action, AddCDCFile))
 
     def set_metadata(self, metadata: Metadata) -> None:
         self._ensure_open()
-        self._metadata = metadata
+        self._metadata = check_instance("metadata", metadata, Metadata)
 
     def set_properties(self, properties: Mapping[str, str | None]) -> None:
         """Stage new metadata with ``properties`` set (``None`` unsets a key).
@@ -412,6 +446,8 @@ class Transaction:
         of being stored, as in Delta. Features the new values need are added at commit.
         """
 
+        self._ensure_open()
+        check_str_mapping("properties", properties, none_values=True)
         base = self.metadata
         configuration = dict(base.configuration)
         normalized = normalize_properties({k: v for k, v in properties.items() if v is not None})
@@ -430,7 +466,7 @@ class Transaction:
 
     def set_protocol(self, protocol: Protocol) -> None:
         self._ensure_open()
-        self._protocol = protocol
+        self._protocol = check_instance("protocol", protocol, Protocol)
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
         """Make this commit idempotent for ``(app_id, version)``.
@@ -440,6 +476,8 @@ class Transaction:
         its work; the same check runs against every winning commit at commit time.
         """
         self._ensure_open()
+        check_str("app_id", app_id, non_empty=True)
+        check_int("version", version, minimum=0)
         self._read_app_ids.add(app_id)
         if self.snapshot is not None:
             existing = self.snapshot.transactions.get(app_id)
@@ -452,6 +490,10 @@ class Transaction:
     ) -> None:
         """Stage a ``domainMetadata`` action. ``delta.*`` domains are system-controlled and need ``system=True``."""
         self._ensure_open()
+        check_str("domain", domain, non_empty=True)
+        check_instance("configuration", configuration, (str, Mapping))
+        check_bool("removed", removed)
+        check_bool("system", system)
         if domain.startswith("delta.") and not system:
             raise InvalidTransactionError(
                 f"domain {domain!r} is system-controlled (its name starts with 'delta.'); users may not change it"
@@ -477,6 +519,11 @@ class Transaction:
         Either way the transaction is finished afterwards.
         """
         self._ensure_open()
+        check_str("operation", operation, non_empty=True)
+        check_instance("operation_parameters", operation_parameters, Mapping, optional=True)
+        check_instance("operation_metrics", operation_metrics, Mapping, optional=True)
+        check_str("user_metadata", user_metadata, optional=True)
+        check_str_mapping("tags", tags, optional=True)
         try:
             version = self._commit(operation, operation_parameters, operation_metrics, user_metadata, tags)
         except BaseException:

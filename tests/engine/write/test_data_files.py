@@ -410,9 +410,9 @@ def test_append_guards(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA, partition_by=["p"])
     with pytest.raises(SchemaMismatchError, match="partition"):
         table.append(_data(range(1)), partition_by=["name"])
-    with pytest.raises(DeltaError, match="version must be an integer >= 0"):
+    with pytest.raises(DeltaError, match=r"AppTransaction.version=-1 .*integer >= 0"):
         table.append(_data(range(1)), app_transaction=AppTransaction("x", -1))
-    with pytest.raises(DeltaError, match="app_id must be a non-empty string"):
+    with pytest.raises(DeltaError, match="AppTransaction.app_id=.*non-empty string"):
         table.append(_data(range(1)), app_transaction=AppTransaction("", 1))
     assert table.append(_data(range(1)), partition_by=["P"]).version == 1
 

@@ -1,0 +1,221 @@
+"""Checking the arguments of the public API where they come in, once.
+
+Every public verb and option object checks the type and range of its Python arguments
+with these helpers before doing any work, so that a bad argument is an
+:class:`~airflow_delta.engine.errors.InvalidArgumentError` naming the argument, the value
+and what is accepted, and never a ``TypeError`` or ``ValueError`` from deep inside (or,
+worse, a wrong result: ``version="1"`` compared as a string, ``True`` taken for 1).
+
+``bool`` is refused wherever an integer is expected: it is an ``int`` subclass in Python,
+but ``max_attempts=True`` is a mistake, not one attempt. Filter *strings* are only checked
+to be strings here; their content is the filter parser's to judge.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import pyarrow as pa
+
+from airflow_delta.engine.errors import InvalidArgumentError
+from airflow_delta.engine.model.roaring_bitmap import MAX_ROW_INDEX, RoaringBitmapArray
+
+__all__ = [
+    "check_bool",
+    "check_instance",
+    "check_instances",
+    "check_int",
+    "check_number",
+    "check_row_indexes",
+    "check_str",
+    "check_str_mapping",
+    "check_str_sequence",
+    "check_timestamp",
+]
+
+T = TypeVar("T")
+
+_MAX_ROW_INDEX = MAX_ROW_INDEX  # the largest row index a deletion vector holds
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    optional: bool = False,
+) -> int | None:
+    """``value`` as an ``int`` within ``[minimum, maximum]`` (None allowed when ``optional``)."""
+    if value is None and optional:
+        return None
+    bounds = _bounds_text(minimum, maximum)
+    if not _is_int(value):
+        expected = "an integer" + (f" {bounds}" if bounds else "") + (" or None" if optional else "")
+        raise InvalidArgumentError(name, value, f"pass {expected}")
+    number = int(value)  # type: ignore[call-overload]
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise InvalidArgumentError(name, value, f"pass an integer {bounds}")
+    return number
+
+
+def _bounds_text(minimum: float | None, maximum: float | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"between {minimum} and {maximum}"
+    if minimum is not None:
+        return f">= {minimum}"
+    if maximum is not None:
+        return f"<= {maximum}"
+    return ""
+
+
+def check_number(name: str, value: object, *, minimum: float | None = None, optional: bool = False) -> float | None:
+    """``value`` as a finite ``float`` (ints accepted) of at least ``minimum``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidArgumentError(name, value, "pass a number" + (" or None" if optional else ""))
+    number = float(value)
+    if not math.isfinite(number) or (minimum is not None and number < minimum):
+        raise InvalidArgumentError(name, value, f"it must be a finite number{' >= ' + str(minimum) if minimum is not None else ''}")
+    return number
+
+
+def check_bool(name: str, value: object, *, optional: bool = False) -> bool | None:
+    """``value`` as a ``bool`` (not a truthy string such as ``"false"``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidArgumentError(name, value, "pass True or False" + (" (or None)" if optional else ""))
+    return bool(value)
+
+
+def check_str(name: str, value: object, *, non_empty: bool = False, optional: bool = False) -> str | None:
+    """``value`` as a ``str`` (non-empty when asked)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(name, value, "pass a string" + (" or None" if optional else ""))
+    if non_empty and not value.strip():
+        raise InvalidArgumentError(name, value, "pass a non-empty string")
+    return value
+
+
+def check_instance(name: str, value: object, cls: type[T] | tuple[type, ...], *, optional: bool = False) -> T:
+    """``value`` if it is an instance of ``cls`` (None allowed when ``optional``)."""
+    if value is None and optional:
+        return value  # type: ignore[return-value]
+    if not isinstance(value, cls):
+        names = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
+        raise InvalidArgumentError(name, value, f"pass a {names}" + (" or None" if optional else ""))
+    return value  # type: ignore[return-value]
+
+
+def check_instances(name: str, values: object, cls: type[T]) -> list[T]:
+    """Every item of the iterable ``values`` as an instance of ``cls`` (a list)."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise InvalidArgumentError(name, values, f"pass an iterable of {cls.__name__}")
+    items = list(values)
+    for i, item in enumerate(items):
+        if not isinstance(item, cls):
+            raise InvalidArgumentError(f"{name}[{i}]", item, f"every item must be a {cls.__name__}")
+    return items
+
+
+def check_str_sequence(name: str, value: object, *, optional: bool = False, allow_single: bool = False) -> tuple[str, ...] | None:
+    """``value`` as a tuple of strings; a lone string is one item only when ``allow_single``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, str) and allow_single:
+        return (value,)
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(name, value, "pass a list of strings" + (" or None" if optional else ""))
+    items = tuple(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidArgumentError(f"{name}[{i}]", item, "every item must be a string")
+    return items
+
+
+def check_str_mapping(
+    name: str, value: object, *, optional: bool = False, none_values: bool = False
+) -> dict[str, str | None] | None:
+    """``value`` as a dict of string keys to string values (None values when ``none_values``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(name, value, "pass a mapping of strings to strings" + (" or None" if optional else ""))
+    out: dict[str, str | None] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise InvalidArgumentError(f"{name} key", key, "every key must be a string")
+        if not (isinstance(item, str) or (item is None and none_values)):
+            raise InvalidArgumentError(
+                f"{name}[{key!r}]", item, "every value must be a string" + (" or None" if none_values else "")
+            )
+        out[key] = item
+    return out
+
+
+def check_timestamp(name: str, value: object, *, optional: bool = False) -> Any:
+    """``value`` if it can name a point in time: a datetime, a date, a string, or epoch milliseconds."""
+    if value is None and optional:
+        return None
+    if isinstance(value, (dt.datetime, dt.date, str)) or _is_int(value):
+        return value
+    raise InvalidArgumentError(
+        name, value, "pass a datetime, an ISO-8601 string or epoch milliseconds (int)" + (" or None" if optional else "")
+    )
+
+
+def check_row_indexes(name: str, value: object) -> np.ndarray | pa.Array | pa.ChunkedArray | Any:
+    """Row positions to delete: integers >= 0 as an iterable, a range, or a numpy / Arrow integer array.
+
+    Returns a value ``RoaringBitmapArray.from_indices`` accepts (the value itself, or a
+    1-D int64/uint64 numpy array). Floats (even 1.0), bools, strings, nulls, nested lists
+    and negative numbers are refused here, with the argument named.
+    """
+    if isinstance(value, RoaringBitmapArray):
+        return value
+    if isinstance(value, range):
+        if len(value) and min(value[0], value[-1]) < 0:
+            raise InvalidArgumentError(name, value, "row positions are 0-based: every one must be >= 0")
+        return value
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        if not pa.types.is_integer(value.type):
+            raise InvalidArgumentError(name, value, f"pass integer row positions, not an Arrow array of {value.type}")
+        if value.null_count:
+            raise InvalidArgumentError(name, value, "row positions must not contain nulls")
+        array = value.to_numpy() if isinstance(value, pa.Array) else value.combine_chunks().to_numpy()
+    elif isinstance(value, np.ndarray):
+        array = value
+    elif isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(name, value, "pass an iterable of integer row positions (list, range, numpy or Arrow array)")
+    else:
+        items = value if isinstance(value, Sequence) else list(value)
+        for item in items:
+            if not _is_int(item):
+                raise InvalidArgumentError(name, item, "every row position must be an integer (0-based position in the file)")
+        try:
+            array = np.asarray(items, dtype=np.int64) if items else np.empty(0, dtype=np.int64)
+        except OverflowError:
+            array = np.asarray([int(i) for i in items], dtype=object)
+    if array.dtype == object:
+        raise InvalidArgumentError(name, value, f"row positions must be between 0 and {_MAX_ROW_INDEX}")
+    if array.ndim != 1:
+        raise InvalidArgumentError(name, value, f"pass a flat list of row positions, not an array of shape {array.shape}")
+    if array.dtype.kind not in "iu":
+        raise InvalidArgumentError(name, value, f"pass integer row positions, not an array of {array.dtype}")
+    if array.size and array.dtype.kind == "i" and int(array.min()) < 0:
+        raise InvalidArgumentError(name, int(array.min()), "row positions are 0-based: every one must be >= 0")
+    if array.size and int(array.max()) > _MAX_ROW_INDEX:
+        raise InvalidArgumentError(name, int(array.max()), f"row positions must be at most {_MAX_ROW_INDEX}")
+    return array
