@@ -412,7 +412,7 @@ def test_append_guards(table_path: str) -> None:
         table.append(_data(range(1)), partition_by=["name"])
     with pytest.raises(DeltaError, match=r"AppTransaction.version=-1 .*integer >= 0"):
         table.append(_data(range(1)), app_transaction=AppTransaction("x", -1))
-    with pytest.raises(DeltaError, match="AppTransaction.app_id=.*non-empty string"):
+    with pytest.raises(DeltaError, match=r"AppTransaction.app_id=.*non-empty string"):
         table.append(_data(range(1)), app_transaction=AppTransaction("", 1))
     assert table.append(_data(range(1)), partition_by=["P"]).version == 1
 

@@ -23,6 +23,6 @@ def test_backoff_is_full_jitter_within_the_exponential_cap(lost: int, initial: f
 def test_retry_policy_rejects_nonsense() -> None:
     with pytest.raises(InvalidArgumentError, match="max_attempts=0"):
         RetryPolicy(0)
-    with pytest.raises(InvalidArgumentError, match="initial_backoff=-1.0"):
+    with pytest.raises(InvalidArgumentError, match=r"initial_backoff=-1\.0"):
         RetryPolicy(3, -1.0)
 
