@@ -127,6 +127,7 @@ class Snapshot:
 
     def transaction_version(self, app_id: str) -> int | None:
         """The last ``txn`` version committed by ``app_id``, if any."""
+        check_str("app_id", app_id)
         txn = self.transactions.get(app_id)
         return txn.version if txn is not None else None
 
@@ -195,6 +196,7 @@ class Snapshot:
         Raises :class:`~airflow_delta.engine.errors.PathOutsideTableError` for a path
         that would leave the table root.
         """
+        check_str("path", path, non_empty=True)
         return resolve_in_table(self.table_root, encode_log_path(path))
 
     def file_uris(self, filter: str | None = None) -> list[str]:
