@@ -9,6 +9,7 @@ that no public verb is missing from the table.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import inspect
 from collections.abc import Callable
@@ -20,12 +21,14 @@ import pytest
 
 import airflow_delta.engine as engine
 from airflow_delta.engine import (
+    AddCDCFile,
     AddFile,
     AppTransaction,
     CommitOptions,
     DeltaError,
     DeltaTable,
     InvalidArgumentError,
+    RemoveFile,
     RetryPolicy,
     RowIndexOutOfRangeError,
     Snapshot,
@@ -156,6 +159,44 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     )
     each("Transaction.delete_rows.deletion_timestamp", [*NOT_INT, -1], lambda v: txn().delete_rows({path: [0]}, deletion_timestamp=v))
     each("Transaction.delete_rows.target_dv_file_size", [*NOT_INT, 0, -1], lambda v: txn().delete_rows({path: [0]}, target_dv_file_size=v))
+    good_add = AddFile("x.parquet", {"p": "a"}, 1, 0, True)
+    for field_name, bad_values in (
+        ("path", [7, b"x", "", None]),
+        ("partition_values", ["p=a", {"p": 1}, {1: "a"}, None]),
+        ("size", ["1", -1, 1.0, None, True]),
+        ("modification_time", ["0", -5, 0.5]),
+        ("data_change", ["true", 1, None]),
+        ("stats", [{"numRecords": 1}, 1]),
+        ("tags", [["a"], {"k": 1}]),
+        ("deletion_vector", [{"storageType": "u"}, "u"]),
+        ("base_row_id", ["1", -1, 1.5]),
+        ("default_row_commit_version", ["1", -1]),
+        ("clustering_provider", [1, ["liquid"]]),
+    ):
+        each(
+            f"Transaction.add.action.{field_name}",
+            bad_values,
+            lambda v, f=field_name: txn().add(dataclasses.replace(good_add, **{f: v})),
+        )
+        each(
+            f"Transaction.add_files.actions[0].{field_name}",
+            bad_values,
+            lambda v, f=field_name: txn().add_files([dataclasses.replace(good_add, **{f: v})]),
+        )
+    good_remove = RemoveFile("x.parquet", 0)
+    for field_name, bad_values in (
+        ("path", [7, ""]),
+        ("deletion_timestamp", ["0", -1]),
+        ("data_change", ["false"]),
+        ("size", ["1", -1]),
+        ("partition_values", ["p=a", {"p": 1}]),
+    ):
+        each(
+            f"Transaction.remove.action.{field_name}",
+            bad_values,
+            lambda v, f=field_name: txn().remove(dataclasses.replace(good_remove, **{f: v})),
+        )
+    each("Transaction.add_cdc.action.size", ["1", -1], lambda v: txn().add_cdc(AddCDCFile("c.parquet", {}, v)))
     each("Transaction.add_cdc.action", [AddFile("x", {}, 1, 0, True), "x"], lambda v: txn().add_cdc(v))
     each("Transaction.set_metadata.metadata", [{"id": "x"}, "x"], lambda v: txn().set_metadata(v))
     each("Transaction.set_properties.properties", [*NOT_MAPPING, {"delta.appendOnly": True}, {1: "x"}], lambda v: txn().set_properties(v))

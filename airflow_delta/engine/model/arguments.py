@@ -22,10 +22,12 @@ import numpy as np
 import pyarrow as pa
 
 from airflow_delta.engine.errors import InvalidArgumentError
+from airflow_delta.engine.model.actions import DeletionVectorDescriptor
 from airflow_delta.engine.model.roaring_bitmap import MAX_ROW_INDEX, RoaringBitmapArray
 
 __all__ = [
     "check_bool",
+    "check_file_action",
     "check_instance",
     "check_instances",
     "check_int",
@@ -219,3 +221,47 @@ def check_row_indexes(name: str, value: object) -> np.ndarray | pa.Array | pa.Ch
     if array.size and int(array.max()) > _MAX_ROW_INDEX:
         raise InvalidArgumentError(name, int(array.max()), f"row positions must be at most {_MAX_ROW_INDEX}")
     return array
+
+
+# The fields of the file actions a caller may stage, by kind. Checked when an action is
+# staged, so that a wrongly typed field never reaches the log (json would write
+# ``"size":"12"`` or ``"path":7`` without complaint, and every later read would fail).
+_INT, _OPT_INT, _STR, _OPT_STR, _BOOL, _OPT_BOOL = "int", "int?", "str", "str?", "bool", "bool?"
+_VALUES, _OPT_VALUES, _OPT_TAGS, _OPT_DV = "values", "values?", "tags?", "dv?"
+_FILE_ACTION_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "AddFile": (
+        ("path", _STR), ("partition_values", _VALUES), ("size", _INT), ("modification_time", _INT),
+        ("data_change", _BOOL), ("stats", _OPT_STR), ("tags", _OPT_TAGS), ("deletion_vector", _OPT_DV),
+        ("base_row_id", _OPT_INT), ("default_row_commit_version", _OPT_INT), ("clustering_provider", _OPT_STR),
+    ),
+    "RemoveFile": (
+        ("path", _STR), ("deletion_timestamp", _OPT_INT), ("data_change", _BOOL),
+        ("extended_file_metadata", _OPT_BOOL), ("partition_values", _OPT_VALUES), ("size", _OPT_INT),
+        ("stats", _OPT_STR), ("tags", _OPT_TAGS), ("deletion_vector", _OPT_DV), ("base_row_id", _OPT_INT),
+        ("default_row_commit_version", _OPT_INT),
+    ),
+    "AddCDCFile": (
+        ("path", _STR), ("partition_values", _VALUES), ("size", _INT), ("data_change", _BOOL), ("tags", _OPT_TAGS),
+    ),
+}
+
+
+def check_file_action(name: str, action: Any) -> Any:
+    """``action`` (an ``AddFile``, ``RemoveFile`` or ``AddCDCFile``) if every field has its protocol type."""
+    spec = _FILE_ACTION_FIELDS[type(action).__name__]
+    for field_name, kind in spec:
+        label = f"{name}.{field_name}"
+        value = getattr(action, field_name)
+        optional = kind.endswith("?")
+        base = kind.rstrip("?")
+        if base == "int":
+            check_int(label, value, minimum=0, optional=optional)
+        elif base == "str":
+            check_str(label, value, non_empty=field_name == "path", optional=optional)
+        elif base == "bool":
+            check_bool(label, value, optional=optional)
+        elif base in ("values", "tags"):
+            check_str_mapping(label, value, optional=optional, none_values=True)
+        elif base == "dv":
+            check_instance(label, value, DeletionVectorDescriptor, optional=optional)
+    return action

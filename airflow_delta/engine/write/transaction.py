@@ -59,6 +59,7 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.arguments import (
     check_bool,
+    check_file_action,
     check_instance,
     check_instances,
     check_int,
@@ -351,15 +352,18 @@ class Transaction:
     # ---------------------------------------------------------------- staging
     def add(self, action: AddFile) -> None:
         self._ensure_open()
-        self._adds.append(check_instance("action", action, AddFile))
+        self._adds.append(check_file_action("action", check_instance("action", action, AddFile)))
 
     def add_files(self, actions: Iterable[AddFile]) -> None:
         self._ensure_open()
-        self._adds.extend(check_instances("actions", actions, AddFile))
+        staged = check_instances("actions", actions, AddFile)
+        for i, add in enumerate(staged):
+            check_file_action(f"actions[{i}]", add)
+        self._adds.extend(staged)
 
     def remove(self, action: RemoveFile) -> None:
         self._ensure_open()
-        self._removes.append(check_instance("action", action, RemoveFile))
+        self._removes.append(check_file_action("action", check_instance("action", action, RemoveFile)))
 
     def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
         """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
@@ -432,7 +436,7 @@ class Transaction:
 
     def add_cdc(self, action: AddCDCFile) -> None:
         self._ensure_open()
-        self._cdc.append(check_instance("action", action, AddCDCFile))
+        self._cdc.append(check_file_action("action", check_instance("action", action, AddCDCFile)))
 
     def set_metadata(self, metadata: Metadata) -> None:
         self._ensure_open()
