@@ -27,17 +27,22 @@ from airflow_delta.engine import (
     CommitOptions,
     DeltaError,
     DeltaTable,
+    FileIOCommitter,
     InvalidArgumentError,
     RemoveFile,
     RetryPolicy,
     RowIndexOutOfRangeError,
     Snapshot,
+    TableLocation,
+    TableProperties,
     Transaction,
     WriterOptions,
     add_file_from_parquet,
     parse_interval,
+    reader_features,
     write_checkpoint,
     write_data_files,
+    writer_features,
 )
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
@@ -238,6 +243,20 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("write_checkpoint.v2_format", ["avro", 1, None], lambda v: write_checkpoint(snap, v2_format=v))
     each("write_checkpoint.now_ms", [*NOT_INT, -1], lambda v: write_checkpoint(snap, now_ms=v))
     each("write_checkpoint.update_last_checkpoint", NOT_BOOL, lambda v: write_checkpoint(snap, update_last_checkpoint=v))
+    each("TableLocation.from_uri.table_uri", [*NOT_STR, ""], lambda v: TableLocation.from_uri(v))
+    each("TableLocation.from_uri.storage_options", NOT_MAPPING, lambda v: TableLocation.from_uri(table.table_uri, v))
+    each("TableLocation.io", ["local", None], lambda v: TableLocation(v, table.root, table.table_uri))
+    each("TableLocation.root", [1, "", None], lambda v: TableLocation(table.io, v, table.table_uri))
+    each("TableLocation.uri", [1, ""], lambda v: TableLocation(table.io, table.root, v))
+    each("FileIOCommitter.location", [table.table_uri, table], lambda v: FileIOCommitter(v))
+    each("reader_features.protocol", [(1, 2), None], lambda v: reader_features(v))
+    each("writer_features.protocol", [(1, 2), None], lambda v: writer_features(v))
+    each("TableProperties.from_configuration.configuration", [["a"], 1, None], lambda v: TableProperties.from_configuration(v))
+    each(
+        "TableProperties.from_configuration delta.appendOnly",
+        [True, 1, ["true"]],
+        lambda v: TableProperties.from_configuration({"delta.appendOnly": v}),
+    )
     each("parse_interval.delta.logRetentionDuration", [*NOT_STR, None], lambda v: parse_interval("delta.logRetentionDuration", v))
     return out
 
@@ -310,7 +329,9 @@ def test_every_public_verb_is_in_the_table(table: DeltaTable) -> None:
             label = f"{cls.__name__}.{name}"
             if label not in labels and label not in no_arguments:
                 missing.append(label)
-    for function in (write_data_files, add_file_from_parquet, write_checkpoint, parse_interval):
+    for function in (
+        write_data_files, add_file_from_parquet, write_checkpoint, parse_interval, reader_features, writer_features,
+    ):
         if not any(label.startswith(function.__name__) for label in labels):
             missing.append(function.__name__)
     assert not missing, f"public verbs with no bad-argument cases: {missing}"
