@@ -139,3 +139,21 @@ def test_nan_rows_are_found_by_deltars(table_path: str) -> None:
     dataset = deltalake.DeltaTable(table_path).to_pyarrow_dataset()
     assert dataset.to_table(filter=pc.field("x") == 5.0).num_rows == 1
     assert DeltaTable(table_path).snapshot().to_arrow(filter="x = 5.0").num_rows == 1
+
+
+def test_every_json_file_we_write_is_raw_utf8(table_path: str) -> None:
+    """Commits, .crc, _last_checkpoint (its checkpointSchema) and commitInfo keep astral characters raw."""
+    schema = pa.schema([("name😀", pa.string()), ("𝄞", pa.int64())])
+    table = DeltaTable.create(table_path, schema, partition_by=["name😀"], description="table 😀")
+    data = pa.table({"name😀": ["x😀", "y"], "𝄞": pa.array([1, 2], pa.int64())}, schema=schema)
+    table.append(data)
+    table.checkpoint()
+    log = Path(table_path, "_delta_log")
+    written = [p for p in log.iterdir() if p.suffix in (".json", ".crc") or p.name == "_last_checkpoint"]
+    assert {p.suffix for p in written} >= {".json", ".crc", ""}
+    for path in written:
+        text = path.read_bytes().decode("utf-8")
+        assert "\\ud8" not in text.lower() and "\\ud83d" not in text.lower(), path.name
+    assert "😀" in Path(log, f"{1:020d}.crc").read_text("utf-8")  # the schema inside the checksum's metadata
+    assert "table 😀" in Path(log, f"{0:020d}.json").read_text("utf-8")
+    assert_oracles_read(table_path, data.to_pylist())

@@ -10,11 +10,13 @@ raw UTF-8, never ``\\u`` escapes.
 from __future__ import annotations
 
 import decimal
+import io
 import json
 import math
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -27,7 +29,7 @@ from airflow_delta.engine.model.partition_values import (
     parse_partition_strings,
     serialize_partition_value,
 )
-from airflow_delta.engine.model.stats_compute import compute_stats
+from airflow_delta.engine.model.stats_compute import compute_stats, stats_from_parquet_metadata
 from airflow_delta.engine.model.stats_parse import parse_stats
 from tests.engine.model.stats_builders import _field, _metadata
 
@@ -140,3 +142,13 @@ def test_log_json_is_raw_utf8(text: str) -> None:
 def test_a_lone_surrogate_is_a_typed_error() -> None:
     with pytest.raises(InvalidArgumentError, match="lone surrogate"):
         utf8_bytes(json_text({"userMetadata": "bad \ud800"}), "userMetadata")
+
+
+@pytest.mark.parametrize(("values", "low"), [([0.0, 1.0], "-0.0"), ([-0.0, 1.0], "-0.0"), ([-2.0, 0.0], "-2.0")])
+def test_footer_zero_minimum_is_negative_zero(values: list[float], low: str) -> None:
+    """A footer written by another writer may hold +0.0 as the minimum; we record -0.0, as parquet-format says."""
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"x": pa.array(values, pa.float64())}), buffer)
+    footer = pq.ParquetFile(io.BytesIO(buffer.getvalue())).metadata
+    stats = stats_from_parquet_metadata(footer, _metadata([_field("x", "double")]))
+    assert f'"minValues":{{"x":{low}}}' in stats

@@ -23,6 +23,7 @@ from airflow_delta.engine.errors import (
     CommitFailedError,
     ConcurrentModificationError,
     ConstraintViolationError,
+    InvalidArgumentError,
     InvalidTransactionError,
 )
 from airflow_delta.engine.model import deletion_vector_files
@@ -270,3 +271,23 @@ def test_atomic_write_failing_leaves_no_temporary_file(tmp_path: Path, monkeypat
     with pytest.raises(OSError, match="no space"):
         io.write_bytes(str(tmp_path / "_delta_log" / "_last_checkpoint"), b"{}")
     assert _tree(str(tmp_path)) == set()
+
+
+def test_rewrite_delete_failing_while_writing_removes_its_files(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _table(table_path)
+    before = _tree(table_path)
+    monkeypatch.setattr(data_files, "compute_stats", _fail_on_call(1, data_files.compute_stats))
+    with pytest.raises(InjectedError):
+        table.delete("id = 1 OR id = 11", writer=WriterOptions(target_file_size=1))
+    assert _tree(table_path) == before
+
+
+def test_commit_refusing_a_lone_surrogate_removes_its_files(table_path: str) -> None:
+    """userMetadata that UTF-8 cannot encode is refused at commit time; the data files go too."""
+    table = _table(table_path)
+    before = _tree(table_path)
+    with pytest.raises(InvalidArgumentError, match="lone surrogate"), table.transaction() as txn:
+        txn.add_files(data_files.write_data_files(txn.snapshot, _rows(range(100, 110)), written=txn.written_files))
+        txn.commit("WRITE", user_metadata="bad \ud800 text")
+    assert _tree(table_path) == before
+    assert table.version() == 2
