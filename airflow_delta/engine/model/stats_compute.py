@@ -252,8 +252,13 @@ def _min_max(column: pa.ChunkedArray, f: StatsField) -> tuple[Any, Any]:
         if pa.types.is_floating(t) and low_value is not None and math.isnan(low_value):
             low_value = high_value = None  # every value is NaN
     rendered_low = _render_bound(low_value, f, is_max=False)
-    # NaN is the largest value for Spark: a maximum computed without it would let a
-    # reader skip a file whose NaN rows match "x > v". Leave the maximum out instead.
+    # NaN is the largest value for Spark (its min/max aggregates order NaN above every
+    # number), so the minimum is the smallest other value, as Spark writes it. A maximum
+    # computed without NaN would let a reader skip a file whose NaN rows match "x > v".
+    # Spark writes the maximum as the string "NaN" instead; we leave it out, because
+    # delta-rs's pyarrow dataset reads a "NaN" maximum as a bound and skips the file for
+    # "x = v" (tests/integration/test_written_values_interop.py). An all-NaN column has
+    # neither bound. Either way no reader can skip a file holding a matching row.
     rendered_high = None if has_nan else _render_bound(high_value, f, is_max=True)
     return rendered_low, rendered_high
 
