@@ -61,10 +61,11 @@ def test_decimal_38_table_is_written_and_read_by_both_oracles(table_path: str, p
     assert _count(table_path, "k = CAST('12345678901234567890123456789012345678' AS DECIMAL(38, 0))") == 2
 
 
-def test_rewrite_delete_on_a_deltars_decimal_38_table(table_path: str) -> None:
+@pytest.mark.parametrize("partition_by", [None, ["k"]])
+def test_rewrite_delete_on_a_deltars_decimal_38_table(table_path: str, partition_by: list[str] | None) -> None:
     """A rewrite DELETE on a table delta-rs wrote, holding 38-digit decimals: the new file's stats render every digit."""
     data = _decimal_table()
-    deltalake.write_deltalake(table_path, data)
+    deltalake.write_deltalake(table_path, data, partition_by=partition_by)
     result = DeltaTable(table_path).delete("id = 3")
     assert result.version == 1
     remaining = [row for row in data.to_pylist() if row["id"] != 3]
