@@ -168,7 +168,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     for field_name, bad_values in (
         ("path", [7, b"x", "", None]),
         ("partition_values", ["p=a", {"p": 1}, {1: "a"}, None]),
-        ("size", ["1", -1, 1.0, None, True]),
+        ("size", ["1", -1, 1.0, None, True, np.int64(5)]),
         ("modification_time", ["0", -5, 0.5]),
         ("data_change", ["true", 1, None]),
         ("stats", [{"numRecords": 1}, 1]),
