@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import airflow_delta.engine as engine
 from airflow_delta.engine import (
@@ -335,3 +337,34 @@ def test_every_public_verb_is_in_the_table(table: DeltaTable) -> None:
         if not any(label.startswith(function.__name__) for label in labels):
             missing.append(function.__name__)
     assert not missing, f"public verbs with no bad-argument cases: {missing}"
+
+
+position_items = st.one_of(
+    st.integers(min_value=-3, max_value=12),
+    st.integers(min_value=2**62, max_value=2**80),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.text(max_size=2),
+    st.none(),
+    st.integers(min_value=0, max_value=9).map(np.int64),
+)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(positions=st.lists(position_items, max_size=6))
+def test_delete_rows_positions_of_any_kind(table: DeltaTable, positions: list[Any]) -> None:
+    """Accepted exactly when every item is an integer (not a bool) in the file's 0..9; else a typed error."""
+    plain = [p for p in positions if isinstance(p, (int, np.integer)) and not isinstance(p, bool)]
+    txn = table.transaction()
+    try:
+        if len(plain) < len(positions) or any(p < 0 for p in plain):
+            with pytest.raises(InvalidArgumentError):
+                txn.delete_rows({_first_path(table): positions})
+        elif any(p > 9 for p in plain):
+            with pytest.raises((RowIndexOutOfRangeError, InvalidArgumentError)):
+                txn.delete_rows({_first_path(table): positions})
+        else:
+            summary = txn.delete_rows({_first_path(table): positions})
+            assert summary.num_deleted_rows == len(set(int(p) for p in plain))
+    finally:
+        txn.abort()

@@ -203,9 +203,11 @@ def check_row_indexes(name: str, value: object) -> np.ndarray | pa.Array | pa.Ch
         raise InvalidArgumentError(name, value, "pass an iterable of integer row positions (list, range, numpy or Arrow array)")
     else:
         items = value if isinstance(value, Sequence) else list(value)
-        for item in items:
-            if not _is_int(item):
-                raise InvalidArgumentError(name, item, "every row position must be an integer (0-based position in the file)")
+        # The item types, collected in C (map and set), not by a Python loop over the rows.
+        for item_type in set(map(type, items)) - {int}:
+            if not issubclass(item_type, (int, np.integer)) or issubclass(item_type, (bool, np.bool_)):
+                bad = next(item for item in items if type(item) is item_type)
+                raise InvalidArgumentError(name, bad, "every row position must be an integer (0-based position in the file)")
         try:
             array = np.asarray(items, dtype=np.int64) if items else np.empty(0, dtype=np.int64)
         except OverflowError:
