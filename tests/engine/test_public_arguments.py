@@ -237,6 +237,12 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("write_data_files.target_file_size", [*NOT_INT, 0], lambda v: write_data_files(snap, data, target_file_size=v))
     each("add_file_from_parquet.relative_path", [*NOT_STR, ""], lambda v: add_file_from_parquet(table.io, table.root, v, {"p": "a"}, snap.metadata))
     each("add_file_from_parquet.partition_values", ["p=a", ["a"]], lambda v: add_file_from_parquet(table.io, table.root, path, v, snap.metadata))
+    each(
+        "add_file_from_parquet.partition_values['p']",
+        [[1], object(), {"a": 1}],
+        lambda v: add_file_from_parquet(table.io, table.root, path, {"p": v}, snap.metadata),
+    )
+    each("Transaction.set_domain_metadata.configuration (not JSON)", [{"k": object()}, {"k": {1, 2}}], lambda v: txn().set_domain_metadata("d", v))
     each("add_file_from_parquet.metadata", [{}, "x"], lambda v: add_file_from_parquet(table.io, table.root, path, {"p": "a"}, v))
     each("add_file_from_parquet.data_change", NOT_BOOL, lambda v: add_file_from_parquet(table.io, table.root, path, {"p": "a"}, snap.metadata, v))
     each("write_checkpoint.snapshot", [table, None], lambda v: write_checkpoint(v))

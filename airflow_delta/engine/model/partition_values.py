@@ -229,8 +229,9 @@ def serialize_partition_value(value: Any, arrow_type: pa.DataType) -> str | None
     if pa.types.is_dictionary(t):
         t = t.value_type
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        text = str(value)
-        return text or None
+        if not isinstance(value, str):
+            raise TypeError(f"a string partition column takes str values, not {type(value).__name__}")
+        return value or None
     if pa.types.is_boolean(t):
         return "true" if value else "false"
     if pa.types.is_integer(t):

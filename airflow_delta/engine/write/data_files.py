@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import (
     DataFileNotFoundError,
+    InvalidArgumentError,
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import AddFile, Metadata
@@ -510,7 +511,13 @@ def add_file_from_parquet(
     for column in partition_columns:
         value = given[column.lower()][1]
         if value is not None and not isinstance(value, str):
-            value = serialize_partition_value(value, logical.field(column).type)
+            try:
+                value = serialize_partition_value(value, logical.field(column).type)
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                raise InvalidArgumentError(
+                    f"partition_values[{column!r}]", value,
+                    f"pass a value of the column's type {logical.field(column).type} or its serialized string ({exc})",
+                ) from exc
         serialized[mapping.physical_name(column)] = value if value != "" else None
     with io.open_input_file(absolute) as f:
         footer = pq.ParquetFile(f).metadata

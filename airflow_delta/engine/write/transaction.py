@@ -502,7 +502,12 @@ class Transaction:
             raise InvalidTransactionError(
                 f"domain {domain!r} is system-controlled (its name starts with 'delta.'); users may not change it"
             )
-        text = configuration if isinstance(configuration, str) else json_text(configuration)
+        try:
+            text = configuration if isinstance(configuration, str) else json_text(configuration)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                "configuration", configuration, f"pass a JSON string or a mapping of JSON values ({exc})"
+            ) from exc
         self._domains[domain] = DomainMetadata(domain, text, removed)
 
     # ---------------------------------------------------------------- commit
