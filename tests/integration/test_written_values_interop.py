@@ -59,6 +59,12 @@ def test_decimal_38_table_is_written_and_read_by_both_oracles(table_path: str, p
     # delta-rs skips files with our 38-digit bounds and still finds the rows.
     assert _count(table_path, "d > CAST('99999999999999999999999999999999.999998' AS DECIMAL(38, 6))") == 1
     assert _count(table_path, "k = CAST('12345678901234567890123456789012345678' AS DECIMAL(38, 0))") == 2
+    # Our own statistics parse back at full precision: file skipping keeps exactly the matching file(s).
+    table.checkpoint()
+    snapshot = DeltaTable(table_path).snapshot()
+    assert snapshot.to_arrow(filter="d > 99999999999999999999999999999999.999998").column("id").to_pylist() == [4]
+    kept = snapshot.files("d < 0")
+    assert kept.num_rows == (1 if partition_by else snapshot.files().num_rows)
 
 
 @pytest.mark.parametrize("partition_by", [None, ["k"]])
