@@ -39,6 +39,7 @@ import pyarrow as pa
 from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     CommitFailedError,
+    CommitNotSupportedError,
     ConcurrentModificationError,
     InvalidArgumentError,
     InvalidTransactionError,
@@ -576,7 +577,11 @@ class Transaction:
             payload = self._payload(plan, race.attempt_version, race.previous_ts)
             self._committed_payload = payload
             race.in_flight = True
-            response = self._committer.commit(race.attempt_version, payload)
+            try:
+                response = self._committer.commit(race.attempt_version, payload)
+            except CommitNotSupportedError:
+                race.in_flight = False  # refused before anything was written
+                raise
             race.in_flight = False
             if isinstance(response, Committed):
                 return response.version

@@ -15,19 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 from airflow_delta.engine.checkpoint import classic, v2
 from airflow_delta.engine.checkpoint.writer import write_checkpoint
 from airflow_delta.engine.errors import (
     CommitFailedError,
+    CommitNotSupportedError,
     ConcurrentModificationError,
     ConstraintViolationError,
     InvalidArgumentError,
     InvalidTransactionError,
 )
 from airflow_delta.engine.model import deletion_vector_files
-from airflow_delta.engine.storage.fileio import LocalFileIO
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write import data_files
 from airflow_delta.engine.write.committer import Committed, Conflicted, FileIOCommitter, RetryableFailure
@@ -291,3 +293,13 @@ def test_commit_refusing_a_lone_surrogate_removes_its_files(table_path: str) -> 
         txn.commit("WRITE", user_metadata="bad \ud800 text")
     assert _tree(table_path) == before
     assert table.version() == 2
+
+
+def test_storage_without_atomic_commits_leaves_no_data_files(table_path: str) -> None:
+    """A FileIO that cannot commit refuses before writing the commit: the data files it wrote are removed."""
+    _table(table_path)
+    before = _tree(table_path)
+    table = DeltaTable(table_path, io=FileIO(pafs.LocalFileSystem()))
+    with pytest.raises(CommitNotSupportedError):
+        table.append(_rows(range(100, 110)))
+    assert _tree(table_path) == before
