@@ -14,6 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable
 from tests.oracles import assert_oracles_read, read_with_deltars
@@ -164,3 +166,29 @@ def test_every_json_file_we_write_is_raw_utf8(table_path: str) -> None:
     assert "😀" in Path(log, f"{1:020d}.crc").read_text("utf-8")  # the schema inside the checksum's metadata
     assert "table 😀" in Path(log, f"{0:020d}.json").read_text("utf-8")
     assert_oracles_read(table_path, data.to_pylist())
+
+
+unicode_text = st.text(
+    alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x10FFFF, blacklist_categories=("Cs", "Cc")),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(unicode_text, min_size=1, max_size=4, unique=True))
+def test_any_unicode_statistics_prune_right_in_deltars(tmp_path_factory: pytest.TempPathFactory, values: list[str]) -> None:
+    """Strings of any code points (astral ones, past the 32-character stats prefix): every reader finds each row."""
+    table_path = str(tmp_path_factory.mktemp("unicode") / "table")
+    schema = pa.schema([("s", pa.string()), ("n", pa.int64())])
+    table = DeltaTable.create(table_path, schema)
+    for n, value in enumerate(values):  # one file per value: each file has its own bounds
+        table.append(pa.table({"s": [value], "n": pa.array([n], pa.int64())}, schema=schema))
+    rows = [{"s": v, "n": n} for n, v in enumerate(values)]
+    assert_oracles_read(table_path, rows)
+    dataset = deltalake.DeltaTable(table_path).to_pyarrow_dataset()
+    snapshot = DeltaTable(table_path).snapshot()
+    for n, value in enumerate(values):
+        assert dataset.to_table(filter=pc.field("s") == value).column("n").to_pylist() == [n]
+        literal = value.replace("\\", "\\\\").replace("'", "\\'")  # Spark SQL string escapes
+        assert snapshot.to_arrow(filter=f"s = '{literal}'").column("n").to_pylist() == [n]
