@@ -57,12 +57,10 @@ class DeltaTable:
     def __init__(
         self, table_uri: str, storage_options: Mapping[str, Any] | None = None, *, io: FileIO | None = None
     ) -> None:
-        check_str("table_uri", table_uri, non_empty=True)
-        check_instance("storage_options", storage_options, Mapping, optional=True)
         check_instance("io", io, FileIO, optional=True)
+        location = TableLocation.from_uri(table_uri, storage_options)  # checks table_uri and storage_options
         self.table_uri = table_uri
         self.storage_options = dict(storage_options) if storage_options else None
-        location = TableLocation.from_uri(table_uri, storage_options)
         self.location = location if io is None else TableLocation(io, location.root, location.uri)
 
     @property
@@ -137,8 +135,7 @@ class DeltaTable:
 
     def transaction(self, options: CommitOptions | None = None, *, snapshot: Snapshot | None = None) -> Transaction:
         """A low-level optimistic transaction on ``snapshot`` (default: the latest); use as a context manager."""
-        check_instance("options", options, CommitOptions, optional=True)
-        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        # Transaction checks options and snapshot.
         return Transaction(self.location, snapshot=snapshot, options=options, post_commit=self._post_commit)
 
     def append(
