@@ -373,7 +373,7 @@ class Transaction:
         if "path" not in files.column_names:
             raise InvalidArgumentError("files", files, "pass file actions with a 'path' column, e.g. from read_files()")
         check_bool("data_change", data_change)
-        check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
+        deletion_timestamp = check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
         self._removes.extend(staged_removes(files, self.metadata, ts, data_change=data_change))
 
@@ -418,7 +418,7 @@ class Transaction:
             check_str("deletes key", path, non_empty=True): check_row_indexes(f"deletes[{path!r}]", rows)
             for path, rows in deletes.items()
         }
-        check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
+        deletion_timestamp = check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
         check_int("target_dv_file_size", target_dv_file_size, minimum=1, optional=True)
         summary = stage_row_deletion(
             self._require_snapshot(),
