@@ -191,13 +191,17 @@ class WinningCommit:
     @classmethod
     def from_bytes(cls, version: int, data: bytes, file: str, modification_time: int | None = None) -> WinningCommit:
         actions: list[dict[str, Any]] = []
-        for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        # Lines split on the bytes: a decoded str would also split at U+2028, U+2029 and U+0085,
+        # which raw UTF-8 JSON (Spark's, and ours) carries unescaped inside strings.
+        for number, line in enumerate(data.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 parsed = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise CorruptCommitError(file, number, f"not JSON: {exc.msg}") from exc
+            except UnicodeDecodeError as exc:
+                raise CorruptCommitError(file, number, f"not UTF-8 at byte {exc.start}") from exc
             if not isinstance(parsed, dict):
                 raise CorruptCommitError(file, number, "a line must be one JSON object")
             actions.append(parsed)
