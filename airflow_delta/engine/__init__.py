@@ -34,7 +34,9 @@ Checkpoints and properties
 
 Errors
     :class:`DeltaError` and every subclass; each says whether a retry can help
-    (:class:`LogTooLargeError`: a log too large for this process's memory).
+    (:class:`LogTooLargeError`: a log too large for this process's memory). A bad
+    argument to any public verb or option is an :class:`InvalidArgumentError`; a bad
+    file path in an action is an :class:`InvalidPathError`.
 
 :func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
@@ -65,6 +67,7 @@ from airflow_delta.engine.errors import (
     DataFileNotFoundError,
     DeletionVectorsNotEnabledError,
     DeltaError,
+    InvalidArgumentError,
     InvalidFilterError,
     InvalidLogError,
     InvalidPathError,
@@ -166,6 +169,7 @@ __all__ = [
     "FileIO",
     "FileIOCommitter",
     "FileInfo",
+    "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidLogError",
     "InvalidPathError",

@@ -426,3 +426,21 @@ class InvalidPathError(DeltaError):
             "'part=a/part-00000.parquet'"
         )
 
+
+# --- writes ---
+
+
+class InvalidArgumentError(DeltaError):
+    """A public API argument has the wrong type or is out of range.
+
+    The message names the argument, the value given and what is accepted, so the caller
+    knows what to fix; ``argument`` and ``value`` are kept for programs.
+    """
+
+    def __init__(self, argument: str, value: object, expected: str) -> None:
+        self.argument = argument
+        self.value = value
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"{argument}={shown} ({type(value).__name__}) is not accepted: {expected}")

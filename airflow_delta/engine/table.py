@@ -5,6 +5,10 @@ arguments, makes one call into the layer that owns the subject, and returns a re
 with its metrics. Options are typed objects (:class:`CommitOptions`,
 :class:`WriterOptions`, :class:`AppTransaction`), never ``**kwargs``.
 
+Each verb checks the types and ranges of its arguments first
+(:mod:`~airflow_delta.engine.model.arguments`): a bad one is an
+:class:`~airflow_delta.engine.errors.InvalidArgumentError`, before any I/O.
+
 The facade is the top of the engine: no engine module imports it. It hands lower
 layers values (a :class:`TableLocation`, a :class:`Snapshot`) and gives every
 transaction it opens the post-commit hook (``.crc``, automatic checkpoint, log cleanup).
@@ -18,6 +22,16 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_delta.engine.errors import InvalidArgumentError
+from airflow_delta.engine.model.arguments import (
+    check_bool,
+    check_instance,
+    check_int,
+    check_str,
+    check_str_mapping,
+    check_str_sequence,
+    check_timestamp,
+)
 from airflow_delta.engine.operations.results import AppendResult, DeleteResult
 from airflow_delta.engine.read.history import read_history
 from airflow_delta.engine.read.listing import latest_version
@@ -43,9 +57,10 @@ class DeltaTable:
     def __init__(
         self, table_uri: str, storage_options: Mapping[str, Any] | None = None, *, io: FileIO | None = None
     ) -> None:
+        check_instance("io", io, FileIO, optional=True)
+        location = TableLocation.from_uri(table_uri, storage_options)  # checks table_uri and storage_options
         self.table_uri = table_uri
         self.storage_options = dict(storage_options) if storage_options else None
-        location = TableLocation.from_uri(table_uri, storage_options)
         self.location = location if io is None else TableLocation(io, location.root, location.uri)
 
     @property
@@ -70,6 +85,10 @@ class DeltaTable:
         A timestamp selects the latest version committed at or before it (commit
         timestamps, or in-commit timestamps where the table enables them).
         """
+        check_int("version", version, minimum=0, optional=True)
+        check_timestamp("timestamp", timestamp, optional=True)
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("timestamp", timestamp, "pass either version or timestamp, not both")
         return load_snapshot(self.io, self.root, version=version, timestamp=timestamp)
 
     def version(self) -> int:
@@ -78,6 +97,7 @@ class DeltaTable:
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, each with its ``version``."""
+        check_int("limit", limit, minimum=1, optional=True)
         return read_history(self.io, self.root, limit=limit)
 
     # ------------------------------------------------------------------ writing
@@ -96,6 +116,11 @@ class DeltaTable:
         """Create a new, empty table (version 0) and return it."""
         from airflow_delta.engine.operations.create import create_table
 
+        check_instance("schema", schema, pa.Schema)
+        partition_by = check_str_sequence("partition_by", partition_by, allow_single=True)
+        check_str_mapping("properties", properties, optional=True)
+        check_str("name", name, optional=True)
+        check_str("description", description, optional=True)
         table = cls(table_uri, storage_options)
         create_table(
             table.location,
@@ -110,6 +135,7 @@ class DeltaTable:
 
     def transaction(self, options: CommitOptions | None = None, *, snapshot: Snapshot | None = None) -> Transaction:
         """A low-level optimistic transaction on ``snapshot`` (default: the latest); use as a context manager."""
+        # Transaction checks options and snapshot.
         return Transaction(self.location, snapshot=snapshot, options=options, post_commit=self._post_commit)
 
     def append(
@@ -124,6 +150,11 @@ class DeltaTable:
         """Append rows as new parquet files in one blind-append commit; returns the version and WRITE metrics."""
         from airflow_delta.engine.operations.append import append
 
+        check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
+        check_instance("writer", writer, WriterOptions, optional=True)
+        check_instance("commit", commit, CommitOptions, optional=True)
+        check_instance("app_transaction", app_transaction, AppTransaction, optional=True)
+        check_str_sequence("partition_by", partition_by, optional=True, allow_single=True)
         with self.transaction(commit) as txn:
             return append(txn, data, writer=writer, app_transaction=app_transaction, partition_by=partition_by)
 
@@ -144,6 +175,10 @@ class DeltaTable:
         """
         from airflow_delta.engine.operations.delete import delete
 
+        check_str("predicate", predicate, optional=True)
+        check_bool("use_deletion_vectors", use_deletion_vectors, optional=True)
+        check_instance("writer", writer, WriterOptions, optional=True)
+        check_instance("commit", commit, CommitOptions, optional=True)
         with self.transaction(commit, snapshot=snapshot) as txn:
             return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
 
@@ -151,6 +186,7 @@ class DeltaTable:
         """Write a checkpoint of ``version`` (default: latest); returns the version checkpointed."""
         from airflow_delta.engine.checkpoint.writer import create_checkpoint
 
+        check_int("version", version, minimum=0, optional=True)
         return create_checkpoint(self.snapshot(version))
 
     def cleanup_log(
@@ -166,6 +202,13 @@ class DeltaTable:
         """
         from airflow_delta.engine.operations.log_cleanup import cleanup_log
 
+        check_instance("retention", retention, (timedelta, str), optional=True)
+        if isinstance(retention, timedelta) and retention < timedelta(0):
+            raise InvalidArgumentError("retention", retention, "pass a retention of zero or more")
+        check_instance("now", now, (datetime, int), optional=True)
+        if isinstance(now, bool) or (isinstance(now, int) and now < 0):
+            raise InvalidArgumentError("now", now, "pass a datetime or epoch milliseconds >= 0")
+        check_bool("dry_run", dry_run)
         return cleanup_log(self.location, self.snapshot(), retention=retention, now=now, dry_run=dry_run)
 
     # ------------------------------------------------------------------ internals

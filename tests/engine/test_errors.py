@@ -56,10 +56,9 @@ RETRYABLE = {
     "InvalidTimestampError": False,
     "DeletionVectorsNotEnabledError": False,
     "RowIndexOutOfRangeError": False,
-    # --- logparse ---
     "LogTooLargeError": False,  # the same load in the same process runs out of memory again
-
-    "InvalidPathError": False,  # paths: the same path is refused again
+    "InvalidPathError": False,  # the same path is refused again
+    "InvalidArgumentError": False,  # a bad argument stays bad
 }
 
 

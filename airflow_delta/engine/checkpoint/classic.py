@@ -18,6 +18,7 @@ from airflow_delta.engine.checkpoint.schema import checkpoint_schema, delta_sche
 from airflow_delta.engine.checkpoint.spark_hash import SPARK_HASH_SEED, spark_partition_ids
 from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
 from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.written_files import WrittenFiles
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
@@ -37,11 +38,14 @@ def write_classic(
     *,
     part_size: int | None,
     batch_rows: int,
+    written: WrittenFiles | None = None,
 ) -> CheckpointResult:
     """A classic checkpoint of ``snapshot``, multi-part when it holds more than ``part_size`` file actions."""
     io: FileIO = snapshot.io
     version = snapshot.version
     log_dir = f"{snapshot.table_root}/_delta_log"
+    # The caller removes these if the checkpoint fails (write_checkpoint does).
+    written = written if written is not None else WrittenFiles(io)
     # Spark's rule: file actions (live files and kept tombstones) per part; the
     # handful of non-file actions do not count.
     file_actions = adds.num_rows + removes.num_rows
@@ -55,22 +59,24 @@ def write_classic(
         batches = chain_batches(
             non_file.to_batches(), file_action_batches(schema, layout, adds, removes, nulls, batch_rows=batch_rows)
         )
-        written = [write_parquet(io, path, schema, batches, batch_rows=batch_rows)]
+        parts = [write_parquet(io, path, schema, batches, batch_rows=batch_rows)]
+        written.record_shared_name(path)
         kind = "classic"
     else:
-        written = _write_multipart(
-            io, log_dir, version, num_parts, schema, layout, non_file, adds, removes, nulls, snapshot, batch_rows
+        parts = _write_multipart(
+            io, log_dir, version, num_parts, schema, layout, non_file, adds, removes, nulls, snapshot, batch_rows,
+            written,
         )
         kind = "multi-part"
     document: dict[str, Any] = {
         "version": version,
-        "size": sum(w.rows for w in written),
+        "size": sum(w.rows for w in parts),
         "parts": num_parts if num_parts > 1 else None,
-        "sizeInBytes": sum(w.size for w in written),
+        "sizeInBytes": sum(w.size for w in parts),
         "numOfAddFiles": adds.num_rows,
         "checkpointSchema": delta_schema_of(schema),
     }
-    return CheckpointResult(version, kind, tuple(w.path for w in written), (), document)
+    return CheckpointResult(version, kind, tuple(w.path for w in parts), (), document)
 
 
 def _write_multipart(
@@ -86,6 +92,7 @@ def _write_multipart(
     nulls: NullCache,
     snapshot: Snapshot,
     batch_rows: int,
+    written_files: WrittenFiles,
 ) -> list[WrittenFile]:
     # The protocol requires Spark-style hash clustering by the file key so that racing
     # writers produce identical parts: (path, dvId) when the table supports DVs, else path.
@@ -106,5 +113,7 @@ def _write_multipart(
             head, file_action_batches(schema, layout, part_adds, part_removes, nulls, batch_rows=batch_rows)
         )
         written.append(write_parquet(io, path, schema, batches, batch_rows=batch_rows))
+        # Part names are shared with racing checkpointers: removed on failure only while ours.
+        written_files.record_shared_name(path)
         del part_adds, part_removes
     return written

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from airflow_delta.engine.errors import InvalidLogError
 from airflow_delta.engine.model import log_json
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.storage.fileio import FileIO
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,6 @@ def write_last_checkpoint(
         return current
     body = {k: v for k, v in document.items() if k != "checksum" and v is not None}
     body["checksum"] = json_checksum(body)
-    io.write_bytes(path, json.dumps(body, separators=(",", ":")).encode("utf-8"))
+    io.write_bytes(path, json_text(body).encode("utf-8"))
     return body
 

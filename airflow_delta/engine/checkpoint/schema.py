@@ -6,12 +6,12 @@ of the parquet schema is what ``_last_checkpoint`` records as ``checkpointSchema
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pyarrow as pa
 
 from airflow_delta.engine.model.actions import DELETION_VECTOR_TYPE, STRING_MAP_TYPE
+from airflow_delta.engine.model.json_text import json_text
 
 # checkpointSchema is left out of _last_checkpoint above this many JSON characters
 # (the file is read on every table load, so it should stay small).
@@ -162,7 +162,7 @@ def delta_schema_of(schema: pa.Schema) -> dict[str, Any] | None:
         document = {"type": "struct", "fields": [_delta_field(f) for f in schema]}
     except TypeError:
         return None
-    if len(json.dumps(document, separators=(",", ":"))) > CHECKPOINT_SCHEMA_MAX_CHARS:
+    if len(json_text(document)) > CHECKPOINT_SCHEMA_MAX_CHARS:
         return None
     return document
 

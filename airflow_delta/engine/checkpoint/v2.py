@@ -7,7 +7,6 @@ V2 checkpoint with the same content follows, for clients that only look for clas
 
 from __future__ import annotations
 
-import json
 import math
 import posixpath
 import uuid
@@ -35,7 +34,9 @@ from airflow_delta.engine.checkpoint.rows import (
 )
 from airflow_delta.engine.checkpoint.schema import checkpoint_schema, delta_schema_of
 from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.written_files import WrittenFiles
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
@@ -57,11 +58,14 @@ def write_v2(
     sidecar_size: int,
     file_format: str,
     classic_compat: bool,
+    written: WrittenFiles | None = None,
 ) -> CheckpointResult:
     """A V2 checkpoint of ``snapshot``: sidecars first, then the top-level file(s) naming them."""
     io: FileIO = snapshot.io
     version = snapshot.version
     log_dir = f"{snapshot.table_root}/_delta_log"
+    # The caller removes these if the checkpoint fails (write_checkpoint does).
+    written = written if written is not None else WrittenFiles(io)
     sidecar_dir = f"{log_dir}/{SIDECAR_DIR_NAME}"
     side_schema = checkpoint_schema(layout.add, file_actions=True, non_file_actions=False)
 
@@ -77,6 +81,7 @@ def write_v2(
         part_removes = removes.slice(rm_start, rm_stop - rm_start)
         name = sidecar_file_name(version, index + 1, num_sidecars, str(uuid.uuid4()))
         batches = file_action_batches(side_schema, layout, part_adds, part_removes, nulls, batch_rows=batch_rows)
+        written.record(f"{sidecar_dir}/{name}")  # a UUID name: ours alone
         sidecars.append(write_parquet(io, f"{sidecar_dir}/{name}", side_schema, batches, batch_rows=batch_rows))
     sidecar_actions = [
         {"path": posixpath.basename(s.path), "sizeInBytes": s.size, "modificationTime": s.modification_time}
@@ -90,7 +95,7 @@ def write_v2(
     # Spark records the sidecars' schema too (left out when too large, as Spark does).
     sidecar_schema_doc = delta_schema_of(side_schema)
     if sidecar_schema_doc is not None:
-        tags["sidecarFileSchema"] = json.dumps(sidecar_schema_doc, separators=(",", ":"))
+        tags["sidecarFileSchema"] = json_text(sidecar_schema_doc)
     checkpoint_metadata = {"version": version, "tags": tags}
     protocol, metadata = snapshot.protocol, snapshot.metadata
 
@@ -99,9 +104,10 @@ def write_v2(
     top_rows = non_file_rows(protocol, metadata, txns, domains, checkpoint_metadata, sidecar_actions)
     unique = str(uuid.uuid4())
     top_path = f"{log_dir}/{v2_checkpoint_file_name(version, unique, file_format)}"
+    written.record(top_path)
     if file_format == "json":
         lines = non_file_json_actions(protocol, metadata, txns, domains, checkpoint_metadata, sidecar_actions)
-        payload = ("\n".join(json.dumps(a, separators=(",", ":")) for a in lines) + "\n").encode("utf-8")
+        payload = ("\n".join(json_text(a) for a in lines) + "\n").encode("utf-8")
         with atomic_file(io, top_path) as out:
             out.write(payload)
         info = io.info(top_path)
@@ -119,6 +125,7 @@ def write_v2(
         compat_path = f"{log_dir}/{checkpoint_file_name(version)}"
         table = pa.Table.from_pylist(top_rows, schema=top_schema)
         write_parquet(io, compat_path, top_schema, iter(table.to_batches()), batch_rows=batch_rows)
+        written.record_shared_name(compat_path)
         files.append(compat_path)
 
     non_file_actions = non_file_json_actions(protocol, metadata, txns, domains, None)

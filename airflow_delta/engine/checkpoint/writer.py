@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,14 +46,14 @@ from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache
 from airflow_delta.engine.checkpoint.schema import add_type, checkpoint_schema
 from airflow_delta.engine.checkpoint.spark_hash import spark_murmur3_strings
 from airflow_delta.engine.checkpoint.v2 import DEFAULT_SIDECAR_SIZE, write_v2
-from airflow_delta.engine.errors import DeltaError, InvalidLogError, UnsupportedFeatureError
+from airflow_delta.engine.errors import InvalidArgumentError, InvalidLogError, UnsupportedFeatureError
 from airflow_delta.engine.model.actions import DomainMetadata, Protocol, SetTransaction
+from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.table_features import check_readable, writer_features
+from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.storage.fileio import FileIO
-
-if TYPE_CHECKING:
-    from airflow_delta.engine.read.snapshot import Snapshot
+from airflow_delta.engine.storage.written_files import WrittenFiles
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +134,14 @@ def write_checkpoint(
       than ``part_size`` actions (parts clustered by Spark's hash of the file key, as
       the protocol requires, so part sizes are about, not exactly, ``part_size``).
     """
+    check_instance("snapshot", snapshot, Snapshot)
+    check_int("part_size", part_size, minimum=1, optional=True)
+    check_int("sidecar_size", sidecar_size, minimum=1)
     if v2_format not in ("parquet", "json"):
-        raise DeltaError(f"v2_format must be 'parquet' or 'json', not {v2_format!r}")
+        raise InvalidArgumentError("v2_format", v2_format, "pass 'parquet' or 'json'")
+    check_bool("v2_classic_compat", v2_classic_compat)
+    check_int("now_ms", now_ms, minimum=0, optional=True)
+    check_bool("update_last_checkpoint", update_last_checkpoint)
     io: FileIO = snapshot.io
     root: str = snapshot.table_root
     props: TableProperties = snapshot.properties
@@ -159,15 +164,21 @@ def write_checkpoint(
     nulls = NullCache()
     batch_rows = WRITE_BATCH_ROWS
 
-    if _uses_v2(snapshot):
-        result = write_v2(
-            snapshot, layout, adds, removes, txns, domains, nulls,
-            batch_rows=batch_rows, sidecar_size=sidecar_size, file_format=v2_format, classic_compat=v2_classic_compat,
-        )
-    else:
-        result = write_classic(
-            snapshot, layout, adds, removes, txns, domains, nulls, part_size=part_size, batch_rows=batch_rows
-        )
+    # A checkpoint that fails part-way removes what it wrote (parts, sidecars, top-level
+    # files): a stray part or sidecar is at best clutter, at worst an anchor for cleanup.
+    written = WrittenFiles(io)
+    with written.removed_on_failure():
+        if _uses_v2(snapshot):
+            result = write_v2(
+                snapshot, layout, adds, removes, txns, domains, nulls,
+                batch_rows=batch_rows, sidecar_size=sidecar_size, file_format=v2_format,
+                classic_compat=v2_classic_compat, written=written,
+            )
+        else:
+            result = write_classic(
+                snapshot, layout, adds, removes, txns, domains, nulls,
+                part_size=part_size, batch_rows=batch_rows, written=written,
+            )
 
     if update_last_checkpoint:
         written_doc = write_last_checkpoint(io, root, result.last_checkpoint)

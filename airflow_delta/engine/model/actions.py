@@ -12,7 +12,6 @@ path, where a transaction stages a handful of them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -22,6 +21,7 @@ import pyarrow as pa
 
 from airflow_delta.engine.errors import InvalidLogError
 from airflow_delta.engine.model import log_json
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.schema import parse_schema_json
 
 EMPTY_MAP: Mapping[str, str] = MappingProxyType({})
@@ -478,7 +478,7 @@ ACTION_KEYS: Mapping[type, str] = MappingProxyType(
 
 def action_to_line(action: Action) -> str:
     """One newline-free JSON line for ``action``, as it goes into a commit file."""
-    return json.dumps({ACTION_KEYS[type(action)]: action.to_json()}, separators=(",", ":"))
+    return json_text({ACTION_KEYS[type(action)]: action.to_json()})
 
 
 # --------------------------------------------------------------------------

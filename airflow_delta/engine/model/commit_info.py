@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_delta import __version__
+from airflow_delta.engine.model.json_text import json_text
 
 ENGINE_INFO = f"airflow-delta/{__version__}"
 
@@ -28,7 +28,7 @@ def encode_operation_parameters(parameters: Mapping[str, Any] | None) -> dict[st
         if value is None or json_scalar:
             out[str(key)] = value
         else:
-            out[str(key)] = json.dumps(value, separators=(",", ":"), default=str)
+            out[str(key)] = json_text(value, default=str)
     return out
 
 

@@ -41,6 +41,7 @@ from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray, RowInd
 from airflow_delta.engine.model.z85 import ENCODED_UUID_LENGTH, decode_uuid, encode_uuid, z85_decode, z85_encode
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+from airflow_delta.engine.storage.written_files import WrittenFiles
 
 __all__ = [
     "DEFAULT_PACKING_TARGET_SIZE",
@@ -350,7 +351,9 @@ def _random_prefix(length: int) -> str:
     return "".join(random.choices(_RANDOM_PREFIX_CHARS, k=length))
 
 
-def _write_dv_file(io: FileIO, root: str, payloads: Sequence[bytes], random_prefix_length: int) -> tuple[str, list[int]]:
+def _write_dv_file(
+    io: FileIO, root: str, payloads: Sequence[bytes], random_prefix_length: int, written: WrittenFiles | None
+) -> tuple[str, list[int]]:
     """Write one new UUID-named DV file; returns its ``pathOrInlineDv`` and the offset of each payload."""
     prefix = _random_prefix(random_prefix_length)
     file_id = uuid.uuid4()
@@ -358,6 +361,8 @@ def _write_dv_file(io: FileIO, root: str, payloads: Sequence[bytes], random_pref
     relative = posixpath.join(prefix, dv_file_name(file_id)) if prefix else dv_file_name(file_id)
     path = resolve_in_table(root, encode_log_path(relative))
     data, offsets = encode_dv_file(payloads)
+    if written is not None:
+        written.record(path)
     io.write_bytes(path, data)
     return encoded, offsets
 
@@ -370,6 +375,7 @@ def write_deletion_vector(
     random_prefix_length: int = 0,
     inline: bool = False,
     num_records: int | None = None,
+    written: WrittenFiles | None = None,
 ) -> DeletionVectorDescriptor:
     """Store ``rows`` as a new DV and return its descriptor.
 
@@ -383,7 +389,7 @@ def write_deletion_vector(
     if inline:
         return inline_deletion_vector(bitmap)
     payload = bitmap.serialize()
-    encoded, offsets = _write_dv_file(io, root, [payload], random_prefix_length)
+    encoded, offsets = _write_dv_file(io, root, [payload], random_prefix_length, written)
     return DeletionVectorDescriptor("u", encoded, len(payload), bitmap.cardinality, offsets[0])
 
 
@@ -394,12 +400,27 @@ def write_deletion_vectors(
     *,
     random_prefix_length: int = 0,
     target_file_size: int = DEFAULT_PACKING_TARGET_SIZE,
+    written: WrittenFiles | None = None,
 ) -> list[DeletionVectorDescriptor]:
     """Store several DVs, packed into as few files as ``target_file_size`` allows (as Spark does).
 
     Returns one descriptor per entry of ``row_sets``, in order; DVs sharing a file differ in
-    ``offset``. A DV larger than the target gets a file of its own.
+    ``offset``. A DV larger than the target gets a file of its own. If writing fails, the
+    DV files written so far are removed; ``written`` records them for the caller.
     """
+    files = written if written is not None else WrittenFiles(io)
+    with files.removed_on_failure():
+        return _write_packed(io, root, row_sets, random_prefix_length, target_file_size, files)
+
+
+def _write_packed(
+    io: FileIO,
+    root: str,
+    row_sets: Sequence[RowIndexes],
+    random_prefix_length: int,
+    target_file_size: int,
+    written: WrittenFiles,
+) -> list[DeletionVectorDescriptor]:
     bitmaps = [_non_empty(rows) for rows in row_sets]
     payloads = [b.serialize() for b in bitmaps]
     descriptors: list[DeletionVectorDescriptor] = []
@@ -410,7 +431,7 @@ def write_deletion_vectors(
         while end < len(payloads) and size + len(payloads[end]) + _SIZE_FIELD + _CHECKSUM_FIELD <= target_file_size:
             size += len(payloads[end]) + _SIZE_FIELD + _CHECKSUM_FIELD
             end += 1
-        encoded, offsets = _write_dv_file(io, root, payloads[start:end], random_prefix_length)
+        encoded, offsets = _write_dv_file(io, root, payloads[start:end], random_prefix_length, written)
         for bitmap, payload, offset in zip(bitmaps[start:end], payloads[start:end], offsets, strict=True):
             descriptors.append(DeletionVectorDescriptor("u", encoded, len(payload), bitmap.cardinality, offset))
         start = end

@@ -4,7 +4,8 @@ The log stores partition values as strings keyed by physical column name.
 :func:`parse_partition_values` turns a whole column of such maps into typed Arrow in one
 vectorised pass (:func:`parse_partition_strings` for one column of strings), and
 :func:`serialize_partition_value` writes one value the way Spark and delta-rs read it.
-:func:`java_float_string` prints floats as Java does, for partition values and statistics.
+:func:`java_float_string` prints floats as Java does, and :func:`decimal_string` decimals at
+their scale (all 38 digits), for partition values and statistics.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import datetime as dt
 import math
 import re
 import struct
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -228,8 +229,9 @@ def serialize_partition_value(value: Any, arrow_type: pa.DataType) -> str | None
     if pa.types.is_dictionary(t):
         t = t.value_type
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        text = str(value)
-        return text or None
+        if not isinstance(value, str):
+            raise TypeError(f"a string partition column takes str values, not {type(value).__name__}")
+        return value or None
     if pa.types.is_boolean(t):
         return "true" if value else "false"
     if pa.types.is_integer(t):
@@ -237,7 +239,7 @@ def serialize_partition_value(value: Any, arrow_type: pa.DataType) -> str | None
     if pa.types.is_floating(t):
         return java_float_string(float(value), single=not pa.types.is_float64(t))
     if pa.types.is_decimal(t):
-        return _decimal_string(Decimal(value), t.scale)
+        return decimal_string(value, t.scale)
     if pa.types.is_date(t):
         if isinstance(value, dt.datetime):
             value = value.date()
@@ -270,11 +272,28 @@ def _timestamp_text(value: dt.datetime, separator: str) -> str:
     )
 
 
-def _decimal_string(value: Decimal, scale: int) -> str:
-    if scale >= 0:
-        quantized = value.quantize(Decimal(1).scaleb(-scale))
-        return format(quantized, "f")
-    return format(value.to_integral_value(), "f")
+def quantize_decimal(value: Decimal | int | str, scale: int) -> Decimal:
+    """``value`` rounded (half-even) to ``scale`` fractional digits, exactly.
+
+    Python's default decimal context keeps 28 significant digits and refuses to quantize
+    beyond them, but Delta decimals have up to 38 (and values we are handed may have more).
+    The context here is sized from the value itself, so no digit is ever lost to it.
+    """
+    number = value if isinstance(value, Decimal) else Decimal(value)
+    if not number.is_finite():
+        raise ValueError(f"{number} is not a finite decimal")
+    with localcontext() as context:
+        # Digits left of the point, plus the scale, plus room for a carry from rounding.
+        context.prec = max(28, number.adjusted() + 1 + max(scale, 0) + 2)
+        context.Emax = max(context.Emax, number.adjusted() + 2)
+        context.Emin = min(context.Emin, -max(scale, 0) - 2)
+        return number.quantize(Decimal(1).scaleb(-scale))
+
+
+def decimal_string(value: Decimal | int | str, scale: int) -> str:
+    """A decimal of ``scale`` as Spark writes it in partition values and statistics: plain
+    notation with exactly ``scale`` fractional digits (``1.50``), whatever its digit count."""
+    return format(quantize_decimal(value, max(scale, 0)), "f")
 
 
 def java_float_string(x: float, single: bool = False) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from airflow_delta.engine.errors import InvalidTablePropertyError
+from airflow_delta.engine.model.arguments import check_instance, check_str
 
 _INTERVAL_UNITS_MS = {
     "microsecond": 0.001,
@@ -31,6 +32,8 @@ def parse_interval(key: str, value: str) -> timedelta:
 
     Months and years are refused, as Delta refuses them: their length is not fixed.
     """
+    check_str("key", key)
+    check_str(key, value)
     text = value.strip().lower()
     if text.startswith("interval"):
         text = text[len("interval"):].strip()
@@ -136,6 +139,10 @@ class TableProperties:
 
     @classmethod
     def from_configuration(cls, configuration: Mapping[str, str]) -> TableProperties:
+        check_instance("configuration", configuration, Mapping)
+        for key, value in configuration.items():
+            if value is not None and not isinstance(value, str) and str(key).startswith("delta."):
+                raise InvalidTablePropertyError(str(key), value, "a string value, as Delta stores every table property")
         c = configuration
 
         def interval(key: str, default: timedelta) -> timedelta:

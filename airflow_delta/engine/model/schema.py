@@ -12,7 +12,6 @@ itself (modes, physical names, field ids per column) is
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from airflow_delta.engine.errors import (
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.model import log_json
+from airflow_delta.engine.model.json_text import json_text
 
 # Keys of the column metadata that carry column mapping.
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
@@ -240,7 +240,7 @@ def encode_field_metadata(metadata: Mapping[str, Any]) -> dict[str, str]:
     """Delta column metadata as Arrow field metadata: strings as is, anything else as JSON."""
     out: dict[str, str] = {}
     for key, value in metadata.items():
-        out[str(key)] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        out[str(key)] = value if isinstance(value, str) else json_text(value)
     return out
 
 

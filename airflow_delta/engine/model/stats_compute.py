@@ -13,11 +13,10 @@ written truncated to milliseconds. This module does not parse statistics (that i
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import InvalidOperation
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta.engine.model.actions import Metadata
-from airflow_delta.engine.model.partition_values import java_float_string
+from airflow_delta.engine.model.json_text import json_text
+from airflow_delta.engine.model.partition_values import decimal_string, java_float_string
 from airflow_delta.engine.model.stats_columns import StatsField, indexed_columns
 
 __all__ = [
@@ -58,12 +58,12 @@ def _render(value: Any) -> str:
     if isinstance(value, _Raw):
         return value.text
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{_render(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{json_text(k)}:{_render(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
-    return json.dumps(value, ensure_ascii=False)
+    return json_text(value)
 
 
 def truncate_min_string(value: str, length: int = STRING_PREFIX_LENGTH) -> str:
@@ -108,9 +108,15 @@ def _render_bound(value: Any, field: StatsField, is_max: bool) -> Any | None:
         number = float(value)
         if not math.isfinite(number):
             return None
+        if number == 0:
+            # parquet-format's rule for float statistics: a zero maximum is +0.0 and a zero
+            # minimum is -0.0, whichever zero the rows hold, because -0.0 == +0.0 but readers
+            # that order floats totally (delta-rs) would skip a file whose max is -0.0 for
+            # "x = 0.0".
+            number = 0.0 if is_max else -0.0
         return _Raw(java_float_string(number, single=pa.types.is_float32(t)))
     if pa.types.is_decimal(t):
-        return _Raw(format(Decimal(value).quantize(Decimal(1).scaleb(-t.scale)), "f"))
+        return _Raw(decimal_string(value, t.scale))
     if pa.types.is_string(t):
         return truncate_max_string(value) if is_max else truncate_min_string(value)
     if pa.types.is_date(t):
@@ -246,8 +252,13 @@ def _min_max(column: pa.ChunkedArray, f: StatsField) -> tuple[Any, Any]:
         if pa.types.is_floating(t) and low_value is not None and math.isnan(low_value):
             low_value = high_value = None  # every value is NaN
     rendered_low = _render_bound(low_value, f, is_max=False)
-    # NaN is the largest value for Spark: a maximum computed without it would let a
-    # reader skip a file whose NaN rows match "x > v". Leave the maximum out instead.
+    # NaN is the largest value for Spark (its min/max aggregates order NaN above every
+    # number), so the minimum is the smallest other value, as Spark writes it. A maximum
+    # computed without NaN would let a reader skip a file whose NaN rows match "x > v".
+    # Spark writes the maximum as the string "NaN" instead; we leave it out, because
+    # delta-rs's pyarrow dataset reads a "NaN" maximum as a bound and skips the file for
+    # "x = v" (tests/integration/test_written_values_interop.py). An all-NaN column has
+    # neither bound. Either way no reader can skip a file holding a matching row.
     rendered_high = None if has_nan else _render_bound(high_value, f, is_max=True)
     return rendered_low, rendered_high
 

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.partition_values import quantize_decimal
 from airflow_delta.engine.model.stats_columns import StatsField, data_fields
 
 __all__ = [
@@ -237,7 +238,7 @@ def _coerce_value(value: Any, t: pa.DataType) -> Any:
             if not isinstance(value, int | Decimal):
                 return None
             number = Decimal(value)
-            quantized = number.quantize(Decimal(1).scaleb(-t.scale))
+            quantized = quantize_decimal(number, t.scale)
             if quantized != number or len(quantized.as_tuple().digits) > t.precision:
                 return None
             return quantized

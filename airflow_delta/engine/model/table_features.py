@@ -14,6 +14,7 @@ from typing import Any
 from airflow_delta.engine.errors import UnsupportedFeatureError
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.actions import Metadata, Protocol
+from airflow_delta.engine.model.arguments import check_instance
 from airflow_delta.engine.model.properties import TableProperties
 
 MAX_READER_VERSION = 3
@@ -120,6 +121,7 @@ _LEGACY_WRITER_FEATURES: dict[int, frozenset[str]] = {
 
 def reader_features(protocol: Protocol) -> frozenset[str]:
     """The reader features a protocol requires, legacy versions included."""
+    check_instance("protocol", protocol, Protocol)
     if protocol.min_reader_version >= 3:
         return protocol.reader_features or frozenset()
     if protocol.min_reader_version == 2:
@@ -129,6 +131,7 @@ def reader_features(protocol: Protocol) -> frozenset[str]:
 
 def writer_features(protocol: Protocol) -> frozenset[str]:
     """The writer features a protocol lists as supported, legacy versions included."""
+    check_instance("protocol", protocol, Protocol)
     if protocol.min_writer_version >= 7:
         return protocol.writer_features or frozenset()
     return _LEGACY_WRITER_FEATURES.get(protocol.min_writer_version, frozenset())

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from airflow_delta.engine.errors import SchemaMismatchError, TableNotFoundError
 from airflow_delta.engine.model.actions import AddFile
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.operations.results import AppendResult
 from airflow_delta.engine.write.data_files import write_data_files
 from airflow_delta.engine.write.options import AppTransaction, WriterOptions
@@ -46,7 +47,7 @@ def append(
         # Raises TransactionAlreadyCommittedError before any file is written.
         txn.set_app_transaction(app_transaction.app_id, app_transaction.version)
     target_file_size = writer.target_file_size if writer is not None else None
-    adds = write_data_files(snapshot, data, target_file_size=target_file_size)
+    adds = write_data_files(snapshot, data, target_file_size=target_file_size, written=txn.written_files)
     txn.add_files(adds)
     metrics = {
         "numFiles": len(adds),
@@ -55,7 +56,7 @@ def append(
     }
     version = txn.commit(
         "WRITE",
-        {"mode": "Append", "partitionBy": json.dumps(list(snapshot.partition_columns))},
+        {"mode": "Append", "partitionBy": json_text(list(snapshot.partition_columns))},
         metrics,
     )
     return AppendResult(version, MappingProxyType(metrics))

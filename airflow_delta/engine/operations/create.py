@@ -27,6 +27,7 @@ from airflow_delta.engine.errors import (
 from airflow_delta.engine.model.actions import Metadata
 from airflow_delta.engine.model.commit_info import ENGINE_INFO
 from airflow_delta.engine.model.constraints import CHECK_CONSTRAINT_PREFIX
+from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.property_validation import (
     COLUMN_MAPPING_ID,
@@ -213,7 +214,7 @@ def create_table(
     now = _now_ms()
     metadata = Metadata(
         id=str(uuid.uuid4()),
-        schema_string=json.dumps(schema_json, separators=(",", ":")),
+        schema_string=json_text(schema_json),
         partition_columns=partition_columns,
         configuration=configuration,
         name=name,
@@ -233,8 +234,8 @@ def create_table(
             "operationParameters": {
                 "isManaged": "false",
                 "description": description,
-                "partitionBy": json.dumps(list(partition_columns)),
-                "properties": json.dumps(user_properties, separators=(",", ":")),
+                "partitionBy": json_text(list(partition_columns)),
+                "properties": json_text(user_properties),
             },
             "isolationLevel": "Serializable",
             "isBlindAppend": True,
@@ -244,7 +245,7 @@ def create_table(
         }
     )
     actions = [{"commitInfo": commit_info}, {"protocol": protocol.to_json()}, {"metaData": metadata.to_json()}]
-    body = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode("utf-8")
+    body = utf8_bytes("".join(json_text(a) + "\n" for a in actions), "table creation")
     if not location.io.put_if_absent(commit_path(location.root, 0), body):
         raise TableAlreadyExistsError(location.uri)
     if post_commit is not None:

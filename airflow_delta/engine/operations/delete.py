@@ -304,7 +304,11 @@ def _delete_by_rewriting(
         return
     survivors = [results[i][1] for i in touched]
     kept = [t for t in survivors if t is not None and t.num_rows]
-    adds = write_data_files(snapshot, pa.concat_tables(kept), target_file_size=target_file_size) if kept else []
+    adds = (
+        write_data_files(snapshot, pa.concat_tables(kept), target_file_size=target_file_size, written=txn.written_files)
+        if kept
+        else []
+    )
     removed = files.take(pa.array(touched, pa.int64()))
     txn.remove_files(removed)
     txn.add_files(adds)

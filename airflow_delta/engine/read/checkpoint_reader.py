@@ -15,7 +15,6 @@ To make that so in replay, tombstones get lower sequence numbers than adds.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import pyarrow.parquet as pq
 from airflow_delta.engine.errors import CorruptCheckpointError, CorruptCommitError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, action_body_error
 from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar, int64_array, mask_to_numpy
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
     ActionRowError,
@@ -324,11 +324,11 @@ def _stats_json(value: Any) -> str:
     Delta writes them: through a float their last digits would change, and a rounded bound
     (a maximum rounded down) would make data skipping drop files that hold matching rows."""
     if isinstance(value, dict):
-        items = (f"{json.dumps(k)}:{_stats_json(v)}" for k, v in value.items() if v is not None)
+        items = (f"{json_text(k)}:{_stats_json(v)}" for k, v in value.items() if v is not None)
         return "{" + ",".join(items) + "}"
     if isinstance(value, Decimal) and value.is_finite():
         return format(value, "f")
-    return json.dumps(_jsonable(value), separators=(",", ":"))
+    return json_text(_jsonable(value))
 
 
 def _jsonable(value: Any) -> Any:

@@ -23,7 +23,6 @@ and Spark fails the validation of a ``.crc`` that still lists them.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import CommitNotSupportedError, CorruptCommitError
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.storage.fileio import FileIO
 
@@ -113,7 +113,7 @@ def read_version_checksum(io: FileIO, root: str, version: int) -> dict[str, Any]
 def write_version_checksum(io: FileIO, root: str, version: int, checksum: Mapping[str, Any]) -> bool:
     """Create the ``.crc`` of ``version``; False (and nothing written) if one already exists."""
     path = crc_path(root, version)
-    data = json.dumps(dict(checksum), separators=(",", ":")).encode("utf-8")
+    data = json_text(dict(checksum)).encode("utf-8")
     try:
         return io.put_if_absent(path, data)
     except CommitNotSupportedError:

@@ -43,6 +43,7 @@ from airflow_delta.engine.errors import (
     VersionNotFoundError,
 )
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.arguments import check_str, check_str_sequence
 from airflow_delta.engine.model.arrow_numpy import int64_array, mask_to_numpy, string_scalar
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.partition_values import parse_partition_values
@@ -139,6 +140,7 @@ class Snapshot:
 
     def transaction_version(self, app_id: str) -> int | None:
         """The last ``txn`` version committed by ``app_id``, if any."""
+        check_str("app_id", app_id)
         txn = self.transactions.get(app_id)
         return txn.version if txn is not None else None
 
@@ -167,6 +169,7 @@ class Snapshot:
 
     def plan_files(self, filter: str | None = None) -> pa.Table:
         """The live file actions (``FILE_ACTIONS_SCHEMA``) that :meth:`to_arrow` would read."""
+        check_str("filter", filter, optional=True)
         if filter is None or self.add_actions.num_rows == 0:
             return self.add_actions
         return self.add_actions.filter(self._file_mask(filter))
@@ -178,6 +181,7 @@ class Snapshot:
         struct, logical names), ``size``, ``modification_time``, ``num_records``,
         ``stats`` (typed struct), ``deletion_vector``, ``tags``.
         """
+        check_str("filter", filter, optional=True)
         if filter is None or self.add_actions.num_rows == 0:
             actions, pv, stats = self.add_actions, self._partition_values, self._stats
         else:
@@ -205,6 +209,7 @@ class Snapshot:
         Raises :class:`~airflow_delta.engine.errors.PathOutsideTableError` for a path
         that would leave the table root.
         """
+        check_str("path", path, non_empty=True)
         return resolve_in_table(self.table_root, encode_log_path(path))
 
     def file_uris(self, filter: str | None = None) -> list[str]:
@@ -212,6 +217,7 @@ class Snapshot:
 
         ``filter`` prunes them as :meth:`plan_files` does.
         """
+        check_str("filter", filter, optional=True)
         paths = self.plan_files(filter).column("path") if filter is not None else self.add_actions.column("path")
         relative = relative_paths(self.table_root, paths)
         # Scalars built from buffers: a Python ``str`` argument would make pyarrow import
@@ -221,6 +227,8 @@ class Snapshot:
 
     def to_arrow(self, columns: Sequence[str] | None = None, filter: str | None = None) -> pa.Table:
         """The table's rows (deletion vectors applied), optionally projected and filtered."""
+        columns = check_str_sequence("columns", columns, optional=True)
+        check_str("filter", filter, optional=True)
         files = self.plan_files(filter)
         row_filter = self._predicate(filter).to_arrow() if filter is not None else None
         return read_data(self, files, columns=columns, row_filter=row_filter)

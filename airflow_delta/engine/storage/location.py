@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_delta.engine.errors import InvalidArgumentError
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
 
 
@@ -29,6 +30,12 @@ class TableLocation:
     uri: str
 
     def __post_init__(self) -> None:
+        if not isinstance(self.io, FileIO):
+            raise InvalidArgumentError("TableLocation.io", self.io, "pass a FileIO (LocalFileIO for local paths)")
+        for name in ("root", "uri"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise InvalidArgumentError(f"TableLocation.{name}", value, "pass a non-empty string")
         # Nothing outside the root: a local FileIO handed in unconfined (``DeltaTable(uri,
         # io=...)``) is bound to this root, so every layer below gets the symlink checks.
         if isinstance(self.io, LocalFileIO):
@@ -37,6 +44,10 @@ class TableLocation:
     @classmethod
     def from_uri(cls, table_uri: str, storage_options: Mapping[str, Any] | None = None) -> TableLocation:
         """Resolve a local path, ``file://`` URI or pyarrow.fs URI to its FileIO and root."""
+        if not isinstance(table_uri, str) or not table_uri.strip():
+            raise InvalidArgumentError("table_uri", table_uri, "pass a non-empty path or URI string")
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise InvalidArgumentError("storage_options", storage_options, "pass a mapping of option names to values, or None")
         io, root = resolve_table_uri(table_uri, storage_options)
         return cls(io, root, table_uri)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from airflow_delta.engine.errors import CommitNotSupportedError
+from airflow_delta.engine.model.arguments import check_instance
 from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.storage.location import TableLocation
 
@@ -60,7 +61,7 @@ class FileIOCommitter:
     """The committer over a FileIO's ``put_if_absent`` (atomic on local storage)."""
 
     def __init__(self, location: TableLocation) -> None:
-        self.location = location
+        self.location = check_instance("location", location, TableLocation)
 
     def commit(self, version: int, payload: bytes) -> CommitResponse:
         path = commit_path(self.location.root, version)

@@ -2,8 +2,9 @@
 
 Writing is two-phase, as the protocol prescribes: data files are written first (each
 under a fresh UUID name, never overwritten), then one commit adds them all. A write
-that fails before its commit leaves only unreferenced files behind; readers never see
-them and VACUUM deletes them later.
+that fails removes the files it wrote (:class:`~airflow_delta.engine.storage.written_files.WrittenFiles`):
+here when writing fails, in the transaction when the commit does; only a crash leaves
+unreferenced files, which readers never see and VACUUM deletes.
 
 * :func:`write_data_files` validates rows (schema, NOT NULL, invariants, CHECK
   constraints), splits them by partition and writes parquet files, returning their
@@ -21,7 +22,7 @@ import string
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,9 +30,11 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import (
     DataFileNotFoundError,
+    InvalidArgumentError,
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import AddFile, Metadata
+from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int, check_str
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.constraints import (
     Constraint,
@@ -45,11 +48,10 @@ from airflow_delta.engine.model.stats_compute import compute_stats, stats_from_p
 from airflow_delta.engine.model.table_features import (
     check_writable,
 )
+from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
-
-if TYPE_CHECKING:
-    from airflow_delta.engine.read.snapshot import Snapshot
+from airflow_delta.engine.storage.written_files import WrittenFiles
 
 log = logging.getLogger(__name__)
 
@@ -303,8 +305,9 @@ class _PartitionBuffer:
 class _FileWriter:
     """Buffers validated rows per partition and writes a parquet file whenever one is full."""
 
-    def __init__(self, layout: _WriteLayout) -> None:
+    def __init__(self, layout: _WriteLayout, written: WrittenFiles) -> None:
         self.layout = layout
+        self.written = written
         self.buffers: dict[tuple[str | None, ...], _PartitionBuffer] = {}
         self.rows_per_file: int | None = None
         self.adds: list[AddFile] = []
@@ -354,6 +357,7 @@ class _FileWriter:
         self.file_index += 1
         absolute = resolve_in_table(layout.root, encode_log_path(relative))
         data_rows = rows.select(layout.data_columns)
+        self.written.record(absolute)  # before writing: a file cut short by a failure is removed too
         with layout.io.open_output_stream(absolute) as out:
             pq.write_table(
                 layout.mapping.to_physical(data_rows),
@@ -433,20 +437,29 @@ def write_data_files(
     data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
     *,
     target_file_size: int | None = None,
+    written: WrittenFiles | None = None,
 ) -> list[AddFile]:
     """Validate ``data`` against the table and write it as parquet files; returns their ``add`` actions.
 
-    Nothing is committed: the caller commits the actions (or leaves the files as
-    orphans for VACUUM). Raises :class:`SchemaMismatchError` or
-    :class:`ConstraintViolationError` before writing anything for a chunk that fails.
+    Nothing is committed: the caller commits the actions. Raises
+    :class:`SchemaMismatchError` or :class:`ConstraintViolationError` before writing anything
+    for a chunk that fails. Whatever fails, the files this call wrote are removed before
+    the error propagates (a stream whose third chunk breaks a constraint leaves nothing of
+    the first two). ``written`` records the files for the caller (a transaction removes
+    them if its commit fails).
     """
+    check_instance("snapshot", snapshot, Snapshot)
+    check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
+    check_int("target_file_size", target_file_size, minimum=1, optional=True)
     check_writable(snapshot.protocol, snapshot.metadata)
     layout = _layout(snapshot, target_file_size)
     constraints = table_constraints(snapshot.protocol, snapshot.metadata)
-    writer = _FileWriter(layout)
-    for chunk in _iter_tables(data):
-        writer.add(_validated(chunk, layout.logical_schema, constraints))
-    return writer.finish()
+    files = written if written is not None else WrittenFiles(layout.io)
+    with files.removed_on_failure():
+        writer = _FileWriter(layout, files)
+        for chunk in _iter_tables(data):
+            writer.add(_validated(chunk, layout.logical_schema, constraints))
+        return writer.finish()
 
 
 def _validated(chunk: pa.Table, schema: pa.Schema, constraints: tuple[Constraint, ...]) -> pa.Table:
@@ -474,7 +487,12 @@ def add_file_from_parquet(
     value, which is serialized here. Size and modification time come from storage,
     statistics from the parquet footer.
     """
-
+    check_instance("io", io, FileIO)
+    check_str("root", root, non_empty=True)
+    check_str("relative_path", relative_path, non_empty=True)
+    check_instance("partition_values", partition_values, Mapping)
+    check_instance("metadata", metadata, Metadata)
+    check_bool("data_change", data_change)
     log_path = encode_log_path(relative_path)
     absolute = resolve_in_table(root, log_path)
     partition_columns = tuple(metadata.partition_columns)
@@ -493,7 +511,13 @@ def add_file_from_parquet(
     for column in partition_columns:
         value = given[column.lower()][1]
         if value is not None and not isinstance(value, str):
-            value = serialize_partition_value(value, logical.field(column).type)
+            try:
+                value = serialize_partition_value(value, logical.field(column).type)
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                raise InvalidArgumentError(
+                    f"partition_values[{column!r}]", value,
+                    f"pass a value of the column's type {logical.field(column).type} or its serialized string ({exc})",
+                ) from exc
         serialized[mapping.physical_name(column)] = value if value != "" else None
     with io.open_input_file(absolute) as f:
         footer = pq.ParquetFile(f).metadata

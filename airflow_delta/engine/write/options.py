@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from airflow_delta.engine.errors import InvalidTransactionError
+from airflow_delta.engine.model.arguments import check_instance, check_int, check_str
 from airflow_delta.engine.model.commit_info import ENGINE_INFO
 from airflow_delta.engine.write.conflicts import IsolationLevel
 from airflow_delta.engine.write.retry import RetryPolicy
@@ -32,6 +33,10 @@ class CommitOptions:
     seed: int | None = None
 
     def __post_init__(self) -> None:
+        check_instance("CommitOptions.isolation_level", self.isolation_level, (str, IsolationLevel), optional=True)
+        check_instance("CommitOptions.retry", self.retry, RetryPolicy)
+        check_str("CommitOptions.engine_info", self.engine_info, non_empty=True)
+        check_int("CommitOptions.seed", self.seed, optional=True)
         if self.isolation_level is not None:
             level = IsolationLevel.parse(self.isolation_level)
             if level is IsolationLevel.SNAPSHOT_ISOLATION:
@@ -39,8 +44,6 @@ class CommitOptions:
                     "SnapshotIsolation cannot be asked for: it is used automatically when a transaction only "
                     "rearranges data (dataChange=false); choose Serializable or WriteSerializable"
                 )
-        if not isinstance(self.retry, RetryPolicy):
-            raise InvalidTransactionError(f"retry must be a RetryPolicy, got {type(self.retry).__name__}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +58,8 @@ class AppTransaction:
     version: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.app_id, str) or not self.app_id:
-            raise InvalidTransactionError("AppTransaction.app_id must be a non-empty string")
-        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 0:
-            raise InvalidTransactionError(f"AppTransaction.version must be an integer >= 0, got {self.version!r}")
+        check_str("AppTransaction.app_id", self.app_id, non_empty=True)
+        check_int("AppTransaction.version", self.version, minimum=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +73,7 @@ class WriterOptions:
     target_file_size: int | None = None
 
     def __post_init__(self) -> None:
-        size = self.target_file_size
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
-            raise InvalidTransactionError(f"target_file_size must be a positive number of bytes, got {size!r}")
+        check_int("WriterOptions.target_file_size", self.target_file_size, minimum=1, optional=True)
 
 
 __all__ = ["AppTransaction", "CommitOptions", "WriterOptions"]

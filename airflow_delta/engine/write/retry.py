@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from airflow_delta.engine.model.arguments import check_int, check_number
+
 DEFAULT_MAX_ATTEMPTS = 100
 DEFAULT_INITIAL_BACKOFF = 0.002  # seconds
 DEFAULT_MAX_BACKOFF = 1.0  # seconds
@@ -25,10 +27,9 @@ class RetryPolicy:
     max_backoff: float = DEFAULT_MAX_BACKOFF
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if self.initial_backoff < 0 or self.max_backoff < 0:
-            raise ValueError("initial_backoff and max_backoff must be >= 0 seconds")
+        check_int("RetryPolicy.max_attempts", self.max_attempts, minimum=1)
+        check_number("RetryPolicy.initial_backoff", self.initial_backoff, minimum=0)
+        check_number("RetryPolicy.max_backoff", self.max_backoff, minimum=0)
 
     def backoff(self, lost_attempts: int, rng: random.Random) -> float:
         ceiling = min(self.max_backoff, self.initial_backoff * (2 ** max(lost_attempts - 1, 0)))

@@ -28,11 +28,13 @@ from airflow_delta.engine.model.deletion_vector_files import (
     read_deletion_vectors,
     write_deletion_vectors,
 )
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.roaring_bitmap import RoaringBitmapArray
 from airflow_delta.engine.read.row_groups import physical_row_count, physical_row_counts
 from airflow_delta.engine.read.snapshot import relative_paths
 from airflow_delta.engine.storage.paths import decode_log_path, resolve_in_table
+from airflow_delta.engine.storage.written_files import WrittenFiles
 from airflow_delta.engine.write.file_removes import staged_removes
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ def stage_row_deletion(
     deletion_timestamp: int | None,
     clock: Callable[[], int],
     target_dv_file_size: int | None = None,
+    written: WrittenFiles | None = None,
 ) -> RowDeletion:
     """Write the new DVs for ``deletes`` and return the actions that swap them in (not staged yet).
 
@@ -144,6 +147,7 @@ def stage_row_deletion(
         [merged for _, merged in to_write],
         random_prefix_length=props.random_prefix_length if props.randomize_file_prefixes else 0,
         target_file_size=target_dv_file_size or DEFAULT_PACKING_TARGET_SIZE,
+        written=written,
     ) if to_write else []
     staged_adds: list[AddFile] = []
     for (i, _), descriptor in zip(to_write, descriptors, strict=True):
@@ -236,7 +240,7 @@ def _stats_with_wide_bounds(stats: str | None, num_records: int) -> str:
     fields = [("numRecords", str(int(num_records)))] + [
         (k, v) for k, v in fields if k not in ("numRecords", "tightBounds")
     ] + [("tightBounds", "false")]
-    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in fields) + "}"
+    return "{" + ",".join(f"{json_text(k)}:{v}" for k, v in fields) + "}"
 
 
 def _top_level_json_fields(text: str) -> list[tuple[str, str]]:

@@ -14,6 +14,12 @@ needs an operation name, so it is always an explicit ``txn.commit("WRITE", ...)`
 exception inside the block discards the staged actions; leaving the block normally
 with staged but uncommitted actions raises :class:`InvalidTransactionError`, because
 that is almost certainly a forgotten ``commit()``.
+
+Files the transaction wrote itself (data files of its operations, DV files of
+:meth:`Transaction.delete_rows`, recorded in :attr:`Transaction.written_files`) are
+removed when it aborts or its commit fails for certain; they stay when the commit landed
+or may have (a write whose outcome storage did not report), because then the log may
+reference them. Files written by others and only staged here (``add``) are never removed.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ import pyarrow as pa
 from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     CommitFailedError,
+    CommitNotSupportedError,
     ConcurrentModificationError,
+    InvalidArgumentError,
     InvalidPathError,
     InvalidTransactionError,
     PathOutsideTableError,
@@ -52,6 +60,17 @@ from airflow_delta.engine.model.actions import (
     SetTransaction,
     action_to_line,
 )
+from airflow_delta.engine.model.arguments import (
+    check_bool,
+    check_file_action,
+    check_instance,
+    check_instances,
+    check_int,
+    check_row_indexes,
+    check_str,
+    check_str_mapping,
+    check_str_sequence,
+)
 from airflow_delta.engine.model.commit_info import (
     ENGINE_INFO,
     build_commit_info,
@@ -59,12 +78,14 @@ from airflow_delta.engine.model.commit_info import (
     encode_operation_parameters,
 )
 from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
+from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.property_validation import normalize_properties
 from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path
+from airflow_delta.engine.storage.written_files import WrittenFiles
 from airflow_delta.engine.write.committer import Committed, Committer, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.conflicts import (
     IsolationLevel,
@@ -136,6 +157,13 @@ class _Race:
     # reading it, so there is at most one.
     unresolved: int | None = None
     storage_error: BaseException | None = None
+    # A commit write is under way: if it raises, whether it landed is unknown.
+    in_flight: bool = False
+
+    @property
+    def may_have_landed(self) -> bool:
+        """Whether this transaction's commit may be in the log, so its files must stay."""
+        return self.in_flight or self.unresolved is not None
 
 
 # ------------------------------------------------------------------ the transaction
@@ -163,9 +191,14 @@ class Transaction:
         committer: Committer | None = None,
         post_commit: PostCommitHook | None = None,
     ) -> None:
+        check_instance("location", location, TableLocation)
+        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        check_instance("options", options, CommitOptions, optional=True)
+        if committer is not None and not callable(getattr(committer, "commit", None)):
+            raise InvalidArgumentError("committer", committer, "pass an object with commit(version, payload), or None")
+        if post_commit is not None and not callable(post_commit):
+            raise InvalidArgumentError("post_commit", post_commit, "pass a callable (version, actions) -> None, or None")
         options = options if options is not None else CommitOptions()
-        if not isinstance(options, CommitOptions):
-            raise InvalidTransactionError(f"options must be CommitOptions, got {type(options).__name__}")
         self.location = location
         self.retry: RetryPolicy = options.retry
         self.engine_info = options.engine_info
@@ -199,6 +232,9 @@ class Transaction:
         self.winning_commits: list[WinningCommit] = []
         self.isolation_level: IsolationLevel | None = None
         self._committed_payload = b""
+        # The files this transaction wrote: removed if it aborts or its commit fails.
+        self.written_files = WrittenFiles(location.io)
+        self._race: _Race | None = None
 
     # ------------------------------------------------------------ context manager
     def __enter__(self) -> Transaction:
@@ -221,9 +257,10 @@ class Transaction:
         self.abort()
 
     def abort(self) -> None:
-        """Discard everything staged; nothing is written. Data files already written stay orphaned for VACUUM."""
+        """Discard everything staged and remove the files this transaction wrote; nothing is committed."""
         if self._state == "open":
             self._state = "aborted"
+            self.written_files.remove_all()
 
     # ---------------------------------------------------------------- reading
     @property
@@ -260,6 +297,7 @@ class Transaction:
         ``filter=None`` reads (and depends on) the whole table.
         """
         self._ensure_open()
+        check_str("filter", filter, optional=True)
         snapshot = self._require_snapshot()
         files: pa.Table = snapshot.add_actions
         if filter is None:
@@ -291,19 +329,24 @@ class Transaction:
         """
         self._ensure_open()
         if isinstance(paths, pa.Table):
+            if "path" not in paths.column_names:
+                raise InvalidArgumentError("paths", paths, "pass a table with a 'path' column (from read_files() or files())")
             arr = paths.column("path")
             if "is_add" not in paths.column_names:  # snapshot.files(): decoded already
                 self._read_path_chunks.append(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
                 return
         elif isinstance(paths, (pa.Array, pa.ChunkedArray)):
+            if not pa.types.is_string(paths.type) and not pa.types.is_large_string(paths.type):
+                raise InvalidArgumentError("paths", paths, f"pass an array of string paths, not of {paths.type}")
             arr = paths
         else:
-            arr = pa.array(list(paths), pa.string())
+            arr = pa.array(check_str_sequence("paths", paths), pa.string())
         self._read_path_chunks.append(decode_paths(arr))
 
     def read_app_transaction(self, app_id: str) -> int | None:
         """The last version ``app_id`` committed (``txn`` action), recorded as read; None if never."""
         self._ensure_open()
+        check_str("app_id", app_id, non_empty=True)
         self._read_app_ids.add(app_id)
         if self.snapshot is None:
             return None
@@ -315,23 +358,32 @@ class Transaction:
     # that a path a reader would refuse never reaches the log (see _check_staged_paths).
     def add(self, action: AddFile) -> None:
         self._ensure_open()
+        action = check_file_action("action", check_instance("action", action, AddFile))
         self._check_staged_paths("add", [action])
         self._adds.append(action)
 
     def add_files(self, actions: Iterable[AddFile]) -> None:
         self._ensure_open()
-        staged = list(actions)
+        staged = check_instances("actions", actions, AddFile)
+        for i, add in enumerate(staged):
+            check_file_action(f"actions[{i}]", add)
         self._check_staged_paths("add", staged)
         self._adds.extend(staged)
 
     def remove(self, action: RemoveFile) -> None:
         self._ensure_open()
+        action = check_file_action("action", check_instance("action", action, RemoveFile))
         self._check_staged_paths("remove", [action])
         self._removes.append(action)
 
     def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
         """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
         self._ensure_open()
+        check_instance("files", files, pa.Table)
+        if "path" not in files.column_names:
+            raise InvalidArgumentError("files", files, "pass file actions with a 'path' column, e.g. from read_files()")
+        check_bool("data_change", data_change)
+        deletion_timestamp = check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
         removes = staged_removes(files, self.metadata, ts, data_change=data_change)
         self._check_staged_paths("remove", removes)
@@ -375,15 +427,23 @@ class Transaction:
         live file or that this transaction already removes.
         """
         self._ensure_open()
+        check_instance("deletes", deletes, Mapping)
+        rows_by_path = {
+            check_str("deletes key", path, non_empty=True): check_row_indexes(f"deletes[{path!r}]", rows)
+            for path, rows in deletes.items()
+        }
+        deletion_timestamp = check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
+        check_int("target_dv_file_size", target_dv_file_size, minimum=1, optional=True)
         summary = stage_row_deletion(
             self._require_snapshot(),
             self.metadata,
-            deletes,
+            rows_by_path,
             table_uri=self.location.uri,
             already_removed={decode_log_path(r.path) for r in self._removes},
             deletion_timestamp=deletion_timestamp,
             clock=_now_ms,
             target_dv_file_size=target_dv_file_size,
+            written=self.written_files,
         )
         self._check_staged_paths("remove", summary.removes)
         self._check_staged_paths("add", summary.adds)
@@ -393,6 +453,7 @@ class Transaction:
 
     def add_cdc(self, action: AddCDCFile) -> None:
         self._ensure_open()
+        action = check_file_action("action", check_instance("action", action, AddCDCFile))
         self._check_staged_paths("cdc", [action])
         self._cdc.append(action)
 
@@ -426,7 +487,7 @@ class Transaction:
 
     def set_metadata(self, metadata: Metadata) -> None:
         self._ensure_open()
-        self._metadata = metadata
+        self._metadata = check_instance("metadata", metadata, Metadata)
 
     def set_properties(self, properties: Mapping[str, str | None]) -> None:
         """Stage new metadata with ``properties`` set (``None`` unsets a key).
@@ -436,6 +497,8 @@ class Transaction:
         of being stored, as in Delta. Features the new values need are added at commit.
         """
 
+        self._ensure_open()
+        check_str_mapping("properties", properties, none_values=True)
         base = self.metadata
         configuration = dict(base.configuration)
         normalized = normalize_properties({k: v for k, v in properties.items() if v is not None})
@@ -454,7 +517,7 @@ class Transaction:
 
     def set_protocol(self, protocol: Protocol) -> None:
         self._ensure_open()
-        self._protocol = protocol
+        self._protocol = check_instance("protocol", protocol, Protocol)
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
         """Make this commit idempotent for ``(app_id, version)``.
@@ -464,6 +527,8 @@ class Transaction:
         its work; the same check runs against every winning commit at commit time.
         """
         self._ensure_open()
+        check_str("app_id", app_id, non_empty=True)
+        check_int("version", version, minimum=0)
         self._read_app_ids.add(app_id)
         if self.snapshot is not None:
             existing = self.snapshot.transactions.get(app_id)
@@ -476,11 +541,20 @@ class Transaction:
     ) -> None:
         """Stage a ``domainMetadata`` action. ``delta.*`` domains are system-controlled and need ``system=True``."""
         self._ensure_open()
+        check_str("domain", domain, non_empty=True)
+        check_instance("configuration", configuration, (str, Mapping))
+        check_bool("removed", removed)
+        check_bool("system", system)
         if domain.startswith("delta.") and not system:
             raise InvalidTransactionError(
                 f"domain {domain!r} is system-controlled (its name starts with 'delta.'); users may not change it"
             )
-        text = configuration if isinstance(configuration, str) else json.dumps(configuration, separators=(",", ":"))
+        try:
+            text = configuration if isinstance(configuration, str) else json_text(configuration)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                "configuration", configuration, f"pass a JSON string or a mapping of JSON values ({exc})"
+            ) from exc
         self._domains[domain] = DomainMetadata(domain, text, removed)
 
     # ---------------------------------------------------------------- commit
@@ -501,15 +575,24 @@ class Transaction:
         Either way the transaction is finished afterwards.
         """
         self._ensure_open()
+        check_str("operation", operation, non_empty=True)
+        check_instance("operation_parameters", operation_parameters, Mapping, optional=True)
+        check_instance("operation_metrics", operation_metrics, Mapping, optional=True)
+        check_str("user_metadata", user_metadata, optional=True)
+        check_str_mapping("tags", tags, optional=True)
         try:
             version = self._commit(operation, operation_parameters, operation_metrics, user_metadata, tags)
         except BaseException:
             self._state = "failed"
+            if self._race is None or not self._race.may_have_landed:
+                # Certainly not in the log: nothing references the files we wrote.
+                self.written_files.remove_all()
             raise
         self._state = "committed"
         self.committed_version = version
+        self.written_files.forget()
         if self._post_commit is not None:
-            actions = [json.loads(line) for line in self._committed_payload.decode("utf-8").splitlines() if line]
+            actions = [json.loads(line) for line in self._committed_payload.split(b"\n") if line]  # bytes: no 4x str
             try:
                 self._post_commit(version, actions)
             except Exception as exc:
@@ -533,12 +616,19 @@ class Transaction:
             attempt_version=self.read_version + 1,
             previous_ts=self._read_commit_timestamp(file_time=plan.enables_ict) if plan.ict_enabled else None,
         )
+        self._race = race
         self._check_read_version_still_logged()
         while True:
             self.attempts += 1
             payload = self._payload(plan, race.attempt_version, race.previous_ts)
             self._committed_payload = payload
-            response = self._committer.commit(race.attempt_version, payload)
+            race.in_flight = True
+            try:
+                response = self._committer.commit(race.attempt_version, payload)
+            except CommitNotSupportedError:
+                race.in_flight = False  # refused before anything was written
+                raise
+            race.in_flight = False
             if isinstance(response, Committed):
                 return response.version
             race.storage_error = None
@@ -864,17 +954,23 @@ class Transaction:
             engine_info=self.engine_info,
             txn_id=self.txn_id,
         )
-        lines = [json.dumps({"commitInfo": info}, separators=(",", ":"))]
+        # Each line is encoded as it is made: a str holding one astral character takes 4 bytes per
+        # character, so joining the lines first would hold the commit at up to 4x its UTF-8 size.
+        def encoded(text: str) -> bytes:
+            return utf8_bytes(text, "commit content")
+
+        lines = [encoded(json_text({"commitInfo": info}))]
         if protocol is not None:
-            lines.append(action_to_line(protocol))
+            lines.append(encoded(action_to_line(protocol)))
         if metadata is not None:
-            lines.append(action_to_line(metadata))
-        lines.extend(action_to_line(t) for t in self._app_transactions.values())
-        lines.extend(action_to_line(d) for d in self._domains.values())
-        lines.extend(action_to_line(r) for r in self._removes)
-        lines.extend(action_to_line(a) for a in self._adds)
-        lines.extend(action_to_line(c) for c in self._cdc)
-        return ("\n".join(lines) + "\n").encode("utf-8")
+            lines.append(encoded(action_to_line(metadata)))
+        lines.extend(encoded(action_to_line(t)) for t in self._app_transactions.values())
+        lines.extend(encoded(action_to_line(d)) for d in self._domains.values())
+        lines.extend(encoded(action_to_line(r)) for r in self._removes)
+        lines.extend(encoded(action_to_line(a)) for a in self._adds)
+        lines.extend(encoded(action_to_line(c)) for c in self._cdc)
+        lines.append(b"")
+        return b"\n".join(lines)
 
     def _read_winner(self, version: int, with_mtime: bool = False) -> WinningCommit | None:
         found = self._read_commit(version, with_mtime)

@@ -33,6 +33,7 @@ from airflow_delta.engine.checkpoint.writer import (
     spark_murmur3_strings,
     write_checkpoint,
 )
+from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.table import DeltaTable
 from tests.engine.checkpoint.table_helpers import (
@@ -591,7 +592,7 @@ def test_no_checkpoint_for_a_version_whose_commit_is_gone(table_path: str) -> No
     make_partitioned_table(table_path, commits=3)
     snap = snapshot_of(table_path)
     os.remove(f"{table_path}/_delta_log/{snap.version:020d}.json")
-    with pytest.raises(checkpoints.DeltaError, match="no commit"):
+    with pytest.raises(DeltaError, match="no commit"):
         write_checkpoint(snap)
     assert not any(".checkpoint." in n for n in log_names(table_path))
 

@@ -267,7 +267,8 @@ def test_failed_stream_leaves_table_unchanged(table_path: str, monkeypatch: pyte
     with pytest.raises(RuntimeError, match="source failed"):
         table.append(pa.RecordBatchReader.from_batches(DATA_SCHEMA, batches()), writer=WriterOptions(target_file_size=1))
     assert table.version() == 1
-    assert len(_data_files(table_path)) > 1  # orphans were written, never committed
+    # Files of the first chunks were written, then removed when the stream failed.
+    assert len(_data_files(table_path)) == 1
     assert _sorted_rows(table.snapshot().to_arrow()) == _sorted_rows(_data(range(3)))
 
 
@@ -409,9 +410,9 @@ def test_append_guards(table_path: str) -> None:
     table = DeltaTable.create(table_path, DATA_SCHEMA, partition_by=["p"])
     with pytest.raises(SchemaMismatchError, match="partition"):
         table.append(_data(range(1)), partition_by=["name"])
-    with pytest.raises(DeltaError, match="version must be an integer >= 0"):
+    with pytest.raises(DeltaError, match=r"AppTransaction.version=-1 .*integer >= 0"):
         table.append(_data(range(1)), app_transaction=AppTransaction("x", -1))
-    with pytest.raises(DeltaError, match="app_id must be a non-empty string"):
+    with pytest.raises(DeltaError, match=r"AppTransaction.app_id=.*non-empty string"):
         table.append(_data(range(1)), app_transaction=AppTransaction("", 1))
     assert table.append(_data(range(1)), partition_by=["P"]).version == 1
 

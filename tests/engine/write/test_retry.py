@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from airflow_delta.engine.errors import InvalidArgumentError
 from airflow_delta.engine.write.retry import RetryPolicy
 
 
@@ -20,8 +21,8 @@ def test_backoff_is_full_jitter_within_the_exponential_cap(lost: int, initial: f
 
 
 def test_retry_policy_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError, match="max_attempts=0"):
         RetryPolicy(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError, match=r"initial_backoff=-1\.0"):
         RetryPolicy(3, -1.0)
 

@@ -115,9 +115,11 @@ def test_delete_rows_refuses_rows_past_the_end_and_unknown_files(table_path: str
     txn.delete_rows({a: [1]})
     with pytest.raises(InvalidTransactionError, match="already removed in this transaction"):
         txn.delete_rows({a: [2]})
-    txn.abort()
-    # Only the one accepted call wrote a DV (now an orphan for VACUUM); refused calls write nothing.
+    # Only the one accepted call wrote a DV; refused calls write nothing.
     assert len([n for n in os.listdir(t.root) if n.startswith("deletion_vector_")]) == 1
+    txn.abort()
+    # Aborting removes the DV file the transaction wrote.
+    assert [n for n in os.listdir(t.root) if n.startswith("deletion_vector_")] == []
 
 
 
