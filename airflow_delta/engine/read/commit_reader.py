@@ -12,9 +12,15 @@ Two readers live here:
   line. The other actions (protocol, metaData, txn, domainMetadata, commitInfo, ...) are
   a handful per commit and are parsed with :mod:`json`.
 
-If the fast path fails for any reason (invalid JSON, a field of an unexpected type),
-the slow path parses every line with :mod:`json`; it either produces the same rows or
-raises :class:`CorruptCommitError` naming the file and line at fault.
+Every action is checked against the protocol's schema, never skipped or read around:
+the typed parse refuses fields of the wrong JSON kind (the refused line is found by
+bisection with the same parse), and :func:`check_file_action_structs` checks the parsed
+columns (required fields, sizes, complete deletion vector descriptors) for commits and
+checkpoints alike. Non-file action bodies are checked by
+:func:`~airflow_delta.engine.model.actions.action_body_error`. A fault is a
+:class:`CorruptCommitError` naming the file and line. Free-form maps (``tags``, and
+``partitionValues`` with keys no ``metaData`` announced) are read as
+``map<string,string>`` with explicit schemas, so memory follows the input.
 """
 
 from __future__ import annotations
@@ -145,7 +151,6 @@ _REMOVE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("baseRowId", pa.int64()),
     ("defaultRowCommitVersion", pa.int64()),
 ]
-_MAP_FIELDS = ("partitionValues", "tags")
 
 
 def _is_local(io: FileIO) -> bool:
