@@ -702,8 +702,18 @@ def _object_maps_cut(lines: pa.LargeStringArray, rows: np.ndarray, present_by_ke
     lists = parsed.column("t").combine_chunks()
     pairs = lists.flatten()
     keys, values = pc.struct_field(pairs, "k"), pc.struct_field(pairs, "v")
+    parents = int64_to_numpy(pc.list_parent_indices(lists))
+    # A key given twice in one object: JSON readers disagree on which value wins, so it is corrupt.
+    # (Sorted numpy codes of (row, key): Table.group_by would import pandas through pyarrow.dataset.)
+    encoded = keys.dictionary_encode()
+    distinct = max(len(encoded.dictionary), 1)
+    pair_codes = np.sort(parents * distinct + int64_to_numpy(encoded.indices.cast(pa.int64())))
+    repeated = pair_codes[1:][pair_codes[1:] == pair_codes[:-1]]
+    if repeated.size:
+        bad = int(rows[int(repeated.min() // distinct)])
+        raise ActionRowError(bad, _row_key(bad, present_by_key), f"{field!r} gives the same key twice")
     keep = np.ones(len(values), dtype=bool) if keep_null_values else mask_to_numpy(values.is_valid())
-    counts = np.bincount(int64_to_numpy(pc.list_parent_indices(lists))[keep], minlength=len(lists))
+    counts = np.bincount(parents[keep], minlength=len(lists))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     mask = bool_array(keep)
     return pa.MapArray.from_arrays(int32_array(offsets), keys.filter(mask), values.filter(mask)).cast(STRING_MAP_TYPE)
