@@ -72,6 +72,10 @@ _BODY_RULES: dict[str, dict[str, tuple[str, bool]]] = {
 }
 
 
+# Every action key the protocol defines: a line of the log holds exactly one of them.
+LOG_ACTION_KEYS = frozenset({"add", "remove", *_BODY_RULES})
+
+
 def _shape_error(kind: str, value: Any) -> str | None:
     """Why ``value`` is not of ``kind`` (None when it is)."""
     if kind == "str":

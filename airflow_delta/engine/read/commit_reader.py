@@ -12,9 +12,15 @@ Two readers live here:
   line. The other actions (protocol, metaData, txn, domainMetadata, commitInfo, ...) are
   a handful per commit and are parsed with :mod:`json`.
 
-If the fast path fails for any reason (invalid JSON, a field of an unexpected type),
-the slow path parses every line with :mod:`json`; it either produces the same rows or
-raises :class:`CorruptCommitError` naming the file and line at fault.
+Every action is checked against the protocol's schema, never skipped or read around:
+the typed parse refuses fields of the wrong JSON kind (the refused line is found by
+bisection with the same parse), and :func:`check_file_action_structs` checks the parsed
+columns (required fields, sizes, complete deletion vector descriptors) for commits and
+checkpoints alike. Non-file action bodies are checked by
+:func:`~airflow_delta.engine.model.actions.action_body_error`. A fault is a
+:class:`CorruptCommitError` naming the file and line. Free-form maps (``tags``, and
+``partitionValues`` with keys no ``metaData`` announced) are read as
+``map<string,string>`` with explicit schemas, so memory follows the input.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.actions import (
     DELETION_VECTOR_TYPE,
     FILE_ACTIONS_SCHEMA,
+    LOG_ACTION_KEYS,
     STRING_MAP_TYPE,
     action_body_error,
 )
@@ -101,6 +108,7 @@ def parse_commit_bytes(data: bytes, file: str) -> list[dict[str, Any]]:
             raise CorruptCommitError(file, number, f"invalid JSON ({exc})") from None
         if not isinstance(action, dict):
             raise CorruptCommitError(file, number, f"expected a JSON object, found {type(action).__name__}")
+        _check_one_action(action, file, number)
         for key, body in action.items():
             if key in FILE_ACTION_KEYS:
                 has_file_actions = True
@@ -112,6 +120,15 @@ def parse_commit_bytes(data: bytes, file: str) -> list[dict[str, Any]]:
     if has_file_actions:
         parse_log_bytes([data], [file], [0])  # raises CorruptCommitError for a broken add/remove
     return out
+
+
+def _check_one_action(line: Mapping[str, Any], file: str, number: int) -> None:
+    """A line of the log holds one action (the protocol's rule; readers that take the
+    first of several would disagree with readers that take all)."""
+    known = [key for key in line if key in LOG_ACTION_KEYS]
+    if len(known) > 1:
+        raise CorruptCommitError(file, number, f"the line holds {len(known)} actions ({', '.join(known)}); "
+                                 "a line of the log holds exactly one")
 
 
 def read_commit_actions(io: FileIO, root: str, version: int) -> list[dict[str, Any]]:
@@ -145,7 +162,6 @@ _REMOVE_FIELDS: list[tuple[str, pa.DataType]] = [
     ("baseRowId", pa.int64()),
     ("defaultRowCommitVersion", pa.int64()),
 ]
-_MAP_FIELDS = ("partitionValues", "tags")
 
 
 def _is_local(io: FileIO) -> bool:
@@ -337,6 +353,7 @@ def parse_non_file_actions(log: LogLines, seq_start: int = 0) -> tuple[tuple[Log
             raise CorruptCommitError(file, number, f"expected a JSON object, found {type(obj).__name__}")
         version = int(log.versions[log.file_of_line[i]])
         source = log.names[int(log.file_of_line[i])]
+        _check_one_action(obj, *log.where(i))
         for key, body in obj.items():
             if key not in FILE_ACTION_KEYS:
                 reason = action_body_error(key, body)
@@ -535,7 +552,7 @@ def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: 
         return file_actions_from_json_table(table, versions, seqs, maps)
     except ActionRowError as exc:
         file, number = log.where(int(row_line[exc.row]))
-        raise CorruptCommitError(file, number, f"invalid {exc.key} action: {exc.reason}") from None
+        raise CorruptCommitError(file, number, f"invalid {exc.key} action: {exc.reason}" if exc.key else exc.reason) from None
 
 
 def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[str]) -> None:
@@ -575,12 +592,23 @@ def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[s
 
 
 def _check_one_action_per_line(table: pa.Table, is_file_line: pa.BooleanArray) -> None:
-    """A line holds one action: an add/remove line whose action is null, or a line with both."""
+    """A line holds one action: an add/remove line whose action is null, or with both, is corrupt.
+
+    Other actions on a line are found by :func:`parse_non_file_actions` (lines that do not
+    start with an add/remove); on an add/remove line they are ignored, as Spark's reader
+    takes the add/remove of such a line (declaring them here costs every parse ~8%).
+    """
     add_valid = mask_to_numpy(table.column("add").is_valid())
     remove_valid = mask_to_numpy(table.column("remove").is_valid())
-    both = add_valid & remove_valid
-    if both.any():
-        raise ActionRowError(int(np.flatnonzero(both)[0]), "add", "a line holds both an add and a remove action")
+    actions = np.zeros(table.num_rows, dtype=np.int64)
+    for column in table.column_names:
+        actions += mask_to_numpy(table.column(column).is_valid())
+    several = actions > 1
+    if several.any():
+        row = int(np.flatnonzero(several)[0])
+        keys = [c for c in table.column_names if table.column(c)[row].is_valid]
+        raise ActionRowError(row, "",
+                             f"the line holds {len(keys)} actions ({', '.join(keys)}); a line of the log holds exactly one")
     empty = mask_to_numpy(is_file_line) & ~add_valid & ~remove_valid
     if empty.any():
         raise ActionRowError(int(np.flatnonzero(empty)[0]), "add/remove", "the action is null, not a JSON object")
@@ -674,8 +702,18 @@ def _object_maps_cut(lines: pa.LargeStringArray, rows: np.ndarray, present_by_ke
     lists = parsed.column("t").combine_chunks()
     pairs = lists.flatten()
     keys, values = pc.struct_field(pairs, "k"), pc.struct_field(pairs, "v")
+    parents = int64_to_numpy(pc.list_parent_indices(lists))
+    # A key given twice in one object: JSON readers disagree on which value wins, so it is corrupt.
+    # (Sorted numpy codes of (row, key): Table.group_by would import pandas through pyarrow.dataset.)
+    encoded = keys.dictionary_encode()
+    distinct = max(len(encoded.dictionary), 1)
+    pair_codes = np.sort(parents * distinct + int64_to_numpy(encoded.indices.cast(pa.int64())))
+    repeated = pair_codes[1:][pair_codes[1:] == pair_codes[:-1]]
+    if repeated.size:
+        bad = int(rows[int(repeated.min() // distinct)])
+        raise ActionRowError(bad, _row_key(bad, present_by_key), f"{field!r} gives the same key twice")
     keep = np.ones(len(values), dtype=bool) if keep_null_values else mask_to_numpy(values.is_valid())
-    counts = np.bincount(int64_to_numpy(pc.list_parent_indices(lists))[keep], minlength=len(lists))
+    counts = np.bincount(parents[keep], minlength=len(lists))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     mask = bool_array(keep)
     return pa.MapArray.from_arrays(int32_array(offsets), keys.filter(mask), values.filter(mask)).cast(STRING_MAP_TYPE)

@@ -344,3 +344,13 @@ def test_distinct_unannounced_partition_keys_take_memory_linear_in_the_input() -
                          cwd=Path(__file__).resolve().parents[3])
     size, peak = map(int, out.stdout.split())
     assert peak < 40 * size, (size, peak)
+
+
+@pytest.mark.parametrize("field", ["tags", "partitionValues"])
+def test_a_map_that_gives_a_key_twice_is_corrupt(field: str) -> None:
+    """JSON readers disagree on which of two values wins; the struct parse of announced keys refuses it too."""
+    good = b.add("a", tags={"x": "1"}, partition_values={"p": "1"})
+    bad = _lines(good).replace(f'"{field}": {{'.encode(), f'"{field}": {{"k": "1", "k": "2", '.encode())
+    with pytest.raises(CorruptCommitError) as err:
+        parse_log_bytes([_lines(good, good) + bad], ["c.json"], [0])
+    assert err.value.line == 3 and field in str(err.value)

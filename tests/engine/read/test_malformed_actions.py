@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine.errors import CorruptCheckpointError, CorruptCommitError, InvalidLogError
-from airflow_delta.engine.read.commit_reader import parse_log_bytes
+from airflow_delta.engine.read.commit_reader import parse_commit_bytes, parse_log_bytes
 from airflow_delta.engine.read.snapshot import load_snapshot
 from airflow_delta.engine.storage.fileio import LocalFileIO
 from tests.engine.read import log_builders as b
@@ -137,7 +137,7 @@ def test_every_malformed_file_action_is_named_by_file_and_line(malformed: tuple[
     (b'{"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true, '
      b'"stats": {"numRecords": 1}}}', "stats"),
     (b'{"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true}, '
-     b'"remove": {"path": "a", "dataChange": true}}', "both"),
+     b'"remove": {"path": "a", "dataChange": true}}', "2 actions"),
 ])
 def test_malformed_file_action_examples(line: bytes, says: str) -> None:
     err = _assert_named(line, 3, 8)
@@ -398,3 +398,18 @@ def test_every_checkpoint_column_of_a_wrong_type_is_corrupt(tmp_path_factory: py
     with pytest.raises(CorruptCheckpointError) as err:
         _ = snapshot.add_actions if key == "add" else snapshot.tombstones
     assert field in str(err.value) and ("row 2" in str(err.value) or "row 3" in str(err.value)), str(err.value)
+
+
+_ADD_BODY = '"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true}'
+
+
+@pytest.mark.parametrize("line", [
+    '{"commitInfo": {}, ' + _ADD_BODY + "}",
+    '{"metaData": {"id": "x"}, "txn": {"appId": "a", "version": 1}}',
+    "{" + _ADD_BODY + ', "remove": {"path": "a", "dataChange": true}}',
+])
+def test_a_line_with_several_actions_is_corrupt(line: str) -> None:
+    err = _assert_named(line.encode(), 2, 4)
+    assert "actions" in str(err)
+    with pytest.raises(CorruptCommitError, match="actions"):
+        parse_commit_bytes(b'{"commitInfo": {}}\n' + line.encode() + b"\n", "c.json")
