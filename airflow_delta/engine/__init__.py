@@ -33,7 +33,9 @@ Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
 
 Errors
-    :class:`DeltaError` and every subclass; each says whether a retry can help.
+    :class:`DeltaError` and every subclass; each says whether a retry can help
+    (:class:`LogMovedPastCommitError`, :class:`CommitOutcomeUnknownError` and
+    :class:`AtomicWriteError` among them).
 
 :func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
@@ -48,9 +50,11 @@ from airflow_delta.engine.checkpoint.output import CheckpointResult
 from airflow_delta.engine.checkpoint.writer import write_checkpoint
 from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
+    AtomicWriteError,
     ChecksumMismatchError,
     CommitFailedError,
     CommitNotSupportedError,
+    CommitOutcomeUnknownError,
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -71,6 +75,7 @@ from airflow_delta.engine.errors import (
     InvalidTimestampError,
     InvalidTransactionError,
     InvalidZ85Error,
+    LogMovedPastCommitError,
     LogNotContiguousError,
     MetadataChangedException,
     MissingMetadataError,
@@ -135,11 +140,13 @@ __all__ = [
     "AppTransaction",
     "AppendOnlyViolationError",
     "AppendResult",
+    "AtomicWriteError",
     "CheckpointResult",
     "ChecksumMismatchError",
     "CommitFailedError",
     "CommitNotSupportedError",
     "CommitOptions",
+    "CommitOutcomeUnknownError",
     "Committed",
     "Committer",
     "ConcurrentAppendException",
@@ -172,6 +179,7 @@ __all__ = [
     "InvalidZ85Error",
     "IsolationLevel",
     "LocalFileIO",
+    "LogMovedPastCommitError",
     "LogNotContiguousError",
     "Metadata",
     "MetadataChangedException",

@@ -56,6 +56,12 @@ RETRYABLE = {
     "InvalidTimestampError": False,
     "DeletionVectorsNotEnabledError": False,
     "RowIndexOutOfRangeError": False,
+    # the log moved past the commit's version: nothing written, a new transaction can land
+    "LogMovedPastCommitError": True,
+    # written but maybe invisible: a blind retry could duplicate it
+    "CommitOutcomeUnknownError": False,
+    # a temporary file vanished before it was published: nothing written, try again
+    "AtomicWriteError": True,
 }
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import posixpath
 import time
-import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,26 +19,15 @@ def atomic_file(io: FileIO, path: str) -> Iterator[Any]:
     """A writable file that appears at ``path`` only once complete.
 
     Local storage: a hidden ``.<name>.<uuid>.tmp`` beside the target, fsynced and renamed
-    (readers ignore the hidden name, so a crash leaves nothing they would pick up).
+    (:meth:`LocalFileIO.atomic_output`; readers ignore the hidden name, so a crash leaves
+    nothing they would pick up, and a temporary file deleted meanwhile is an
+    :class:`AtomicWriteError`).
     Other storage: buffered in memory and uploaded in one request on success, because a
     stream closed after a failure would publish a truncated object.
     """
     if isinstance(io, LocalFileIO):
-        directory, name = posixpath.split(path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = posixpath.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        try:
-            with open(tmp, "wb") as out:
-                yield out
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        with io.atomic_output(path) as out:
+            yield out
     else:
         sink = pa.BufferOutputStream()
         yield sink

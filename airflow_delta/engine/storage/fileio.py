@@ -15,13 +15,14 @@ import os
 import posixpath
 import uuid
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from airflow_delta.engine.errors import CommitNotSupportedError, DeltaError
+from airflow_delta.engine.errors import AtomicWriteError, CommitNotSupportedError, DeltaError
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,14 +162,38 @@ class LocalFileIO(FileIO):
     def write_bytes(self, path: str, data: bytes) -> None:
         # Write-then-rename so a reader never sees a half-written file (checkpoints,
         # _last_checkpoint, data files); overwriting is the intent here.
+        with self.atomic_output(path) as out:
+            out.write(data)
+
+    @contextmanager
+    def atomic_output(self, path: str) -> Iterator[BinaryIO]:
+        """A writable file that appears at ``path`` (replacing it) only once complete.
+
+        Written to a hidden ``.<name>.<uuid>.tmp`` beside the target (readers and log
+        cleanup leave such names alone), fsynced, then renamed into place. If another
+        process deleted the temporary file meanwhile, :class:`AtomicWriteError` says so
+        and nothing is published; on any failure the temporary file is removed.
+        """
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as out:
+                yield out
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.replace(tmp, path)
+            except FileNotFoundError:
+                if os.path.isdir(directory):
+                    raise AtomicWriteError(path, tmp, "vanished before it could be moved into place") from None
+                raise AtomicWriteError(path, tmp, f"lost its directory {directory}") from None
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
 
 
 def _fsync_dir(directory: str) -> None:
