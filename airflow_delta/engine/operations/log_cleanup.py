@@ -14,7 +14,8 @@ Follows the protocol's "Metadata Cleanup" steps:
    its commit and everything after it stay, so every retained version remains
    reconstructable (the checkpoint plus the commits after it).
 4./5. Sidecars in ``_delta_log/_sidecars`` that no remaining checkpoint references and
-   that are older than a day (as of midnight UTC) are deleted.
+   that are older than a day (as of midnight UTC) are deleted, by a cleanup that
+   moves the start of the log (only then is its anchor read in full).
 
 Commit timestamps are file modification times, made monotonic (a commit is never
 treated as older than the one before it, which copied or touched logs can show), or
@@ -220,10 +221,23 @@ def _choose_anchor(io: FileIO, root: str, listing: _LogListing, cutoff_commit: i
     for cp in listing.checkpoints.values():
         by_version.setdefault(cp.version, []).append(cp)
     chosen = {cp.version: cp for cp in reader_view.checkpoints}
+    oldest = _oldest_log_version(listing)
     for version in sorted((v for v in chosen if v <= cutoff_commit), reverse=True):
+        if oldest is None or oldest >= version:
+            # Nothing lies before this checkpoint (nor before any older one): nothing to
+            # delete, so no checkpoint is read in full (cleanup runs after every automatic
+            # checkpoint, and the log usually starts at the anchor of the last cleanup).
+            return None
         if _sound_version(io, root, chosen[version], by_version.get(version, []), reader_view.hint):
             return _as_cleanup_checkpoint(chosen[version])
     return None
+
+
+def _oldest_log_version(listing: _LogListing) -> int | None:
+    """The oldest version any deletable log file belongs to (compactions count from their start)."""
+    versions = [*listing.commits, *listing.crcs, *(cp.version for cp in listing.checkpoints.values())]
+    versions += [start - 1 for start, _end, _info in listing.compactions]  # deleted up to the anchor itself
+    return min(versions, default=None)
 
 
 def _sound_version(

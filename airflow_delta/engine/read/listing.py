@@ -180,7 +180,9 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
     if not listed:
         newest_commit = max(listing.commits, default=None)
         newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else None
-        hint = listing.hint.version if listing.hint is not None else None
+        # A hint alone (no commit or checkpoint left beside it) is debris of a deleted table.
+        has_log = bool(listing.commits) or bool(listing.checkpoints)
+        hint = listing.hint.version if listing.hint is not None and has_log else None
         if newest_checkpoint is not None and newest_checkpoint >= version:
             reason = (
                 f"the log holds a checkpoint of version {newest_checkpoint}, and commit {version} is not in it "

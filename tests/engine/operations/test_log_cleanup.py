@@ -386,6 +386,19 @@ def test_v2_checkpoint_with_a_bad_sidecar_is_not_an_anchor(shared_tables: Path, 
     assert {n for n in commits_before if int(n[:20]) >= 6} <= set(os.listdir(log_dir))
 
 
+def test_a_cleanup_with_nothing_to_delete_reads_no_checkpoint(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cleanup runs after every automatic checkpoint; reading the anchor in full each time
+    # would cost a full checkpoint read per checkpoint interval for nothing.
+    from airflow_delta.engine.operations import log_cleanup
+
+    build_log(table_path, 6, checkpoints=(3,))
+    assert max(int(n[:20]) for n in cleanup(table_path, cutoff_version=5)) == 2
+    reads: list[object] = []
+    monkeypatch.setattr(log_cleanup, "verify_checkpoint", lambda *args: reads.append(args) or 0)
+    assert cleanup(table_path, cutoff_version=5) == []
+    assert reads == []
+
+
 # ----------------------------------------------------------- what gets deleted
 
 

@@ -302,6 +302,7 @@ FRONTIER_CASES = [
     ([0, 1, 2], [], None, 4, "version 3"),  # its predecessor never made it to the log
     ([], [], None, 0, None),  # a new table
     ([1], [1], None, 0, "checkpoint of version 1"),  # creating over a cleaned-up table
+    ([], [], 3, 0, None),  # a _last_checkpoint left over from a deleted table: creating is fine
 ]
 
 
