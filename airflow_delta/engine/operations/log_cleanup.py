@@ -74,6 +74,8 @@ _MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _UUID_CHECKPOINT = re.compile(
     r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.(json|parquet)$"
 )
+# Sidecars as Spark and we name them: "<version>.checkpoint.<part>.<parts>.<uuid>.parquet".
+_SIDECAR_VERSION = re.compile(r"^(\d{20})\.checkpoint\.")
 _COMPACTION = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
 
@@ -357,12 +359,17 @@ def plan_cleanup(
     # a live writer (a checkpoint being written, a commit being linked into place), and
     # no clock tells a slow writer from a dead one. Delta's cleanup leaves them too.
 
-    # Sidecars: keep those any remaining checkpoint references, and recent ones.
+    # Sidecars: keep those any remaining checkpoint references, and recent ones. A sidecar
+    # named for a version at or after the anchor may belong to a checkpoint still being
+    # written (its top-level file comes last): kept whatever the clock says.
     remaining = [cp for cp in listing.checkpoints.values() if cp.version >= anchor_version]
     referenced = _referenced_sidecars(io, log_dir, remaining)
     if referenced is not None:
         sidecar_cutoff = _midnight_utc(now_ms) - _DAY_MS
         for info in io.list_dir(f"{log_dir}/_sidecars"):
+            named_version = _SIDECAR_VERSION.match(info.name)
+            if named_version is not None and int(named_version.group(1)) >= anchor_version:
+                continue
             if info.name not in referenced and info.modification_time < sidecar_cutoff:
                 doomed.append((anchor_version, info.path))
     doomed.sort()

@@ -191,7 +191,10 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
         elif newest_commit is not None and newest_commit > version:
             reason = f"the log holds commit {newest_commit} but not commit {version} (it was cleaned up)"
         elif hint is not None and hint >= version:
-            reason = f"_last_checkpoint names version {hint}, and commit {version} is not in the log"
+            reason = (
+                f"_last_checkpoint names version {hint}, and commit {version} is not in the log (if no "
+                f"checkpoint of version {hint} ever existed, _last_checkpoint is wrong: delete it)"
+            )
         elif version > 0 and predecessor is None:
             reason = (
                 f"version {previous}, the one this commit follows, is no longer in the log "

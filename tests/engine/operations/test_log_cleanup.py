@@ -493,6 +493,24 @@ def test_v2_sidecars_no_checkpoint_references_are_removed(shared_tables: Path, t
     assert rs_view(path) == before
 
 
+def test_sidecars_of_a_checkpoint_still_being_written_survive_a_clock_far_ahead(
+    shared_tables: Path, tmp_path: Path
+) -> None:
+    # A V2 checkpoint writes its sidecars first and its top-level file last: until then
+    # nothing references them. With the clock in 2100 every file is "old", so age alone
+    # cannot protect them; their version (at or after the anchor) does.
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    log_dir = f"{path}/_delta_log"
+    in_flight = f"{log_dir}/_sidecars/{9:020d}.checkpoint.0000000001.0000000001.0a1b2c3d-0000-4000-8000-000000000000.parquet"
+    stale = f"{log_dir}/_sidecars/{2:020d}.checkpoint.0000000001.0000000001.0a1b2c3d-0000-4000-8000-000000000001.parquet"
+    for file in (in_flight, stale):
+        Path(file).write_bytes(b"PAR1")
+        set_mtime(file, DAY0)
+    deleted = DeltaTable(path).cleanup_log(retention="interval 0 seconds", now=4_102_444_800_000)
+    assert os.path.exists(in_flight)
+    assert stale in deleted and not os.path.exists(stale)
+
+
 def test_repointed_hint_to_a_v2_checkpoint_counts_its_sidecars_as_spark_does(shared_tables: Path, tmp_path: Path) -> None:
     path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
     log_dir = f"{path}/_delta_log"

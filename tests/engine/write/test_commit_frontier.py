@@ -188,3 +188,28 @@ def test_a_new_table_is_not_created_over_a_cleaned_up_log(table_path: str) -> No
     with pytest.raises(TableAlreadyExistsError):
         creator.commit("CREATE TABLE")
     assert not commit_file(table, 0).exists() and ids_of(table) == [1]
+
+
+def test_a_commit_whose_temporary_file_vanished_is_retried_and_lands_once(
+    table: DeltaTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process deletes the commit's hidden temporary file before it is linked into
+    # place: the write did not happen, the transaction reads the version back, finds it
+    # free and writes again. Nothing untyped escapes, and the rows land exactly once.
+    import os
+
+    real_link = os.link
+    vanished: list[str] = []
+
+    def link_after_deletion(src: str, dst: str) -> None:
+        if not vanished and dst.endswith(".json"):
+            vanished.append(src)
+            os.remove(src)
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", link_after_deletion)
+    txn = stale_transaction(table, HookedCommitter(table))
+    assert txn.commit("WRITE") == 2
+    assert vanished and txn.attempts == 2
+    assert ids_of(table) == [1, 99]
+    assert not [n for n in os.listdir(Path(table.root, "_delta_log")) if n.endswith(".tmp")]
