@@ -172,6 +172,9 @@ def test_writers_checkpointers_and_cleanups_killed_at_random(table_path: str, tm
         key = f"{e['role']}:{e['event']}" + (f":{e['type']}" if "type" in e else "")
         summary[key] = summary.get(key, 0) + 1
     print(f"killed {killed} of {spawned} processes; outcomes {summary}")  # shown with -s
+    for e in events:
+        if e["event"] == "typed":
+            print(f"  {e['role']}: {e['type']}: {e['error'][:400]}")
     untyped = [e for e in events if e["event"] == "untyped"]
     assert not untyped, untyped[0]["error"]
     returned = {e["first"]: e["version"] for e in events if e["role"] == "writer" and e["event"] == "ok"}
