@@ -737,17 +737,19 @@ class Transaction:
                 "a log cleanup removed the commit at this version while this transaction wrote its own, which "
                 "readers would never replay (it was deleted again)",
             )
-        if frontier.predecessor is None:
-            return  # version 0 of a new table: no cleanup can be ahead of it
-        try:
-            still_there = io.exists(frontier.predecessor)
-        except OSError:
-            still_there = False
-        if still_there or self._replayed_from_log(version):
+        if frontier.predecessor is not None:
+            try:
+                if io.exists(frontier.predecessor):
+                    return
+            except OSError:
+                pass
+        elif version == 0:
+            return  # a new table: no cleanup can be ahead of its first commit
+        if self._replayed_from_log(version):
             return
         raise CommitOutcomeUnknownError(
             self.location.uri, version, self.txn_id,
-            f"a log cleanup deleted {frontier.predecessor} at the same time and the log now starts past it",
+            "a log cleanup removed the files before it at the same time and the log may now start past it",
         )
 
     def _replayed_from_log(self, version: int) -> bool:
