@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.errors import (
@@ -213,3 +215,56 @@ def test_a_commit_whose_temporary_file_vanished_is_retried_and_lands_once(
     assert vanished and txn.attempts == 2
     assert ids_of(table) == [1, 99]
     assert not [n for n in os.listdir(Path(table.root, "_delta_log")) if n.endswith(".tmp")]
+
+
+# ------------------------------------------------------- every interleaving, as a property
+
+# "advance" appends twice, checkpoints and cleans up: the log moves past what came before.
+ADVANCE = ["append", "append", "checkpoint", "cleanup"]
+OPS = st.lists(st.sampled_from(["append", "checkpoint", "cleanup", "advance"]), max_size=3)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=st.integers(0, 2), between=OPS, before_put=OPS, after_put=OPS)
+def test_any_interleaving_of_appends_checkpoints_and_cleanups_with_a_commit(
+    tmp_path_factory: pytest.TempPathFactory, before: int, between: list[str], before_put: list[str],
+    after_put: list[str],
+) -> None:
+    # A transaction opens after ``before`` appends; ``between`` runs before it commits,
+    # ``before_put`` / ``after_put`` around its first write. Whatever the order: commit()
+    # returns a version whose row every reader sees, or says nothing was written and
+    # nothing is there, or (only when the log moved during the write) says it cannot tell.
+    table = DeltaTable.create(str(tmp_path_factory.mktemp("prop") / "t"), SCHEMA, partition_by=["p"])
+    next_id = iter(range(1, 1000))
+    appended: list[int] = []
+
+    def run(ops: list[str]) -> Callable[[], None]:
+        def go() -> None:
+            for step in [s for op in ops for s in (ADVANCE if op == "advance" else [op])]:
+                if step == "append":
+                    appended.append(next(next_id))
+                    append(table, [appended[-1]])
+                elif step == "checkpoint":
+                    table.checkpoint()
+                else:
+                    clean(table)
+        return go
+
+    run(["append"] * before)()
+    txn = stale_transaction(table, HookedCommitter(table, before=run(before_put), after=run(after_put)))
+    run(between)()
+    try:
+        version = txn.commit("WRITE")
+        outcome = "committed"
+    except LogMovedPastCommitError:
+        outcome = "nothing written"
+    except CommitOutcomeUnknownError:
+        outcome = "unknown"
+    ids = ids_of(table)
+    assert len(ids) == len(set(ids))
+    assert set(appended) <= set(ids)
+    if outcome == "committed":
+        assert 99 in ids and version <= table.version()
+    elif outcome == "nothing written":
+        assert 99 not in ids
+    assert_oracles_read(table.root, expected_rows(ids))
