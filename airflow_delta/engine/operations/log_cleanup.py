@@ -39,7 +39,7 @@ import logging
 import posixpath
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -250,14 +250,14 @@ def _sound_version(
         log.warning("log cleanup: a multi-part checkpoint of version %d has stray parts; not using it", version)
         return False
     complete = [cp for cp in raw if cp.kind != "multi-part" or cp.part_numbers == list(range(1, cp.expected_parts + 1))]
-    sizes: dict[str, int] = {}
+    sizes: dict[frozenset[str], int] = {}  # actions per checkpoint, by its set of file names
     for cp in complete:
         try:
-            sizes[cp.files[0].name] = verify_checkpoint(io, root, version, [f for f in sorted(cp.files, key=_part)])
+            sizes[_names(cp.files)] = verify_checkpoint(io, root, version, sorted(cp.files, key=_part))
         except DeltaError as exc:
             log.warning("log cleanup: checkpoint %s cannot be read in full (%s); not using it", cp.files[0].path, exc)
             return False
-    if chosen.files[0].name not in sizes:
+    if _names(chosen.files) not in sizes:
         return False  # appeared after this listing: not read, so not trusted
     if hint is None or hint.version != version:
         return True
@@ -265,11 +265,15 @@ def _sound_version(
     # kernels) into an error, and they would fall back to the commits cleanup deletes.
     named = [cp for cp in complete if _named_by_hint(cp, hint)]
     size = hint.raw.get("size")
-    if not named or (size is not None and all(sizes[cp.files[0].name] != size for cp in named)):
+    if not named or (size is not None and all(sizes[_names(cp.files)] != size for cp in named)):
         log.warning("log cleanup: _last_checkpoint does not describe checkpoint %d truthfully (%s); not using it",
                     version, dict(hint.raw))
         return False
     return True
+
+
+def _names(files: Sequence[FileInfo]) -> frozenset[str]:
+    return frozenset(f.name for f in files)
 
 
 def _part(info: FileInfo) -> int:

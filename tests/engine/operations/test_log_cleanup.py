@@ -345,6 +345,21 @@ DOUBTFUL_CHECKPOINTS = {
 }
 
 
+@pytest.mark.parametrize("hint_parts", [None, 3])
+def test_a_sound_multi_part_checkpoint_is_an_anchor(table_path: str, hint_parts: int | None) -> None:
+    build_log(table_path, 10, checkpoints=(3, 6))
+    size = read_last_checkpoint(IO, table_path)["size"]  # type: ignore[index]
+    _multipart(table_path)
+    if hint_parts is None:
+        os.remove(f"{table_path}/_delta_log/_last_checkpoint")  # it named the classic checkpoint 6, now gone
+    else:
+        _hint(table_path, size=size, parts=hint_parts)
+    expected = views(table_path, range(6, 10))
+    deleted = cleanup(table_path, cutoff_version=8)
+    assert max(int(n[:20]) for n in deleted) == 5
+    assert views(table_path, range(6, 10)) == expected
+
+
 @pytest.mark.parametrize("damage", sorted(DOUBTFUL_CHECKPOINTS))
 def test_cleanup_never_anchors_on_a_checkpoint_readers_may_not_read_in_full(table_path: str, damage: str) -> None:
     build_log(table_path, 10, checkpoints=(3, 6))
