@@ -8,7 +8,8 @@ Afterwards:
 
 - every ``append`` that returned a version has its rows in the table, exactly once;
 - rows of appends that failed with "nothing was written" are not in the table;
-- no process saw anything but a ``DeltaError`` subclass;
+- no process saw anything but a ``DeltaError`` subclass, and no temporary file of a
+  live writer (a checkpoint's part or sidecar, a commit) vanished under it;
 - our reader, delta-rs and delta-kernel-rs read the same rows.
 
 The race runs until enough has happened (``STRESS_APPENDS`` successful appends, default
@@ -111,9 +112,14 @@ def _events(out_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_writers_checkpointers_and_cleanups_killed_at_random(table_path: str, tmp_path: Path) -> None:
-    # Writers checkpoint too (every 3 versions, in their post-commit hook).
-    table = DeltaTable.create(table_path, SCHEMA, properties={"delta.checkpointInterval": "3"})
+@pytest.mark.parametrize("policy", ["classic", "v2"])
+def test_writers_checkpointers_and_cleanups_killed_at_random(table_path: str, tmp_path: Path, policy: str) -> None:
+    # Writers checkpoint too (every 3 versions, in their post-commit hook). V2 checkpoints
+    # write sidecars first and their top-level file last: cleanups must not take the
+    # sidecars of a checkpoint still being written for orphans.
+    table = DeltaTable.create(
+        table_path, SCHEMA, properties={"delta.checkpointInterval": "3", "delta.checkpointPolicy": policy}
+    )
     table.append(pa.table({"id": [-1], "writer": [0]}, schema=SCHEMA))
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -177,6 +183,9 @@ def test_writers_checkpointers_and_cleanups_killed_at_random(table_path: str, tm
             print(f"  {e['role']}: {e['type']}: {e['error'][:400]}")
     untyped = [e for e in events if e["event"] == "untyped"]
     assert not untyped, untyped[0]["error"]
+    # Nobody may delete another process's temporary files (cleanup leaves them alone).
+    vanished = [e for e in events if e.get("type") == "AtomicWriteError"]
+    assert not vanished, vanished[0]["error"]
     returned = {e["first"]: e["version"] for e in events if e["role"] == "writer" and e["event"] == "ok"}
     nothing_written = {e["first"] for e in events if e["event"] == "nothing-written"}
     attempted = {e["first"] for e in events if e["role"] == "writer" and e["event"] == "try"}

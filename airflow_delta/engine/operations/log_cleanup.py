@@ -371,6 +371,8 @@ def plan_cleanup(
     if referenced is not None:
         sidecar_cutoff = _midnight_utc(now_ms) - _DAY_MS
         for info in io.list_dir(f"{log_dir}/_sidecars"):
+            if info.name.startswith("."):
+                continue  # a sidecar still being written (hidden temporary name)
             named_version = _SIDECAR_VERSION.match(info.name)
             if named_version is not None and int(named_version.group(1)) >= anchor_version:
                 continue

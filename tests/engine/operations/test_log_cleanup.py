@@ -518,11 +518,12 @@ def test_sidecars_of_a_checkpoint_still_being_written_survive_a_clock_far_ahead(
     log_dir = f"{path}/_delta_log"
     in_flight = f"{log_dir}/_sidecars/{9:020d}.checkpoint.0000000001.0000000001.0a1b2c3d-0000-4000-8000-000000000000.parquet"
     stale = f"{log_dir}/_sidecars/{2:020d}.checkpoint.0000000001.0000000001.0a1b2c3d-0000-4000-8000-000000000001.parquet"
-    for file in (in_flight, stale):
+    being_written = f"{log_dir}/_sidecars/.{2:020d}.checkpoint.0000000001.0000000001.x.parquet.0a1b2c.tmp"
+    for file in (in_flight, stale, being_written):
         Path(file).write_bytes(b"PAR1")
         set_mtime(file, DAY0)
     deleted = DeltaTable(path).cleanup_log(retention="interval 0 seconds", now=4_102_444_800_000)
-    assert os.path.exists(in_flight)
+    assert os.path.exists(in_flight) and os.path.exists(being_written)
     assert stale in deleted and not os.path.exists(stale)
 
 
