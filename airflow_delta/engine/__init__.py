@@ -34,7 +34,9 @@ Checkpoints and properties
 
 Errors
     :class:`DeltaError` and every subclass; each says whether a retry can help
-    (:class:`LogTooLargeError`: a log too large for this process's memory). A bad
+    (:class:`LogTooLargeError`: a log too large for this process's memory;
+    :class:`LogMovedPastCommitError`, :class:`CommitOutcomeUnknownError` and
+    :class:`AtomicWriteError`: what a commit that could not land tells its caller). A bad
     argument to any public verb or option is an :class:`InvalidArgumentError`; a bad
     file path in an action is an :class:`InvalidPathError`.
 
@@ -51,9 +53,11 @@ from airflow_delta.engine.checkpoint.output import CheckpointResult
 from airflow_delta.engine.checkpoint.writer import write_checkpoint
 from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
+    AtomicWriteError,
     ChecksumMismatchError,
     CommitFailedError,
     CommitNotSupportedError,
+    CommitOutcomeUnknownError,
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
@@ -76,6 +80,7 @@ from airflow_delta.engine.errors import (
     InvalidTimestampError,
     InvalidTransactionError,
     InvalidZ85Error,
+    LogMovedPastCommitError,
     LogNotContiguousError,
     LogTooLargeError,
     MetadataChangedException,
@@ -141,11 +146,13 @@ __all__ = [
     "AppTransaction",
     "AppendOnlyViolationError",
     "AppendResult",
+    "AtomicWriteError",
     "CheckpointResult",
     "ChecksumMismatchError",
     "CommitFailedError",
     "CommitNotSupportedError",
     "CommitOptions",
+    "CommitOutcomeUnknownError",
     "Committed",
     "Committer",
     "ConcurrentAppendException",
@@ -180,6 +187,7 @@ __all__ = [
     "InvalidZ85Error",
     "IsolationLevel",
     "LocalFileIO",
+    "LogMovedPastCommitError",
     "LogNotContiguousError",
     "LogTooLargeError",
     "Metadata",

@@ -444,3 +444,61 @@ class InvalidArgumentError(DeltaError):
         if len(shown) > 80:
             shown = shown[:77] + "..."
         super().__init__(f"{argument}={shown} ({type(value).__name__}) is not accepted: {expected}")
+
+
+# --- commit ---
+
+
+class LogMovedPastCommitError(CommitFailedError):
+    """The log has moved past the version a commit would land at; nothing was written.
+
+    Metadata cleanup (or a newer checkpoint) made ``version`` part of history that readers
+    no longer replay: a commit written there would be invisible, and the commits it must
+    be checked against for conflicts may be gone. Retrying the whole operation on the
+    latest snapshot can succeed.
+    """
+
+    def __init__(self, table_uri: str, version: int, reason: str) -> None:
+        self.table_uri = table_uri
+        self.version = version
+        super().__init__(
+            f"cannot commit version {version} of {table_uri!r}: {reason}. Nothing was written; "
+            "start a new transaction on the latest version (this one is older than the log retention, "
+            "or a log cleanup ran with a clock ahead of this writer)"
+        )
+
+
+class CommitOutcomeUnknownError(DeltaError):
+    """A commit file was written, but the log moved past it at the same moment: whether readers see it is unknown.
+
+    Retrying blindly could write the same rows twice, so this is not retryable: check the
+    table for the transaction's data (``txn_id`` is in its commitInfo) first.
+    """
+
+    def __init__(self, table_uri: str, version: int, txn_id: str, reason: str) -> None:
+        self.table_uri = table_uri
+        self.version = version
+        self.txn_id = txn_id
+        super().__init__(
+            f"version {version} of {table_uri!r} was written by transaction {txn_id!r}, but {reason}, so "
+            "readers may never see it. Check whether the table holds this transaction's changes before "
+            "running it again"
+        )
+
+
+class AtomicWriteError(DeltaError):
+    """A file written through a hidden temporary file could not be moved into place (the temporary vanished).
+
+    Nothing was published at the target path; another process deleted the temporary
+    file. Running the operation again can succeed.
+    """
+
+    retryable = True
+
+    def __init__(self, path: str, temporary: str, reason: str) -> None:
+        self.path = path
+        self.temporary = temporary
+        super().__init__(
+            f"could not publish {path}: its temporary file {temporary} {reason}; nothing was written at {path}. "
+            "Another process deleted it (a log cleanup that removes temporary files of live writers?); retry"
+        )

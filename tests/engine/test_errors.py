@@ -59,6 +59,13 @@ RETRYABLE = {
     "LogTooLargeError": False,  # the same load in the same process runs out of memory again
     "InvalidPathError": False,  # the same path is refused again
     "InvalidArgumentError": False,  # a bad argument stays bad
+
+    # the log moved past the commit's version: nothing written, a new transaction can land
+    "LogMovedPastCommitError": True,
+    # written but maybe invisible: a blind retry could duplicate it
+    "CommitOutcomeUnknownError": False,
+    # a temporary file vanished before it was published: nothing written, try again
+    "AtomicWriteError": True,
 }
 
 

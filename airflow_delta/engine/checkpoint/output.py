@@ -19,8 +19,9 @@ def atomic_file(io: FileIO, path: str) -> Iterator[Any]:
     """A writable file that appears at ``path`` only once complete (see :meth:`FileIO.atomic_output`).
 
     Local storage: a hidden ``.<name>.<uuid>.tmp`` beside the target, fsynced and renamed
-    (readers ignore the hidden name, so a crash leaves nothing they would pick up), created
-    inside the table's real root only. Other storage: buffered in memory and uploaded in
+    (readers ignore the hidden name, so a crash leaves nothing they would pick up; a
+    temporary file deleted meanwhile is an :class:`AtomicWriteError`), created inside the
+    table's real root only. Other storage: buffered in memory and uploaded in
     one request on success, because a stream closed after a failure would publish a
     truncated object.
     """

@@ -4,14 +4,18 @@ Follows the protocol's "Metadata Cleanup" steps:
 
 1. ``cutOffTimestamp`` is midnight UTC of the day ``now - delta.logRetentionDuration``
    falls in; the ``cutoffCommit`` is the newest commit not newer than it.
-2. The ``cutOffCheckpoint`` is the newest *complete and readable* checkpoint at or
-   before the ``cutoffCommit``. Without one, nothing is deleted.
+2. The ``cutOffCheckpoint`` is the newest checkpoint at or before the ``cutoffCommit``
+   that every reader can start from: the one our reader picks at that version, read
+   in full by the reader's own code (every page of every part and sidecar), no stray
+   multi-part files beside it, and no ``_last_checkpoint`` that lies about it. Without
+   one, nothing is deleted.
 3. Commits, checkpoints and ``.crc`` files of versions before the ``cutOffCheckpoint``
    are deleted, and log compactions starting at or before it. The checkpoint itself,
    its commit and everything after it stay, so every retained version remains
    reconstructable (the checkpoint plus the commits after it).
 4./5. Sidecars in ``_delta_log/_sidecars`` that no remaining checkpoint references and
-   that are older than a day (as of midnight UTC) are deleted.
+   that are older than a day (as of midnight UTC) are deleted, by a cleanup that
+   moves the start of the log (only then is its anchor read in full).
 
 Commit timestamps are file modification times, made monotonic (a commit is never
 treated as older than the one before it, which copied or touched logs can show), or
@@ -22,18 +26,19 @@ newest checkpoint together with the commits it covers (delta-rs #2016, #2174);
 deleting commits that the retained versions need because only the latest checkpoint
 was considered (delta-rs #3692, delta #606); anchoring on an incomplete multi-part or
 unreadable checkpoint. Files are deleted oldest version first, so an interrupted
-cleanup still leaves a contiguous, readable log. Nothing outside ``_delta_log`` is
-ever deleted.
+cleanup still leaves a contiguous, readable log, and so that a writer can tell that
+cleanup moved past the version it commits (``Transaction`` checks the file of the
+version before its own). Nothing outside ``_delta_log`` is ever deleted, and neither
+are hidden temporary files: they may belong to live writers.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -46,8 +51,11 @@ from airflow_delta.engine.checkpoint.writer import (
     read_last_checkpoint,
     write_last_checkpoint,
 )
-from airflow_delta.engine.errors import DeltaError
+from airflow_delta.engine.errors import CorruptCommitError, DeltaError
+from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
+from airflow_delta.engine.read.checkpoint_reader import verify_checkpoint
+from airflow_delta.engine.read.listing import Checkpoint, LastCheckpointHint, list_log
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import relative_to_table
@@ -66,9 +74,9 @@ _MULTIPART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _UUID_CHECKPOINT = re.compile(
     r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.(json|parquet)$"
 )
+# Sidecars as Spark and we name them: "<version>.checkpoint.<part>.<parts>.<uuid>.parquet".
+_SIDECAR_VERSION = re.compile(r"^(\d{20})\.checkpoint\.")
 _COMPACTION = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
-# Temporary files of interrupted writers (ours and Spark's): ".<name>.<uuid>.tmp".
-_TEMP = re.compile(r"^\..+\.tmp$")
 
 
 @dataclass
@@ -81,11 +89,14 @@ class _Checkpoint:
     expected_parts: int = 1
 
     @property
-    def complete(self) -> bool:
-        if self.kind != "multi-part":
-            return len(self.files) == 1
-        parts = {_MULTIPART.match(f.name).group(2) for f in self.files}  # type: ignore[union-attr]
-        return len(parts) == self.expected_parts
+    def part_numbers(self) -> list[int]:
+        return sorted(int(_MULTIPART.match(f.name).group(2)) for f in self.files)  # type: ignore[union-attr]
+
+    @property
+    def has_strays(self) -> bool:
+        """A multi-part set with a part outside ``1..n`` ("4 of 3", "0 of 3"): Spark counts it as
+        incomplete, our reader ignores the stray. Readers disagree, so it is no anchor."""
+        return self.kind == "multi-part" and any(not 1 <= p <= self.expected_parts for p in self.part_numbers)
 
 
 @dataclass
@@ -94,7 +105,6 @@ class _LogListing:
     crcs: dict[int, FileInfo] = field(default_factory=dict)
     checkpoints: dict[tuple[int, str], _Checkpoint] = field(default_factory=dict)
     compactions: list[tuple[int, int, FileInfo]] = field(default_factory=list)
-    temps: list[FileInfo] = field(default_factory=list)
 
 
 def _list_log(io: FileIO, log_dir: str) -> _LogListing:
@@ -118,8 +128,6 @@ def _list_log(io: FileIO, log_dir: str) -> _LogListing:
             listing.checkpoints[(v, name)] = _Checkpoint(v, "v2", [info])
         elif m := _COMPACTION.match(name):
             listing.compactions.append((int(m.group(1)), int(m.group(2)), info))
-        elif _TEMP.match(name):
-            listing.temps.append(info)
     return listing
 
 
@@ -146,10 +154,16 @@ def _properties(snapshot: Snapshot) -> TableProperties:
 
 def _commit_info(io: FileIO, path: str) -> Mapping[str, Any]:
     # commitInfo is the first action whenever in-commit timestamps are enabled.
-    for line in io.read_bytes(path).splitlines():
+    for number, line in enumerate(io.read_bytes(path).split(b"\n"), start=1):
         if line.strip():
-            first = json.loads(line)
-            return first.get("commitInfo") or {}
+            try:
+                first = log_json.loads(line)
+            except ValueError as exc:  # invalid JSON or UTF-8, hostile nesting
+                raise CorruptCommitError(path, number, f"invalid JSON ({exc})") from None
+            if not isinstance(first, dict):
+                raise CorruptCommitError(path, number, "expected a JSON object")
+            info = first.get("commitInfo")
+            return info if isinstance(info, dict) else {}
     return {}
 
 
@@ -200,44 +214,94 @@ def _cutoff_commit(
     return lo
 
 
-def _readable(io: FileIO, log_dir: str, cp: _Checkpoint) -> bool:
-    """A checkpoint we may anchor on: complete, parseable, holding protocol and metadata."""
-    if not cp.complete:
+def _choose_anchor(io: FileIO, root: str, listing: _LogListing, cutoff_commit: int) -> _Checkpoint | None:
+    """The newest checkpoint at or before ``cutoff_commit`` that every reader can start from; None if none.
+
+    Readers pick the checkpoint of a version from the listing (:mod:`.read.listing`), so
+    a version qualifies only when that holds for whichever checkpoint they pick: every
+    checkpoint the reader takes as complete at that version must read in full, no
+    multi-part set there may carry stray parts, and a ``_last_checkpoint`` naming the
+    version must tell the truth about it (parts, size, V2 file name). When in doubt,
+    an older version is tried: the log only ever loses what lies before the anchor.
+    """
+    reader_view = list_log(io, root)
+    by_version: dict[int, list[_Checkpoint]] = {}
+    for cp in listing.checkpoints.values():
+        by_version.setdefault(cp.version, []).append(cp)
+    chosen = {cp.version: cp for cp in reader_view.checkpoints}
+    oldest = _oldest_log_version(listing)
+    for version in sorted((v for v in chosen if v <= cutoff_commit), reverse=True):
+        if oldest is None or oldest >= version:
+            # Nothing lies before this checkpoint (nor before any older one): nothing to
+            # delete, so no checkpoint is read in full (cleanup runs after every automatic
+            # checkpoint, and the log usually starts at the anchor of the last cleanup).
+            return None
+        if _sound_version(io, root, chosen[version], by_version.get(version, []), reader_view.hint):
+            return _as_cleanup_checkpoint(chosen[version])
+    return None
+
+
+def _oldest_log_version(listing: _LogListing) -> int | None:
+    """The oldest version any deletable log file belongs to (compactions count from their start)."""
+    versions = [*listing.commits, *listing.crcs, *(cp.version for cp in listing.checkpoints.values())]
+    versions += [start - 1 for start, _end, _info in listing.compactions]  # deleted up to the anchor itself
+    return min(versions, default=None)
+
+
+def _sound_version(
+    io: FileIO, root: str, chosen: Checkpoint, raw: list[_Checkpoint], hint: LastCheckpointHint | None
+) -> bool:
+    version = chosen.version
+    if any(cp.has_strays for cp in raw):
+        log.warning("log cleanup: a multi-part checkpoint of version %d has stray parts; not using it", version)
         return False
-    try:
-        if cp.kind == "v2" and cp.files[0].name.endswith(".json"):
-            has_protocol = has_metadata = False
-            sidecars: list[str] = []
-            for line in io.read_bytes(cp.files[0].path).splitlines():
-                if not line.strip():
-                    continue
-                action = json.loads(line)
-                has_protocol |= "protocol" in action
-                has_metadata |= "metaData" in action
-                if "sidecar" in action:
-                    sidecars.append(action["sidecar"]["path"])
-            return has_protocol and has_metadata and _sidecars_exist(io, log_dir, sidecars)
-        names: set[str] = set()
-        sidecars = []
-        for info in cp.files:
-            with io.open_input_file(info.path) as f:
-                parquet = pq.ParquetFile(f)
-                names.update(parquet.schema_arrow.names)
-                if "sidecar" in parquet.schema_arrow.names:
-                    col = parquet.read(columns=["sidecar"]).column("sidecar")
-                    sidecars += [s["path"] for s in col.to_pylist() if s is not None]
-        return {"protocol", "metaData"} <= names and _sidecars_exist(io, log_dir, sidecars)
-    except Exception as exc:
-        log.warning("log cleanup: checkpoint %s is not readable (%s); not using it", cp.files[0].path, exc)
+    complete = [cp for cp in raw if cp.kind != "multi-part" or cp.part_numbers == list(range(1, cp.expected_parts + 1))]
+    sizes: dict[frozenset[str], int] = {}  # actions per checkpoint, by its set of file names
+    for cp in complete:
+        try:
+            sizes[_names(cp.files)] = verify_checkpoint(io, root, version, sorted(cp.files, key=_part))
+        except DeltaError as exc:
+            log.warning("log cleanup: checkpoint %s cannot be read in full (%s); not using it", cp.files[0].path, exc)
+            return False
+    if _names(chosen.files) not in sizes:
+        return False  # appeared after this listing: not read, so not trusted
+    if hint is None or hint.version != version:
+        return True
+    # A hint that lies about the checkpoint it names sends readers that trust it (delta-rs,
+    # kernels) into an error, and they would fall back to the commits cleanup deletes.
+    named = [cp for cp in complete if _named_by_hint(cp, hint)]
+    size = hint.raw.get("size")
+    if not named or (size is not None and all(sizes[_names(cp.files)] != size for cp in named)):
+        log.warning("log cleanup: _last_checkpoint does not describe checkpoint %d truthfully (%s); not using it",
+                    version, dict(hint.raw))
         return False
+    return True
+
+
+def _names(files: Sequence[FileInfo]) -> frozenset[str]:
+    return frozenset(f.name for f in files)
+
+
+def _part(info: FileInfo) -> int:
+    m = _MULTIPART.match(info.name)
+    return int(m.group(2)) if m else 0
+
+
+def _named_by_hint(cp: _Checkpoint, hint: LastCheckpointHint) -> bool:
+    if hint.v2_path is not None:
+        return cp.kind == "v2" and cp.files[0].name == posixpath.basename(str(hint.v2_path))
+    if hint.parts is not None:
+        return cp.kind == "multi-part" and cp.expected_parts == hint.parts
+    return cp.kind in ("classic", "v2")
+
+
+def _as_cleanup_checkpoint(cp: Checkpoint) -> _Checkpoint:
+    kind = "multi-part" if cp.kind == "multipart" else cp.kind
+    return _Checkpoint(cp.version, kind, list(cp.files), len(cp.files) if kind == "multi-part" else 1)
 
 
 def _sidecar_path(log_dir: str, sidecar: str) -> str:
     return f"{log_dir}/_sidecars/{posixpath.basename(sidecar)}"
-
-
-def _sidecars_exist(io: FileIO, log_dir: str, sidecars: list[str]) -> bool:
-    return all(io.exists(_sidecar_path(log_dir, s)) for s in sidecars)
 
 
 def _referenced_sidecars(io: FileIO, log_dir: str, checkpoints: list[_Checkpoint]) -> set[str] | None:
@@ -248,7 +312,7 @@ def _referenced_sidecars(io: FileIO, log_dir: str, checkpoints: list[_Checkpoint
             try:
                 if info.name.endswith(".json"):
                     for line in io.read_bytes(info.path).splitlines():
-                        if line.strip() and "sidecar" in (action := json.loads(line)):
+                        if line.strip() and "sidecar" in (action := log_json.loads(line)):
                             referenced.add(posixpath.basename(action["sidecar"]["path"]))
                 else:
                     with io.open_input_file(info.path) as f:
@@ -289,12 +353,7 @@ def plan_cleanup(
     cutoff_commit = _cutoff_commit(io, listing, cutoff_ms, properties)
     if cutoff_commit is None:
         return CleanupPlan()
-    candidates = sorted(
-        (cp for cp in listing.checkpoints.values() if cp.version <= cutoff_commit),
-        key=lambda cp: (cp.version, cp.kind != "v2"),
-        reverse=True,
-    )
-    anchor = next((cp for cp in candidates if _readable(io, log_dir, cp)), None)
+    anchor = _choose_anchor(io, root, listing, cutoff_commit)
     if anchor is None:
         return CleanupPlan()
     anchor_version = anchor.version
@@ -306,15 +365,23 @@ def plan_cleanup(
         if cp.version < anchor_version:
             doomed += [(cp.version, f.path) for f in cp.files]
     doomed += [(start, f.path) for start, _end, f in listing.compactions if start <= anchor_version]
-    # Hidden temp files of crashed writers, once older than the cutoff.
-    doomed += [(-1, f.path) for f in listing.temps if f.modification_time < cutoff_ms]
+    # Hidden temporary files (".<name>.<uuid>.tmp") are never deleted: they may belong to
+    # a live writer (a checkpoint being written, a commit being linked into place), and
+    # no clock tells a slow writer from a dead one. Delta's cleanup leaves them too.
 
-    # Sidecars: keep those any remaining checkpoint references, and recent ones.
+    # Sidecars: keep those any remaining checkpoint references, and recent ones. A sidecar
+    # named for a version at or after the anchor may belong to a checkpoint still being
+    # written (its top-level file comes last): kept whatever the clock says.
     remaining = [cp for cp in listing.checkpoints.values() if cp.version >= anchor_version]
     referenced = _referenced_sidecars(io, log_dir, remaining)
     if referenced is not None:
         sidecar_cutoff = _midnight_utc(now_ms) - _DAY_MS
         for info in io.list_dir(f"{log_dir}/_sidecars"):
+            if info.name.startswith("."):
+                continue  # a sidecar still being written (hidden temporary name)
+            named_version = _SIDECAR_VERSION.match(info.name)
+            if named_version is not None and int(named_version.group(1)) >= anchor_version:
+                continue
             if info.name not in referenced and info.modification_time < sidecar_cutoff:
                 doomed.append((anchor_version, info.path))
     doomed.sort()

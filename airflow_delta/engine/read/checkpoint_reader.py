@@ -149,6 +149,49 @@ def read_checkpoint(
     return CheckpointData(version, table, found.actions)
 
 
+def verify_checkpoint(io: FileIO, root: str, version: int, files: Sequence[FileInfo]) -> int:
+    """Read one checkpoint in full and return its number of actions (rows, sidecars included).
+
+    For callers that act on a checkpoint being sound (log cleanup deletes what it
+    supersedes): the reader's own passes (non-file actions, sidecar paths resolved in the
+    table, ``add`` and ``remove`` rows) must succeed, protocol and metadata must be
+    there, and every page of every column of every part and sidecar must decode (page
+    checksums verified where written), since other readers read columns ours skips.
+    Raises :class:`CorruptCheckpointError` naming the file at fault.
+    """
+    found = read_checkpoint_actions(io, root, version, files)
+    kinds = {a.key for a in found.actions}
+    for key in ("protocol", "metaData"):
+        if key not in kinds:
+            raise CorruptCheckpointError(files[0].path, f"it holds no {key} action, so no reader can start from it")
+    for key in ("remove", "add"):
+        read_checkpoint_file_actions(io, version, files, found.sidecars, key=key)
+    rows = 0
+    for info in files:
+        if info.name.endswith(".json"):
+            rows += sum(1 for line in io.read_bytes(info.path).splitlines() if line.strip())
+        else:
+            rows += _decode_every_page(io, info.path)
+    for sidecar in found.sidecars:
+        rows += _decode_every_page(io, sidecar)
+    return rows
+
+
+def _decode_every_page(io: FileIO, path: str) -> int:
+    """Decode every column of a parquet file batch by batch (bounded memory); its row count."""
+    try:
+        pf = pq.ParquetFile(io.open_input_file(path), buffer_size=_READ_BUFFER, pre_buffer=False,
+                            page_checksum_verification=True)
+        rows = 0
+        for batch in pf.iter_batches(batch_size=_SMALL_BATCH, use_threads=False):
+            rows += batch.num_rows
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptCheckpointError(path, f"cannot decode it in full ({exc})") from None
+    if rows != pf.metadata.num_rows:
+        raise CorruptCheckpointError(path, f"its footer counts {pf.metadata.num_rows} rows, its pages {rows}")
+    return rows
+
+
 def _sidecar_path(root: str, path: str) -> str:
     decoded = decode_log_path(path)
     if "/" not in decoded and ":" not in decoded:

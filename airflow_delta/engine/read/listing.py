@@ -145,6 +145,64 @@ class LogSegment:
         return list(range(start + 1, self.version + 1))
 
 
+@dataclass(frozen=True, slots=True)
+class CommitFrontier:
+    """Where the log stands for a commit about to be attempted at ``version``.
+
+    ``moved_past`` says why the log has moved past ``version`` (None if it has not): a
+    commit written there would sit below what readers replay, so it must not be
+    written. ``target_listed``: ``version`` was already committed when listed (the
+    attempt will conflict). ``predecessor``: a file of ``version - 1`` the listing
+    holds (its commit, else its checkpoint's first file); while it still exists after
+    the commit file was written, no cleanup has moved past ``version`` meanwhile,
+    because cleanup deletes the oldest versions first and never the checkpoint it
+    keeps.
+    """
+
+    version: int
+    target_listed: bool
+    predecessor: str | None
+    moved_past: str | None
+
+
+def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
+    """Check ``listing`` against a commit attempt at ``version``; see :class:`CommitFrontier`."""
+    listed = version in listing.commits
+    previous = version - 1
+    predecessor: str | None = None
+    if previous in listing.commits:
+        predecessor = listing.commits[previous].path
+    else:
+        at_previous = [cp for cp in listing.checkpoints if cp.version == previous]
+        if at_previous:
+            predecessor = at_previous[0].files[0].path
+    reason: str | None = None
+    if not listed:
+        newest_commit = max(listing.commits, default=None)
+        newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else None
+        # A hint alone (no commit or checkpoint left beside it) is debris of a deleted table.
+        has_log = bool(listing.commits) or bool(listing.checkpoints)
+        hint = listing.hint.version if listing.hint is not None and has_log else None
+        if newest_checkpoint is not None and newest_checkpoint >= version:
+            reason = (
+                f"the log holds a checkpoint of version {newest_checkpoint}, and commit {version} is not in it "
+                "(metadata cleanup cleaned up the commits behind that checkpoint)"
+            )
+        elif newest_commit is not None and newest_commit > version:
+            reason = f"the log holds commit {newest_commit} but not commit {version} (it was cleaned up)"
+        elif hint is not None and hint >= version:
+            reason = (
+                f"_last_checkpoint names version {hint}, and commit {version} is not in the log (if no "
+                f"checkpoint of version {hint} ever existed, _last_checkpoint is wrong: delete it)"
+            )
+        elif version > 0 and predecessor is None:
+            reason = (
+                f"version {previous}, the one this commit follows, is no longer in the log "
+                "(metadata cleanup cleaned it up), so the commits after it cannot be checked for conflicts"
+            )
+    return CommitFrontier(version, listed, predecessor, reason)
+
+
 def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:
     """Parse ``_last_checkpoint``; any problem (missing, unreadable, malformed) gives None."""
     try:

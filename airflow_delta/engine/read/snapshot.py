@@ -295,8 +295,15 @@ class _FallbackFiles:
     def _retry(self, exc: CorruptCheckpointError) -> FileActions:
         with self._lock:
             if self._replacement is None:
-                _, state = _replay_falling_back(self._io, self._listing, self._files.segment, exc,
-                                                need_files=True)
+                segment = self._files.segment
+                if any(self._io.info(f.path) is None for f in segment.checkpoint_files):
+                    # Not corrupt but gone: a concurrent log cleanup moved the start of the log
+                    # past it since the listing. The version is rebuilt from a fresh listing
+                    # (from the newer checkpoint, when it is not newer than the version).
+                    listing, segment = list_log_and_segment(self._io, segment.table_root, segment.version)
+                    _, state = _replay_falling_back(self._io, listing, segment, need_files=True)
+                else:
+                    _, state = _replay_falling_back(self._io, self._listing, segment, exc, need_files=True)
                 self._replacement = state.files
             return self._replacement
 

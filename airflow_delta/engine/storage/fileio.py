@@ -21,12 +21,18 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from airflow_delta.engine.errors import CommitNotSupportedError, DeltaError, InvalidPathError, PathOutsideTableError
+from airflow_delta.engine.errors import (
+    AtomicWriteError,
+    CommitNotSupportedError,
+    DeltaError,
+    InvalidPathError,
+    PathOutsideTableError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,7 +412,15 @@ class LocalFileIO(FileIO):
             out.write(data)
 
     @contextmanager
-    def atomic_output(self, path: str) -> Iterator[Any]:
+    def atomic_output(self, path: str) -> Iterator[BinaryIO]:
+        """A writable file that appears at ``path`` (replacing it) only once complete.
+
+        Written to a hidden ``.<name>.<uuid>.tmp`` beside the target, inside the table's
+        real root (readers and log cleanup leave such names alone), fsynced, then renamed
+        into place. If another process deleted the temporary file meanwhile,
+        :class:`AtomicWriteError` says so and nothing is published; on any failure the
+        temporary file is removed.
+        """
         dir_fd, name = self._open_parent(path, create=True)
         try:
             tmp = _temp_name(name)
@@ -417,7 +431,10 @@ class LocalFileIO(FileIO):
                     out.flush()
                     os.fsync(out.fileno())
                 # rename replaces a symbolic link named ``name`` instead of writing through it
-                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                try:
+                    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                except FileNotFoundError:
+                    raise AtomicWriteError(path, tmp, "vanished before it could be moved into place") from None
             except BaseException:
                 _unlink_quietly(tmp, dir_fd)
                 raise

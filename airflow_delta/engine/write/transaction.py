@@ -30,7 +30,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
@@ -40,10 +40,12 @@ from airflow_delta.engine.errors import (
     AppendOnlyViolationError,
     CommitFailedError,
     CommitNotSupportedError,
+    CommitOutcomeUnknownError,
     ConcurrentModificationError,
     InvalidArgumentError,
     InvalidPathError,
     InvalidTransactionError,
+    LogMovedPastCommitError,
     PathOutsideTableError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -81,7 +83,7 @@ from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
 from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.property_validation import normalize_properties
-from airflow_delta.engine.read.listing import commit_path
+from airflow_delta.engine.read.listing import CommitFrontier, commit_frontier, commit_path, list_log
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path
@@ -159,6 +161,9 @@ class _Race:
     storage_error: BaseException | None = None
     # A commit write is under way: if it raises, whether it landed is unknown.
     in_flight: bool = False
+    # The log as checked before each attempt, by version: an attempt that reported an
+    # error but landed is confirmed against it when it is found.
+    frontiers: dict[int, CommitFrontier] = field(default_factory=dict)
 
     @property
     def may_have_landed(self) -> bool:
@@ -582,9 +587,12 @@ class Transaction:
         check_str_mapping("tags", tags, optional=True)
         try:
             version = self._commit(operation, operation_parameters, operation_metrics, user_metadata, tags)
-        except BaseException:
+        except BaseException as exc:
             self._state = "failed"
-            if self._race is None or not self._race.may_have_landed:
+            # A commit that landed but may be invisible (CommitOutcomeUnknownError) still
+            # references its files: they stay.
+            outcome_unknown = isinstance(exc, CommitOutcomeUnknownError)
+            if not outcome_unknown and (self._race is None or not self._race.may_have_landed):
                 # Certainly not in the log: nothing references the files we wrote.
                 self.written_files.remove_all()
             raise
@@ -617,11 +625,13 @@ class Transaction:
             previous_ts=self._read_commit_timestamp(file_time=plan.enables_ict) if plan.ict_enabled else None,
         )
         self._race = race
-        self._check_read_version_still_logged()
         while True:
             self.attempts += 1
             payload = self._payload(plan, race.attempt_version, race.previous_ts)
             self._committed_payload = payload
+            # Checked before every attempt, as late as possible: the log must not have
+            # moved past the version this attempt writes.
+            frontier = race.frontiers[race.attempt_version] = self._check_frontier(race.attempt_version)
             race.in_flight = True
             try:
                 response = self._committer.commit(race.attempt_version, payload)
@@ -630,6 +640,7 @@ class Transaction:
                 raise
             race.in_flight = False
             if isinstance(response, Committed):
+                self._confirm_not_shadowed(frontier, written_now=True)
                 return response.version
             race.storage_error = None
             if isinstance(response, RetryableFailure):
@@ -775,6 +786,8 @@ class Transaction:
                 # later), with another timestamp and in-commit timestamp: the
                 # post-commit hook must see what is in the log.
                 self._committed_payload = winner_bytes
+                if race.next_version in race.frontiers:
+                    self._confirm_not_shadowed(race.frontiers[race.next_version], written_now=False)
                 return race.next_version
             if race.next_version == race.unresolved:
                 race.unresolved = None  # another writer's commit: ours did not land there
@@ -813,39 +826,83 @@ class Transaction:
         error.__cause__ = race.storage_error
         return error
 
-    def _check_read_version_still_logged(self) -> None:
-        """Refuse to commit after metadata cleanup deleted the version this transaction read.
+    def _check_frontier(self, version: int) -> CommitFrontier:
+        """Refuse an attempt at ``version`` once the log has moved past it; nothing is written then.
 
-        Cleanup deletes the oldest log files first, and only versions before a
-        checkpoint. While the newest file of the snapshot's log segment exists, no later
-        commit has been deleted, so ``read_version + 1`` is either free or a winner we
-        can read. Once it is gone, ``read_version + 1`` may be a deleted commit: writing
-        it would succeed invisibly (readers start from the newer checkpoint), and the
-        commits to check for conflicts are lost. One existence check per commit.
+        Metadata cleanup deletes commits behind a newer checkpoint, oldest first. A
+        version it deleted is free on disk again, but writing it would "succeed"
+        invisibly (readers start from the newer checkpoint), and the commits this one
+        must be checked against are gone. One listing per attempt.
         """
-        if self.snapshot is None:
-            return
-        segment = self.snapshot.log_segment
-        if segment.latest_commit_file is not None:
-            newest = commit_path(self.location.root, self.read_version)
-        elif segment.checkpoint_files:
-            newest = segment.checkpoint_files[0].path
-        else:
-            return
         try:
-            still_there = self.location.io.exists(newest)
+            frontier = commit_frontier(list_log(self.location.io, self.location.root), version)
         except OSError as exc:
             raise CommitFailedError(
-                f"could not check that version {self.read_version} of {self.location.uri!r} is still in the log: "
-                f"{exc}. Nothing was written; retry once the storage is healthy"
+                f"could not list the log of {self.location.uri!r} before committing version {version}: {exc}. "
+                "Nothing was written; retry once the storage is healthy"
             ) from exc
-        if not still_there:
-            raise CommitFailedError(
-                f"this transaction read version {self.read_version} of {self.location.uri!r}, and metadata "
-                "cleanup has since cleaned up the log past it (the transaction is older than the log "
-                "retention), so the commits after it cannot be checked for conflicts. Nothing was written; "
-                "start a new transaction on the latest version"
+        if frontier.moved_past is not None:
+            if self.read_version < 0:
+                raise TableAlreadyExistsError(self.location.uri)
+            raise LogMovedPastCommitError(self.location.uri, version, frontier.moved_past)
+        return frontier
+
+    def _confirm_not_shadowed(self, frontier: CommitFrontier, *, written_now: bool) -> None:
+        """After our commit file landed: make sure the log did not move past it between the check and the write.
+
+        Cleanup deletes a version's files only after those of every older version. If the
+        file of ``version - 1`` that was listed before the write still exists after it, no
+        cleanup deleted an older writer's commit at our version before we wrote it, so
+        readers replay ours. If our version itself was listed, the write could only
+        succeed because a cleanup deleted that commit: ours is below the log's start, is
+        deleted again, and nothing was written. (``written_now`` is False for a write found
+        by its txnId after it reported an error: what was listed there may be that write.)
+        """
+        io, version = self.location.io, frontier.version
+        path = commit_path(self.location.root, version)
+        if frontier.target_listed and written_now:
+            try:
+                io.delete(path)
+            except OSError:
+                raise CommitOutcomeUnknownError(
+                    self.location.uri, version, self.txn_id,
+                    "a log cleanup removed the commit that held this version just before, and the write "
+                    "could not be undone",
+                ) from None
+            raise LogMovedPastCommitError(
+                self.location.uri, version,
+                "a log cleanup removed the commit at this version while this transaction wrote its own, which "
+                "readers would never replay (it was deleted again)",
             )
+        if frontier.predecessor is not None:
+            try:
+                if io.exists(frontier.predecessor):
+                    return
+            except OSError:
+                pass
+        elif version == 0:
+            return  # a new table: no cleanup can be ahead of its first commit
+        if self._replayed_from_log(version):
+            return
+        raise CommitOutcomeUnknownError(
+            self.location.uri, version, self.txn_id,
+            "a log cleanup removed the files before it at the same time and the log may now start past it",
+        )
+
+    def _replayed_from_log(self, version: int) -> bool:
+        """Readers replay our commit at ``version``: it is still listed and no checkpoint or hint is newer.
+
+        A checkpoint of ``version`` itself was made from our commit: an older writer's
+        commit at this version could only have gone with a newer checkpoint, and the
+        newest checkpoint never goes away.
+        """
+        try:
+            listing = list_log(self.location.io, self.location.root)
+        except OSError:
+            return False
+        newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else -1
+        hint = listing.hint.version if listing.hint is not None else -1
+        return version in listing.commits and newest_checkpoint <= version and hint <= version
 
     def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
         seen_adds: set[tuple[str, str | None]] = set()

@@ -64,3 +64,39 @@ def test_chain_batches_yields_each_iterable_in_turn_lazily() -> None:
     assert next(chained).column(0).to_pylist() == [1] and consumed == []
     assert [b.column(0).to_pylist() for b in chained] == [[2], [3]]
     assert consumed == ["second"]
+
+
+def test_log_cleanup_during_a_checkpoint_leaves_its_temporary_file_alone(tmp_path: Path) -> None:
+    # A cleanup with a clock far ahead runs while a checkpoint is being written: the
+    # checkpoint's temporary file is not the cleanup's to delete, and the checkpoint lands.
+    from airflow_delta.engine import DeltaTable
+    from airflow_delta.engine.checkpoint.writer import create_checkpoint
+
+    path = str(tmp_path / "t")
+    table = DeltaTable.create(path, SCHEMA)
+    for n in range(3):
+        table.append(pa.table({"n": [n]}, schema=SCHEMA))
+    table.checkpoint(2)
+    table.append(pa.table({"n": [3]}, schema=SCHEMA))
+    seen: list[list[str]] = []
+
+    class CleanupMidWriteIO(LocalFileIO):
+        def atomic_output(self, path: str):  # type: ignore[no-untyped-def,override]
+            inner = super().atomic_output(path)
+
+            class Wrapped:
+                def __enter__(self):  # type: ignore[no-untyped-def]
+                    return inner.__enter__()
+
+                def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+                    seen.append(table.cleanup_log(retention="interval 0 seconds", now=4_102_444_800_000))
+                    return inner.__exit__(*exc)
+
+            return Wrapped()
+
+    snapshot = DeltaTable(path, io=CleanupMidWriteIO()).snapshot()
+    assert create_checkpoint(snapshot) == 4
+    assert seen and any(p.endswith(".json") for p in seen[0])  # the cleanup did run, and deleted commits
+    assert not any(".tmp" in p for deleted in seen for p in deleted)
+    assert Path(path, "_delta_log", f"{4:020d}.checkpoint.parquet").exists()
+    assert sorted(DeltaTable(path).snapshot().to_arrow().column("n").to_pylist()) == [0, 1, 2, 3]

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine.checkpoint.writer import read_last_checkpoint, write_checkpoint
+from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.operations.log_cleanup import cleanup_log
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.fileio import LocalFileIO
@@ -263,6 +264,156 @@ def test_unreadable_checkpoint_is_not_an_anchor(table_path: str) -> None:
     assert name(3, "checkpoint.parquet") in log_files(table_path)
 
 
+def _corrupt_pages(path: str, columns: str) -> None:
+    """Overwrite the data pages of some column chunks with garbage, leaving the footer valid."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    data = bytearray(Path(path).read_bytes())
+    for rg in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            chunk = meta.row_group(rg).column(c)
+            if columns == "all" or chunk.path_in_schema.startswith(columns):
+                start = chunk.data_page_offset
+                for k in range(start, start + chunk.total_compressed_size):
+                    data[k] ^= 0x5A
+    Path(path).write_bytes(bytes(data))
+    assert pq.read_metadata(path).num_rows == meta.num_rows  # the footer still reads
+
+
+def _damage_classic_pages(path: str, columns: str) -> None:
+    _corrupt_pages(f"{path}/_delta_log/{name(6, 'checkpoint.parquet')}", columns)
+
+
+def _multipart(path: str) -> list[str]:
+    os.remove(f"{path}/_delta_log/{name(6, 'checkpoint.parquet')}")
+    parts = sorted(add_checkpoint(path, 6, part_size=3, update_last_checkpoint=False))
+    assert len(parts) == 3, parts
+    return parts
+
+
+def _part_one_missing_and_stray_four_of_three(path: str) -> None:
+    parts = _multipart(path)
+    shutil.copy(parts[1], parts[1].replace(".0000000002.0000000003.", ".0000000004.0000000003."))
+    os.remove(parts[0])
+
+
+def _stray_four_of_three(path: str) -> None:
+    parts = _multipart(path)
+    shutil.copy(parts[1], parts[1].replace(".0000000002.0000000003.", ".0000000004.0000000003."))
+
+
+def _hint(path: str, **body: Any) -> None:
+    from airflow_delta.engine.checkpoint.writer import write_last_checkpoint
+
+    write_last_checkpoint(IO, path, {"version": 6, **body}, allow_older=True)
+
+
+def _hint_claims_parts(path: str) -> None:
+    _hint(path, size=read_last_checkpoint(IO, path)["size"], parts=3)  # type: ignore[index]
+
+
+def _hint_claims_size(path: str) -> None:
+    _hint(path, size=read_last_checkpoint(IO, path)["size"] + 5)  # type: ignore[index]
+
+
+def _multipart_hint_claims_other_parts(path: str) -> None:
+    _multipart(path)
+    _hint(path, size=read_last_checkpoint(IO, path)["size"], parts=4)  # type: ignore[index]
+
+
+def _no_metadata(path: str) -> None:
+    import pyarrow.parquet as pq
+
+    file = f"{path}/_delta_log/{name(6, 'checkpoint.parquet')}"
+    table = pq.read_table(file)
+    pq.write_table(table.drop_columns(["metaData"]), file)
+
+
+# Ways checkpoint 6 can be unfit to start the log from, though its footer (or our
+# reader) may accept it: cleanup must anchor on checkpoint 3 instead.
+DOUBTFUL_CHECKPOINTS = {
+    "pages of every column corrupt, footer valid": lambda p: _damage_classic_pages(p, "all"),
+    "pages of add.stats corrupt (a column other readers read)": lambda p: _damage_classic_pages(p, "add.stats"),
+    "pages of metaData corrupt": lambda p: _damage_classic_pages(p, "metaData"),
+    "multi-part: part 1 missing and a stray part 4 of 3": _part_one_missing_and_stray_four_of_three,
+    "multi-part: complete, plus a stray part 4 of 3": _stray_four_of_three,
+    "_last_checkpoint claims 3 parts of a classic checkpoint": _hint_claims_parts,
+    "_last_checkpoint claims a wrong size": _hint_claims_size,
+    "_last_checkpoint claims 4 parts of a 3-part set": _multipart_hint_claims_other_parts,
+    "no metaData action": _no_metadata,
+}
+
+
+@pytest.mark.parametrize("hint_parts", [None, 3])
+def test_a_sound_multi_part_checkpoint_is_an_anchor(table_path: str, hint_parts: int | None) -> None:
+    build_log(table_path, 10, checkpoints=(3, 6))
+    size = read_last_checkpoint(IO, table_path)["size"]  # type: ignore[index]
+    _multipart(table_path)
+    if hint_parts is None:
+        os.remove(f"{table_path}/_delta_log/_last_checkpoint")  # it named the classic checkpoint 6, now gone
+    else:
+        _hint(table_path, size=size, parts=hint_parts)
+    expected = views(table_path, range(6, 10))
+    deleted = cleanup(table_path, cutoff_version=8)
+    assert max(int(n[:20]) for n in deleted) == 5
+    assert views(table_path, range(6, 10)) == expected
+
+
+@pytest.mark.parametrize("damage", sorted(DOUBTFUL_CHECKPOINTS))
+def test_cleanup_never_anchors_on_a_checkpoint_readers_may_not_read_in_full(table_path: str, damage: str) -> None:
+    build_log(table_path, 10, checkpoints=(3, 6))
+    latest = load_snapshot(IO, table_path)  # taken before the damage
+    expected = views(table_path, range(3, 10))
+    DOUBTFUL_CHECKPOINTS[damage](table_path)
+    try:
+        readable = views(table_path, range(3, 10)) == expected
+    except DeltaError:
+        readable = False  # our reader does not fall back past this damage: cleanup must not make it worse
+    deleted = cleanup(table_path, cutoff_version=8, snapshot=latest)
+    assert max(int(n[:20]) for n in deleted) == 2, deleted
+    assert name(3, "checkpoint.parquet") in log_files(table_path)
+    assert all(name(v) in log_files(table_path) for v in range(3, 10))
+    if readable:
+        assert views(table_path, range(3, 10)) == expected
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "pages corrupt"])
+def test_v2_checkpoint_with_a_bad_sidecar_is_not_an_anchor(shared_tables: Path, tmp_path: Path, damage: str) -> None:
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    log_dir = f"{path}/_delta_log"
+    for entry in os.listdir(log_dir):
+        if entry[:20].isdigit():
+            set_mtime(f"{log_dir}/{entry}", commit_time(int(entry[:20])))
+    sidecars = sorted(f"{log_dir}/_sidecars/{s}" for s in os.listdir(f"{log_dir}/_sidecars") if s.startswith(f"{8:020d}"))
+    assert sidecars
+    if damage == "missing":
+        os.remove(sidecars[0])
+    elif damage == "truncated":
+        Path(sidecars[0]).write_bytes(Path(sidecars[0]).read_bytes()[:-20])
+    else:
+        _corrupt_pages(sidecars[0], "all")
+    commits_before = {n for n in os.listdir(log_dir) if n.endswith(".json") and n[:20].isdigit() and "." not in n[:-5]}
+    deleted = [os.path.basename(p) for p in DeltaTable(path).cleanup_log(retention=timedelta(days=1),
+                                                                         now=now_for_cutoff(8))]
+    # Checkpoint 8 is no anchor: the commits after the older one survive.
+    assert all(int(n[:20]) < 6 for n in deleted), deleted
+    assert {n for n in commits_before if int(n[:20]) >= 6} <= set(os.listdir(log_dir))
+
+
+def test_a_cleanup_with_nothing_to_delete_reads_no_checkpoint(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cleanup runs after every automatic checkpoint; reading the anchor in full each time
+    # would cost a full checkpoint read per checkpoint interval for nothing.
+    from airflow_delta.engine.operations import log_cleanup
+
+    build_log(table_path, 6, checkpoints=(3,))
+    assert max(int(n[:20]) for n in cleanup(table_path, cutoff_version=5)) == 2
+    reads: list[object] = []
+    monkeypatch.setattr(log_cleanup, "verify_checkpoint", lambda *args: reads.append(args) or 0)
+    assert cleanup(table_path, cutoff_version=5) == []
+    assert reads == []
+
+
 # ----------------------------------------------------------- what gets deleted
 
 
@@ -281,17 +432,19 @@ def test_crc_and_compaction_files_follow_their_versions(table_path: str) -> None
     assert f"{7:020d}.{8:020d}.compacted.json" in log_files(table_path)
 
 
-def test_stale_temp_files_of_crashed_writers_are_removed(table_path: str) -> None:
+def test_temporary_files_are_never_deleted_whatever_their_age(table_path: str) -> None:
+    # Hidden temporaries may belong to live writers (a checkpoint being written, a commit
+    # being linked): no clock tells a slow writer from a dead one, so cleanup leaves them.
     build_log(table_path, 9, checkpoints=(3, 6))
     log_dir = f"{table_path}/_delta_log"
-    old = f"{log_dir}/.{name(2, 'checkpoint.parquet')}.abc.tmp"
-    young = f"{log_dir}/.{name(8, 'checkpoint.parquet')}.def.tmp"
-    for file, ms in ((old, commit_time(2)), (young, commit_time(8))):
+    temps = [f"{log_dir}/.{name(2, 'checkpoint.parquet')}.abc.tmp", f"{log_dir}/.{name(4)}.def.tmp",
+             f"{log_dir}/._last_checkpoint.0a1b.tmp"]
+    for file in temps:
         Path(file).write_bytes(b"partial")
-        set_mtime(file, ms)
-    deleted = cleanup(table_path, cutoff_version=7)
-    assert os.path.basename(old) in deleted
-    assert os.path.exists(young)
+        set_mtime(file, commit_time(0) - 365 * DAY)
+    deleted = cleanup(table_path, cutoff_version=8)
+    assert max(int(n[:20]) for n in deleted) == 5
+    assert all(os.path.exists(t) for t in temps)
 
 
 def test_nothing_outside_the_log_and_no_unknown_file_is_touched(table_path: str) -> None:
@@ -353,6 +506,25 @@ def test_v2_sidecars_no_checkpoint_references_are_removed(shared_tables: Path, t
     assert any(s.startswith(f"{8:020d}") for s in sidecars_left)
     assert our_view(path) == expected
     assert rs_view(path) == before
+
+
+def test_sidecars_of_a_checkpoint_still_being_written_survive_a_clock_far_ahead(
+    shared_tables: Path, tmp_path: Path
+) -> None:
+    # A V2 checkpoint writes its sidecars first and its top-level file last: until then
+    # nothing references them. With the clock in 2100 every file is "old", so age alone
+    # cannot protect them; their version (at or after the anchor) does.
+    path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
+    log_dir = f"{path}/_delta_log"
+    in_flight = f"{log_dir}/_sidecars/{9:020d}.checkpoint.0000000001.0000000001.0a1b2c3d-0000-4000-8000-000000000000.parquet"
+    stale = f"{log_dir}/_sidecars/{2:020d}.checkpoint.0000000001.0000000001.0a1b2c3d-0000-4000-8000-000000000001.parquet"
+    being_written = f"{log_dir}/_sidecars/.{2:020d}.checkpoint.0000000001.0000000001.x.parquet.0a1b2c.tmp"
+    for file in (in_flight, stale, being_written):
+        Path(file).write_bytes(b"PAR1")
+        set_mtime(file, DAY0)
+    deleted = DeltaTable(path).cleanup_log(retention="interval 0 seconds", now=4_102_444_800_000)
+    assert os.path.exists(in_flight) and os.path.exists(being_written)
+    assert stale in deleted and not os.path.exists(stale)
 
 
 def test_repointed_hint_to_a_v2_checkpoint_counts_its_sidecars_as_spark_does(shared_tables: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_delta.engine.errors import LogNotContiguousError, TableNotFoundError, VersionNotFoundError
 from airflow_delta.engine.read.listing import (
+    commit_frontier,
     commit_path,
     commit_version,
     latest_version,
@@ -273,3 +274,60 @@ def test_listing_race_is_retried(table_path: str) -> None:
     _table(table_path, range(4))
     seg = list_log_segment(_RacyIO(f"{2:020d}.json"), table_path)
     assert seg.commit_versions == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------- the commit frontier
+
+# (commits on disk, classic checkpoints, _last_checkpoint version, version to commit,
+#  what the frontier says: None when the attempt may go ahead, else a word of the reason)
+FRONTIER_CASES = [
+    ([0, 1, 2], [], None, 3, None),  # the next version
+    ([0, 1, 2], [], None, 2, None),  # taken: the attempt conflicts and catches up
+    ([0, 1, 2], [], None, 0, None),
+    ([2, 3], [2], None, 3, None),  # cleaned up to checkpoint 2; 3 is taken, readable
+    ([2, 3], [2], None, 4, None),
+    ([2], [2], 2, 3, None),  # the read version survives only as its checkpoint's commit
+    ([3, 4], [3], 3, 2, "checkpoint of version 3"),  # v2 was cleaned up behind checkpoint 3
+    ([3, 4], [3], 3, 3, None),  # v3 is there to catch up with
+    ([0, 1, 3], [], None, 2, "commit 3"),  # a hole below the newest commit
+    ([0, 1], [], 5, 2, "_last_checkpoint names version 5"),
+    ([3, 4], [], None, 3, None),
+    ([4, 5], [4], None, 5, None),
+    ([5], [4], None, 5, None),  # v4's checkpoint is the predecessor of 5
+    ([], [4], 4, 5, None),  # nothing but a checkpoint: it is the predecessor
+    ([1, 2], [1], None, 1, None),
+    ([2, 3], [], None, 2, None),
+    ([3], [], None, 3, None),  # taken
+    ([3], [], None, 2, "commit 3"),
+    ([0, 1, 2], [], None, 4, "version 3"),  # its predecessor never made it to the log
+    ([], [], None, 0, None),  # a new table
+    ([1], [1], None, 0, "checkpoint of version 1"),  # creating over a cleaned-up table
+    ([], [], 3, 0, None),  # a _last_checkpoint left over from a deleted table: creating is fine
+]
+
+
+@pytest.mark.parametrize(("commits", "checkpoints", "hint", "version", "reason"), FRONTIER_CASES)
+def test_commit_frontier(
+    table_path: str, commits: list[int], checkpoints: list[int], hint: int | None, version: int, reason: str | None
+) -> None:
+    log_dir = Path(table_path, "_delta_log")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for v in commits:
+        (log_dir / f"{v:020d}.json").write_text("{}\n")
+    for v in checkpoints:
+        b.write_classic_checkpoint(table_path, v, _state_actions())
+    if hint is not None:
+        (log_dir / "_last_checkpoint").write_text(f'{{"version":{hint},"size":3}}')
+    frontier = commit_frontier(list_log(IO, table_path), version)
+    assert frontier.target_listed == (version in commits)
+    if reason is None:
+        assert frontier.moved_past is None
+    else:
+        assert frontier.moved_past is not None and reason in frontier.moved_past
+    previous = version - 1
+    if previous in commits:
+        assert frontier.predecessor == str(log_dir / f"{previous:020d}.json")
+    elif previous in checkpoints:
+        assert frontier.predecessor == str(log_dir / f"{previous:020d}.checkpoint.parquet")
+    else:
+        assert frontier.predecessor is None

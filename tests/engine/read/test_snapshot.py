@@ -438,3 +438,22 @@ def test_running_out_of_memory_while_loading_is_a_typed_error(table_path: str, m
         m.setattr(replay, "parse_file_actions", lambda *a, **k: pa.allocate_buffer(1 << 62))
         with pytest.raises(LogTooLargeError, match="add actions"):
             _ = snapshot.add_actions
+
+
+def test_a_snapshot_whose_checkpoint_a_concurrent_cleanup_removed_still_reads(table_path: str) -> None:
+    # The snapshot's metadata came from checkpoint 2; before its file actions are read, a
+    # checkpoint of version 3 is written and a cleanup (clock in 2100) deletes checkpoint
+    # 2 and commits 0..2. The file actions are rebuilt from a fresh listing, not reported
+    # as a corrupt checkpoint.
+    schema = pa.schema([("id", pa.int64())])
+    table = DeltaTable.create(table_path, schema)
+    for i in range(3):
+        table.append(pa.table({"id": [i]}, schema=schema))
+    table.checkpoint(2)
+    table.append(pa.table({"id": [3]}, schema=schema))
+    snapshot = table.snapshot()
+    assert snapshot.version == 4 and snapshot.log_segment.checkpoint_version == 2
+    table.checkpoint(3)
+    deleted = table.cleanup_log(retention="interval 0 seconds", now=4_102_444_800_000)
+    assert any(p.endswith(f"{2:020d}.checkpoint.parquet") for p in deleted)
+    assert sorted(snapshot.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]

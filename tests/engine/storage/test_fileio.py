@@ -286,3 +286,42 @@ def test_no_operation_ever_touches_outside_whatever_the_links(
 def _outside_tree(outside: Path) -> list[tuple[str, int, bytes]]:
     return [(str(p.relative_to(outside)), p.lstat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
             for p in sorted([outside, *outside.rglob("*")])]
+@pytest.mark.parametrize("write", ["atomic_output", "write_bytes"])
+def test_a_vanished_temporary_file_is_a_typed_error_and_publishes_nothing(tmp_path: Path, write: str) -> None:
+    from airflow_delta.engine.errors import AtomicWriteError
+
+    class VanishingIO(LocalFileIO):
+        """Another process deletes the temporary file just before it is renamed into place."""
+
+        def atomic_output(self, path: str):  # type: ignore[no-untyped-def,override]
+            inner = super().atomic_output(path)
+
+            class Wrapped:
+                def __enter__(self):  # type: ignore[no-untyped-def]
+                    self.out = inner.__enter__()
+                    return self.out
+
+                def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+                    os.remove(self.out.name)
+                    return inner.__exit__(*exc)
+
+            return Wrapped()
+
+    io = VanishingIO()
+    target = str(tmp_path / "_delta_log" / "_last_checkpoint")
+    with pytest.raises(AtomicWriteError, match="_last_checkpoint") as caught:
+        if write == "write_bytes":
+            io.write_bytes(target, b"{}")
+        else:
+            with io.atomic_output(target) as out:
+                out.write(b"{}")
+    assert caught.value.retryable is True and "nothing was written" in str(caught.value)
+    assert os.listdir(tmp_path / "_delta_log") == []
+
+
+def test_atomic_output_removes_its_temporary_file_on_failure(tmp_path: Path) -> None:
+    target = str(tmp_path / "f")
+    with pytest.raises(RuntimeError), LocalFileIO().atomic_output(target) as out:
+        out.write(b"x")
+        raise RuntimeError("writer failed")
+    assert os.listdir(tmp_path) == []
