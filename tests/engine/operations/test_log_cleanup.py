@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine.checkpoint.writer import read_last_checkpoint, write_checkpoint
-from airflow_delta.engine.errors import DeltaError
+from airflow_delta.engine.errors import CorruptCommitError, DeltaError
 from airflow_delta.engine.operations.log_cleanup import cleanup_log
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.fileio import LocalFileIO
@@ -240,6 +240,26 @@ def test_in_commit_timestamps_decide_commit_age(table_path: str) -> None:
     deleted = cleanup(table_path, cutoff_version=7)
     assert [n for n in deleted if "checkpoint" in n] == [name(3, "checkpoint.parquet")]
     assert max(int(n[:20]) for n in deleted) == 5
+
+
+@pytest.mark.parametrize(
+    "first_line",
+    [b'{"commitInfo": ' * 5000 + b"{}" + b"}" * 5000, b'{"commitInfo": {"operation": "\xff\xfe"}}', b"[1, 2]", b"{not json"],
+    ids=["deep-nesting", "invalid-utf8", "not-an-object", "not-json"],
+)
+def test_a_corrupt_commit_read_for_its_timestamp_is_a_typed_error_and_nothing_is_deleted(
+    table_path: str, first_line: bytes
+) -> None:
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}
+    build_log(table_path, 9, checkpoints=(3, 6), config={"delta.enableInCommitTimestamps": "true"},
+              protocol=protocol, ict=True)
+    damaged = f"{table_path}/_delta_log/{name(4)}"  # before checkpoint 6: only cleanup reads it
+    rest = Path(damaged).read_bytes().split(b"\n", 1)[1]
+    Path(damaged).write_bytes(first_line + b"\n" + rest)
+    before = sorted(os.listdir(f"{table_path}/_delta_log"))
+    with pytest.raises(CorruptCommitError, match=rf"{name(4)}.*line 1"):
+        cleanup(table_path, cutoff_version=7)
+    assert sorted(os.listdir(f"{table_path}/_delta_log")) == before
 
 
 def test_incomplete_multi_part_checkpoint_is_not_an_anchor(table_path: str) -> None:
