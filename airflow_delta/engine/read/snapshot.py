@@ -37,7 +37,14 @@ import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
-from airflow_delta.engine.model.arrow_numpy import int64_array, mask_to_numpy, string_scalar
+from airflow_delta.engine.model.arrow_numpy import (
+    bool_array,
+    combined,
+    int64_array,
+    mask_to_numpy,
+    string_array,
+    string_scalar,
+)
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.properties import TableProperties
@@ -138,7 +145,7 @@ class Snapshot:
     @cached_property
     def _stats(self) -> pa.StructArray:
 
-        return parse_stats(self.add_actions.column("stats").combine_chunks(), self.metadata)
+        return parse_stats(combined(self.add_actions.column("stats")), self.metadata)
 
     def _predicate(self, filter: str) -> Any:
         from airflow_delta.engine.expressions import parse_predicate
@@ -215,17 +222,22 @@ class Snapshot:
 
 def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Percent-decode log paths; only the (usually few) paths containing ``%`` go through Python."""
-    if isinstance(paths, pa.ChunkedArray):
-        paths = paths.combine_chunks() if paths.num_chunks != 1 else paths.chunk(0)
+    paths = combined(paths)
     if len(paths) == 0:
         return paths
-    idx = np.flatnonzero(mask_to_numpy(pc.match_substring(paths, "%")))
+    has_escape = pc.match_substring(paths, "%")
+    idx = np.flatnonzero(mask_to_numpy(has_escape))
     if idx.size == 0:
         return paths
     decoded = [decode_log_path(p) for p in paths.take(int64_array(idx)).to_pylist()]
-    out = np.asarray(paths.to_pylist(), dtype=object)
-    out[idx] = decoded
-    return pa.array(out, pa.string())
+    return _replace_at(paths, idx, decoded)
+
+
+def _replace_at(values: pa.Array, idx: np.ndarray, replacements: list[str]) -> pa.Array:
+    """``values`` with the strings at the (sorted) positions ``idx`` replaced, vectorised."""
+    mask = np.zeros(len(values), dtype=bool)
+    mask[idx] = True
+    return pc.replace_with_mask(values, bool_array(mask), string_array(replacements).cast(values.type))
 
 
 # RFC 3986 scheme; two characters at least, so that a Windows drive letter is not one.
@@ -237,7 +249,7 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     decoded = decode_paths(paths)
     if len(decoded) == 0:
         return decoded
-    encoded = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    encoded = combined(paths)
     # An absolute URI has a scheme: ``s3://...``, ``file:///...`` and also Hadoop's
     # ``file:/...`` as Spark writes it. Tested on the encoded form, where a colon in a
     # relative name is still ``%3A`` (and a partition directory has ``=`` before it).
@@ -245,10 +257,9 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     idx = np.flatnonzero(mask_to_numpy(absolute))
     if idx.size == 0:
         return decoded
-    out = np.asarray(decoded.to_pylist(), dtype=object)
-    for i, log_path in zip(idx.tolist(), encoded.take(int64_array(idx)).to_pylist(), strict=True):
-        out[i] = relative_to_table(table_root, resolve_in_table(table_root, log_path))
-    return pa.array(out, pa.string())
+    relative = [relative_to_table(table_root, resolve_in_table(table_root, p))
+                for p in encoded.take(int64_array(idx)).to_pylist()]
+    return _replace_at(decoded, idx, relative)
 
 
 class FileStateLoader(Protocol_):
