@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from airflow_delta.engine.model.actions import Metadata
-from airflow_delta.engine.model.arrow_numpy import bool_scalar, combined, null_scalar, string_scalar
+from airflow_delta.engine.model.arrow_numpy import bool_scalar, combined, int64_scalar, null_scalar, string_scalar
 from airflow_delta.engine.model.stats_columns import StatsField, data_fields
 
 __all__ = [
@@ -106,20 +106,28 @@ def parse_stats(stats: pa.Array | pa.ChunkedArray | Sequence[str | None], metada
     n = len(array)
     if n == 0:
         return pa.nulls(0, logical_type)
-    trimmed = pc.utf8_trim_whitespace(array)
-    present = pc.and_(pc.is_valid(trimmed), pc.not_equal(trimmed, string_scalar(""))).fill_null(bool_scalar(False))
+    # Blank documents (empty or only whitespace) have no statistics. Surrounding whitespace
+    # is left alone (the JSON reader skips it): no copy of the (large) strings is made
+    # unless some document needs changing.
+    blank = pc.or_(pc.equal(pc.binary_length(array), int64_scalar(0).cast(pa.int32())), pc.utf8_is_space(array))
+    present = pc.and_(pc.is_valid(array), pc.invert(blank)).fill_null(bool_scalar(False))
+    lines = array
     # Raw newlines can only be whitespace between JSON tokens: flatten each document
     # onto one line so the batch can be read as newline-delimited JSON.
-    has_breaks = pc.any(pc.or_(pc.match_substring(trimmed, "\n"), pc.match_substring(trimmed, "\r"))).as_py()
+    has_breaks = pc.any(pc.or_(pc.match_substring(lines, "\n"), pc.match_substring(lines, "\r"))).as_py()
     if has_breaks:
-        trimmed = pc.replace_substring_regex(trimmed, r"[\r\n]+", " ")
-    lines = pc.if_else(present, trimmed, string_scalar("{}"))
+        lines = pc.replace_substring_regex(lines, r"[\r\n]+", " ")
+    all_present = present.false_count == 0
+    if not all_present:
+        lines = pc.if_else(present, lines, string_scalar("{}"))
     read_type = _raw_read_type(physical_type)
     raw = _read_lines(lines, read_type)
     # Rows without statistics (or with a document that is not a JSON object) are null rows.
-    missing = pc.or_(pc.invert(present), raw.is_null())
+    missing = raw.is_null() if all_present else pc.or_(pc.invert(present), raw.is_null())
+    any_missing = missing.true_count > 0
     children = [
-        _finish(pc.if_else(missing, null_scalar(raw.type.field(i).type), pc.struct_field(raw, [i])), field.type,
+        _finish(pc.if_else(missing, null_scalar(raw.type.field(i).type), pc.struct_field(raw, [i]))
+                if any_missing else pc.struct_field(raw, [i]), field.type,
                 is_min_max=field.name in ("minValues", "maxValues"))
         for i, field in enumerate(logical_type)
     ]
