@@ -26,6 +26,7 @@ from airflow_delta.engine.errors import (
 )
 from airflow_delta.engine.model.arrow_numpy import (
     binary_array,
+    bool_scalar,
     combined,
     indices_to_numpy,
     int32_array,
@@ -183,7 +184,7 @@ def _parse_timestamps(values: pa.Array, arrow_type: pa.DataType) -> pa.Array:
     # Arrow's parser takes "YYYY-MM-DD HH:MM:SS[.f{1,6}]" with " " or "T"; cut finer fractions.
     values = pc.replace_substring_regex(values, r"(\.\d{6})\d+", r"\1")
     naive_type = pa.timestamp("us")
-    zoned = pc.fill_null(pc.match_substring_regex(values, _ZONE_SUFFIX), False)
+    zoned = pc.fill_null(pc.match_substring_regex(values, _ZONE_SUFFIX), bool_scalar(False))
     if not pc.any(zoned).as_py():
         parsed = values.cast(naive_type)
     else:
