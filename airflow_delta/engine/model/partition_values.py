@@ -115,7 +115,8 @@ class _MapLookup:
         valid = codes >= 0
         if not valid.any():
             return pa.DictionaryArray.from_arrays(pa.nulls(self.length, pa.int32()), string_array([]))
-        used = np.unique(codes[valid])
+        # The distinct codes in use, sorted (np.unique would import numpy.ma, ~30 ms).
+        used = np.flatnonzero(np.bincount(codes[valid], minlength=len(self.dictionary)))
         remap = np.zeros(len(self.dictionary), dtype=np.int64)
         remap[used] = np.arange(len(used))
         indices = int32_array(np.where(valid, remap[np.maximum(codes, 0)], 0), valid=valid)
