@@ -22,7 +22,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,8 @@ class Case:
     # Fresh-process mode: every timed run is a new interpreter that calls the function once,
     # so the time includes importing the library (as a user's script or Airflow task pays it).
     fresh_process: bool = False
+    # Extra environment of the measuring processes (e.g. an empty PYTHONPYCACHEPREFIX: no bytecode).
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,9 +100,10 @@ print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": peak_kb / 
 """
 
 
-def _fresh_run(module: str, function: str, args: Sequence[Any]) -> Measurement:
+def _fresh_run(module: str, function: str, args: Sequence[Any], extra_env: Mapping[str, str]) -> Measurement:
     cmd = [sys.executable, "-c", _FRESH_CHILD, module, function, json.dumps(list(args))]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    env.update(extra_env)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{module}.{function} failed:\n{proc.stderr[-4000:]}")
@@ -114,9 +117,9 @@ def measure_fresh(module: str, case: Case) -> tuple[Measurement, Measurement | N
     ours: list[Measurement] = []
     theirs: list[Measurement] = []
     for _ in range(max(1, case.repeat)):
-        ours.append(_fresh_run(module, case.ours, case.args))
+        ours.append(_fresh_run(module, case.ours, case.args, case.env))
         if case.theirs:
-            theirs.append(_fresh_run(module, case.theirs, case.args))
+            theirs.append(_fresh_run(module, case.theirs, case.args, case.env))
     best_ours = min(ours, key=lambda m: m.seconds)
     best_theirs = min(theirs, key=lambda m: m.seconds) if theirs else None
     return best_ours, best_theirs

@@ -22,7 +22,10 @@ Cases (ours | delta-rs):
   ``DeltaTable(p).file_uris()``;
 * files(filter) on the checkpointed table: ``files("part = 'p042'")`` |
   ``file_uris(partition_filters=[("part", "=", "p042")])``;
-* to_arrow(): ``DeltaTable(p).snapshot().to_arrow()`` | ``DeltaTable(p).to_pyarrow_table()``.
+* to_arrow(): ``DeltaTable(p).snapshot().to_arrow()`` | ``DeltaTable(p).to_pyarrow_table()``;
+* files() from the checkpoint once more without bytecode (``PYTHONDONTWRITEBYTECODE=1`` and an
+  empty ``PYTHONPYCACHEPREFIX``: every module, the standard library's too, is compiled from
+  source), as a deployment that never compiles pays it.
 """
 
 from __future__ import annotations
@@ -149,6 +152,9 @@ def cases() -> list[Case]:
              (paths["checkpoint"],), REPEAT, True),
         Case("files(filter) json", "ours_files_filtered", "delta_rs_files_filtered", (paths["json"],), REPEAT, True),
         Case("to_arrow() 1M rows", "ours_to_arrow", "delta_rs_to_arrow", (paths["data"],), REPEAT, True),
+        # Without bytecode (PYTHONDONTWRITEBYTECODE and no .pyc found): every import compiles its source.
+        Case("files() checkpoint, no .pyc", "ours_files", "delta_rs_files", (paths["checkpoint"],), 3, True,
+             env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(data_dir("read_path") / "no-pycache")}),
     ]
 
 
