@@ -177,7 +177,11 @@ class Snapshot:
         else:
             mask = self._file_mask(filter)
             actions = self.add_actions.filter(mask)
-            pv, stats = self._partition_values.filter(mask), self._stats.filter(mask)
+            pv = self._partition_values.filter(mask)
+            if "_stats" in self.__dict__:  # parsed already (pruning used them): reuse
+                stats = self._stats.filter(mask)
+            else:  # pruned on partition values only: parse the statistics of the files kept
+                stats = parse_stats(combined(actions.column("stats")), self.metadata)
         if stats.type.get_field_index("numRecords") >= 0:
             num_records = pc.struct_field(stats, "numRecords").cast(pa.int64())
         else:

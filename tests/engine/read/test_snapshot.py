@@ -413,3 +413,31 @@ def test_expired_transaction_identifiers_are_ignored(table_path: str) -> None:
     snapshot = DeltaTable(table_path).snapshot()
     assert sorted(snapshot.transactions) == ["recent", "timeless"]
     assert snapshot.transaction_version("old") is None
+
+
+@pytest.mark.parametrize(("table", "filters"), [
+    ("delta-0.8.0-partitioned", ["year = '2020'", "month > '1'", "value IS NOT NULL", "year = '2021' AND value > 'a'"]),
+    ("delta-2.2.0-partitioned-types", ["c1 = 4", "c2 IN ('a', 'c')", "c3 > 5", "c1 = 4 OR c3 > 5"]),
+    ("partition-type-primitives", ["is_active = 'true'", "id > 3", "category = 'A' AND id < 10"]),
+    ("table-with-dv-small", ["value > 3"]),
+])
+@pytest.mark.parametrize("stats_first", [False, True])
+def test_filtered_files_are_the_matching_rows_of_all_files(table: str, filters: list[str], stats_first: bool) -> None:
+    # files(filter) parses statistics only for the files a partition filter keeps, unless
+    # they were parsed already: either way each row equals that file's row in files().
+    from tests.conftest import shared_tables_dir
+
+    path = shared_tables_dir() / table
+    everything = load_snapshot(IO, str(path)).files()
+    by_path = {row["path"]: row for row in everything.to_pylist()}
+    for text in filters:
+        snap = load_snapshot(IO, str(path))
+        if stats_first:
+            snap.files()
+        kept = snap.files(text)
+        assert kept.schema == everything.schema, text
+        mask = snap._file_mask(text)
+        assert sorted(kept.column("path").to_pylist()) == sorted(
+            everything.filter(mask).column("path").to_pylist()), text
+        for row in kept.to_pylist():
+            assert row == by_path[row["path"]], (text, row["path"])
