@@ -183,9 +183,18 @@ def _project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
     return pa.schema([f for f in schema if f.name in wanted], metadata=schema.metadata)
 
 
+def _filter_rows(table: pa.Table, expression: pc.Expression) -> pa.Table:
+    """The rows of ``table`` where ``expression`` is true (``Table.filter(expression)`` would
+    import pyarrow.dataset, and with it pandas). Only called with a filter, whose parsing
+    has loaded the expressions package already."""
+    from airflow_delta.engine.expressions.arrow_values import evaluate
+
+    return table.filter(evaluate(table, expression))
+
+
 def _binds(expression: pc.Expression, schema: pa.Schema) -> bool:
     try:
-        empty_table(schema).filter(expression)
+        _filter_rows(empty_table(schema), expression)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
         return False
     return True
@@ -305,7 +314,7 @@ def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) ->
     # With no columns asked for, still keep one (empty) row per surviving row.
     table = pa.Table.from_arrays(arrays, schema=plan.read_schema) if arrays else _rows_only(num_rows)
     if plan.row_filter is not None:
-        table = table.filter(plan.row_filter)
+        table = _filter_rows(table, plan.row_filter)
     if table.schema.names != plan.output_names:
         table = table.select(plan.output_names)
     return table

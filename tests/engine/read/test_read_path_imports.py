@@ -2,7 +2,8 @@
 
 pyarrow imports pandas (~0.2 s, ~55 MB) on its first conversion of a Python object, and
 ``pyarrow.dataset`` imports it at once; ``np.unique`` imports ``numpy.ma`` (~30 ms).
-``Snapshot.files()``, ``files(filter)`` and ``to_arrow()`` avoid all three. Each case runs in a fresh interpreter, so that nothing an
+``Snapshot.files()``, ``files(filter)`` and ``to_arrow()`` (with or without a filter) avoid
+all three. Each case runs in a fresh interpreter, so that nothing an
 earlier test imported hides an import.
 """
 
@@ -41,6 +42,8 @@ out["counts"] = [files.num_rows, rows.num_rows]
 for text in filters:
     snapshot.files(text)
     out["files(" + text + ")"] = [m for m in HEAVY if m in sys.modules]
+    snapshot.to_arrow(filter=text)
+    out["to_arrow(" + text + ")"] = [m for m in HEAVY if m in sys.modules]
 print(json.dumps(out))
 """
 
@@ -62,6 +65,7 @@ def _assert_light(found: dict[str, object], filters: list[str]) -> None:
     for text in filters:
         # sqlglot parses the filter; pandas and pyarrow.dataset stay out.
         assert found[f"files({text})"] == ["sqlglot"], (text, found)
+        assert found[f"to_arrow({text})"] == ["sqlglot"], (text, found)
 
 
 def _typed_partitions_table(root: str) -> str:
