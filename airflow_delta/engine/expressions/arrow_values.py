@@ -87,7 +87,11 @@ def _build(values: list[Any], t: pa.DataType) -> pa.Array | None:
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         if not all(isinstance(v, str) for v in values):
             return None
-        return _texts([v.encode("utf-8", "surrogatepass") for v in values], pa.string()).cast(t)
+        try:
+            encoded = [v.encode() for v in values]
+        except UnicodeEncodeError:  # a lone surrogate: pyarrow's own conversion reports it
+            return None
+        return _texts(encoded, pa.string()).cast(t)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         if not all(isinstance(v, bytes) for v in values):
             return None

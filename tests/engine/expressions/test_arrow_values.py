@@ -81,3 +81,10 @@ def test_evaluate_projects_an_expression_over_every_row() -> None:
     assert result.to_pylist() == [False, None, False]
     empty = evaluate(table.slice(0, 0), pc.is_null(pc.field("a")))
     assert len(empty) == 0 and empty.type == pa.bool_()
+
+
+def test_a_lone_surrogate_is_refused_as_pyarrow_refuses_it() -> None:
+    with pytest.raises((pa.ArrowException, UnicodeEncodeError)):
+        pa.scalar("a\ud800", pa.string())
+    with pytest.raises((pa.ArrowException, UnicodeEncodeError)):
+        arrow_scalar("a\ud800", pa.string())
