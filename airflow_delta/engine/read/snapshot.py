@@ -38,10 +38,13 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arrow_numpy import (
+    binary_array,
     bool_array,
     combined,
+    int32_array,
     int64_array,
     mask_to_numpy,
+    offsets_to_numpy,
     string_array,
     string_scalar,
 )
@@ -233,8 +236,40 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     idx = np.flatnonzero(mask_to_numpy(has_escape))
     if idx.size == 0:
         return paths
-    decoded = [decode_log_path(p) for p in paths.take(int64_array(idx)).to_pylist()]
-    return _replace_at(paths, idx, decoded)
+    escaped = paths.take(int64_array(idx))
+    try:
+        decoded = _percent_decode(escaped)
+    except pa.ArrowInvalid:  # decoded bytes that are not UTF-8: unquote's replacement rules
+        decoded = string_array([decode_log_path(p) for p in escaped.to_pylist()])
+    mask = np.zeros(len(paths), dtype=bool)
+    mask[idx] = True
+    return pc.replace_with_mask(paths, bool_array(mask), decoded.cast(paths.type))
+
+
+def _percent_decode(paths: pa.StringArray) -> pa.StringArray:
+    """``urllib.parse.unquote`` of every string, vectorised: each ``%XX`` becomes its byte, a
+    ``%`` not followed by two hex digits stays, and the bytes are read as UTF-8 (raising
+    ``ArrowInvalid`` when they are not, where unquote would substitute U+FFFD)."""
+    parts = pc.split_pattern(paths, "%")  # the text before the first % and after each one
+    pieces = parts.flatten()
+    offsets = offsets_to_numpy(parts)
+    first = np.zeros(len(pieces), dtype=bool)
+    first[(offsets[:-1] - offsets[0])[np.diff(offsets) > 0]] = True
+    escape = mask_to_numpy(pc.match_substring_regex(pieces, "^[0-9A-Fa-f]{2}")) & ~first
+    binary = pieces.cast(pa.binary())
+    codes = pc.utf8_slice_codeunits(pieces, 0, 2).dictionary_encode()
+    byte_values = [bytes([int(h, 16)]) if _is_hex_pair(h) else b"" for h in codes.dictionary.to_pylist()]
+    decoded_byte = binary_array(byte_values).take(codes.indices)
+    after_escape = pc.binary_join_element_wise(decoded_byte, pc.utf8_slice_codeunits(pieces, 2).cast(pa.binary()),
+                                               binary_array([b""])[0])
+    literal = pc.binary_join_element_wise(binary_array([b"%"])[0], binary, binary_array([b""])[0])
+    joined = pc.if_else(bool_array(escape), after_escape, pc.if_else(bool_array(first), binary, literal))
+    rebuilt = pa.ListArray.from_arrays(int32_array(offsets - offsets[0]), joined)
+    return pc.binary_join(rebuilt, binary_array([b""])[0]).cast(pa.string())
+
+
+def _is_hex_pair(text: str) -> bool:
+    return len(text) == 2 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 def _replace_at(values: pa.Array, idx: np.ndarray, replacements: list[str]) -> pa.Array:

@@ -11,6 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.errors import (
@@ -441,3 +443,20 @@ def test_filtered_files_are_the_matching_rows_of_all_files(table: str, filters: 
             everything.filter(mask).column("path").to_pylist()), text
         for row in kept.to_pylist():
             assert row == by_path[row["path"]], (text, row["path"])
+
+
+_PATH_TEXT = st.lists(
+    st.sampled_from(["%", "%2", "%20", "%3A", "%3a", "%C3%A9", "%e2%82%ac", "%FF", "%zz", "%%", "a", "/", "=", "é", "€", "0", "F"]),
+    max_size=12,
+).map("".join)
+
+
+@given(paths=st.lists(_PATH_TEXT, min_size=1, max_size=20))
+def test_decode_paths_is_unquote_for_every_path(paths: list[str]) -> None:
+    # Vectorised percent-decoding: escapes, stray %, multi-byte UTF-8, invalid bytes
+    # (unquote's replacement character), plain paths untouched.
+    from urllib.parse import unquote
+
+    got = decode_paths(pa.chunked_array([pa.array(paths[: len(paths) // 2], pa.string()),
+                                         pa.array(paths[len(paths) // 2 :], pa.string())]))
+    assert got.to_pylist() == [unquote(p) for p in paths]
