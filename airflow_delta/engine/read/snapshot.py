@@ -38,10 +38,8 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import CorruptCheckpointError, DeltaError, LogNotContiguousError, VersionNotFoundError
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arrow_numpy import (
-    binary_array,
     bool_array,
     combined,
-    int32_array,
     int64_array,
     mask_to_numpy,
     offsets_to_numpy,
@@ -228,48 +226,63 @@ class Snapshot:
 
 
 def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Percent-decode log paths; only the (usually few) paths containing ``%`` go through Python."""
+    """Percent-decode log paths (``urllib.parse.unquote``), vectorised; only paths whose
+    escapes decode to bytes that are not UTF-8 go through Python."""
     paths = combined(paths)
-    if len(paths) == 0:
-        return paths
+    if len(paths) == 0 or not pa.types.is_string(paths.type):
+        return paths if len(paths) == 0 else string_array([decode_log_path(p) for p in paths.to_pylist()])
     has_escape = pc.match_substring(paths, "%")
     idx = np.flatnonzero(mask_to_numpy(has_escape))
     if idx.size == 0:
         return paths
-    escaped = paths.take(int64_array(idx))
+    escaped = paths if idx.size == len(paths) else paths.take(int64_array(idx))
     try:
         decoded = _percent_decode(escaped)
     except pa.ArrowInvalid:  # decoded bytes that are not UTF-8: unquote's replacement rules
         decoded = string_array([decode_log_path(p) for p in escaped.to_pylist()])
+    if idx.size == len(paths):
+        return decoded
     mask = np.zeros(len(paths), dtype=bool)
     mask[idx] = True
     return pc.replace_with_mask(paths, bool_array(mask), decoded.cast(paths.type))
 
 
 def _percent_decode(paths: pa.StringArray) -> pa.StringArray:
-    """``urllib.parse.unquote`` of every string, vectorised: each ``%XX`` becomes its byte, a
-    ``%`` not followed by two hex digits stays, and the bytes are read as UTF-8 (raising
-    ``ArrowInvalid`` when they are not, where unquote would substitute U+FFFD)."""
-    parts = pc.split_pattern(paths, "%")  # the text before the first % and after each one
-    pieces = parts.flatten()
-    offsets = offsets_to_numpy(parts)
-    first = np.zeros(len(pieces), dtype=bool)
-    first[(offsets[:-1] - offsets[0])[np.diff(offsets) > 0]] = True
-    escape = mask_to_numpy(pc.match_substring_regex(pieces, "^[0-9A-Fa-f]{2}")) & ~first
-    binary = pieces.cast(pa.binary())
-    codes = pc.utf8_slice_codeunits(pieces, 0, 2).dictionary_encode()
-    byte_values = [bytes([int(h, 16)]) if _is_hex_pair(h) else b"" for h in codes.dictionary.to_pylist()]
-    decoded_byte = binary_array(byte_values).take(codes.indices)
-    after_escape = pc.binary_join_element_wise(decoded_byte, pc.utf8_slice_codeunits(pieces, 2).cast(pa.binary()),
-                                               binary_array([b""])[0])
-    literal = pc.binary_join_element_wise(binary_array([b"%"])[0], binary, binary_array([b""])[0])
-    joined = pc.if_else(bool_array(escape), after_escape, pc.if_else(bool_array(first), binary, literal))
-    rebuilt = pa.ListArray.from_arrays(int32_array(offsets - offsets[0]), joined)
-    return pc.binary_join(rebuilt, binary_array([b""])[0]).cast(pa.string())
+    """``urllib.parse.unquote`` of every string, on the bytes with numpy, or ``ArrowInvalid``
+    where the decoded bytes are not UTF-8 (unquote would substitute U+FFFD there).
+
+    An escape is a ``%`` followed by two hex digits inside the same string; escapes never
+    overlap (a ``%`` is not a hex digit), so each is found independently: its byte takes
+    the ``%``'s place and the two digits are dropped.
+    """
+    if paths.null_count:
+        raise pa.ArrowInvalid("null paths")
+    offsets = offsets_to_numpy(paths)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(paths.buffers()[2], dtype=np.uint8, count=end - start, offset=start)
+    offsets = offsets - start
+    percent = np.flatnonzero(data[: max(len(data) - 2, 0)] == ord("%"))
+    value_hi, value_lo = _HEX_VALUE[data[percent + 1]], _HEX_VALUE[data[percent + 2]]
+    string_of = np.searchsorted(offsets, percent, side="right") - 1
+    escape = (value_hi >= 0) & (value_lo >= 0) & (percent + 2 < offsets[string_of + 1])
+    percent, string_of = percent[escape], string_of[escape]
+    decoded = data.copy()
+    decoded[percent] = (value_hi[escape] * 16 + value_lo[escape]).astype(np.uint8)
+    keep = np.ones(len(data), dtype=bool)
+    keep[percent + 1] = False
+    keep[percent + 2] = False
+    removed = np.zeros(len(paths) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(string_of, minlength=len(paths)) * 2, out=removed[1:])
+    new_offsets = (offsets - removed).astype(np.int32)
+    out = pa.Array.from_buffers(pa.string(), len(paths), [None, pa.py_buffer(new_offsets), pa.py_buffer(decoded[keep])])
+    out.validate(full=True)  # ArrowInvalid when the bytes are not UTF-8
+    return out
 
 
-def _is_hex_pair(text: str) -> bool:
-    return len(text) == 2 and all(c in "0123456789abcdefABCDEF" for c in text)
+# Value of each byte as a hex digit, -1 for bytes that are not one.
+_HEX_VALUE = np.full(256, -1, dtype=np.int16)
+for _i, _c in enumerate("0123456789abcdef"):
+    _HEX_VALUE[ord(_c)] = _HEX_VALUE[ord(_c.upper())] = _i
 
 
 def _replace_at(values: pa.Array, idx: np.ndarray, replacements: list[str]) -> pa.Array:
