@@ -22,7 +22,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,10 +41,14 @@ class Case:
     theirs: str | None = None
     args: Sequence[Any] = field(default_factory=tuple)
     repeat: int = 3
-    # fresh=True: each timed run is one call in a new interpreter, imports included (see measure_fresh);
-    # ``setup`` names a module function run in the parent before each run, returning that run's args.
+    # fresh=True: every timed run is a new interpreter that calls the function once, so the
+    # time includes importing the library (as a user's script or Airflow task pays it).
     fresh: bool = False
+    # A module function run (untimed, in the parent) before each fresh run, returning that
+    # run's args: e.g. a fresh copy of a table that the call modifies.
     setup: str | None = None
+    # Extra environment of the measuring processes (e.g. an empty PYTHONPYCACHEPREFIX: no bytecode).
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,13 +90,57 @@ def measure(module: str, function: str, args: Sequence[Any], repeat: int) -> Mea
     return Measurement(out["seconds"], out["cpu_seconds"], out["peak_rss_mb"])
 
 
+# The child of a fresh-process run: the clock starts after the benchmark module (stdlib
+# only at import) is loaded, so the time covers importing the library and the call.
+_FRESH_CHILD = """
+import importlib, json, sys, time
+fn = getattr(importlib.import_module("benchmarks." + sys.argv[1]), sys.argv[2])
+start, start_cpu = time.perf_counter(), time.process_time()
+detail = fn(*json.loads(sys.argv[3]))
+wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+# VmHWM, not ru_maxrss: the latter keeps the parent's peak across fork and exec.
+peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": peak_kb / 1024,
+                  "detail": detail if isinstance(detail, dict) else {}}))
+"""
+
+
+def _fresh_run(module: str, function: str, args: Sequence[Any], extra_env: Mapping[str, str]) -> Measurement:
+    cmd = [sys.executable, "-c", _FRESH_CHILD, module, function, json.dumps(list(args))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    env.update(extra_env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module}.{function} failed:\n{proc.stderr[-4000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Measurement(out["seconds"], out["cpu_seconds"], out["peak_rss_mb"], out["detail"])
+
+
+def measure_fresh(mod: Any, module: str, case: Case) -> tuple[Measurement, Measurement | None]:
+    """``repeat`` fresh interpreters per side, alternating ours and theirs (so that a busy
+    moment of the machine hits both); the best wall time of each side, with its CPU time.
+    ``case.setup`` (untimed, in the parent) gives each run its args."""
+
+    def args() -> Sequence[Any]:
+        return getattr(mod, case.setup)(*case.args) if case.setup else case.args
+
+    ours: list[Measurement] = []
+    theirs: list[Measurement] = []
+    for _ in range(max(1, case.repeat)):
+        ours.append(_fresh_run(module, case.ours, args(), case.env))
+        if case.theirs:
+            theirs.append(_fresh_run(module, case.theirs, args(), case.env))
+    best_ours = min(ours, key=lambda m: m.seconds)
+    best_theirs = min(theirs, key=lambda m: m.seconds) if theirs else None
+    return best_ours, best_theirs
+
+
 def run_module(module: str) -> list[Result]:
     mod = importlib.import_module(f"benchmarks.{module}")
     results = []
     for case in mod.cases():
         if case.fresh:
-            ours = measure_fresh(mod, module, case.ours, case)
-            theirs = measure_fresh(mod, module, case.theirs, case) if case.theirs else None
+            ours, theirs = measure_fresh(mod, module, case)
         else:
             ours = measure(module, case.ours, case.args, case.repeat)
             theirs = measure(module, case.theirs, case.args, case.repeat) if case.theirs else None
@@ -105,36 +153,8 @@ def run_module(module: str) -> list[Result]:
     return results
 
 
-def measure_fresh(mod: Any, module: str, function: str, case: Case) -> Measurement:
-    """Best of ``case.repeat`` runs, each one call of ``function`` in a new interpreter, timed from its start.
-
-    The wall and CPU time are the whole child process's: interpreter start, imports and the
-    call, as a user's script pays them. Before each run the parent calls ``case.setup``
-    (untimed) for that run's args, e.g. a fresh copy of a table that the call modifies.
-    """
-    best: Measurement | None = None
-    for _ in range(max(1, case.repeat)):
-        args = getattr(mod, case.setup)(*case.args) if case.setup else case.args
-        cmd = [sys.executable, "-m", "benchmarks._harness", "--fresh", module, function, json.dumps(list(args))]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=False)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{module}.{function} failed:\n{proc.stderr[-4000:]}")
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        run = Measurement(wall, cpu, out["peak_rss_mb"], out["detail"])
-        if best is None or run.seconds < best.seconds:
-            best = run
-    assert best is not None
-    return best
-
-
 HEADER = (
-    f"{'benchmark':<16} {'case':<26} {'ours s':>7} {'d-rs s':>7} {'ratio':>6}"
+    f"{'benchmark':<16} {'case':<30} {'ours s':>7} {'d-rs s':>7} {'ratio':>6}"
     f" {'ours cpu':>8} {'d-rs cpu':>8} {'ratio':>6} {'ours MB':>8} {'d-rs MB':>8}"
 )
 
@@ -146,7 +166,7 @@ def _ratio(a: float, b: float | None) -> str:
 def print_row(r: Result) -> None:
     t = r.theirs
     print(
-        f"{r.module:<16} {r.case.name:<26} {r.ours.seconds:7.3f} {t.seconds if t else float('nan'):7.3f}"
+        f"{r.module:<16} {r.case.name:<30} {r.ours.seconds:7.3f} {t.seconds if t else float('nan'):7.3f}"
         f" {_ratio(r.ours.seconds, t.seconds if t else None)}"
         f" {r.ours.cpu_seconds:8.3f} {t.cpu_seconds if t else float('nan'):8.3f}"
         f" {_ratio(r.ours.cpu_seconds, t.cpu_seconds if t else None)}"
@@ -185,14 +205,5 @@ def _child(module: str, function: str, args_json: str, repeat: int) -> None:
     print(json.dumps({"seconds": best, "cpu_seconds": best_cpu, "peak_rss_mb": peak_kb / 1024}))
 
 
-def _fresh_child(module: str, function: str, args_json: str) -> None:
-    detail = getattr(importlib.import_module(f"benchmarks.{module}"), function)(*json.loads(args_json))
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"detail": detail if isinstance(detail, dict) else {}, "peak_rss_mb": peak_kb / 1024}))
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "--fresh":
-        _fresh_child(sys.argv[2], sys.argv[3], sys.argv[4])
-    else:
-        _child(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    _child(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -12,6 +12,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta.engine.expressions.arrow_values import TRUE, arrow_array, arrow_scalar
 from airflow_delta.engine.expressions.sql_types import _is_numeric, _is_string
 from airflow_delta.engine.expressions.tree import (
     _BOOL,
@@ -33,7 +34,7 @@ from airflow_delta.engine.expressions.tree import (
     _is_nan_literal,
 )
 
-_NULL_BOOL = pa.scalar(None, _BOOL)
+_NULL_BOOL = arrow_scalar(None, _BOOL)
 _ARROW_COMPARE = {
     "=": pc.equal,
     "!=": pc.not_equal,
@@ -49,8 +50,8 @@ def _to_arrow(node: Node) -> pc.Expression:
         return pc.field(*node.path)
     if isinstance(node, Literal):
         if pa.types.is_null(node.type):
-            return pc.scalar(pa.scalar(None, _BOOL))
-        return pc.scalar(pa.scalar(node.value, node.type))
+            return pc.scalar(arrow_scalar(None, _BOOL))
+        return pc.scalar(arrow_scalar(node.value, node.type))
     if isinstance(node, Compare):
         left, right = _to_arrow(node.left), _to_arrow(node.right)
         if node.op == "<=>":
@@ -74,10 +75,10 @@ def _to_arrow(node: Node) -> pc.Expression:
     if isinstance(node, InList):
         operand = _to_arrow(node.operand)
         # is_in matches NaN with NaN, as Spark's IN does (NaN = NaN is true in Spark).
-        found = pc.is_in(operand, value_set=pa.array(list(node.values), node.operand.type))
+        found = pc.is_in(operand, value_set=arrow_array(list(node.values), node.operand.type))
         if node.has_null:
             # x IN (..., NULL) is true on a match and NULL otherwise, never false.
-            found = pc.if_else(found, pc.scalar(True), pc.scalar(_NULL_BOOL))
+            found = pc.if_else(found, pc.scalar(TRUE), pc.scalar(_NULL_BOOL))
         return pc.if_else(pc.is_valid(operand), found, pc.scalar(_NULL_BOOL))
     if isinstance(node, Like):
         return pc.match_like(_to_arrow(node.operand), node.pattern, ignore_case=node.ignore_case)
@@ -158,10 +159,10 @@ def _cast_decimal_to_arrow(operand: pc.Expression, source: pa.DataType, target: 
         value = pc.round(value, ndigits=target.scale, round_mode="half_towards_infinity")
     if integer_digits > source.precision - source.scale:
         return value.cast(target)  # even a carried value fits
-    limit = pc.scalar(pa.scalar(Decimal(10) ** integer_digits, wide))
+    limit = pc.scalar(arrow_scalar(Decimal(10) ** integer_digits, wide))
     fits = pc.less(pc.abs(value), limit)
-    safe = pc.if_else(fits, value, pc.scalar(pa.scalar(0, wide)))
-    return pc.if_else(fits, safe.cast(target), pc.scalar(pa.scalar(None, target)))
+    safe = pc.if_else(fits, value, pc.scalar(arrow_scalar(0, wide)))
+    return pc.if_else(fits, safe.cast(target), pc.scalar(arrow_scalar(None, target)))
 
 
 def _cast_float_to_arrow(operand: pc.Expression, target: pa.DataType) -> pc.Expression:
@@ -173,26 +174,26 @@ def _cast_float_to_arrow(operand: pc.Expression, target: pa.DataType) -> pc.Expr
     """
     if pa.types.is_integer(target):
         low, high = _INTEGER_LIMITS[target.bit_width]
-        finite = pc.if_else(pc.is_nan(operand), pc.scalar(0.0), operand)
+        finite = pc.if_else(pc.is_nan(operand), pc.scalar(arrow_scalar(0.0, pa.float64())), operand)
         # Saturate in double first (Java's narrowing conversion); NULL stays NULL.
-        upper = pc.min_element_wise(finite, pc.scalar(float(high)), skip_nulls=False)
-        clamped = pc.max_element_wise(upper, pc.scalar(float(low)), skip_nulls=False)
+        upper = pc.min_element_wise(finite, pc.scalar(arrow_scalar(float(high), pa.float64())), skip_nulls=False)
+        clamped = pc.max_element_wise(upper, pc.scalar(arrow_scalar(float(low), pa.float64())), skip_nulls=False)
         as_int = pc.trunc(clamped).cast(target, safe=False)
         if target.bit_width < 64:
             return as_int
         # 2**63 as a double does not fit a long: map the clamped top to the exact limit.
-        return pc.if_else(pc.greater_equal(finite, pc.scalar(float(high))), pc.scalar(pa.scalar(high, target)), as_int)
+        return pc.if_else(pc.greater_equal(finite, pc.scalar(arrow_scalar(float(high), pa.float64()))), pc.scalar(arrow_scalar(high, target)), as_int)
     if pa.types.is_decimal(target):
         # NULL where Spark gives NULL: NaN, infinities and values beyond the precision.
         limit = 10.0 ** (target.precision - target.scale) - 0.5 * 10.0**-target.scale
-        representable = pc.and_kleene(pc.is_finite(operand), pc.less(pc.abs(operand), pc.scalar(limit)))
-        safe = pc.if_else(representable, operand, pc.scalar(0.0))
-        return pc.if_else(representable, safe.cast(target), pc.scalar(pa.scalar(None, target)))
+        representable = pc.and_kleene(pc.is_finite(operand), pc.less(pc.abs(operand), pc.scalar(arrow_scalar(limit, pa.float64()))))
+        safe = pc.if_else(representable, operand, pc.scalar(arrow_scalar(0.0, pa.float64())))
+        return pc.if_else(representable, safe.cast(target), pc.scalar(arrow_scalar(None, target)))
     if _is_string(target):
         text = operand.cast(target)
-        text = pc.if_else(pc.is_nan(operand), pc.scalar(pa.scalar("NaN", target)), text)
-        text = pc.if_else(pc.equal(operand, pc.scalar(float("inf"))), pc.scalar(pa.scalar("Infinity", target)), text)
-        return pc.if_else(pc.equal(operand, pc.scalar(float("-inf"))), pc.scalar(pa.scalar("-Infinity", target)), text)
+        text = pc.if_else(pc.is_nan(operand), pc.scalar(arrow_scalar("NaN", target)), text)
+        text = pc.if_else(pc.equal(operand, pc.scalar(arrow_scalar(float("inf"), pa.float64()))), pc.scalar(arrow_scalar("Infinity", target)), text)
+        return pc.if_else(pc.equal(operand, pc.scalar(arrow_scalar(float("-inf"), pa.float64()))), pc.scalar(arrow_scalar("-Infinity", target)), text)
     return operand.cast(target, safe=False)
 
 
@@ -207,14 +208,14 @@ def _decimal_divide_to_arrow(left: pc.Expression, right: pc.Expression, lt: pa.D
     extra = max(0, result.scale + rt.scale - lt.scale - rt.precision)
     dividend = pa.decimal256(lt.precision + extra, lt.scale + extra)
     divisor = pa.decimal256(rt.precision, rt.scale)
-    zero = pc.scalar(pa.scalar(0, divisor))
+    zero = pc.scalar(arrow_scalar(0, divisor))
     right_wide = right.cast(divisor)
-    unit = pc.scalar(pa.scalar(Decimal(1).scaleb(-divisor.scale), divisor))  # any non-zero value
+    unit = pc.scalar(arrow_scalar(Decimal(1).scaleb(-divisor.scale), divisor))  # any non-zero value
     safe_right = pc.if_else(pc.equal(right_wide, zero), unit, right_wide)
     quotient = pc.divide(left.cast(dividend), safe_right)
     rounded = pc.round(quotient, ndigits=result.scale, round_mode="half_towards_infinity").cast(result)
     # Spark (without ANSI mode) gives NULL for a division by zero.
-    return pc.if_else(pc.equal(right_wide, zero), pc.scalar(pa.scalar(None, result)), rounded)
+    return pc.if_else(pc.equal(right_wide, zero), pc.scalar(arrow_scalar(None, result)), rounded)
 
 
 def _arith_to_arrow(node: Arith) -> pc.Expression:
@@ -232,10 +233,10 @@ def _arith_to_arrow(node: Arith) -> pc.Expression:
         return pc.subtract(left, right)
     if node.op == "*":
         return pc.multiply(left, right)
-    null = pc.scalar(pa.scalar(None, node.type))
-    zero = pc.scalar(pa.scalar(0, node.type))
+    null = pc.scalar(arrow_scalar(None, node.type))
+    zero = pc.scalar(arrow_scalar(0, node.type))
     # Spark (without ANSI mode) gives NULL for a division or remainder by zero.
-    safe_right = pc.if_else(pc.equal(right, zero), pc.scalar(pa.scalar(1, node.type)), right)
+    safe_right = pc.if_else(pc.equal(right, zero), pc.scalar(arrow_scalar(1, node.type)), right)
     if node.op == "/":
         return pc.if_else(pc.equal(right, zero), null, pc.divide(left, safe_right))
     # %: the remainder takes the sign of the dividend, as in Spark and Java.

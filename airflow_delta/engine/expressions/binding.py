@@ -13,13 +13,13 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions.arrow import _to_arrow
+from airflow_delta.engine.expressions.arrow_values import evaluate, python_value
 from airflow_delta.engine.expressions.literals import _literal_as, _number_literal, _string_literal_type
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import (
@@ -461,11 +461,11 @@ class _Binder:
         if isinstance(node, Literal | ColumnRef) or any(True for _ in _column_refs(node)):
             return node
         try:
-            table = pa.table({"_": pa.array([0], pa.int8())})
-            result = ds.dataset(table).to_table(columns={"v": _to_arrow(node)}).column("v")
+            table = pa.Table.from_arrays([pa.nulls(1, pa.int8())], names=["_"])
+            result = evaluate(table, _to_arrow(node))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise self.error(f"cannot evaluate {_describe(node)}: {exc}") from None
-        return Literal(result[0].as_py(), node.type)
+        return Literal(python_value(result[0]), node.type)
 
 
 def _flatten(e: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_delta.engine.expressions.arrow_values import arrow_scalar, python_value
 from airflow_delta.engine.expressions.sql_types import _is_binary, _is_numeric, _is_string, _numeric_common, _type_name
 from airflow_delta.engine.expressions.tree import Literal
 
@@ -79,10 +80,10 @@ def _literal_as(lit: Literal, target: pa.DataType) -> Any:
     if lit.type.equals(target):
         return lit.value
     try:
-        scalar = pa.scalar(lit.value, lit.type).cast(target, safe=True)
+        scalar = arrow_scalar(lit.value, lit.type).cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise ValueError(f"{lit.value!r} does not fit {_type_name(target)}: {exc}") from None
-    return scalar.as_py()
+    return python_value(scalar)
 
 
 def _string_as(text: str, target: pa.DataType) -> Any:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from airflow_delta.engine.expressions.arrow import _to_arrow
+from airflow_delta.engine.expressions.arrow_values import FALSE
 from airflow_delta.engine.expressions.tree import Node, _column_refs
 
 
@@ -44,7 +45,7 @@ class Predicate:
         """
         expression = _to_arrow(self.root)
         if nulls_as_false:
-            expression = pc.coalesce(expression, pc.scalar(False))
+            expression = pc.coalesce(expression, pc.scalar(FALSE))
         return expression
 
     def __str__(self) -> str:

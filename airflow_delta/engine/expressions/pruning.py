@@ -6,14 +6,15 @@ predicates conservatively on the ``minValues`` / ``maxValues`` / ``nullCount`` s
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from airflow_delta.engine.expressions.arrow import _to_arrow
+from airflow_delta.engine.expressions.arrow_values import FALSE, TRUE, arrow_array, arrow_scalar, evaluate, python_value
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import _is_string
 from airflow_delta.engine.expressions.tree import (
@@ -34,6 +35,8 @@ from airflow_delta.engine.expressions.tree import (
     _column_refs,
     _is_nan_literal,
 )
+
+_ZERO = arrow_scalar(0, pa.int64())  # a literal 0 without pa.scalar (which imports pandas)
 
 
 def prune_files(
@@ -64,13 +67,14 @@ def _combine(array: pa.Array | pa.ChunkedArray | None) -> pa.StructArray | None:
     if array is None:
         return None
     if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks() if array.num_chunks else pa.array([], array.type)
+        array = array.combine_chunks() if array.num_chunks else pa.nulls(0, array.type)
     return array
 
 
-_ONE_MS = pa.scalar(1000, pa.duration("us"))
+_ONE_MS = arrow_scalar(dt.timedelta(milliseconds=1), pa.duration("us"))
 # Delta appends this character to a truncated string maximum; it is never part of a
 # prefix the bound guarantees.
+_ZERO = arrow_scalar(0, pa.int64())
 _TIE_BREAKER = "\ufffd"
 _MAX_LISTED_VALUES = 64
 
@@ -111,7 +115,7 @@ class _Pruner:
 
     # -------------------------------------------------------------- helpers
     def _all(self, value: bool) -> pa.BooleanArray:
-        return pa.nulls(self.n, _BOOL).fill_null(value)
+        return pa.nulls(self.n, _BOOL).fill_null(TRUE if value else FALSE)
 
     def _is_partition_only(self, node: Node) -> bool:
         refs = list(_column_refs(node))
@@ -128,7 +132,7 @@ class _Pruner:
             actual = self.partition_names[ref.path[0].casefold()]
             renames[actual] = ref.path[0]
         table = table.select(list(renames)).rename_columns(list(renames.values()))
-        result = ds.dataset(table).to_table(columns={"r": _to_arrow(node)}).column("r")
+        result = evaluate(table, _to_arrow(node))
         return result.combine_chunks() if isinstance(result, pa.ChunkedArray) else result
 
     # -------------------------------------------------------------- main recursion
@@ -142,7 +146,7 @@ class _Pruner:
             exact = self._evaluate_on_partitions(node)
             if negated:
                 exact = pc.invert(exact)
-            return exact.fill_null(False)
+            return exact.fill_null(FALSE)
         if isinstance(node, Not):
             return self.may_match(node.term, not negated)
         if isinstance(node, And | Or):
@@ -167,7 +171,7 @@ class _Pruner:
                 return None
             if not negated:
                 # IS NULL: impossible only if the file has no null in the column.
-                return _keep(pc.greater(stats.null_count, 0)) if stats.null_count is not None else None
+                return _keep(pc.greater(stats.null_count, _ZERO)) if stats.null_count is not None else None
             return stats.not_all_null
         if isinstance(node, InList):
             return self._in_leaf(node, negated)
@@ -208,7 +212,7 @@ class _Pruner:
         if null_count is not None and num_records is not None:
             # "Every row is NULL" rests on numRecords, which may be wrong: believe it only with
             # at least one null and no bound (a bound is a non-null value the writer saw).
-            all_null = pc.and_(pc.equal(null_count, num_records), pc.greater(null_count, 0))
+            all_null = pc.and_(pc.equal(null_count, num_records), pc.greater(null_count, _ZERO))
             for bound in (raw_min, raw_max):
                 if bound is not None:
                     all_null = pc.and_(all_null, pc.is_null(bound))
@@ -232,7 +236,7 @@ class _Pruner:
             if value is None:  # x <=> NULL is x IS NULL
                 return self._leaf(IsNull(left), negated)
             if negated:  # NOT (x <=> v): x IS NULL OR x != v
-                is_null = _keep(pc.greater(stats.null_count, 0)) if stats.null_count is not None else self._all(True)
+                is_null = _keep(pc.greater(stats.null_count, _ZERO)) if stats.null_count is not None else self._all(True)
                 return pc.or_(is_null, self._range_check("!=", stats, right))
             return self._range_check("=", stats, right)
         if value is None:
@@ -254,7 +258,7 @@ class _Pruner:
             # NaN out (Spark records a NaN maximum, read as unknown; parquet footers and
             # delta-rs skip NaN): any file with a non-null value may hold a NaN row.
             return keep
-        scalar = pa.scalar(lit.value, lit.type)
+        scalar = arrow_scalar(lit.value, lit.type)
         lo, hi = stats.min, stats.max
         if op in ("=", "<", "<=") and lo is not None:
             fn = pc.less if op == "<" else pc.less_equal
@@ -267,7 +271,7 @@ class _Pruner:
             # milliseconds (floats, which may hide NaN, returned above).
             exact = not (_is_string(stats.base_type) or pa.types.is_timestamp(stats.base_type))
             if exact and lo is not None and hi is not None and not pa.types.is_floating(lit.type):
-                all_equal = pc.and_(pc.equal(lo, scalar), pc.equal(hi, scalar)).fill_null(False)
+                all_equal = pc.and_(pc.equal(lo, scalar), pc.equal(hi, scalar)).fill_null(FALSE)
                 keep = pc.and_(keep, pc.invert(all_equal))
         return keep
 
@@ -275,7 +279,7 @@ class _Pruner:
         """Files whose maximum does not rule out a value >= (or >) ``lit``."""
         if stats.max is None:
             return self._all(True)
-        scalar = pa.scalar(lit.value, lit.type)
+        scalar = arrow_scalar(lit.value, lit.type)
         fn = pc.greater if strict else pc.greater_equal
         keep = _keep(fn(stats.max, scalar))
         if stats.max_prefix is not None and isinstance(lit.value, str):
@@ -300,9 +304,9 @@ class _Pruner:
             return self._all(False)
         if len(node.values) > _MAX_LISTED_VALUES:
             # Many values: test the range they span instead of each one.
-            ordered = pc.sort_indices(pa.array(list(node.values), target))
-            values = pa.array(list(node.values), target).take(ordered)
-            low, high = Literal(values[0].as_py(), target), Literal(values[-1].as_py(), target)
+            listed = arrow_array(list(node.values), target)
+            values = listed.take(pc.sort_indices(listed))
+            low, high = Literal(python_value(values[0]), target), Literal(python_value(values[-1]), target)
             return pc.and_(self._range_check(">=", stats, low), self._range_check("<=", stats, high))
         keep = self._all(False)
         for value in node.values:
@@ -320,7 +324,7 @@ class _Pruner:
         if negated:
             if prefix and rest == "%" and stats.min is not None and stats.max_prefix is not None:
                 # Every value starts with the prefix iff both bounds do.
-                both = pc.and_(pc.starts_with(stats.min, prefix), pc.starts_with(stats.max_prefix, prefix)).fill_null(False)
+                both = pc.and_(pc.starts_with(stats.min, prefix), pc.starts_with(stats.max_prefix, prefix)).fill_null(FALSE)
                 keep = pc.and_(keep, pc.invert(both))
             return keep
         if not prefix:
@@ -335,13 +339,13 @@ class _Pruner:
 
 def _keep(mask: pa.Array) -> pa.BooleanArray:
     """Unknown (null) comparisons keep the file."""
-    return mask.fill_null(True)
+    return mask.fill_null(TRUE)
 
 
 def _prefix_of(prefixes: pa.Array, text: str) -> pa.BooleanArray:
     """For each string p in ``prefixes``: is ``text`` starting with p?"""
-    candidates = pa.array(sorted({text[:i] for i in range(len(text) + 1)}), pa.string())
-    return pc.is_in(prefixes.cast(pa.string()), value_set=candidates).fill_null(False)
+    candidates = arrow_array(sorted({text[:i] for i in range(len(text) + 1)}), pa.string())
+    return pc.is_in(prefixes.cast(pa.string()), value_set=candidates).fill_null(FALSE)
 
 
 def _stat_field(stats: pa.StructArray, path: Sequence[str]) -> pa.Array | None:

@@ -15,12 +15,19 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = [
+    "binary_array",
     "bool_array",
     "bool_scalar",
+    "combined",
+    "empty_table",
+    "indices_to_numpy",
     "int32_array",
     "int64_array",
+    "int64_scalar",
     "int64_to_numpy",
     "mask_to_numpy",
+    "null_scalar",
+    "offsets_to_numpy",
     "string_array",
     "string_scalar",
 ]
@@ -32,18 +39,45 @@ def int64_array(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
-def int32_array(values: np.ndarray) -> pa.Array:
-    """An int32 Arrow array over (a contiguous copy of) ``values``, no nulls."""
+def int32_array(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """An int32 Arrow array over (a contiguous copy of) ``values``; null where ``valid`` is False."""
     data = np.ascontiguousarray(values, dtype=np.int32)
-    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.int32(), len(data), [_validity(valid), pa.py_buffer(data)])
 
 
-def string_array(values: Sequence[str]) -> pa.Array:
-    """A string Arrow array of Python strings, no nulls."""
-    encoded = [v.encode() for v in values]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
-    np.cumsum([len(e) for e in encoded], out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+def _validity(valid: np.ndarray | None) -> pa.Buffer | None:
+    if valid is None or bool(np.all(valid)):
+        return None
+    return pa.py_buffer(np.packbits(np.asarray(valid, dtype=bool), bitorder="little"))
+
+
+def string_array(values: Sequence[str | None]) -> pa.Array:
+    """A string Arrow array of Python strings (None is null)."""
+    return _binary_like(pa.string(), [None if v is None else v.encode() for v in values])
+
+
+def binary_array(values: Sequence[bytes | None]) -> pa.Array:
+    """A binary Arrow array of Python bytes (None is null)."""
+    return _binary_like(pa.binary(), list(values))
+
+
+def _binary_like(arrow_type: pa.DataType, encoded: list[bytes | None]) -> pa.Array:
+    valid = np.fromiter((e is not None for e in encoded), dtype=bool, count=len(encoded))
+    present = [e if e is not None else b"" for e in encoded]
+    offsets = np.zeros(len(present) + 1, dtype=np.int32)
+    np.cumsum([len(e) for e in present], out=offsets[1:])
+    return pa.Array.from_buffers(
+        arrow_type, len(present), [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(b"".join(present))]
+    )
+
+
+def int64_scalar(value: int) -> pa.Int64Scalar:
+    return int64_array(np.array([value]))[0]
+
+
+def null_scalar(arrow_type: pa.DataType) -> pa.Scalar:
+    """A null scalar of ``arrow_type`` (``pa.scalar(None, t)`` would import pandas)."""
+    return pa.nulls(1, arrow_type)[0]
 
 
 def bool_array(values: np.ndarray) -> pa.BooleanArray:
@@ -97,3 +131,43 @@ def int64_to_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if len(arr) == 0:
         return np.zeros(0, dtype=np.int64)
     return np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr)]
+
+
+def offsets_to_numpy(arr: pa.ListArray | pa.MapArray | pa.StringArray) -> np.ndarray:
+    """The ``len(arr) + 1`` offsets of a list, map or string array as int64 numpy (absolute, not rebased)."""
+    dtype = np.int64 if pa.types.is_large_list(arr.type) or pa.types.is_large_string(arr.type) else np.int32
+    raw = np.frombuffer(arr.buffers()[1], dtype=dtype)
+    return raw[arr.offset:arr.offset + len(arr) + 1].astype(np.int64)
+
+
+def indices_to_numpy(arr: pa.Array, null_value: int = -1) -> np.ndarray:
+    """An integer Arrow array (dictionary indices, say) as int64 numpy; nulls become ``null_value``."""
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.int64)
+    dtype = _NUMPY_INT[arr.type.id]
+    out = np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + len(arr)].astype(np.int64)
+    if arr.null_count:
+        out[~mask_to_numpy(arr.is_valid())] = null_value
+    return out
+
+
+_NUMPY_INT = {
+    pa.int8().id: np.int8, pa.int16().id: np.int16, pa.int32().id: np.int32, pa.int64().id: np.int64,
+    pa.uint8().id: np.uint8, pa.uint16().id: np.uint16, pa.uint32().id: np.uint32, pa.uint64().id: np.uint64,
+}
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table of ``schema`` without rows (``Schema.empty_table()`` imports pandas)."""
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+def combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One array of a column's chunks (``combine_chunks`` of zero chunks imports pandas)."""
+    if isinstance(column, pa.Array):
+        return column
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    if column.num_chunks == 0:
+        return pa.nulls(0, column.type)
+    return column.combine_chunks()

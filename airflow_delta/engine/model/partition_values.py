@@ -25,6 +25,19 @@ from airflow_delta.engine.errors import (
     InvalidLogError,
     SchemaMismatchError,
 )
+from airflow_delta.engine.model.arrow_numpy import (
+    binary_array,
+    bool_scalar,
+    combined,
+    indices_to_numpy,
+    int32_array,
+    int64_array,
+    mask_to_numpy,
+    null_scalar,
+    offsets_to_numpy,
+    string_array,
+    string_scalar,
+)
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 
 if TYPE_CHECKING:
@@ -56,8 +69,7 @@ def parse_partition_values(
     """
     schema = partition_schema(metadata)
     mapping = ColumnMapping.from_metadata(metadata, protocol)
-    if isinstance(pv, pa.ChunkedArray):
-        pv = pv.combine_chunks() if pv.num_chunks != 1 else pv.chunk(0)
+    pv = combined(pv)
     if not pa.types.is_map(pv.type):
         raise TypeError(f"partition values must be a map<string, string> array, got {pv.type}")
     arrays = []
@@ -82,7 +94,7 @@ class _MapLookup:
     """
 
     def __init__(self, maps: pa.MapArray) -> None:
-        self.offsets = maps.offsets.to_numpy()
+        self.offsets = offsets_to_numpy(maps)
         start, end = int(self.offsets[0]), int(self.offsets[-1])
         self.length = len(maps)
         self.keys = maps.keys.slice(start, end - start)
@@ -92,11 +104,10 @@ class _MapLookup:
         encoded = items.dictionary_encode()
         self.dictionary = encoded.dictionary
         # Dictionary code of each entry's value; -1 for a JSON null.
-        self.codes = pc.fill_null(encoded.indices, -1).to_numpy().astype(np.int64)
+        self.codes = indices_to_numpy(encoded.indices, null_value=-1)
 
     def values_of(self, key: str) -> pa.DictionaryArray:
-        matches = pc.fill_null(pc.equal(self.keys, pa.scalar(key, pa.string())), False)
-        hits = np.flatnonzero(matches.to_numpy(zero_copy_only=False))
+        hits = np.flatnonzero(mask_to_numpy(pc.equal(self.keys, string_scalar(key))))
         # The map (row) each matching entry belongs to; null maps have no entries.
         parents = np.searchsorted(self.offsets[1:] - self.offsets[0], hits, side="right")
         codes = np.full(self.length, -1, dtype=np.int64)
@@ -104,12 +115,13 @@ class _MapLookup:
         codes[parents[::-1]] = self.codes[hits[::-1]]
         valid = codes >= 0
         if not valid.any():
-            return pa.DictionaryArray.from_arrays(pa.nulls(self.length, pa.int32()), pa.array([], pa.string()))
-        used = np.unique(codes[valid])
+            return pa.DictionaryArray.from_arrays(pa.nulls(self.length, pa.int32()), string_array([]))
+        # The distinct codes in use, sorted (np.unique would import numpy.ma, ~30 ms).
+        used = np.flatnonzero(np.bincount(codes[valid], minlength=len(self.dictionary)))
         remap = np.zeros(len(self.dictionary), dtype=np.int64)
         remap[used] = np.arange(len(used))
-        indices = pa.array(np.where(valid, remap[np.maximum(codes, 0)], 0).astype(np.int32), mask=~valid)
-        return pa.DictionaryArray.from_arrays(indices, self.dictionary.take(pa.array(used, pa.int64())))
+        indices = int32_array(np.where(valid, remap[np.maximum(codes, 0)], 0), valid=valid)
+        return pa.DictionaryArray.from_arrays(indices, self.dictionary.take(int64_array(used)))
 
 
 # A time of day followed by a zone designator ("...T10:00:00.5Z", "... 10:00:00+02:00").
@@ -139,7 +151,7 @@ _DICTIONARY_THRESHOLD = 256
 
 def _parse_strings(values: pa.Array, arrow_type: pa.DataType, column: str) -> pa.Array:
     # Empty string means null for every type.
-    values = pc.if_else(pc.equal(values, pa.scalar("", values.type)), pa.scalar(None, values.type), values)
+    values = pc.if_else(pc.equal(values, string_scalar("").cast(values.type)), null_scalar(values.type), values)
     try:
         if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
             return values.cast(arrow_type)
@@ -152,10 +164,10 @@ def _parse_strings(values: pa.Array, arrow_type: pa.DataType, column: str) -> pa
         if pa.types.is_boolean(arrow_type):
             # Only the protocol's spelling; Arrow would also take "1"/"0".
             lowered = pc.utf8_lower(values)
-            bad = pc.and_(pc.is_valid(lowered), pc.invert(pc.is_in(lowered, pa.array(["true", "false"]))))
+            bad = pc.and_(pc.is_valid(lowered), pc.invert(pc.is_in(lowered, string_array(["true", "false"]))))
             if pc.any(bad).as_py():
                 raise pa.ArrowInvalid("boolean partition values must be 'true' or 'false'")
-            return pc.equal(lowered, pa.scalar("true"))
+            return pc.equal(lowered, string_scalar("true"))
         if (
             pa.types.is_integer(arrow_type)
             or pa.types.is_floating(arrow_type)
@@ -174,12 +186,12 @@ def _parse_timestamps(values: pa.Array, arrow_type: pa.DataType) -> pa.Array:
     # Arrow's parser takes "YYYY-MM-DD HH:MM:SS[.f{1,6}]" with " " or "T"; cut finer fractions.
     values = pc.replace_substring_regex(values, r"(\.\d{6})\d+", r"\1")
     naive_type = pa.timestamp("us")
-    zoned = pc.fill_null(pc.match_substring_regex(values, _ZONE_SUFFIX), False)
+    zoned = pc.fill_null(pc.match_substring_regex(values, _ZONE_SUFFIX), bool_scalar(False))
     if not pc.any(zoned).as_py():
         parsed = values.cast(naive_type)
     else:
         # "...Z" / "...+01:00": parse as instants (converted to UTC), the rest as UTC wall clock.
-        null = pa.scalar(None, values.type)
+        null = null_scalar(values.type)
         with_zone = pc.if_else(zoned, values, null).cast(pa.timestamp("us", tz="UTC"))
         without_zone = pc.if_else(zoned, null, values).cast(naive_type)
         parsed = pc.coalesce(with_zone.cast(naive_type), without_zone)
@@ -196,7 +208,7 @@ def _parse_binary(values: pa.Array) -> pa.Array:
     encoded = values.dictionary_encode()
     dictionary = encoded.dictionary.to_pylist()
     decoded = [_binary_from_text(s) for s in dictionary]
-    return pc.take(pa.array(decoded, type=pa.binary()), encoded.indices)
+    return pc.take(binary_array(decoded), encoded.indices)
 
 
 def _binary_from_text(text: str) -> bytes:

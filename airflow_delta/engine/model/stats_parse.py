@@ -17,11 +17,13 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.arrow_numpy import bool_scalar, combined, int64_scalar, null_scalar, string_scalar
 from airflow_delta.engine.model.partition_values import quantize_decimal
 from airflow_delta.engine.model.stats_columns import StatsField, data_fields
 
@@ -105,30 +107,52 @@ def parse_stats(stats: pa.Array | pa.ChunkedArray | Sequence[str | None], metada
     array = _as_string_array(stats)
     n = len(array)
     if n == 0:
-        return pa.array([], logical_type)
-    trimmed = pc.utf8_trim_whitespace(array)
-    present = pc.and_(pc.is_valid(trimmed), pc.not_equal(trimmed, "")).fill_null(False)
+        return pa.nulls(0, logical_type)
+    # Blank documents (empty or only whitespace) have no statistics. Surrounding whitespace
+    # is left alone (the JSON reader skips it): no copy of the (large) strings is made
+    # unless some document needs changing.
+    blank = pc.or_(pc.equal(pc.binary_length(array), int64_scalar(0).cast(pa.int32())), pc.utf8_is_space(array))
+    present = pc.and_(pc.is_valid(array), pc.invert(blank)).fill_null(bool_scalar(False))
+    lines = array
     # Raw newlines can only be whitespace between JSON tokens: flatten each document
     # onto one line so the batch can be read as newline-delimited JSON.
-    has_breaks = pc.any(pc.or_(pc.match_substring(trimmed, "\n"), pc.match_substring(trimmed, "\r"))).as_py()
+    has_breaks = _may_have_line_breaks(lines) and bool(
+        pc.any(pc.or_(pc.match_substring(lines, "\n"), pc.match_substring(lines, "\r"))).as_py()
+    )
     if has_breaks:
-        trimmed = pc.replace_substring_regex(trimmed, r"[\r\n]+", " ")
-    lines = pc.if_else(present, trimmed, "{}")
+        lines = pc.replace_substring_regex(lines, r"[\r\n]+", " ")
+    all_present = present.false_count == 0
+    if not all_present:
+        lines = pc.if_else(present, lines, string_scalar("{}"))
     read_type = _raw_read_type(physical_type)
     raw = _read_lines(lines, read_type)
     # Rows without statistics (or with a document that is not a JSON object) are null rows.
-    missing = pc.or_(pc.invert(present), raw.is_null())
+    missing = raw.is_null() if all_present else pc.or_(pc.invert(present), raw.is_null())
+    any_missing = missing.true_count > 0
     children = [
-        _finish(pc.if_else(missing, pa.scalar(None, raw.type.field(i).type), pc.struct_field(raw, [i])), field.type,
+        _finish(pc.if_else(missing, null_scalar(raw.type.field(i).type), pc.struct_field(raw, [i]))
+                if any_missing else pc.struct_field(raw, [i]), field.type,
                 is_min_max=field.name in ("minValues", "maxValues"))
         for i, field in enumerate(logical_type)
     ]
     return pa.StructArray.from_arrays(children, fields=list(logical_type), mask=missing)
 
 
+def _may_have_line_breaks(array: pa.StringArray) -> bool:
+    """False when no byte of the strings is a line break: one vectorised pass over the
+    character data (a byte <= 13, ``\r`` or below, is rare in JSON), far cheaper than
+    searching each string for ``\n`` and ``\r``."""
+    data = array.buffers()[2]
+    if data is None or len(array) == 0:
+        return False
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)
+    start, end = int(offsets[array.offset]), int(offsets[array.offset + len(array)])
+    return bool((np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start) <= 13).any())
+
+
 def _as_string_array(stats: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Array:
     if isinstance(stats, pa.ChunkedArray):
-        stats = stats.combine_chunks() if stats.num_chunks else pa.array([], pa.string())
+        stats = combined(stats)
     if not isinstance(stats, pa.Array):
         stats = pa.array(list(stats), pa.string())
     if pa.types.is_null(stats.type):
@@ -176,7 +200,7 @@ def _read_fast(lines: pa.Array, read_type: pa.StructType) -> pa.StructArray | No
         return None
     if table.num_rows != len(lines):
         return None
-    return pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=list(read_type))
+    return pa.StructArray.from_arrays([combined(c) for c in table.columns], fields=list(read_type))
 
 
 def _read_slow(lines: pa.Array, read_type: pa.StructType) -> pa.StructArray:
@@ -186,7 +210,7 @@ def _read_slow(lines: pa.Array, read_type: pa.StructType) -> pa.StructArray:
 
 def _newline_joined(lines: pa.Array) -> pa.Buffer:
     """One buffer with every string followed by a newline, without a Python loop."""
-    with_newline = pc.binary_join_element_wise(lines, "\n", "")
+    with_newline = pc.binary_join_element_wise(lines, string_scalar("\n"), string_scalar(""))
     offsets = with_newline.buffers()[1]
     data = with_newline.buffers()[2]
     start = pa.Array.from_buffers(pa.int32(), 1, [None, offsets], offset=with_newline.offset)[0].as_py()
@@ -278,9 +302,9 @@ def _finish(raw: pa.Array, logical: pa.DataType, is_min_max: bool) -> pa.Array:
             pass
         parsed = pc.strptime(raw, format="%Y-%m-%d", unit="s", error_is_null=True)
         # strptime rolls impossible dates over (2024-02-30 -> 03-01): refuse those.
-        exact = pc.equal(pc.strftime(parsed, format="%Y-%m-%d"), raw).fill_null(False)
-        return pc.if_else(exact, parsed.cast(pa.date32()), pa.scalar(None, pa.date32()))
+        exact = pc.equal(pc.strftime(parsed, format="%Y-%m-%d"), raw).fill_null(bool_scalar(False))
+        return pc.if_else(exact, parsed.cast(pa.date32()), null_scalar(pa.date32()))
     if is_min_max and pa.types.is_floating(logical):
         # A NaN bound says nothing usable about the other values: unknown.
-        return pc.if_else(pc.is_nan(raw), pa.scalar(None, logical), raw)
+        return pc.if_else(pc.is_nan(raw), null_scalar(logical), raw)
     return raw

@@ -29,7 +29,15 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import CorruptCheckpointError, CorruptCommitError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, action_body_error
-from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar, int64_array, mask_to_numpy
+from airflow_delta.engine.model.arrow_numpy import (
+    bool_array,
+    bool_scalar,
+    combined,
+    int64_array,
+    mask_to_numpy,
+    string_array,
+    string_scalar,
+)
 from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
@@ -345,21 +353,36 @@ def _stats_from_parsed(pf: pq.ParquetFile, schema: pa.Schema, adds: pa.Table, li
     stats; the struct column is then read (only then) and turned back into JSON for the
     files that lack it, so statistics survive into ``files()`` and later checkpoints.
     """
-    missing = pc.is_null(adds.column("stats")).combine_chunks()
+    missing = combined(pc.is_null(adds.column("stats")))
     if not pc.any(missing).as_py():
         return adds
     add_type = schema.field("add").type
     if add_type.get_field_index("stats_parsed") < 0:
         return adds
-    parsed = pf.read(columns=["add.stats_parsed"]).column("add").combine_chunks()
+    parsed = combined(pf.read(columns=["add.stats_parsed"]).column("add"))
     parsed = pc.struct_field(_select(parsed, live), "stats_parsed")
-    stats = adds.column("stats").combine_chunks().to_pylist()
-    rows = parsed.filter(missing).to_pylist()
-    for i, row in zip(np.flatnonzero(missing.to_numpy(zero_copy_only=False)).tolist(), rows, strict=True):
+    stats = combined(adds.column("stats")).to_pylist()
+    rows = _timestamps_as_text(parsed.filter(missing)).to_pylist()
+    for i, row in zip(np.flatnonzero(mask_to_numpy(missing)).tolist(), rows, strict=True):
         if row is not None:
             stats[i] = _stats_json(row)
     index = adds.schema.get_field_index("stats")
-    return adds.set_column(index, adds.schema.field(index), pa.array(stats, pa.string()))
+    return adds.set_column(index, adds.schema.field(index), string_array(stats))
+
+
+def _timestamps_as_text(array: pa.Array) -> pa.Array:
+    """``array`` with every timestamp (at any struct depth) as the text Delta's JSON stats hold
+    (UTC, milliseconds; ``Z`` when zoned). Done in Arrow: ``as_py`` of a timestamp imports pandas."""
+    t = array.type
+    if pa.types.is_struct(t):
+        children = [_timestamps_as_text(array.field(i)) for i in range(t.num_fields)]
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, names=[f.name for f in t], mask=mask)
+    if pa.types.is_timestamp(t):
+        millis = array.cast(pa.timestamp("ms", "UTC" if t.tz else None), safe=False)
+        text = pc.strftime(millis, format="%Y-%m-%dT%H:%M:%S")  # %S has the milliseconds
+        return pc.binary_join_element_wise(text, string_scalar("Z" if t.tz else ""), string_scalar(""))
+    return array
 
 
 def _stats_json(value: Any) -> str:

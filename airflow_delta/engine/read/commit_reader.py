@@ -745,7 +745,9 @@ def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, 
     n = len(candidates)
     if n == 0:
         return set()
-    idx = candidates[np.unique(np.linspace(0, n - 1, min(n, samples)).astype(np.int64))]
+    # Sorted distinct positions (not np.unique: it imports numpy.ma, ~30 ms).
+    positions = np.linspace(0, n - 1, min(n, samples)).astype(np.int64)
+    idx = candidates[positions[np.r_[True, positions[1:] != positions[:-1]]]]
     keys: set[str] = set()
     for text in lines.take(int64_array(idx)).to_pylist():
         try:

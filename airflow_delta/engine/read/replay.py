@@ -34,7 +34,14 @@ import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import InvalidLogError, MissingMetadataError, MissingProtocolError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, DomainMetadata, Metadata, Protocol, SetTransaction
-from airflow_delta.engine.model.arrow_numpy import int32_array, int64_array, int64_to_numpy, string_array, string_scalar
+from airflow_delta.engine.model.arrow_numpy import (
+    combined,
+    int32_array,
+    int64_array,
+    int64_to_numpy,
+    string_array,
+    string_scalar,
+)
 from airflow_delta.engine.model.table_features import check_readable
 from airflow_delta.engine.read.checkpoint_reader import (
     CheckpointActions,
@@ -176,9 +183,9 @@ def _file_keys(actions: pa.Table, *, comparable: bool = False) -> pa.Array:
         return pa.nulls(0, pa.string())
     dv_id = actions.column("dv_id")
     if not comparable and dv_id.null_count == len(dv_id):
-        return actions.column("path").combine_chunks()
+        return combined(actions.column("path"))
     dv = pc.fill_null(dv_id, string_scalar(""))
-    return pc.binary_join_element_wise(actions.column("path"), dv, string_scalar("\x00")).combine_chunks()
+    return combined(pc.binary_join_element_wise(actions.column("path"), dv, string_scalar("\x00")))
 
 
 @dataclass(frozen=True)
@@ -355,7 +362,7 @@ def _last_row_per_key(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     pulls in pyarrow.dataset and pandas.)
     """
     if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+        keys = combined(keys)
     codes = pc.dictionary_encode(keys).indices
     codes_np = np.frombuffer(codes.buffers()[1], dtype=np.int32)[codes.offset:codes.offset + len(codes)]
     n = len(codes_np)
@@ -369,9 +376,7 @@ def restrict_map_keys(column: pa.ChunkedArray | pa.Array, keys: Sequence[str]) -
     Vectorised: entries are masked, and each map's new end offset is the running count of
     kept entries at its old end offset. Maps that are null stay null.
     """
-    maps = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if len(maps) == 0:
-        return maps
+    maps = combined(column)
     # MapArray.keys/.items ignore a slice's offset: cut them to this array's entries.
     start, end = maps.offsets[0].as_py(), maps.offsets[-1].as_py()
     map_keys, map_items = maps.keys.slice(start, end - start), maps.items.slice(start, end - start)

@@ -43,6 +43,7 @@ from airflow_delta.engine.errors import (
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, Protocol
+from airflow_delta.engine.model.arrow_numpy import bool_array, combined, empty_table, mask_to_numpy
 from airflow_delta.engine.model.column_mapping import column_mapping_mode
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
@@ -109,7 +110,7 @@ def read_data(
             raise InvalidFilterError(str(row_filter), "it references columns that are not in the table")
         read_schema = table_schema
     if files.num_rows == 0:
-        return output_schema.empty_table()
+        return empty_table(output_schema)
 
     mode = column_mapping_mode(snapshot.metadata, snapshot.protocol)
     partition_names = set(snapshot.partition_columns)
@@ -142,7 +143,7 @@ def read_data(
     if not output_schema.names:
         # concat_tables drops the row count of column-less tables; keep it.
         return _rows_only(sum(t.num_rows for t in tables))
-    return pa.concat_tables(tables) if tables else output_schema.empty_table()
+    return pa.concat_tables(tables) if tables else empty_table(output_schema)
 
 
 def _rows_only(num_rows: int) -> pa.Table:
@@ -187,9 +188,18 @@ def _project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
     return pa.schema([f for f in schema if f.name in wanted], metadata=schema.metadata)
 
 
+def _filter_rows(table: pa.Table, expression: pc.Expression) -> pa.Table:
+    """The rows of ``table`` where ``expression`` is true (``Table.filter(expression)`` would
+    import pyarrow.dataset, and with it pandas). Only called with a filter, whose parsing
+    has loaded the expressions package already."""
+    from airflow_delta.engine.expressions.arrow_values import evaluate
+
+    return table.filter(evaluate(table, expression))
+
+
 def _binds(expression: pc.Expression, schema: pa.Schema) -> bool:
     try:
-        schema.empty_table().filter(expression)
+        _filter_rows(empty_table(schema), expression)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
         return False
     return True
@@ -198,10 +208,10 @@ def _binds(expression: pc.Expression, schema: pa.Schema) -> bool:
 def _partition_values(files: pa.Table, snapshot: ScanSource) -> pa.StructArray:
     pschema = partition_schema(snapshot.metadata)
     if not len(pschema):
-        return pa.StructArray.from_arrays([], fields=[])
+        return pa.StructArray.from_buffers(pa.struct([]), files.num_rows, [None])
     column = files.column("partition_values")
     if pa.types.is_struct(column.type):  # already typed (Snapshot.files() layout)
-        struct = column.combine_chunks()
+        struct = combined(column)
         return pa.StructArray.from_arrays(
             [struct.field(f.name).cast(f.type) for f in pschema], fields=list(pschema)
         )
@@ -233,7 +243,7 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
 
     # Only rows that have a DV become Python objects (files with DVs are the minority).
     groups: dict[tuple[str, str], list[tuple[int, DeletionVectorDescriptor]]] = {}
-    valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
+    valid = mask_to_numpy(pc.is_valid(column))
     for i in np.flatnonzero(valid):
         row = column[int(i)].as_py()
         if row and row.get("storageType"):
@@ -322,7 +332,7 @@ def _in_table_schema(
     # With no columns asked for, still keep one (empty) row per surviving row.
     table = pa.Table.from_arrays(arrays, schema=plan.read_schema) if arrays else _rows_only(num_rows)
     if plan.row_filter is not None:
-        table = table.filter(plan.row_filter)
+        table = _filter_rows(table, plan.row_filter)
     if table.schema.names != plan.output_names:
         table = table.select(plan.output_names)
     return table
@@ -335,7 +345,7 @@ def _keep_mask(path: str, deleted: np.ndarray, num_rows: int) -> pa.Array:
         )
     keep = np.ones(num_rows, dtype=bool)
     keep[deleted.astype(np.int64)] = False
-    return pa.array(keep)
+    return bool_array(keep)
 
 
 # ------------------------------------------------------------------- column resolution

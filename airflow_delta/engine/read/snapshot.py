@@ -44,7 +44,15 @@ from airflow_delta.engine.errors import (
 )
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arguments import check_str, check_str_sequence
-from airflow_delta.engine.model.arrow_numpy import int64_array, mask_to_numpy, string_scalar
+from airflow_delta.engine.model.arrow_numpy import (
+    bool_array,
+    combined,
+    int64_array,
+    mask_to_numpy,
+    offsets_to_numpy,
+    string_array,
+    string_scalar,
+)
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.properties import TableProperties
@@ -153,7 +161,7 @@ class Snapshot:
     @cached_property
     def _stats(self) -> pa.StructArray:
 
-        return parse_stats(self.add_actions.column("stats").combine_chunks(), self.metadata)
+        return parse_stats(combined(self.add_actions.column("stats")), self.metadata)
 
     def _predicate(self, filter: str) -> Any:
         from airflow_delta.engine.expressions import parse_predicate
@@ -187,7 +195,11 @@ class Snapshot:
         else:
             mask = self._file_mask(filter)
             actions = self.add_actions.filter(mask)
-            pv, stats = self._partition_values.filter(mask), self._stats.filter(mask)
+            pv = self._partition_values.filter(mask)
+            if "_stats" in self.__dict__:  # parsed already (pruning used them): reuse
+                stats = self._stats.filter(mask)
+            else:  # pruned on partition values only: parse the statistics of the files kept
+                stats = parse_stats(combined(actions.column("stats")), self.metadata)
         if stats.type.get_field_index("numRecords") >= 0:
             num_records = pc.struct_field(stats, "numRecords").cast(pa.int64())
         else:
@@ -235,18 +247,74 @@ class Snapshot:
 
 
 def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Percent-decode log paths; only the (usually few) paths containing ``%`` go through Python."""
-    if isinstance(paths, pa.ChunkedArray):
-        paths = paths.combine_chunks() if paths.num_chunks != 1 else paths.chunk(0)
-    if len(paths) == 0:
-        return paths
-    idx = np.flatnonzero(mask_to_numpy(pc.match_substring(paths, "%")))
+    """Percent-decode log paths (``urllib.parse.unquote``), vectorised; paths whose escapes
+    are malformed or decode to bytes that are not UTF-8 go through the path rule
+    (:func:`decode_log_path`), which refuses them with :class:`InvalidPathError`."""
+    paths = combined(paths)
+    if len(paths) == 0 or not pa.types.is_string(paths.type):
+        return paths if len(paths) == 0 else string_array([decode_log_path(p) for p in paths.to_pylist()])
+    has_escape = pc.match_substring(paths, "%")
+    idx = np.flatnonzero(mask_to_numpy(has_escape))
     if idx.size == 0:
         return paths
-    decoded = [decode_log_path(p) for p in paths.take(int64_array(idx)).to_pylist()]
-    out = np.asarray(paths.to_pylist(), dtype=object)
-    out[idx] = decoded
-    return pa.array(out, pa.string())
+    escaped = paths if idx.size == len(paths) else paths.take(int64_array(idx))
+    try:
+        decoded = _percent_decode(escaped)
+    except pa.ArrowInvalid:  # a malformed escape, or bytes that are not UTF-8: the strict rule raises
+        decoded = string_array([decode_log_path(p) for p in escaped.to_pylist()])
+    if idx.size == len(paths):
+        return decoded
+    mask = np.zeros(len(paths), dtype=bool)
+    mask[idx] = True
+    return pc.replace_with_mask(paths, bool_array(mask), decoded.cast(paths.type))
+
+
+def _percent_decode(paths: pa.StringArray) -> pa.StringArray:
+    """``urllib.parse.unquote`` of every string, on the bytes with numpy, or ``ArrowInvalid``
+    where a ``%`` does not start a two-hex-digit escape or the decoded bytes are not UTF-8
+    (the caller then applies the strict path rule, which names the bad path).
+
+    An escape is a ``%`` followed by two hex digits inside the same string; escapes never
+    overlap (a ``%`` is not a hex digit), so each is found independently: its byte takes
+    the ``%``'s place and the two digits are dropped.
+    """
+    if paths.null_count:
+        raise pa.ArrowInvalid("null paths")
+    offsets = offsets_to_numpy(paths)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(paths.buffers()[2], dtype=np.uint8, count=end - start, offset=start)
+    offsets = offsets - start
+    percent = np.flatnonzero(data[: max(len(data) - 2, 0)] == ord("%"))
+    value_hi, value_lo = _HEX_VALUE[data[percent + 1]], _HEX_VALUE[data[percent + 2]]
+    string_of = np.searchsorted(offsets, percent, side="right") - 1
+    escape = (value_hi >= 0) & (value_lo >= 0) & (percent + 2 < offsets[string_of + 1])
+    if int(np.count_nonzero(escape)) != int(np.count_nonzero(data == ord("%"))):
+        raise pa.ArrowInvalid("a '%' that does not start a two-hex-digit escape")
+    percent, string_of = percent[escape], string_of[escape]
+    decoded = data.copy()
+    decoded[percent] = (value_hi[escape] * 16 + value_lo[escape]).astype(np.uint8)
+    keep = np.ones(len(data), dtype=bool)
+    keep[percent + 1] = False
+    keep[percent + 2] = False
+    removed = np.zeros(len(paths) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(string_of, minlength=len(paths)) * 2, out=removed[1:])
+    new_offsets = (offsets - removed).astype(np.int32)
+    out = pa.Array.from_buffers(pa.string(), len(paths), [None, pa.py_buffer(new_offsets), pa.py_buffer(decoded[keep])])
+    out.validate(full=True)  # ArrowInvalid when the bytes are not UTF-8
+    return out
+
+
+# Value of each byte as a hex digit, -1 for bytes that are not one.
+_HEX_VALUE = np.full(256, -1, dtype=np.int16)
+for _i, _c in enumerate("0123456789abcdef"):
+    _HEX_VALUE[ord(_c)] = _HEX_VALUE[ord(_c.upper())] = _i
+
+
+def _replace_at(values: pa.Array, idx: np.ndarray, replacements: list[str]) -> pa.Array:
+    """``values`` with the strings at the (sorted) positions ``idx`` replaced, vectorised."""
+    mask = np.zeros(len(values), dtype=bool)
+    mask[idx] = True
+    return pc.replace_with_mask(values, bool_array(mask), string_array(replacements).cast(values.type))
 
 
 def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -254,7 +322,7 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     decoded = decode_paths(paths)
     if len(decoded) == 0:
         return decoded
-    encoded = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    encoded = combined(paths)
     # An absolute URI has a scheme: ``s3://...``, ``file:///...`` and also Hadoop's
     # ``file:/...`` as Spark writes it. Tested on the encoded form, where a colon in a
     # relative name is still ``%3A`` (and a partition directory has ``=`` before it).
@@ -265,10 +333,9 @@ def relative_paths(table_root: str, paths: pa.Array | pa.ChunkedArray) -> pa.Arr
     idx = np.flatnonzero(mask_to_numpy(absolute))
     if idx.size == 0:
         return decoded
-    out = np.asarray(decoded.to_pylist(), dtype=object)
-    for i, log_path in zip(idx.tolist(), encoded.take(int64_array(idx)).to_pylist(), strict=True):
-        out[i] = relative_to_table(table_root, resolve_in_table(table_root, log_path))
-    return pa.array(out, pa.string())
+    relative = [relative_to_table(table_root, resolve_in_table(table_root, p))
+                for p in encoded.take(int64_array(idx)).to_pylist()]
+    return _replace_at(decoded, idx, relative)
 
 
 class FileStateLoader(Protocol_):

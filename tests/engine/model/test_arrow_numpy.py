@@ -30,3 +30,37 @@ def test_buffer_built_arrays() -> None:
     assert an.bool_scalar(True).as_py() is True
     with pytest.raises(ValueError):
         an.int64_to_numpy(pa.array([1, None]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.text()), max_size=40))
+def test_nullable_string_and_binary_arrays_match_pyarrow(values: list[str | None]) -> None:
+    assert an.string_array(values).equals(pa.array(values, pa.string()))
+    raw = [None if v is None else v.encode() for v in values]
+    assert an.binary_array(raw).equals(pa.array(raw, pa.binary()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)), max_size=70),
+       start=st.integers(0, 70), dictionary=st.booleans())
+def test_offsets_and_indices_to_numpy(values: list[int | None], start: int, dictionary: bool) -> None:
+    arr = pa.array(values, pa.int32()).slice(min(start, len(values)))
+    expected = [-1 if v is None else v for v in arr.to_pylist()]
+    assert an.indices_to_numpy(arr, null_value=-1).tolist() == expected
+    lists = pa.array([[1] * (abs(v or 0) % 5) for v in values], pa.list_(pa.int64())).slice(min(start, len(values)))
+    offsets = an.offsets_to_numpy(lists)
+    assert np.diff(offsets).tolist() == [len(x) for x in lists.to_pylist()]
+    valid = np.array([v is not None for v in values], dtype=bool)
+    built = an.int32_array(np.array([v or 0 for v in values]), valid=valid)
+    assert built.to_pylist() == [v if v is not None else None for v in values]
+
+
+@pytest.mark.parametrize("arrow_type", [pa.int64(), pa.string(), pa.timestamp("us", tz="UTC"), pa.struct([("a", pa.int32())])])
+def test_null_scalar_empty_table_and_combined(arrow_type: pa.DataType) -> None:
+    assert an.null_scalar(arrow_type).equals(pa.scalar(None, arrow_type))
+    schema = pa.schema([("x", arrow_type)])
+    assert an.empty_table(schema).equals(schema.empty_table())
+    assert an.combined(pa.chunked_array([], arrow_type)).equals(pa.array([], arrow_type))
+    two = pa.chunked_array([pa.nulls(2, arrow_type), pa.nulls(1, arrow_type)])
+    assert an.combined(two).equals(two.combine_chunks())
+    assert an.int64_scalar(7).as_py() == 7

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.errors import (
@@ -457,3 +459,63 @@ def test_a_snapshot_whose_checkpoint_a_concurrent_cleanup_removed_still_reads(ta
     deleted = table.cleanup_log(retention="interval 0 seconds", now=4_102_444_800_000)
     assert any(p.endswith(f"{2:020d}.checkpoint.parquet") for p in deleted)
     assert sorted(snapshot.to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(("table", "filters"), [
+    ("delta-0.8.0-partitioned", ["year = '2020'", "month > '1'", "value IS NOT NULL", "year = '2021' AND value > 'a'"]),
+    ("delta-2.2.0-partitioned-types", ["c1 = 4", "c2 IN ('a', 'c')", "c3 > 5", "c1 = 4 OR c3 > 5"]),
+    ("partition-type-primitives", ["is_active = 'true'", "id > 3", "category = 'A' AND id < 10"]),
+    ("table-with-dv-small", ["value > 3"]),
+])
+@pytest.mark.parametrize("stats_first", [False, True])
+def test_filtered_files_are_the_matching_rows_of_all_files(table: str, filters: list[str], stats_first: bool) -> None:
+    # files(filter) parses statistics only for the files a partition filter keeps, unless
+    # they were parsed already: either way each row equals that file's row in files().
+    from tests.conftest import shared_tables_dir
+
+    path = shared_tables_dir() / table
+    everything = load_snapshot(IO, str(path)).files()
+    by_path = {row["path"]: row for row in everything.to_pylist()}
+    for text in filters:
+        snap = load_snapshot(IO, str(path))
+        if stats_first:
+            snap.files()
+        kept = snap.files(text)
+        assert kept.schema == everything.schema, text
+        mask = snap._file_mask(text)
+        assert sorted(kept.column("path").to_pylist()) == sorted(
+            everything.filter(mask).column("path").to_pylist()), text
+        for row in kept.to_pylist():
+            assert row == by_path[row["path"]], (text, row["path"])
+
+
+_PATH_TEXT = st.lists(
+    st.sampled_from(["%", "%2", "%20", "%3A", "%3a", "%C3%A9", "%e2%82%ac", "%FF", "%zz", "%%", "a", "/", "=", "é", "€", "0", "F"]),
+    max_size=12,
+).map("".join)
+
+
+@given(paths=st.lists(_PATH_TEXT, min_size=1, max_size=20))
+def test_decode_paths_is_the_strict_path_rule_for_every_path(paths: list[str]) -> None:
+    # Vectorised percent-decoding equals the path rule of storage/paths.py: escapes and
+    # multi-byte UTF-8 decoded as unquote does, plain paths untouched, and a stray '%' or
+    # escapes that are not UTF-8 refused (InvalidPathError), never guessed at.
+    from urllib.parse import unquote
+
+    from airflow_delta.engine.errors import InvalidPathError
+    from airflow_delta.engine.storage.paths import decode_log_path
+
+    def strict(path: str) -> str | None:
+        try:
+            return decode_log_path(path)
+        except InvalidPathError:
+            return None
+
+    expected = [strict(p) for p in paths]
+    column = pa.chunked_array([pa.array(paths[: len(paths) // 2], pa.string()),
+                               pa.array(paths[len(paths) // 2 :], pa.string())])
+    if None in expected:
+        with pytest.raises(InvalidPathError):
+            decode_paths(column)
+    else:
+        assert decode_paths(column).to_pylist() == expected == [unquote(p) for p in paths]

@@ -286,6 +286,8 @@ def test_no_operation_ever_touches_outside_whatever_the_links(
 def _outside_tree(outside: Path) -> list[tuple[str, int, bytes]]:
     return [(str(p.relative_to(outside)), p.lstat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
             for p in sorted([outside, *outside.rglob("*")])]
+
+
 @pytest.mark.parametrize("write", ["atomic_output", "write_bytes"])
 def test_a_vanished_temporary_file_is_a_typed_error_and_publishes_nothing(tmp_path: Path, write: str) -> None:
     from airflow_delta.engine.errors import AtomicWriteError
@@ -302,7 +304,10 @@ def test_a_vanished_temporary_file_is_a_typed_error_and_publishes_nothing(tmp_pa
                     return self.out
 
                 def __exit__(self, *exc):  # type: ignore[no-untyped-def]
-                    os.remove(self.out.name)
+                    directory = os.path.dirname(path)
+                    for name in os.listdir(directory):  # the hidden temporary file beside the target
+                        if name.startswith(".") and name.endswith(".tmp"):
+                            os.remove(os.path.join(directory, name))
                     return inner.__exit__(*exc)
 
             return Wrapped()
