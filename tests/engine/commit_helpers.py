@@ -9,8 +9,10 @@ from typing import Any
 
 def commit_actions(table_path: str, version: int = 0) -> list[dict[str, Any]]:
     """The actions of commit ``version``, one dict per line, as written."""
-    text = Path(table_path, "_delta_log", f"{version:020d}.json").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    data = Path(table_path, "_delta_log", f"{version:020d}.json").read_bytes()
+    # Split on the newline byte: raw UTF-8 JSON carries U+0085/U+2028/U+2029 unescaped inside
+    # strings, where str.splitlines would break a line.
+    return [json.loads(line) for line in data.split(b"\n") if line.strip()]
 
 
 def single_action(actions: list[dict[str, Any]], key: str) -> dict[str, Any]:

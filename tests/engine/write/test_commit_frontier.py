@@ -203,11 +203,12 @@ def test_a_commit_whose_temporary_file_vanished_is_retried_and_lands_once(
     real_link = os.link
     vanished: list[str] = []
 
-    def link_after_deletion(src: str, dst: str) -> None:
+    def link_after_deletion(src: str, dst: str, **kwargs: object) -> None:
+        # The confined FileIO links relative to the directory it checked (src_dir_fd).
         if not vanished and dst.endswith(".json"):
             vanished.append(src)
-            os.remove(src)
-        real_link(src, dst)
+            os.remove(src, dir_fd=kwargs.get("src_dir_fd"))  # type: ignore[arg-type]
+        real_link(src, dst, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "link", link_after_deletion)
     txn = stale_transaction(table, HookedCommitter(table))
