@@ -333,9 +333,16 @@ def _keep(mask: pa.Array) -> pa.BooleanArray:
 
 
 def _prefix_of(prefixes: pa.Array, text: str) -> pa.BooleanArray:
-    """For each string p in ``prefixes``: is ``text`` starting with p?"""
-    candidates = pa.array(sorted({text[:i] for i in range(len(text) + 1)}), pa.string())
-    return pc.is_in(prefixes.cast(pa.string()), value_set=candidates).fill_null(False)
+    """For each string p in ``prefixes``: is ``text`` starting with p?
+
+    Only the prefixes of ``text`` as long as some p can match, so those are the only ones
+    built: their total size is at most the total size of ``prefixes`` (never every prefix
+    of a long literal, which would be quadratic in its length).
+    """
+    prefixes = prefixes.cast(pa.string())
+    lengths = pc.unique(pc.utf8_length(prefixes).drop_null()).to_numpy(zero_copy_only=False)
+    candidates = pa.array([text[:k] for k in sorted(lengths.tolist()) if k <= len(text)], pa.string())
+    return pc.is_in(prefixes, value_set=candidates).fill_null(False)
 
 
 def _stat_field(stats: pa.StructArray, path: Sequence[str]) -> pa.Array | None:
