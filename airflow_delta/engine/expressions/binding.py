@@ -7,6 +7,7 @@ before any data is read; column-free sub-expressions are folded to literals.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
@@ -20,6 +21,12 @@ from sqlglot.errors import SqlglotError
 
 from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions.arrow import _to_arrow
+from airflow_delta.engine.expressions.limits import (
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_NESTING,
+    MAX_FILTER_NODES,
+    run_with_deep_recursion,
+)
 from airflow_delta.engine.expressions.literals import _literal_as, _number_literal, _string_literal_type
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import (
@@ -45,6 +52,7 @@ from airflow_delta.engine.expressions.tree import (
     Node,
     Not,
     Or,
+    _children,
     _column_refs,
 )
 
@@ -79,9 +87,28 @@ def parse_predicate(sql: str | Predicate, schema: pa.Schema) -> Predicate:
         return sql
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidFilterError(str(sql), "the filter is empty; write a SQL condition such as \"id > 10\"")
+    return _parse_cached(sql, schema)
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_cached(sql: str, schema: pa.Schema) -> Predicate:
+    """Bound filters are immutable: a read, its plan and a DELETE's conflict check share one parse."""
+    try:
+        # sqlglot recurses once per level of nesting: parse where that cannot crash.
+        return run_with_deep_recursion(lambda: _parse_and_bind(sql, schema))
+    except RecursionError:
+        raise InvalidFilterError(
+            sql,
+            f"it is nested too deeply to parse (the limit is about {MAX_FILTER_NESTING} levels of parentheses, "
+            "NOT and function calls); remove redundant parentheses or split the filter",
+        ) from None
+
+
+def _parse_and_bind(sql: str, schema: pa.Schema) -> Predicate:
     statement = _parse_condition(sql)
     binder = _Binder(sql, schema)
     root = binder.bind(statement)
+    _check_size(sql, root)
     if not pa.types.is_boolean(root.type) and not pa.types.is_null(root.type):
         raise InvalidFilterError(sql, f"the filter must be a condition (true/false), but it is a {_type_name(root.type)} value")
     if isinstance(root, Literal) and root.type.equals(pa.null()):
@@ -130,24 +157,40 @@ class _Binder:
     def __init__(self, sql: str, schema: pa.Schema) -> None:
         self.sql = sql
         self.schema = schema
+        self.depth = 0  # nesting of bind() calls: operators inside operators
 
     def error(self, reason: str) -> InvalidFilterError:
         return InvalidFilterError(self.sql, reason)
 
     # -------------------------------------------------------------- dispatch
     def bind(self, e: exp.Expression) -> Node:
-        node = self._bind(e)
-        return self._fold(node)
+        while isinstance(e, exp.Paren):
+            e = e.this
+        self.depth += 1
+        try:
+            if self.depth > MAX_FILTER_DEPTH:
+                raise self.error(
+                    f"it nests operators more than {MAX_FILTER_DEPTH} levels deep (parentheses, NOT NOT and chains of "
+                    "AND / OR do not count); flatten it, e.g. write many alternatives as x IN (...)"
+                )
+            node = self._bind(e)
+            return self._fold(node)
+        finally:
+            self.depth -= 1
 
     def _bind(self, e: exp.Expression) -> Node:
-        if isinstance(e, exp.Paren):
-            return self.bind(e.this)
         if isinstance(e, exp.And):
-            return And(tuple(self._predicate(t) for t in _flatten(e, exp.And)))
+            return _conjunction(And, [self._predicate(t) for t in _flatten(e, exp.And)])
         if isinstance(e, exp.Or):
-            return Or(tuple(self._predicate(t) for t in _flatten(e, exp.Or)))
+            return _conjunction(Or, _fold_equalities_into_in([self._predicate(t) for t in _flatten(e, exp.Or)]))
         if isinstance(e, exp.Not):
-            return Not(self._predicate(e.this))
+            # NOT NOT x is x (also for NULL): a stack of NOTs is one NOT or none.
+            negated = False
+            while isinstance(e, exp.Not | exp.Paren):
+                negated ^= isinstance(e, exp.Not)
+                e = e.this
+            term = self._predicate(e)
+            return _negate(term) if negated else term
         if type(e) in _COMPARE_OPS:
             return self._compare(_COMPARE_OPS[type(e)], e.this, e.expression)
         if isinstance(e, exp.NullSafeNEQ):
@@ -157,8 +200,8 @@ class _Binder:
         if isinstance(e, exp.In):
             return self._in(e)
         if isinstance(e, exp.Between):
-            low = self._compare(">=", e.this, e.args["low"])
-            high = self._compare("<=", e.this, e.args["high"])
+            low = self._fold(self._compare(">=", e.this, e.args["low"]))
+            high = self._fold(self._compare("<=", e.this, e.args["high"]))
             return And((low, high))
         if isinstance(e, exp.Escape):
             return self._like(e.this, escape=e.expression)
@@ -458,7 +501,8 @@ class _Binder:
     # -------------------------------------------------------------- constant folding
     def _fold(self, node: Node) -> Node:
         """Evaluate column-free sub-expressions now, so that pruning sees plain literals."""
-        if isinstance(node, Literal | ColumnRef) or any(True for _ in _column_refs(node)):
+        # Children are folded already: a node is column-free only if they all are literals.
+        if isinstance(node, Literal | ColumnRef) or not all(isinstance(c, Literal) for c in _children(node)):
             return node
         try:
             table = pa.table({"_": pa.array([0], pa.int8())})
@@ -469,16 +513,98 @@ class _Binder:
 
 
 def _flatten(e: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:
+    """The terms of a chain of ``kind`` (AND or OR), parentheses around sub-chains included."""
     out: list[exp.Expression] = []
     stack = [e]
     while stack:
         item = stack.pop()
+        while isinstance(item, exp.Paren):
+            item = item.this
         if isinstance(item, kind):
             stack.append(item.expression)
             stack.append(item.this)
         else:
             out.append(item)
     return out
+
+
+def _conjunction(kind: type[And] | type[Or], terms: list[Node]) -> Node:
+    """AND / OR of ``terms``, nested chains of the same kind merged into one level."""
+    flat: list[Node] = []
+    for term in terms:
+        if isinstance(term, kind):
+            flat.extend(term.terms)
+        else:
+            flat.append(term)
+    return flat[0] if len(flat) == 1 else kind(tuple(flat))
+
+
+def _negate(node: Node) -> Node:
+    return node.term if isinstance(node, Not) else Not(node)
+
+
+def _fold_equalities_into_in(terms: list[Node]) -> list[Node]:
+    """``x = 1 OR x = 2 OR ...`` as ``x IN (1, 2, ...)``: one node, whatever the number of values.
+
+    Exact under SQL's three-valued logic: both are NULL when x is NULL, true on a match
+    and false otherwise (with Spark's NaN = NaN in both). Terms stay in their order, the
+    IN list where the first equality on its operand stood.
+    """
+    groups: dict[Node, list[Any]] = {}
+    for term in terms:
+        equality = _equality_with_literal(term)
+        if equality is not None:
+            groups.setdefault(equality[0], []).append(equality[1])
+    if not any(len(values) > 1 for values in groups.values()):
+        return terms
+    out: list[Node] = []
+    placed: set[Node] = set()
+    for term in terms:
+        equality = _equality_with_literal(term)
+        if equality is None or len(groups[equality[0]]) == 1:
+            out.append(term)
+            continue
+        operand = equality[0]
+        if operand in placed:
+            continue
+        placed.add(operand)
+        out.append(InList(operand, tuple(dict.fromkeys(groups[operand])), has_null=False))
+    return out
+
+
+def _equality_with_literal(term: Node) -> tuple[Node, Any] | None:
+    """(operand, value) if ``term`` is ``operand = value`` with a non-null literal value."""
+    if not isinstance(term, Compare) or term.op != "=":
+        return None
+    left, right = term.left, term.right
+    if isinstance(left, Literal) and not isinstance(right, Literal):
+        left, right = right, left
+    if not isinstance(right, Literal) or isinstance(left, Literal) or right.value is None:
+        return None
+    if not right.type.equals(left.type):
+        return None
+    try:
+        hash(left)
+        hash(right.value)
+    except TypeError:
+        return None
+    return left, right.value
+
+
+def _check_size(sql: str, root: Node) -> None:
+    """Refuse a bound filter with more than MAX_FILTER_NODES nodes (counted without recursion)."""
+    count = 0
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_FILTER_NODES:
+            raise InvalidFilterError(
+                sql,
+                f"it has more than {MAX_FILTER_NODES} terms and operators; write long lists of values as "
+                "x IN (v1, v2, ...), which counts as one term however many values it holds",
+            )
+        stack.extend(_children(node))
 
 
 def _column_parts(e: exp.Expression) -> list[str] | None:

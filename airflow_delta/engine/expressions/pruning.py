@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions.arrow import _to_arrow
+from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import _is_string
 from airflow_delta.engine.expressions.tree import (
@@ -57,7 +60,11 @@ def prune_files(
     if not lengths:
         raise ValueError("prune_files needs partition_values or stats to know the number of files")
     pruner = _Pruner(lengths.pop(), pv, st, partition_columns)
-    return pruner.may_match(predicate.root, negated=False)
+    try:
+        return pruner.may_match(predicate.root, negated=False)
+    except RecursionError:
+        # Bound filters are at most MAX_FILTER_DEPTH deep; a tree built by hand may not be.
+        raise InvalidFilterError(predicate.sql, f"it nests operators too deeply (at most {MAX_FILTER_DEPTH} levels)") from None
 
 
 def _combine(array: pa.Array | pa.ChunkedArray | None) -> pa.StructArray | None:
@@ -72,7 +79,6 @@ _ONE_MS = pa.scalar(1000, pa.duration("us"))
 # Delta appends this character to a truncated string maximum; it is never part of a
 # prefix the bound guarantees.
 _TIE_BREAKER = "\ufffd"
-_MAX_LISTED_VALUES = 64
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,7 @@ class _Pruner:
     ) -> None:
         self.n = n
         self.stats = stats
+        self._stats_cache: dict[Node, _ColumnStats | None] = {}
         self.partition_table: pa.Table | None = None
         self.partition_names: dict[str, str] = {}
         if partition_values is not None and pa.types.is_struct(partition_values.type):
@@ -179,7 +186,16 @@ class _Pruner:
         return None
 
     def _column_stats(self, node: Node) -> _ColumnStats | None:
-        """Statistics of the column under ``node`` (a column, or a column through implicit casts)."""
+        """Statistics of the column under ``node`` (a column, or a column through implicit casts).
+
+        Computed once per operand: a filter of thousands of terms on a few columns reads
+        each column's statistics once.
+        """
+        if node not in self._stats_cache:
+            self._stats_cache[node] = self._compute_column_stats(node)
+        return self._stats_cache[node]
+
+    def _compute_column_stats(self, node: Node) -> _ColumnStats | None:
         casts: list[pa.DataType] = []
         while isinstance(node, Cast) and node.implicit:
             casts.append(node.type)
@@ -282,26 +298,25 @@ class _Pruner:
         stats = self._column_stats(node.operand)
         if stats is None:
             return None
-        target = node.operand.type
+        values = _sorted_values(node.values, node.operand.type)
         if negated:
             if node.has_null:
                 return self._all(False)  # x NOT IN (..., NULL) is never true
             keep = stats.not_all_null
-            for value in node.values[:_MAX_LISTED_VALUES]:
-                keep = pc.and_(keep, self._range_check("!=", stats, Literal(value, target)))
+            # x NOT IN (...) is false on every row only if every value of the file is one
+            # of the list: provable for exact types whose bounds are equal (see "!=").
+            base = stats.base_type
+            exact = not (_is_string(base) or pa.types.is_timestamp(base) or pa.types.is_floating(base))
+            if exact and stats.min is not None and stats.max is not None and len(values):
+                listed = pc.is_in(stats.min, value_set=values)
+                all_listed = pc.and_(pc.equal(stats.min, stats.max), listed).fill_null(False)
+                keep = pc.and_(keep, pc.invert(all_listed))
             return keep
-        if not node.values:
+        if not len(values):
             return self._all(False)
-        if len(node.values) > _MAX_LISTED_VALUES:
-            # Many values: test the range they span instead of each one.
-            ordered = pc.sort_indices(pa.array(list(node.values), target))
-            values = pa.array(list(node.values), target).take(ordered)
-            low, high = Literal(values[0].as_py(), target), Literal(values[-1].as_py(), target)
-            return pc.and_(self._range_check(">=", stats, low), self._range_check("<=", stats, high))
-        keep = self._all(False)
-        for value in node.values:
-            keep = pc.or_(keep, self._range_check("=", stats, Literal(value, target)))
-        return keep
+        if pa.types.is_floating(values.type) and pc.any(pc.is_nan(values)).as_py():
+            return stats.not_all_null  # as for x = NaN: bounds cannot rule a NaN out
+        return pc.and_(stats.not_all_null, _any_value_within(values, stats))
 
     def _like_leaf(self, node: Like, negated: bool) -> pa.BooleanArray | None:
         if node.ignore_case:
@@ -325,6 +340,52 @@ class _Pruner:
             below = pc.or_(pc.less_equal(stats.min, prefix), pc.starts_with(stats.min, prefix))
             keep = pc.and_(keep, _keep(below))
         return keep
+
+
+def _sorted_values(values: Sequence[object], value_type: pa.DataType) -> pa.Array:
+    array = pa.array(values, value_type)
+    return array.take(pc.sort_indices(array))
+
+
+def _any_value_within(values: pa.Array, stats: _ColumnStats) -> pa.BooleanArray:
+    """Per file: may one of the sorted ``values`` lie within the file's [min, max]?
+
+    One binary search per file (numpy ``searchsorted``), so a list of V values over N
+    files costs O((V + N) log V), not O(V * N). The smallest value >= min is the only
+    candidate: it is in range iff it is <= max. A string maximum may be a truncated
+    prefix p (see ``_max_allows``): then a value starting with p may also match, and the
+    values starting with p are one contiguous run of the sorted list.
+    """
+    n_values = len(values)
+    sorted_np = values.to_numpy(zero_copy_only=False)
+    # A missing bound does not limit: the smallest (largest) value stands in for it.
+    low = stats.min.fill_null(values[0]) if stats.min is not None else pa.repeat(values[0], _num_files(stats))
+    first = np.searchsorted(sorted_np, low.to_numpy(zero_copy_only=False), side="left")
+    in_list = first < n_values
+    candidate = values.take(pa.array(np.minimum(first, n_values - 1)))
+    found = pc.and_(pa.array(in_list), _keep(pc.less_equal(candidate, stats.max)) if stats.max is not None else pa.array(in_list))
+    if stats.max_prefix is not None and _is_string(values.type):
+        prefix = stats.max_prefix.cast(values.type)
+        start = pc.max_element_wise(low, prefix.fill_null(values[0]))
+        first = np.searchsorted(sorted_np, start.to_numpy(zero_copy_only=False), side="left")
+        candidate = values.take(pa.array(np.minimum(first, n_values - 1)))
+        found = pc.or_(found, pc.and_(pa.array(first < n_values), _starts_with(candidate, prefix)))
+    return found
+
+
+def _starts_with(strings: pa.Array, prefixes: pa.Array) -> pa.BooleanArray:
+    """Per row: does ``strings[i]`` start with ``prefixes[i]``? (false where either is null)
+
+    The strings starting with p are exactly those in [p, p + 0xFF) in UTF-8 byte order,
+    as no UTF-8 byte is 0xFF.
+    """
+    as_bytes, prefix_bytes = strings.cast(pa.binary()), prefixes.cast(pa.binary())
+    above = pc.binary_join_element_wise(prefix_bytes, pa.scalar(b"\xff"), pa.scalar(b""))
+    return pc.and_(pc.greater_equal(as_bytes, prefix_bytes), pc.less(as_bytes, above)).fill_null(False)
+
+
+def _num_files(stats: _ColumnStats) -> int:
+    return len(stats.not_all_null)
 
 
 def _keep(mask: pa.Array) -> pa.BooleanArray:
