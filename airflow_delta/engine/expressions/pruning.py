@@ -203,13 +203,25 @@ class _Pruner:
         if not isinstance(node, ColumnRef):
             return None
         assert self.stats is not None
+        base = node.type
         raw_min = _stat_field(self.stats, ("minValues", *node.path))
         raw_max = _stat_field(self.stats, ("maxValues", *node.path))
         null_count = _stat_field(self.stats, ("nullCount", *node.path))
-        num_records = _stat_field(self.stats, ("numRecords",))
+        num_records = self._num_records()
         if null_count is not None and not pa.types.is_integer(null_count.type):
             null_count = None
-        base = node.type
+        if null_count is not None and self._impossible_records is not None:
+            # A numRecords that is itself impossible leaves every count unknown: null
+            # counts can no longer be checked against it (bounds stay usable).
+            null_count = _unknown_where(null_count, self._impossible_records)
+        try:
+            raw_min, raw_max = _cast_chain(raw_min, base, ()), _cast_chain(raw_max, base, ())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            raw_min = raw_max = None
+        contradicted = self._contradicted(raw_min, raw_max, null_count, num_records)
+        if contradicted is not None:
+            # Statistics that contradict themselves are unknown, all of this column's.
+            raw_min, raw_max, null_count = (_unknown_where(a, contradicted) for a in (raw_min, raw_max, null_count))
         if raw_max is not None and pa.types.is_timestamp(raw_max.type):
             # Timestamps in statistics are truncated to milliseconds: the true maximum may
             # be up to 999 microseconds later.
@@ -226,6 +238,51 @@ class _Pruner:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             lo = hi = None
         return _ColumnStats(lo, hi, max_prefix, not_all_null, null_count, num_records, base)
+
+    @property
+    def _impossible_records(self) -> pa.BooleanArray | None:
+        """Files whose ``numRecords`` is negative."""
+        assert self.stats is not None
+        num_records = _stat_field(self.stats, ("numRecords",))
+        if num_records is None or not pa.types.is_integer(num_records.type):
+            return None
+        return pc.less(num_records, 0).fill_null(False)
+
+    def _num_records(self) -> pa.Array | None:
+        """``numRecords`` per file; a negative count contradicts itself and is unknown."""
+        assert self.stats is not None
+        num_records = _stat_field(self.stats, ("numRecords",))
+        impossible = self._impossible_records
+        if num_records is None or impossible is None:
+            return None
+        return _unknown_where(num_records, impossible)
+
+    def _contradicted(
+        self, lo: pa.Array | None, hi: pa.Array | None, null_count: pa.Array | None, num_records: pa.Array | None
+    ) -> pa.BooleanArray | None:
+        """Files whose statistics of one column contradict themselves (True = do not trust them).
+
+        A file is skipped only when trustworthy statistics prove that no row can match:
+        min > max, a negative null count, more nulls than records, or bounds on a column
+        whose every value is null cannot all be true, so none of them is believed.
+        """
+        flags: list[pa.Array] = []
+        if lo is not None and hi is not None:
+            flags.append(pc.greater(lo, hi))
+        if null_count is not None:
+            flags.append(pc.less(null_count, 0))
+            if num_records is not None:
+                flags.append(pc.greater(null_count, num_records))
+                all_null = pc.equal(null_count, num_records)
+                for bound in (lo, hi):
+                    if bound is not None:
+                        flags.append(pc.and_(all_null, pc.is_valid(bound)))
+        if not flags:
+            return None
+        result = flags[0].fill_null(False)
+        for flag in flags[1:]:
+            result = pc.or_(result, flag.fill_null(False))
+        return result
 
     def _compare_leaf(self, node: Compare, negated: bool) -> pa.BooleanArray | None:
         op, left, right = node.op, node.left, node.right
@@ -386,6 +443,13 @@ def _starts_with(strings: pa.Array, prefixes: pa.Array) -> pa.BooleanArray:
 
 def _num_files(stats: _ColumnStats) -> int:
     return len(stats.not_all_null)
+
+
+def _unknown_where(array: pa.Array | None, mask: pa.BooleanArray) -> pa.Array | None:
+    """``array`` with the rows where ``mask`` is True set to null (unknown)."""
+    if array is None:
+        return None
+    return pc.if_else(mask, pa.scalar(None, array.type), array)
 
 
 def _keep(mask: pa.Array) -> pa.BooleanArray:
