@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import functools
 import re
+import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import sqlglot
 from sqlglot import exp
@@ -105,8 +108,10 @@ def _parse_cached(sql: str, schema: pa.Schema) -> Predicate:
 
 
 def _parse_and_bind(sql: str, schema: pa.Schema) -> Predicate:
-    statement = _parse_condition(sql)
+    text, in_lists = _extract_in_lists(sql)
+    statement = _parse_condition(sql, text)
     binder = _Binder(sql, schema)
+    binder.in_lists = in_lists
     root = binder.bind(statement)
     _check_size(sql, root)
     if not pa.types.is_boolean(root.type) and not pa.types.is_null(root.type):
@@ -116,21 +121,24 @@ def _parse_and_bind(sql: str, schema: pa.Schema) -> Predicate:
     return Predicate(sql, root)
 
 
-def _parse_condition(sql: str) -> exp.Expression:
+def _parse_condition(sql: str, text: str | None = None) -> exp.Expression:
     """The sqlglot tree of ``sql`` read as the condition of a WHERE clause.
 
     Parsing it in a ``WHERE`` position (rather than as a statement) keeps a filter that
     starts with a column named like a command keyword (``comment``, ``show``, ...) a
     condition; anything beyond the condition (``;``, ``ORDER BY``, ``LIMIT``) is refused.
+    ``text`` is ``sql`` with long IN lists replaced (:func:`_extract_in_lists`); messages
+    quote ``sql``.
     """
+    text = sql if text is None else text
     try:
-        as_statement = sqlglot.parse(sql, read="spark")
+        as_statement = sqlglot.parse(text, read="spark")
     except SqlglotError:
         as_statement = []
     if any(isinstance(s, exp.Query | exp.DDL | exp.DML) for s in as_statement):
         raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement")
     try:
-        statements = [s for s in sqlglot.parse(f"SELECT 1 WHERE {sql}", read="spark") if s is not None]
+        statements = [s for s in sqlglot.parse(f"SELECT 1 WHERE {text}", read="spark") if s is not None]
     except SqlglotError as exc:
         # Positions in sqlglot's message count the "SELECT 1 WHERE " prefix: drop them.
         reason = re.sub(r"\.? Line \d+, Col: \d+\.?", "", _first_line(exc))
@@ -143,6 +151,126 @@ def _parse_condition(sql: str) -> exp.Expression:
     if where is None or extra:
         raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement or other clauses")
     return where.this
+
+
+# Long IN lists of plain literals are read here, in one regular-expression pass, and
+# sqlglot sees a placeholder: its recursive-descent parser costs about 0.1 ms per value,
+# and every value would then be bound one by one.
+_MIN_EXTRACTED_LIST = 32
+# No two parts may match the same spaces (as "\s*-?\s*" would): a list that does not
+# match must fail in linear time, not try every split of the whitespace.
+_NUMBER = r"(?:-\s*)?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_QUOTED = r"'[^'\\]*'"  # Spark reads 'a''b' as two adjacent literals: left to sqlglot
+_LIST_ITEM = rf"(?:{_NUMBER}|{_QUOTED}|NULL)(?![\w.'])"
+_LIST_ITEM_RE = re.compile(rf"\s*({_NUMBER}|{_QUOTED}|NULL)(?![\w.'])\s*(?:,|\))", re.IGNORECASE)
+_LIST_RE = re.compile(rf"\s*{_LIST_ITEM}(?:\s*,\s*{_LIST_ITEM})*+\s*\)", re.IGNORECASE)
+# What the scan steps over: quoted text, identifiers and comments (never rewritten), the
+# "IN (" of a list, words, and runs of anything else.
+_SCAN_RE = re.compile(
+    # Possessive runs: a 1 MB quoted literal is one step, not a million backtracking states.
+    r"""(?P<skip>'(?:[^'\\]++|\\.|'')*+'|"(?:[^"\\]++|\\.|"")*+"|`(?:[^`]++|``)*+`|--[^\n]*+|/\*.*?\*/)"""
+    r"""|(?P<open>\bIN\s*\()|(?P<word>\w+)|(?P<other>[^'"`\w/-]+|.)""",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+_INT8, _INT16, _INT32, _INT64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
+_INTEGER_LIST_RE = re.compile(r"\s*(?:-\s*)?\d{1,18}(?:\s*,\s*(?:-\s*)?\d{1,18})*+\s*\)")
+
+
+@dataclass(frozen=True)
+class _LiteralList:
+    """The non-null values of an IN list by kind of literal (type, quoted or not), and whether it held NULL."""
+
+    kinds: dict[tuple[pa.DataType, bool], list[Any]]
+    has_null: bool
+
+
+def _group_literals(literals: Sequence[Literal]) -> _LiteralList:
+    kinds: dict[tuple[pa.DataType, bool], list[Any]] = {}
+    has_null = False
+    for lit in literals:
+        if lit.value is None:
+            has_null = True
+        else:
+            kinds.setdefault((lit.type, lit.untyped_string), []).append(lit.value)
+    return _LiteralList(kinds, has_null)
+
+
+def _integer_list(text: str) -> _LiteralList:
+    """A list of integers (each at most 18 digits) read at once with Arrow.
+
+    Each is typed by its own digits as sqlglot and :func:`_number_literal` type it (a
+    negative number is its positive literal negated): byte, short, int or long.
+    """
+    numbers = pa.array(re.findall(r"-?\s*\d+", text)).cast(pa.string())
+    values = pc.replace_substring_regex(numbers, r"\s+", "").cast(_INT64)
+    magnitude = pc.abs(values)
+    kinds: dict[tuple[pa.DataType, bool], list[Any]] = {}
+    low = 0
+    for kind, high in ((_INT8, 128), (_INT16, 32768), (_INT32, 2**31), (_INT64, None)):  # 18 digits fit a long
+        in_range = pc.greater_equal(magnitude, low) if high is None else pc.and_(pc.greater_equal(magnitude, low), pc.less(magnitude, high))
+        selected = values.filter(in_range)
+        if len(selected):
+            kinds[(kind, False)] = selected.to_pylist()
+        low = high
+    return _LiteralList(kinds, has_null=False)
+
+
+def _extract_in_lists(sql: str) -> tuple[str, dict[str, _LiteralList]]:
+    """``sql`` with each long ``IN (literal, ...)`` list replaced by a placeholder column, and the lists' literals.
+
+    Only lists of unsigned or negated numbers, single-quoted strings without quotes or
+    backslash escapes inside, and NULL are taken; they are read as sqlglot and the binder read them (a
+    negative number is its positive literal negated). Anything else is left to sqlglot.
+    """
+    if len(sql) < 4 * _MIN_EXTRACTED_LIST:
+        return sql, {}
+    tag = uuid.uuid4().hex
+    pieces: list[str] = []
+    lists: dict[str, _LiteralList] = {}
+    position = 0
+    copied = 0
+    while position < len(sql):
+        match = _SCAN_RE.match(sql, position)
+        assert match is not None
+        position = match.end()
+        if match.lastgroup != "open":
+            continue
+        listed = _LIST_RE.match(sql, position)
+        if listed is None:
+            continue
+        body = sql[position : listed.end()]
+        if body.count(",") + 1 < _MIN_EXTRACTED_LIST:
+            continue
+        name = f"__airflow_delta_in_list_{tag}_{len(lists)}"
+        if _INTEGER_LIST_RE.fullmatch(body):
+            lists[name] = _integer_list(body)
+        else:
+            lists[name] = _group_literals([_list_literal(m.group(1)) for m in _LIST_ITEM_RE.finditer(body)])
+        pieces.append(sql[copied:position])
+        pieces.append(f"{name})")
+        position = copied = listed.end()
+    if not lists:
+        return sql, {}
+    pieces.append(sql[copied:])
+    return "".join(pieces), lists
+
+
+def _list_literal(text: str) -> Literal:
+    if text[0] == "'":
+        return Literal(text[1:-1], pa.string(), untyped_string=True)
+    if text.upper() == "NULL":
+        return Literal(None, pa.null())
+    negative = text[0] == "-"
+    digits = text[1:].strip() if negative else text
+    if digits.isdigit() and len(digits) <= 18:  # the common case, without a regular expression
+        value = int(digits)
+        # Typed by its own digits as in _number_literal (sqlglot reads -5 as -(5)).
+        positive = Literal(value, _INT8 if value < 128 else _INT16 if value < 32768 else _INT32 if value < 2**31 else _INT64)
+    else:
+        positive = _number_literal(digits)
+    return Literal(-positive.value, positive.type) if negative else positive
 
 
 def _first_line(exc: Exception) -> str:
@@ -158,6 +286,7 @@ class _Binder:
         self.sql = sql
         self.schema = schema
         self.depth = 0  # nesting of bind() calls: operators inside operators
+        self.in_lists: dict[str, _LiteralList] = {}  # placeholder name -> the literals of a long IN list
 
     def error(self, reason: str) -> InvalidFilterError:
         return InvalidFilterError(self.sql, reason)
@@ -349,32 +478,44 @@ class _Binder:
         if e.args.get("query") is not None or e.args.get("unnest") is not None:
             raise self.error("IN (subquery) is not supported; list the values: x IN (1, 2, 3)")
         operand = self.bind(e.this)
-        items = [self.bind(item) for item in e.expressions]
-        if not items:
-            raise self.error("IN needs at least one value")
-        non_literals = [i for i in items if not isinstance(i, Literal)]
-        if non_literals:
-            # Columns or expressions in the list: a plain disjunction of equalities.
-            return Or(tuple(self._compare_nodes("=", operand, item) for item in items))
+        expressions = list(e.expressions)
+        if len(expressions) == 1 and isinstance(expressions[0], exp.Column) and expressions[0].name in self.in_lists:
+            listed = self.in_lists[expressions[0].name]  # a long literal list, read before sqlglot
+        else:
+            items = [self.bind(item) for item in expressions]
+            if not items:
+                raise self.error("IN needs at least one value")
+            if any(not isinstance(i, Literal) for i in items):
+                # Columns or expressions in the list: a plain disjunction of equalities.
+                return Or(tuple(self._compare_nodes("=", operand, item) for item in items))
+            listed = _group_literals(items)  # type: ignore[arg-type]
+        # Literals of one kind (type, quoted or not) coerce alike: decide the type the
+        # list is compared in from one of each kind, then convert each kind at once.
         target = operand.type
-        for item in items:
-            assert isinstance(item, Literal)
-            if item.value is None:
-                continue
-            probe = self._coerce_pair(operand, item, "IN")[0].type
-            target = _common_type(target, probe) or target
+        for (lit_type, untyped), kind_values in listed.kinds.items():
+            # A quoted number against a numeric column is typed by its own digits.
+            probes = kind_values if untyped and _is_numeric(operand.type) else kind_values[:1]
+            for value in probes:
+                probe = self._coerce_pair(operand, Literal(value, lit_type, untyped), "IN")[0].type
+                target = _common_type(target, probe) or target
         operand = self._cast_to(operand, target)
         values: list[Any] = []
-        has_null = False
-        for item in items:
-            assert isinstance(item, Literal)
-            if item.value is None:
-                has_null = True
-                continue
-            if not item.untyped_string and _common_type(item.type, target) is None:
-                raise self.error(self._mismatch(operand, item, "IN"))
-            values.append(self._literal_to(item, target, operand).value)
-        return InList(operand, tuple(dict.fromkeys(values)), has_null)
+        for (lit_type, untyped), kind_values in listed.kinds.items():
+            if not untyped and _common_type(lit_type, target) is None:
+                raise self.error(self._mismatch(operand, Literal(kind_values[0], lit_type), "IN"))
+            values.extend(self._in_values(kind_values, lit_type, untyped, target, operand))
+        return InList(operand, tuple(dict.fromkeys(values)), listed.has_null)
+
+    def _in_values(self, values: list[Any], lit_type: pa.DataType, untyped: bool, target: pa.DataType, operand: Node) -> list[Any]:
+        """Literal values of one kind as values of ``target``, converted in one cast where possible."""
+        if (untyped and _is_string(target)) or (not untyped and lit_type.equals(target)):
+            return values
+        if not untyped:
+            try:
+                return pa.array(values, lit_type).cast(target, safe=True).to_pylist()
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                pass  # one value does not fit: the per-value conversion names it
+        return [self._literal_to(Literal(value, lit_type, untyped), target, operand).value for value in values]
 
     def _compare_nodes(self, op: str, left: Node, right: Node) -> Node:
         left, right = self._coerce_pair(left, right, op)
