@@ -60,8 +60,11 @@ would drop NaN rows that the expression accepts.
 The package's modules: :mod:`.tree` (the immutable bound nodes), :mod:`.sql_types` and
 :mod:`.literals` (Spark's type and literal rules), :mod:`.binding` (sqlglot to the tree,
 :func:`parse_predicate`), :mod:`.predicate` (:class:`Predicate`, :func:`references_only`),
-:mod:`.arrow` (the tree as a ``pyarrow.compute`` expression) and :mod:`.pruning`
-(:func:`prune_files`).
+:mod:`.arrow` (the tree as a ``pyarrow.compute`` expression), :mod:`.pruning`
+(:func:`prune_files`) and :mod:`.limits` (how large and deeply nested a filter may be:
+beyond ``MAX_FILTER_NESTING`` levels of parentheses and NOT, ``MAX_FILTER_DEPTH`` levels
+of nested operators or ``MAX_FILTER_NODES`` terms, :class:`InvalidFilterError` says which
+limit and how to restructure the filter; long value lists belong in ``IN (...)``).
 """
 
 from airflow_delta.engine.expressions.binding import parse_predicate

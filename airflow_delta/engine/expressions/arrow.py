@@ -7,6 +7,7 @@ arithmetic in Spark's result types; division by zero is NULL.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 import pyarrow as pa
@@ -59,15 +60,9 @@ def _to_arrow(node: Node) -> pc.Expression:
             return pc.coalesce(_compare_to_arrow("=", node.left, node.right, left, right), both_null)
         return _compare_to_arrow(node.op, node.left, node.right, left, right)
     if isinstance(node, And):
-        result = _to_arrow(node.terms[0])
-        for term in node.terms[1:]:
-            result = pc.and_kleene(result, _to_arrow(term))
-        return result
+        return _balanced(pc.and_kleene, [_to_arrow(term) for term in node.terms])
     if isinstance(node, Or):
-        result = _to_arrow(node.terms[0])
-        for term in node.terms[1:]:
-            result = pc.or_kleene(result, _to_arrow(term))
-        return result
+        return _balanced(pc.or_kleene, [_to_arrow(term) for term in node.terms])
     if isinstance(node, Not):
         return pc.invert(_to_arrow(node.term))
     if isinstance(node, IsNull):
@@ -99,6 +94,20 @@ def _to_arrow(node: Node) -> pc.Expression:
     if isinstance(node, Call):
         return _call_to_arrow(node)
     raise TypeError(f"unknown node {node!r}")
+
+
+def _balanced(combine: Callable[[pc.Expression, pc.Expression], pc.Expression], terms: list[pc.Expression]) -> pc.Expression:
+    """``t1 op t2 op ...`` as a balanced tree, log2(n) deep.
+
+    A left-deep chain of 10,000 terms overflows the C stack when pyarrow walks it
+    (SIGSEGV); Kleene AND and OR are associative, so the grouping does not matter.
+    """
+    while len(terms) > 1:
+        paired = [combine(terms[i], terms[i + 1]) for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            paired.append(terms[-1])
+        terms = paired
+    return terms[0]
 
 
 def _or_strict(a: pc.Expression, b: pc.Expression) -> pc.Expression:

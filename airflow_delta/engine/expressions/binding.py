@@ -7,19 +7,29 @@ before any data is read; column-free sub-expressions are folded to literals.
 
 from __future__ import annotations
 
+import functools
 import re
+import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions.arrow import _to_arrow
-from airflow_delta.engine.expressions.arrow_values import evaluate, python_value
+from airflow_delta.engine.expressions.arrow_values import arrow_array, evaluate, python_value
+from airflow_delta.engine.expressions.limits import (
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_NESTING,
+    MAX_FILTER_NODES,
+    run_with_deep_recursion,
+)
 from airflow_delta.engine.expressions.literals import _literal_as, _number_literal, _string_literal_type
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import (
@@ -45,6 +55,7 @@ from airflow_delta.engine.expressions.tree import (
     Node,
     Not,
     Or,
+    _children,
     _column_refs,
 )
 
@@ -79,9 +90,30 @@ def parse_predicate(sql: str | Predicate, schema: pa.Schema) -> Predicate:
         return sql
     if not isinstance(sql, str) or not sql.strip():
         raise InvalidFilterError(str(sql), "the filter is empty; write a SQL condition such as \"id > 10\"")
-    statement = _parse_condition(sql)
+    return _parse_cached(sql, schema)
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_cached(sql: str, schema: pa.Schema) -> Predicate:
+    """Bound filters are immutable: a read, its plan and a DELETE's conflict check share one parse."""
+    try:
+        # sqlglot recurses once per level of nesting: parse where that cannot crash.
+        return run_with_deep_recursion(lambda: _parse_and_bind(sql, schema))
+    except RecursionError:
+        raise InvalidFilterError(
+            sql,
+            f"it is nested too deeply to parse (the limit is about {MAX_FILTER_NESTING} levels of parentheses, "
+            "NOT and function calls); remove redundant parentheses or split the filter",
+        ) from None
+
+
+def _parse_and_bind(sql: str, schema: pa.Schema) -> Predicate:
+    text, in_lists = _extract_in_lists(sql)
+    statement = _parse_condition(sql, text)
     binder = _Binder(sql, schema)
+    binder.in_lists = in_lists
     root = binder.bind(statement)
+    _check_size(sql, root)
     if not pa.types.is_boolean(root.type) and not pa.types.is_null(root.type):
         raise InvalidFilterError(sql, f"the filter must be a condition (true/false), but it is a {_type_name(root.type)} value")
     if isinstance(root, Literal) and root.type.equals(pa.null()):
@@ -89,21 +121,24 @@ def parse_predicate(sql: str | Predicate, schema: pa.Schema) -> Predicate:
     return Predicate(sql, root)
 
 
-def _parse_condition(sql: str) -> exp.Expression:
+def _parse_condition(sql: str, text: str | None = None) -> exp.Expression:
     """The sqlglot tree of ``sql`` read as the condition of a WHERE clause.
 
     Parsing it in a ``WHERE`` position (rather than as a statement) keeps a filter that
     starts with a column named like a command keyword (``comment``, ``show``, ...) a
     condition; anything beyond the condition (``;``, ``ORDER BY``, ``LIMIT``) is refused.
+    ``text`` is ``sql`` with long IN lists replaced (:func:`_extract_in_lists`); messages
+    quote ``sql``.
     """
+    text = sql if text is None else text
     try:
-        as_statement = sqlglot.parse(sql, read="spark")
+        as_statement = sqlglot.parse(text, read="spark")
     except SqlglotError:
         as_statement = []
     if any(isinstance(s, exp.Query | exp.DDL | exp.DML) for s in as_statement):
         raise InvalidFilterError(sql, "write only the condition of a WHERE clause, not a statement")
     try:
-        statements = [s for s in sqlglot.parse(f"SELECT 1 WHERE {sql}", read="spark") if s is not None]
+        statements = [s for s in sqlglot.parse(f"SELECT 1 WHERE {text}", read="spark") if s is not None]
     except SqlglotError as exc:
         # Positions in sqlglot's message count the "SELECT 1 WHERE " prefix: drop them.
         reason = re.sub(r"\.? Line \d+, Col: \d+\.?", "", _first_line(exc))
@@ -118,6 +153,126 @@ def _parse_condition(sql: str) -> exp.Expression:
     return where.this
 
 
+# Long IN lists of plain literals are read here, in one regular-expression pass, and
+# sqlglot sees a placeholder: its recursive-descent parser costs about 0.1 ms per value,
+# and every value would then be bound one by one.
+_MIN_EXTRACTED_LIST = 32
+# No two parts may match the same spaces (as "\s*-?\s*" would): a list that does not
+# match must fail in linear time, not try every split of the whitespace.
+_NUMBER = r"(?:-\s*)?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_QUOTED = r"'[^'\\]*'"  # Spark reads 'a''b' as two adjacent literals: left to sqlglot
+_LIST_ITEM = rf"(?:{_NUMBER}|{_QUOTED}|NULL)(?![\w.'])"
+_LIST_ITEM_RE = re.compile(rf"\s*({_NUMBER}|{_QUOTED}|NULL)(?![\w.'])\s*(?:,|\))", re.IGNORECASE)
+_LIST_RE = re.compile(rf"\s*{_LIST_ITEM}(?:\s*,\s*{_LIST_ITEM})*+\s*\)", re.IGNORECASE)
+# What the scan steps over: quoted text, identifiers and comments (never rewritten), the
+# "IN (" of a list, words, and runs of anything else.
+_SCAN_RE = re.compile(
+    # Possessive runs: a 1 MB quoted literal is one step, not a million backtracking states.
+    r"""(?P<skip>'(?:[^'\\]++|\\.|'')*+'|"(?:[^"\\]++|\\.|"")*+"|`(?:[^`]++|``)*+`|--[^\n]*+|/\*.*?\*/)"""
+    r"""|(?P<open>\bIN\s*\()|(?P<word>\w+)|(?P<other>[^'"`\w/-]+|.)""",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+_INT8, _INT16, _INT32, _INT64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
+_INTEGER_LIST_RE = re.compile(r"\s*(?:-\s*)?\d{1,18}(?:\s*,\s*(?:-\s*)?\d{1,18})*+\s*\)")
+
+
+@dataclass(frozen=True)
+class _LiteralList:
+    """The non-null values of an IN list by kind of literal (type, quoted or not), and whether it held NULL."""
+
+    kinds: dict[tuple[pa.DataType, bool], list[Any]]
+    has_null: bool
+
+
+def _group_literals(literals: Sequence[Literal]) -> _LiteralList:
+    kinds: dict[tuple[pa.DataType, bool], list[Any]] = {}
+    has_null = False
+    for lit in literals:
+        if lit.value is None:
+            has_null = True
+        else:
+            kinds.setdefault((lit.type, lit.untyped_string), []).append(lit.value)
+    return _LiteralList(kinds, has_null)
+
+
+def _integer_list(text: str) -> _LiteralList:
+    """A list of integers (each at most 18 digits) read at once with Arrow.
+
+    Each is typed by its own digits as sqlglot and :func:`_number_literal` type it (a
+    negative number is its positive literal negated): byte, short, int or long.
+    """
+    numbers = arrow_array(re.findall(r"-?\s*\d+", text), pa.string())
+    values = pc.replace_substring_regex(numbers, r"\s+", "").cast(_INT64)
+    magnitude = pc.abs(values)
+    kinds: dict[tuple[pa.DataType, bool], list[Any]] = {}
+    low = 0
+    for kind, high in ((_INT8, 128), (_INT16, 32768), (_INT32, 2**31), (_INT64, None)):  # 18 digits fit a long
+        in_range = pc.greater_equal(magnitude, low) if high is None else pc.and_(pc.greater_equal(magnitude, low), pc.less(magnitude, high))
+        selected = values.filter(in_range)
+        if len(selected):
+            kinds[(kind, False)] = selected.to_pylist()
+        low = high
+    return _LiteralList(kinds, has_null=False)
+
+
+def _extract_in_lists(sql: str) -> tuple[str, dict[str, _LiteralList]]:
+    """``sql`` with each long ``IN (literal, ...)`` list replaced by a placeholder column, and the lists' literals.
+
+    Only lists of unsigned or negated numbers, single-quoted strings without quotes or
+    backslash escapes inside, and NULL are taken; they are read as sqlglot and the binder read them (a
+    negative number is its positive literal negated). Anything else is left to sqlglot.
+    """
+    if len(sql) < 4 * _MIN_EXTRACTED_LIST:
+        return sql, {}
+    tag = uuid.uuid4().hex
+    pieces: list[str] = []
+    lists: dict[str, _LiteralList] = {}
+    position = 0
+    copied = 0
+    while position < len(sql):
+        match = _SCAN_RE.match(sql, position)
+        assert match is not None
+        position = match.end()
+        if match.lastgroup != "open":
+            continue
+        listed = _LIST_RE.match(sql, position)
+        if listed is None:
+            continue
+        body = sql[position : listed.end()]
+        if body.count(",") + 1 < _MIN_EXTRACTED_LIST:
+            continue
+        name = f"__airflow_delta_in_list_{tag}_{len(lists)}"
+        if _INTEGER_LIST_RE.fullmatch(body):
+            lists[name] = _integer_list(body)
+        else:
+            lists[name] = _group_literals([_list_literal(m.group(1)) for m in _LIST_ITEM_RE.finditer(body)])
+        pieces.append(sql[copied:position])
+        pieces.append(f"{name})")
+        position = copied = listed.end()
+    if not lists:
+        return sql, {}
+    pieces.append(sql[copied:])
+    return "".join(pieces), lists
+
+
+def _list_literal(text: str) -> Literal:
+    if text[0] == "'":
+        return Literal(text[1:-1], pa.string(), untyped_string=True)
+    if text.upper() == "NULL":
+        return Literal(None, pa.null())
+    negative = text[0] == "-"
+    digits = text[1:].strip() if negative else text
+    if digits.isdigit() and len(digits) <= 18:  # the common case, without a regular expression
+        value = int(digits)
+        # Typed by its own digits as in _number_literal (sqlglot reads -5 as -(5)).
+        positive = Literal(value, _INT8 if value < 128 else _INT16 if value < 32768 else _INT32 if value < 2**31 else _INT64)
+    else:
+        positive = _number_literal(digits)
+    return Literal(-positive.value, positive.type) if negative else positive
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -130,24 +285,41 @@ class _Binder:
     def __init__(self, sql: str, schema: pa.Schema) -> None:
         self.sql = sql
         self.schema = schema
+        self.depth = 0  # nesting of bind() calls: operators inside operators
+        self.in_lists: dict[str, _LiteralList] = {}  # placeholder name -> the literals of a long IN list
 
     def error(self, reason: str) -> InvalidFilterError:
         return InvalidFilterError(self.sql, reason)
 
     # -------------------------------------------------------------- dispatch
     def bind(self, e: exp.Expression) -> Node:
-        node = self._bind(e)
-        return self._fold(node)
+        while isinstance(e, exp.Paren):
+            e = e.this
+        self.depth += 1
+        try:
+            if self.depth > MAX_FILTER_DEPTH:
+                raise self.error(
+                    f"it nests operators more than {MAX_FILTER_DEPTH} levels deep (parentheses, NOT NOT and chains of "
+                    "AND / OR do not count); flatten it, e.g. write many alternatives as x IN (...)"
+                )
+            node = self._bind(e)
+            return self._fold(node)
+        finally:
+            self.depth -= 1
 
     def _bind(self, e: exp.Expression) -> Node:
-        if isinstance(e, exp.Paren):
-            return self.bind(e.this)
         if isinstance(e, exp.And):
-            return And(tuple(self._predicate(t) for t in _flatten(e, exp.And)))
+            return _conjunction(And, [self._predicate(t) for t in _flatten(e, exp.And)])
         if isinstance(e, exp.Or):
-            return Or(tuple(self._predicate(t) for t in _flatten(e, exp.Or)))
+            return _conjunction(Or, _fold_equalities_into_in([self._predicate(t) for t in _flatten(e, exp.Or)]))
         if isinstance(e, exp.Not):
-            return Not(self._predicate(e.this))
+            # NOT NOT x is x (also for NULL): a stack of NOTs is one NOT or none.
+            negated = False
+            while isinstance(e, exp.Not | exp.Paren):
+                negated ^= isinstance(e, exp.Not)
+                e = e.this
+            term = self._predicate(e)
+            return _negate(term) if negated else term
         if type(e) in _COMPARE_OPS:
             return self._compare(_COMPARE_OPS[type(e)], e.this, e.expression)
         if isinstance(e, exp.NullSafeNEQ):
@@ -157,8 +329,8 @@ class _Binder:
         if isinstance(e, exp.In):
             return self._in(e)
         if isinstance(e, exp.Between):
-            low = self._compare(">=", e.this, e.args["low"])
-            high = self._compare("<=", e.this, e.args["high"])
+            low = self._fold(self._compare(">=", e.this, e.args["low"]))
+            high = self._fold(self._compare("<=", e.this, e.args["high"]))
             return And((low, high))
         if isinstance(e, exp.Escape):
             return self._like(e.this, escape=e.expression)
@@ -306,32 +478,44 @@ class _Binder:
         if e.args.get("query") is not None or e.args.get("unnest") is not None:
             raise self.error("IN (subquery) is not supported; list the values: x IN (1, 2, 3)")
         operand = self.bind(e.this)
-        items = [self.bind(item) for item in e.expressions]
-        if not items:
-            raise self.error("IN needs at least one value")
-        non_literals = [i for i in items if not isinstance(i, Literal)]
-        if non_literals:
-            # Columns or expressions in the list: a plain disjunction of equalities.
-            return Or(tuple(self._compare_nodes("=", operand, item) for item in items))
+        expressions = list(e.expressions)
+        if len(expressions) == 1 and isinstance(expressions[0], exp.Column) and expressions[0].name in self.in_lists:
+            listed = self.in_lists[expressions[0].name]  # a long literal list, read before sqlglot
+        else:
+            items = [self.bind(item) for item in expressions]
+            if not items:
+                raise self.error("IN needs at least one value")
+            if any(not isinstance(i, Literal) for i in items):
+                # Columns or expressions in the list: a plain disjunction of equalities.
+                return Or(tuple(self._compare_nodes("=", operand, item) for item in items))
+            listed = _group_literals(items)  # type: ignore[arg-type]
+        # Literals of one kind (type, quoted or not) coerce alike: decide the type the
+        # list is compared in from one of each kind, then convert each kind at once.
         target = operand.type
-        for item in items:
-            assert isinstance(item, Literal)
-            if item.value is None:
-                continue
-            probe = self._coerce_pair(operand, item, "IN")[0].type
-            target = _common_type(target, probe) or target
+        for (lit_type, untyped), kind_values in listed.kinds.items():
+            # A quoted number against a numeric column is typed by its own digits.
+            probes = kind_values if untyped and _is_numeric(operand.type) else kind_values[:1]
+            for value in probes:
+                probe = self._coerce_pair(operand, Literal(value, lit_type, untyped), "IN")[0].type
+                target = _common_type(target, probe) or target
         operand = self._cast_to(operand, target)
         values: list[Any] = []
-        has_null = False
-        for item in items:
-            assert isinstance(item, Literal)
-            if item.value is None:
-                has_null = True
-                continue
-            if not item.untyped_string and _common_type(item.type, target) is None:
-                raise self.error(self._mismatch(operand, item, "IN"))
-            values.append(self._literal_to(item, target, operand).value)
-        return InList(operand, tuple(dict.fromkeys(values)), has_null)
+        for (lit_type, untyped), kind_values in listed.kinds.items():
+            if not untyped and _common_type(lit_type, target) is None:
+                raise self.error(self._mismatch(operand, Literal(kind_values[0], lit_type), "IN"))
+            values.extend(self._in_values(kind_values, lit_type, untyped, target, operand))
+        return InList(operand, tuple(dict.fromkeys(values)), listed.has_null)
+
+    def _in_values(self, values: list[Any], lit_type: pa.DataType, untyped: bool, target: pa.DataType, operand: Node) -> list[Any]:
+        """Literal values of one kind as values of ``target``, converted in one cast where possible."""
+        if (untyped and _is_string(target)) or (not untyped and lit_type.equals(target)):
+            return values
+        if not untyped:
+            try:
+                return arrow_array(values, lit_type).cast(target, safe=True).to_pylist()
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                pass  # one value does not fit: the per-value conversion names it
+        return [self._literal_to(Literal(value, lit_type, untyped), target, operand).value for value in values]
 
     def _compare_nodes(self, op: str, left: Node, right: Node) -> Node:
         left, right = self._coerce_pair(left, right, op)
@@ -458,7 +642,8 @@ class _Binder:
     # -------------------------------------------------------------- constant folding
     def _fold(self, node: Node) -> Node:
         """Evaluate column-free sub-expressions now, so that pruning sees plain literals."""
-        if isinstance(node, Literal | ColumnRef) or any(True for _ in _column_refs(node)):
+        # Children are folded already: a node is column-free only if they all are literals.
+        if isinstance(node, Literal | ColumnRef) or not all(isinstance(c, Literal) for c in _children(node)):
             return node
         try:
             table = pa.Table.from_arrays([pa.nulls(1, pa.int8())], names=["_"])
@@ -469,16 +654,98 @@ class _Binder:
 
 
 def _flatten(e: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:
+    """The terms of a chain of ``kind`` (AND or OR), parentheses around sub-chains included."""
     out: list[exp.Expression] = []
     stack = [e]
     while stack:
         item = stack.pop()
+        while isinstance(item, exp.Paren):
+            item = item.this
         if isinstance(item, kind):
             stack.append(item.expression)
             stack.append(item.this)
         else:
             out.append(item)
     return out
+
+
+def _conjunction(kind: type[And] | type[Or], terms: list[Node]) -> Node:
+    """AND / OR of ``terms``, nested chains of the same kind merged into one level."""
+    flat: list[Node] = []
+    for term in terms:
+        if isinstance(term, kind):
+            flat.extend(term.terms)
+        else:
+            flat.append(term)
+    return flat[0] if len(flat) == 1 else kind(tuple(flat))
+
+
+def _negate(node: Node) -> Node:
+    return node.term if isinstance(node, Not) else Not(node)
+
+
+def _fold_equalities_into_in(terms: list[Node]) -> list[Node]:
+    """``x = 1 OR x = 2 OR ...`` as ``x IN (1, 2, ...)``: one node, whatever the number of values.
+
+    Exact under SQL's three-valued logic: both are NULL when x is NULL, true on a match
+    and false otherwise (with Spark's NaN = NaN in both). Terms stay in their order, the
+    IN list where the first equality on its operand stood.
+    """
+    groups: dict[Node, list[Any]] = {}
+    for term in terms:
+        equality = _equality_with_literal(term)
+        if equality is not None:
+            groups.setdefault(equality[0], []).append(equality[1])
+    if not any(len(values) > 1 for values in groups.values()):
+        return terms
+    out: list[Node] = []
+    placed: set[Node] = set()
+    for term in terms:
+        equality = _equality_with_literal(term)
+        if equality is None or len(groups[equality[0]]) == 1:
+            out.append(term)
+            continue
+        operand = equality[0]
+        if operand in placed:
+            continue
+        placed.add(operand)
+        out.append(InList(operand, tuple(dict.fromkeys(groups[operand])), has_null=False))
+    return out
+
+
+def _equality_with_literal(term: Node) -> tuple[Node, Any] | None:
+    """(operand, value) if ``term`` is ``operand = value`` with a non-null literal value."""
+    if not isinstance(term, Compare) or term.op != "=":
+        return None
+    left, right = term.left, term.right
+    if isinstance(left, Literal) and not isinstance(right, Literal):
+        left, right = right, left
+    if not isinstance(right, Literal) or isinstance(left, Literal) or right.value is None:
+        return None
+    if not right.type.equals(left.type):
+        return None
+    try:
+        hash(left)
+        hash(right.value)
+    except TypeError:
+        return None
+    return left, right.value
+
+
+def _check_size(sql: str, root: Node) -> None:
+    """Refuse a bound filter with more than MAX_FILTER_NODES nodes (counted without recursion)."""
+    count = 0
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_FILTER_NODES:
+            raise InvalidFilterError(
+                sql,
+                f"it has more than {MAX_FILTER_NODES} terms and operators; write long lists of values as "
+                "x IN (v1, v2, ...), which counts as one term however many values it holds",
+            )
+        stack.extend(_children(node))
 
 
 def _column_parts(e: exp.Expression) -> list[str] | None:

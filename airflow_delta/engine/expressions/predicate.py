@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
+from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions.arrow import _to_arrow
 from airflow_delta.engine.expressions.arrow_values import FALSE
+from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH
 from airflow_delta.engine.expressions.tree import Node, _column_refs
 
 
@@ -43,7 +45,11 @@ class Predicate:
         a two-valued expression instead, so that its negation selects exactly the rows
         the predicate does not accept (what a DELETE keeps).
         """
-        expression = _to_arrow(self.root)
+        try:
+            expression = _to_arrow(self.root)
+        except RecursionError:
+            # Bound filters are at most MAX_FILTER_DEPTH deep; a tree built by hand may not be.
+            raise InvalidFilterError(self.sql, f"it nests operators too deeply (at most {MAX_FILTER_DEPTH} levels)") from None
         if nulls_as_false:
             expression = pc.coalesce(expression, pc.scalar(FALSE))
         return expression

@@ -10,11 +10,14 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions.arrow import _to_arrow
-from airflow_delta.engine.expressions.arrow_values import FALSE, TRUE, arrow_array, arrow_scalar, evaluate, python_value
+from airflow_delta.engine.expressions.arrow_values import FALSE, TRUE, arrow_array, arrow_scalar, evaluate
+from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import _is_string
 from airflow_delta.engine.expressions.tree import (
@@ -60,7 +63,11 @@ def prune_files(
     if not lengths:
         raise ValueError("prune_files needs partition_values or stats to know the number of files")
     pruner = _Pruner(lengths.pop(), pv, st, partition_columns)
-    return pruner.may_match(predicate.root, negated=False)
+    try:
+        return pruner.may_match(predicate.root, negated=False)
+    except RecursionError:
+        # Bound filters are at most MAX_FILTER_DEPTH deep; a tree built by hand may not be.
+        raise InvalidFilterError(predicate.sql, f"it nests operators too deeply (at most {MAX_FILTER_DEPTH} levels)") from None
 
 
 def _combine(array: pa.Array | pa.ChunkedArray | None) -> pa.StructArray | None:
@@ -76,7 +83,6 @@ _ONE_MS = arrow_scalar(dt.timedelta(milliseconds=1), pa.duration("us"))
 # prefix the bound guarantees.
 _ZERO = arrow_scalar(0, pa.int64())
 _TIE_BREAKER = "\ufffd"
-_MAX_LISTED_VALUES = 64
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,7 @@ class _Pruner:
     ) -> None:
         self.n = n
         self.stats = stats
+        self._stats_cache: dict[Node, _ColumnStats | None] = {}
         self.partition_table: pa.Table | None = None
         self.partition_names: dict[str, str] = {}
         if partition_values is not None and pa.types.is_struct(partition_values.type):
@@ -183,7 +190,16 @@ class _Pruner:
         return None
 
     def _column_stats(self, node: Node) -> _ColumnStats | None:
-        """Statistics of the column under ``node`` (a column, or a column through implicit casts)."""
+        """Statistics of the column under ``node`` (a column, or a column through implicit casts).
+
+        Computed once per operand: a filter of thousands of terms on a few columns reads
+        each column's statistics once.
+        """
+        if node not in self._stats_cache:
+            self._stats_cache[node] = self._compute_column_stats(node)
+        return self._stats_cache[node]
+
+    def _compute_column_stats(self, node: Node) -> _ColumnStats | None:
         casts: list[pa.DataType] = []
         while isinstance(node, Cast) and node.implicit:
             casts.append(node.type)
@@ -191,13 +207,25 @@ class _Pruner:
         if not isinstance(node, ColumnRef):
             return None
         assert self.stats is not None
+        base = node.type
         raw_min = _stat_field(self.stats, ("minValues", *node.path))
         raw_max = _stat_field(self.stats, ("maxValues", *node.path))
         null_count = _stat_field(self.stats, ("nullCount", *node.path))
-        num_records = _stat_field(self.stats, ("numRecords",))
+        num_records = self._num_records()
         if null_count is not None and not pa.types.is_integer(null_count.type):
             null_count = None
-        base = node.type
+        if null_count is not None and self._impossible_records is not None:
+            # A numRecords that is itself impossible leaves every count unknown: null
+            # counts can no longer be checked against it (bounds stay usable).
+            null_count = _unknown_where(null_count, self._impossible_records)
+        try:
+            raw_min, raw_max = _cast_chain(raw_min, base, ()), _cast_chain(raw_max, base, ())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            raw_min = raw_max = None
+        contradicted = self._contradicted(raw_min, raw_max, null_count, num_records)
+        if contradicted is not None:
+            # Statistics that contradict themselves are unknown, all of this column's.
+            raw_min, raw_max, null_count = (_unknown_where(a, contradicted) for a in (raw_min, raw_max, null_count))
         if raw_max is not None and pa.types.is_timestamp(raw_max.type):
             # Timestamps in statistics are truncated to milliseconds: the true maximum may
             # be up to 999 microseconds later.
@@ -220,6 +248,51 @@ class _Pruner:
         else:
             not_all_null = self._all(True)
         return _ColumnStats(lo, hi, max_prefix, not_all_null, null_count, num_records, base)
+
+    @property
+    def _impossible_records(self) -> pa.BooleanArray | None:
+        """Files whose ``numRecords`` is negative."""
+        assert self.stats is not None
+        num_records = _stat_field(self.stats, ("numRecords",))
+        if num_records is None or not pa.types.is_integer(num_records.type):
+            return None
+        return pc.less(num_records, _ZERO).fill_null(FALSE)
+
+    def _num_records(self) -> pa.Array | None:
+        """``numRecords`` per file; a negative count contradicts itself and is unknown."""
+        assert self.stats is not None
+        num_records = _stat_field(self.stats, ("numRecords",))
+        impossible = self._impossible_records
+        if num_records is None or impossible is None:
+            return None
+        return _unknown_where(num_records, impossible)
+
+    def _contradicted(
+        self, lo: pa.Array | None, hi: pa.Array | None, null_count: pa.Array | None, num_records: pa.Array | None
+    ) -> pa.BooleanArray | None:
+        """Files whose statistics of one column contradict themselves (True = do not trust them).
+
+        A file is skipped only when trustworthy statistics prove that no row can match:
+        min > max, a negative null count, more nulls than records, or bounds on a column
+        whose every value is null cannot all be true, so none of them is believed.
+        """
+        flags: list[pa.Array] = []
+        if lo is not None and hi is not None:
+            flags.append(pc.greater(lo, hi))
+        if null_count is not None:
+            flags.append(pc.less(null_count, _ZERO))
+            if num_records is not None:
+                flags.append(pc.greater(null_count, num_records))
+                all_null = pc.equal(null_count, num_records)
+                for bound in (lo, hi):
+                    if bound is not None:
+                        flags.append(pc.and_(all_null, pc.is_valid(bound)))
+        if not flags:
+            return None
+        result = flags[0].fill_null(FALSE)
+        for flag in flags[1:]:
+            result = pc.or_(result, flag.fill_null(FALSE))
+        return result
 
     def _compare_leaf(self, node: Compare, negated: bool) -> pa.BooleanArray | None:
         op, left, right = node.op, node.left, node.right
@@ -292,26 +365,25 @@ class _Pruner:
         stats = self._column_stats(node.operand)
         if stats is None:
             return None
-        target = node.operand.type
+        values = _sorted_values(node.values, node.operand.type)
         if negated:
             if node.has_null:
                 return self._all(False)  # x NOT IN (..., NULL) is never true
             keep = stats.not_all_null
-            for value in node.values[:_MAX_LISTED_VALUES]:
-                keep = pc.and_(keep, self._range_check("!=", stats, Literal(value, target)))
+            # x NOT IN (...) is false on every row only if every value of the file is one
+            # of the list: provable for exact types whose bounds are equal (see "!=").
+            base = stats.base_type
+            exact = not (_is_string(base) or pa.types.is_timestamp(base) or pa.types.is_floating(base))
+            if exact and stats.min is not None and stats.max is not None and len(values):
+                listed = pc.is_in(stats.min, value_set=values)
+                all_listed = pc.and_(pc.equal(stats.min, stats.max), listed).fill_null(FALSE)
+                keep = pc.and_(keep, pc.invert(all_listed))
             return keep
-        if not node.values:
+        if not len(values):
             return self._all(False)
-        if len(node.values) > _MAX_LISTED_VALUES:
-            # Many values: test the range they span instead of each one.
-            listed = arrow_array(list(node.values), target)
-            values = listed.take(pc.sort_indices(listed))
-            low, high = Literal(python_value(values[0]), target), Literal(python_value(values[-1]), target)
-            return pc.and_(self._range_check(">=", stats, low), self._range_check("<=", stats, high))
-        keep = self._all(False)
-        for value in node.values:
-            keep = pc.or_(keep, self._range_check("=", stats, Literal(value, target)))
-        return keep
+        if pa.types.is_floating(values.type) and pc.any(pc.is_nan(values)).as_py():
+            return stats.not_all_null  # as for x = NaN: bounds cannot rule a NaN out
+        return pc.and_(stats.not_all_null, _any_value_within(values, stats))
 
     def _like_leaf(self, node: Like, negated: bool) -> pa.BooleanArray | None:
         if node.ignore_case:
@@ -337,15 +409,90 @@ class _Pruner:
         return keep
 
 
+def _sorted_values(values: Sequence[object], value_type: pa.DataType) -> pa.Array:
+    array = arrow_array(list(values), value_type)
+    return array.take(pc.sort_indices(array))
+
+
+def _any_value_within(values: pa.Array, stats: _ColumnStats) -> pa.BooleanArray:
+    """Per file: may one of the sorted ``values`` lie within the file's [min, max]?
+
+    One binary search per file (numpy ``searchsorted``), so a list of V values over N
+    files costs O((V + N) log V), not O(V * N). The smallest value >= min is the only
+    candidate: it is in range iff it is <= max. A string maximum may be a truncated
+    prefix p (see ``_max_allows``): then a value starting with p may also match, and the
+    values starting with p are one contiguous run of the sorted list.
+    """
+    n_values = len(values)
+    sorted_np = values.to_numpy(zero_copy_only=False)
+    # A missing bound does not limit: the smallest (largest) value stands in for it.
+    low = stats.min.fill_null(values[0]) if stats.min is not None else pa.repeat(values[0], _num_files(stats))
+    first = np.searchsorted(sorted_np, low.to_numpy(zero_copy_only=False), side="left")
+    in_list = _flags(first < n_values)
+    candidate = values.take(_positions(np.minimum(first, n_values - 1)))
+    found = pc.and_(in_list, _keep(pc.less_equal(candidate, stats.max))) if stats.max is not None else in_list
+    if stats.max_prefix is not None and _is_string(values.type):
+        prefix = stats.max_prefix.cast(values.type)
+        start = pc.max_element_wise(low, prefix.fill_null(values[0]))
+        first = np.searchsorted(sorted_np, start.to_numpy(zero_copy_only=False), side="left")
+        candidate = values.take(_positions(np.minimum(first, n_values - 1)))
+        found = pc.or_(found, pc.and_(_flags(first < n_values), _starts_with(candidate, prefix)))
+    return found
+
+
+def _positions(indices: np.ndarray) -> pa.Array:
+    """Take indices as Arrow, built from the buffer (``pa.array`` of numpy imports pandas)."""
+    return pa.Array.from_buffers(pa.int64(), len(indices), [None, pa.py_buffer(np.ascontiguousarray(indices, np.int64))])
+
+
+def _flags(mask: np.ndarray) -> pa.BooleanArray:
+    """A numpy boolean mask as Arrow, from packed bits (no pandas)."""
+    bits = pa.py_buffer(np.packbits(mask, bitorder="little"))
+    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, bits])
+
+
+_FF = arrow_scalar(b"\xff", pa.binary())
+_EMPTY_BYTES = arrow_scalar(b"", pa.binary())
+
+
+def _starts_with(strings: pa.Array, prefixes: pa.Array) -> pa.BooleanArray:
+    """Per row: does ``strings[i]`` start with ``prefixes[i]``? (false where either is null)
+
+    The strings starting with p are exactly those in [p, p + 0xFF) in UTF-8 byte order,
+    as no UTF-8 byte is 0xFF.
+    """
+    as_bytes, prefix_bytes = strings.cast(pa.binary()), prefixes.cast(pa.binary())
+    above = pc.binary_join_element_wise(prefix_bytes, _FF, _EMPTY_BYTES)
+    return pc.and_(pc.greater_equal(as_bytes, prefix_bytes), pc.less(as_bytes, above)).fill_null(FALSE)
+
+
+def _num_files(stats: _ColumnStats) -> int:
+    return len(stats.not_all_null)
+
+
+def _unknown_where(array: pa.Array | None, mask: pa.BooleanArray) -> pa.Array | None:
+    """``array`` with the rows where ``mask`` is True set to null (unknown)."""
+    if array is None:
+        return None
+    return pc.if_else(mask, arrow_scalar(None, array.type), array)
+
+
 def _keep(mask: pa.Array) -> pa.BooleanArray:
     """Unknown (null) comparisons keep the file."""
     return mask.fill_null(TRUE)
 
 
 def _prefix_of(prefixes: pa.Array, text: str) -> pa.BooleanArray:
-    """For each string p in ``prefixes``: is ``text`` starting with p?"""
-    candidates = arrow_array(sorted({text[:i] for i in range(len(text) + 1)}), pa.string())
-    return pc.is_in(prefixes.cast(pa.string()), value_set=candidates).fill_null(FALSE)
+    """For each string p in ``prefixes``: is ``text`` starting with p?
+
+    Only the prefixes of ``text`` as long as some p can match, so those are the only ones
+    built: their total size is at most the total size of ``prefixes`` (never every prefix
+    of a long literal, which would be quadratic in its length).
+    """
+    prefixes = prefixes.cast(pa.string())
+    lengths = pc.unique(pc.utf8_length(prefixes).drop_null()).to_numpy(zero_copy_only=False)
+    candidates = arrow_array([text[:k] for k in sorted(lengths.tolist()) if k <= len(text)], pa.string())
+    return pc.is_in(prefixes, value_set=candidates).fill_null(FALSE)
 
 
 def _stat_field(stats: pa.StructArray, path: Sequence[str]) -> pa.Array | None:

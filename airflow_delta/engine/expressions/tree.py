@@ -135,10 +135,13 @@ def _children(node: Node) -> tuple[Node, ...]:
 
 
 def _column_refs(node: Node) -> Iterable[ColumnRef]:
-    if isinstance(node, ColumnRef):
-        yield node
-    for child in _children(node):
-        yield from _column_refs(child)
+    """The column references under ``node``, left to right (walked without recursion)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ColumnRef):
+            yield current
+        stack.extend(reversed(_children(current)))
 
 
 def _is_nan_literal(node: Node) -> bool:

@@ -23,7 +23,14 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from airflow_delta.engine.model.actions import Metadata
-from airflow_delta.engine.model.arrow_numpy import bool_scalar, combined, int64_scalar, null_scalar, string_scalar
+from airflow_delta.engine.model.arrow_numpy import (
+    bool_scalar,
+    combined,
+    int64_scalar,
+    null_scalar,
+    string_array,
+    string_scalar,
+)
 from airflow_delta.engine.model.partition_values import quantize_decimal
 from airflow_delta.engine.model.stats_columns import StatsField, data_fields
 
@@ -129,12 +136,16 @@ def parse_stats(stats: pa.Array | pa.ChunkedArray | Sequence[str | None], metada
     # Rows without statistics (or with a document that is not a JSON object) are null rows.
     missing = raw.is_null() if all_present else pc.or_(pc.invert(present), raw.is_null())
     any_missing = missing.true_count > 0
-    children = [
-        _finish(pc.if_else(missing, null_scalar(raw.type.field(i).type), pc.struct_field(raw, [i]))
-                if any_missing else pc.struct_field(raw, [i]), field.type,
-                is_min_max=field.name in ("minValues", "maxValues"))
-        for i, field in enumerate(logical_type)
+    raw_children = [
+        pc.if_else(missing, null_scalar(raw.type.field(i).type), pc.struct_field(raw, [i]))
+        if any_missing else pc.struct_field(raw, [i])
+        for i in range(raw.type.num_fields)
     ]
+    children = [
+        _finish(raw_child, field.type, is_min_max=field.name in ("minValues", "maxValues"))
+        for raw_child, field in zip(raw_children, logical_type, strict=True)
+    ]
+    children = _forget_unparsable_dates(raw_children, children, logical_type)
     return pa.StructArray.from_arrays(children, fields=list(logical_type), mask=missing)
 
 
@@ -150,11 +161,70 @@ def _may_have_line_breaks(array: pa.StringArray) -> bool:
     return bool((np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start) <= 13).any())
 
 
+_FAMILIES = ("minValues", "maxValues", "nullCount")
+
+
+def _forget_unparsable_dates(raw: list[pa.Array], finished: list[pa.Array], logical: pa.StructType) -> list[pa.Array]:
+    """A date bound that is not a date makes that column's statistics unknown in the file.
+
+    Dates are read as strings and converted afterwards, so only here can a bound that
+    does not parse be told from a missing one; the other types are checked as they are
+    read (:func:`_coerce_document`).
+    """
+    index = {logical.field(i).name: i for i in range(logical.num_fields)}
+    min_max_type = logical.field("minValues").type
+    for path in _leaf_paths(min_max_type, pa.types.is_date):
+        failed: pa.Array | None = None
+        for family in ("minValues", "maxValues"):
+            before = _leaf(raw[index[family]], path)
+            after = _leaf(finished[index[family]], path)
+            bad = pc.and_(pc.is_valid(before), pc.is_null(after))
+            failed = bad if failed is None else pc.or_(failed, bad)
+        assert failed is not None
+        if pc.any(failed).as_py():
+            for family in _FAMILIES:
+                finished[index[family]] = _null_leaf(finished[index[family]], path, failed)
+    return finished
+
+
+def _leaf_paths(t: pa.StructType, wanted: Callable[[pa.DataType], bool], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths: list[tuple[str, ...]] = []
+    for f in t:
+        if pa.types.is_struct(f.type):
+            paths.extend(_leaf_paths(f.type, wanted, (*prefix, f.name)))
+        elif wanted(f.type):
+            paths.append((*prefix, f.name))
+    return paths
+
+
+def _leaf(array: pa.Array, path: Sequence[str]) -> pa.Array:
+    for name in path:
+        array = pc.struct_field(array, [array.type.get_field_index(name)])
+    return array
+
+
+def _null_leaf(array: pa.Array, path: Sequence[str], mask: pa.Array) -> pa.Array:
+    """``array`` (a struct) with the leaf at ``path`` set to null where ``mask`` is True."""
+    if not path or not pa.types.is_struct(array.type):
+        return array
+    position = array.type.get_field_index(path[0])
+    if position < 0:
+        return array
+    children = [array.field(i) for i in range(array.type.num_fields)]
+    child = children[position]
+    if len(path) == 1:
+        children[position] = pc.if_else(mask, null_scalar(child.type), child)
+    else:
+        children[position] = _null_leaf(child, path[1:], mask)
+    fields = [array.type.field(i) for i in range(array.type.num_fields)]
+    return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null() if array.null_count else None)
+
+
 def _as_string_array(stats: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Array:
     if isinstance(stats, pa.ChunkedArray):
         stats = combined(stats)
     if not isinstance(stats, pa.Array):
-        stats = pa.array(list(stats), pa.string())
+        stats = string_array(list(stats))
     if pa.types.is_null(stats.type):
         stats = stats.cast(pa.string())
     if not pa.types.is_string(stats.type):
@@ -225,7 +295,47 @@ def _coerce_document(text: str | None, read_type: pa.StructType) -> dict[str, An
         return None
     if not isinstance(document, dict):
         return None
-    return _coerce_struct(document, read_type)
+    coerced = _coerce_struct(document, read_type)
+    assert coerced is not None
+    _forget_unparsable(document, coerced)
+    return coerced
+
+
+def _forget_unparsable(document: dict[str, Any], coerced: dict[str, Any]) -> None:
+    """Make a column's statistics unknown (in every family) when one of them did not parse.
+
+    A bound or count that does not fit the column type says the statistics were not
+    written for this schema (or not honestly): none of that column's is then trusted.
+    A ``numRecords`` that does not parse leaves every null count unknown.
+    """
+    if document.get("numRecords") is not None and coerced.get("numRecords") is None:
+        coerced["nullCount"] = None
+    failed: set[tuple[str, ...]] = set()
+    for family in _FAMILIES:
+        _collect_failures(document.get(family), coerced.get(family), (), failed)
+    for path in failed:
+        for family in _FAMILIES:
+            _set_none(coerced.get(family), path)
+
+
+def _collect_failures(raw: Any, coerced: Any, path: tuple[str, ...], failed: set[tuple[str, ...]]) -> None:
+    if not isinstance(coerced, dict):
+        return
+    for name, value in coerced.items():
+        raw_value = raw.get(name) if isinstance(raw, dict) else None
+        if isinstance(value, dict):
+            _collect_failures(raw_value, value, (*path, name), failed)
+        elif value is None and raw_value is not None:
+            failed.add((*path, name))
+
+
+def _set_none(struct: Any, path: tuple[str, ...]) -> None:
+    for name in path[:-1]:
+        if not isinstance(struct, dict):
+            return
+        struct = struct.get(name)
+    if isinstance(struct, dict) and path[-1] in struct:
+        struct[path[-1]] = None
 
 
 def _coerce_struct(value: Any, t: pa.StructType) -> dict[str, Any] | None:
