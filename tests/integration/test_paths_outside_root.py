@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_delta.engine import DeltaTable, PathOutsideTableError
+from airflow_delta.engine import CorruptCommitError, DeltaTable, PathOutsideTableError
 from airflow_delta.engine.operations.log_cleanup import cleanup_log
 from tests.engine.checkpoint.table_helpers import copy_shared
 
@@ -234,3 +234,31 @@ def test_hostile_partition_values_stay_inside_the_table(tmp_path: Path, value: s
     written = [p for p in tmp_path.rglob("*.parquet")]
     assert len(written) == 1 and written[0].parent.parent == root  # one directory below the root
     assert table.snapshot().to_arrow().to_pylist() == [{"id": 1, "p": value}]
+
+
+@pytest.mark.parametrize("kind", ["dangling-link", "link-loop", "directory", "link-out-to-directory"])
+def test_a_next_commit_name_that_is_no_file_fails_a_read_and_a_writer_at_once(
+    table_path: str, outside: Path, kind: str
+) -> None:
+    """``_delta_log/<next version>.json`` taken by something not a file: no silent end of log, no endless retries.
+
+    Without the rule the reader stopped one version early and every writer lost the
+    create-if-absent race to it until its attempts ran out.
+    """
+    partitioned(table_path)  # versions 0..2
+    commit = Path(table_path, "_delta_log", f"{3:020d}.json")
+    if kind == "dangling-link":
+        os.symlink("nowhere.json", commit)
+    elif kind == "link-loop":
+        os.symlink(commit.name, commit)
+    elif kind == "directory":
+        commit.mkdir()
+    else:
+        os.symlink(outside, commit)
+    before = tree_state(outside)
+    with pytest.raises(CorruptCommitError, match="names commit 3 but is not a readable file"):
+        DeltaTable(table_path).snapshot()
+    with pytest.raises(CorruptCommitError, match="names commit 3"):
+        DeltaTable(table_path).append(rows("a", [9]))
+    assert sorted(p.name for p in Path(table_path, "_delta_log").glob("*.json")) == [f"{v:020d}.json" for v in range(4)]
+    assert tree_state(outside) == before

@@ -38,8 +38,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta.engine.errors import DeletionVectorsNotEnabledError, TableNotFoundError, UnsupportedFeatureError
+from airflow_delta.engine.errors import (
+    CorruptDeletionVectorError,
+    DeletionVectorsNotEnabledError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
+from airflow_delta.engine.model.deletion_vector_files import dv_descriptors_from_arrow, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.stats_parse import parse_stats
 from airflow_delta.engine.operations.results import DeleteResult
@@ -347,7 +353,18 @@ def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
         total += int(pc.sum(pc.struct_field(stats, "numRecords")).as_py() or 0)
     dv = files.column("deletion_vector")
     if dv.null_count < len(dv):
-        total -= int(pc.sum(pc.struct_field(dv, "cardinality")).as_py() or 0)
+        # The rows each DV really deletes, not its descriptor's ``cardinality`` (a claim of the log,
+        # like numRecords): reading checks the bitmap against its descriptor and the file's footer.
+        bitmaps = read_deletion_vectors(snapshot.io, snapshot.table_root, dv_descriptors_from_arrow(dv))
+        for path, bitmap, stored in zip(paths, bitmaps, counts, strict=True):
+            if bitmap is None:
+                continue
+            if stored is not None and bitmap and bitmap.max >= stored:  # type: ignore[operator]
+                raise CorruptDeletionVectorError(
+                    f"the deletion vector of {path!r}",
+                    f"deletes row {bitmap.max}, but the data file stores only {stored} rows; the log is corrupt",
+                )
+            total -= bitmap.cardinality
     return total
 
 

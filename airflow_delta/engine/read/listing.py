@@ -24,7 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_delta.engine.errors import LogNotContiguousError, TableNotFoundError, VersionNotFoundError
+from airflow_delta.engine.errors import (
+    CorruptCommitError,
+    LogNotContiguousError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO
 
@@ -224,7 +229,8 @@ def list_log(io: FileIO, root: str) -> LogListing:
     v2: dict[int, list[FileInfo]] = {}
     multipart: dict[tuple[int, int], dict[int, FileInfo]] = {}
     has_last_checkpoint = False
-    for info in io.list_dir(directory):
+    not_files: list[str] = []
+    for info in io.list_dir(directory, not_files=not_files):
         name = info.name
         if name.startswith("."):
             continue  # hidden temp files of an in-flight write
@@ -254,7 +260,26 @@ def list_log(io: FileIO, root: str) -> LogListing:
             by_version.setdefault(version, []).append(Checkpoint(version, "multipart", files))
 
     chosen = [_choose(cands, hint) for _, cands in sorted(by_version.items())]
+    _refuse_unreadable_commits(directory, not_files, chosen[-1].version if chosen else -1, max(commits, default=-1) + 1)
     return LogListing(root, commits, tuple(chosen), hint)
+
+
+def _refuse_unreadable_commits(directory: str, not_files: Sequence[str], newest_checkpoint: int, next_commit: int) -> None:
+    """A commit name that is no readable file (a directory, a link to nothing or in a loop) is a corrupt commit.
+
+    Left out of the listing, it would silently end the table one version early: readers
+    would miss its rows and writers would retry forever on a version that exists. Refused
+    are the versions the latest state needs (after the newest checkpoint) up to the one
+    a writer would commit next; one further on, past a gap, is junk that no reader reaches.
+    """
+    for name in not_files:
+        if (m := _COMMIT.match(name)) and newest_checkpoint < int(m.group(1)) <= next_commit:
+            raise CorruptCommitError(
+                f"{directory}/{name}",
+                None,
+                f"it names commit {int(m.group(1))} but is not a readable file (a directory, or a symbolic link "
+                "that leads to no file); restore the commit file, the table cannot be read past it without it",
+            )
 
 
 def _choose(candidates: Sequence[Checkpoint], hint: LastCheckpointHint | None) -> Checkpoint:

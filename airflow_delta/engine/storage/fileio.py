@@ -60,14 +60,22 @@ class FileIO:
         self.filesystem = filesystem
 
     # ---------------------------------------------------------------- reading
-    def list_dir(self, path: str) -> list[FileInfo]:
-        """Files (not directories) directly under ``path``; empty when it does not exist."""
+    def list_dir(self, path: str, *, not_files: list[str] | None = None) -> list[FileInfo]:
+        """Files (not directories) directly under ``path``; empty when it does not exist.
+
+        ``not_files``, when given, receives the names of the other entries: directories,
+        and on local storage symbolic links that lead to no file (dangling, or in a loop),
+        so that a caller to whom such a name means something (a commit) can refuse it
+        instead of never knowing it was there.
+        """
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
-        return [
-            FileInfo(info.path, info.size or 0, _mtime_ms(info))
-            for info in self.filesystem.get_file_info(selector)
-            if info.type == pafs.FileType.File
-        ]
+        files = []
+        for info in self.filesystem.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                files.append(FileInfo(info.path, info.size or 0, _mtime_ms(info)))
+            elif not_files is not None:
+                not_files.append(info.base_name)
+        return files
 
     def walk(self, path: str) -> Iterator[FileInfo]:
         """Every file below ``path``, recursively (used by vacuum planning)."""
@@ -173,7 +181,9 @@ class LocalFileIO(FileIO):
       included); a file name that is a symbolic link is never written through;
     * deletes unlink relative to a checked directory descriptor, and ``unlink`` removes a
       symbolic link itself, never its target;
-    * listings check the directory's real path (cached per directory: metadata only).
+    * listings check the directory's real path (cached per directory: metadata only);
+    * a loop of symbolic links met on the way (ELOOP) is an :class:`InvalidPathError`
+      naming the link, never a bare ``OSError``.
 
     Without a ``table_root`` (tests, tools that work on loose files) paths are used as given.
     """
@@ -240,6 +250,7 @@ class LocalFileIO(FileIO):
             return
         self._parts(path)
         self._require_inside(os.path.realpath(path), target or path, path)
+        _refuse_loop(path, target or path)
         self._directories_inside[path] = True
 
     def _open_directory(self, parts: list[str], *, create: bool, target: str | None = None) -> int:
@@ -249,9 +260,13 @@ class LocalFileIO(FileIO):
         """
         root = self._table_root
         assert root is not None
-        if create:
-            os.makedirs(root, exist_ok=True)
-        fd = os.open(root, _DIR_FLAGS)
+        try:
+            if create:
+                os.makedirs(root, exist_ok=True)
+            fd = os.open(root, _DIR_FLAGS)
+        except OSError:
+            _refuse_loop(root, target or root)
+            raise
         try:
             for depth, name in enumerate(parts, 1):
                 if create:
@@ -265,6 +280,7 @@ class LocalFileIO(FileIO):
                 except OSError:
                     # A link to a file or to nothing: still refused as what it is if it leads out.
                     self._require_inside(os.path.realpath(directory), target or directory, directory)
+                    _refuse_loop(directory, target or directory)
                     raise
                 os.close(fd)
                 fd = child
@@ -321,6 +337,7 @@ class LocalFileIO(FileIO):
             return  # the open reports it
         if stat.S_ISLNK(mode):
             self._require_inside(os.path.realpath(path), path)
+            _refuse_loop(path, path)
 
     def read_bytes(self, path: str) -> bytes:
         if self._table_root is None:
@@ -339,9 +356,26 @@ class LocalFileIO(FileIO):
         for path in paths:
             self._check_readable(path)
 
-    def list_dir(self, path: str) -> list[FileInfo]:
+    def list_dir(self, path: str, *, not_files: list[str] | None = None) -> list[FileInfo]:
         self._check_directory(path)
-        return super().list_dir(path)
+        if not_files is None:
+            return super().list_dir(path)
+        # One readdir: pyarrow's listing drops links that lead nowhere without a word.
+        try:
+            entries = list(os.scandir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        files = []
+        for entry in entries:
+            try:
+                st = entry.stat()  # follows a link, as pyarrow's listing does
+            except OSError:  # a link to nothing, or in a loop (ELOOP)
+                st = None
+            if st is not None and stat.S_ISREG(st.st_mode):
+                files.append(FileInfo(entry.path, st.st_size, st.st_mtime_ns // 1_000_000))
+            else:
+                not_files.append(entry.name)
+        return files
 
     def walk(self, path: str) -> Iterator[FileInfo]:
         """Every regular file below ``path``; symbolic links (to files or directories) are not followed."""
@@ -477,6 +511,23 @@ def _descriptor_path(fd: int, fallback: str | None = None) -> str:
     if fallback is None:
         raise OSError(errno.ENOTSUP, "cannot tell the path of an open directory on this platform")
     return os.path.realpath(fallback)
+
+
+def _refuse_loop(path: str, target: str) -> None:
+    """Raise :class:`InvalidPathError` when ``path`` cannot be resolved because symbolic links loop (ELOOP).
+
+    Resolving a loop fails with an untyped ``OSError`` deep inside pyarrow or ``os``; the
+    caller is told which link to fix instead. Anything else (a path not there yet) is the
+    caller's to handle.
+    """
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            where = "it" if path == target else repr(path)
+            raise InvalidPathError(
+                target, f"{where} is reached through a loop of symbolic links (ELOOP); remove or repoint the link"
+            ) from None
 
 
 def _temp_name(name: str) -> str:

@@ -207,3 +207,49 @@ def test_a_rewrite_reads_in_full_only_files_whose_stored_rows_match(table_path: 
         key=lambda r: (r["id"], r["p"]),
     )
     assert sorted(t.snapshot().to_arrow().to_pylist(), key=lambda r: (r["id"], r["p"])) == expected
+
+
+def _set_dv_cardinality(path: str, cardinality: int) -> None:
+    """Rewrite the ``cardinality`` of every deletion vector descriptor in the log (a lying descriptor)."""
+    for commit in sorted(Path(path, "_delta_log").glob("*.json")):
+        lines = []
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            for kind in ("add", "remove"):
+                if action.get(kind, {}).get("deletionVector"):
+                    action[kind]["deletionVector"]["cardinality"] = cardinality
+            lines.append(json.dumps(action))
+        commit.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("predicate", ["p = 'a'", None, "1 = 1"])
+@pytest.mark.parametrize("corruption", ["past_the_end", "cardinality_too_large", "cardinality_too_small"])
+def test_a_whole_file_delete_counts_the_rows_of_the_deletion_vector_itself(
+    table_path: str, predicate: str | None, corruption: str
+) -> None:
+    """Removing whole files (partition or no predicate) counts the rows their DVs really delete.
+
+    The DV descriptor's ``cardinality`` is the log's claim, as ``numRecords`` is: a DV that
+    deletes rows past the end of its file, or whose descriptor claims another cardinality,
+    is corruption, as it is to a read and to a predicate delete, never a wrong (even
+    negative) ``numDeletedRows`` committed.
+    """
+    t = _lying_table(table_path, ROWS_PER_FILE, DV)
+    t.delete("id IN (8, 9)")  # a DV of 2 rows on the file of partition a
+    if corruption == "past_the_end":
+        a_file = next(Path(t.root).glob("p=a/*.parquet"))
+        pq.write_table(pa.Table.from_pylist(ALL_ROWS[:5], schema=SCHEMA).drop_columns(["p"]), a_file)
+    else:
+        _set_dv_cardinality(table_path, 1000 if corruption == "cardinality_too_large" else 1)
+    version = DeltaTable(table_path).version()
+    with pytest.raises(CorruptDeletionVectorError):
+        DeltaTable(table_path).delete(predicate)
+    assert DeltaTable(table_path).version() == version  # nothing committed
+
+
+def test_a_whole_file_delete_of_an_intact_deletion_vector_counts_its_live_rows(table_path: str) -> None:
+    t = _lying_table(table_path, 1, DV)
+    t.delete("id IN (8, 9)")
+    result = t.delete()  # both files removed whole: 8 + 10 live rows, whatever numRecords says
+    assert result.num_deleted_rows == 18 and result.metrics["numRemovedFiles"] == 2
+    assert result.metrics["numDeletionVectorsRemoved"] == 1

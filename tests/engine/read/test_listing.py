@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta.engine.errors import LogNotContiguousError, TableNotFoundError, VersionNotFoundError
+from airflow_delta.engine.errors import (
+    CorruptCommitError,
+    LogNotContiguousError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from airflow_delta.engine.read.listing import (
     commit_frontier,
     commit_path,
@@ -262,8 +267,8 @@ class _RacyIO(LocalFileIO):
         super().__init__()
         self.hide = hide
 
-    def list_dir(self, path: str):  # type: ignore[no-untyped-def]
-        infos = super().list_dir(path)
+    def list_dir(self, path: str, **kwargs):  # type: ignore[no-untyped-def]
+        infos = super().list_dir(path, **kwargs)
         if self.hide:
             infos = [i for i in infos if i.name != self.hide]
             self.hide = ""
@@ -331,3 +336,35 @@ def test_commit_frontier(
         assert frontier.predecessor == str(log_dir / f"{previous:020d}.checkpoint.parquet")
     else:
         assert frontier.predecessor is None
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling-link", "self-loop", "two-link-loop"])
+def test_a_commit_that_is_no_readable_file_is_a_corrupt_commit_not_the_end_of_the_log(
+    table_path: str, kind: str
+) -> None:
+    """Commit 2 replaced by something that is not a file: readers must not stop at version 1 without a word."""
+    _table(table_path, range(4))
+    commit = Path(commit_path(table_path, 2))
+    commit.unlink()
+    if kind == "directory":
+        commit.mkdir()
+    elif kind == "dangling-link":
+        os.symlink("nowhere.json", commit)
+    elif kind == "self-loop":
+        os.symlink(commit.name, commit)
+    else:
+        os.symlink("other", commit)
+        os.symlink(commit.name, commit.parent / "other")
+    with pytest.raises(CorruptCommitError, match=f"{commit.name}.*names commit 2 but is not a readable file"):
+        list_log_segment(IO, table_path)
+    with pytest.raises(CorruptCommitError):
+        latest_version(IO, table_path)
+
+
+def test_a_commit_that_is_no_file_below_the_newest_checkpoint_is_not_needed(table_path: str) -> None:
+    _table(table_path, range(4))
+    b.write_classic_checkpoint(table_path, 2, [b.protocol(), b.metadata(), b.add("f0.parquet")])
+    commit = Path(commit_path(table_path, 1))
+    commit.unlink()
+    os.symlink("nowhere.json", commit)
+    assert list_log_segment(IO, table_path).version == 3

@@ -183,8 +183,8 @@ class _CleanupDuringReadIO(LocalFileIO):
         self.root = root
         self.pending = True
 
-    def list_dir(self, path: str):  # type: ignore[no-untyped-def]
-        infos = super().list_dir(path)
+    def list_dir(self, path: str, **kwargs):  # type: ignore[no-untyped-def]
+        infos = super().list_dir(path, **kwargs)
         if self.pending:
             self.pending = False
             b.write_classic_checkpoint(self.root, 2, [b.protocol(), b.metadata(["part"]), b.txn("app", 2),

@@ -330,3 +330,55 @@ def test_atomic_output_removes_its_temporary_file_on_failure(tmp_path: Path) -> 
         out.write(b"x")
         raise RuntimeError("writer failed")
     assert os.listdir(tmp_path) == []
+# ------------------------------------------------ symbolic-link loops: a typed error, never an OSError
+
+_LOOP_OPERATIONS = {
+    "read": lambda io, path: io.read_bytes(path),
+    "info": lambda io, path: io.info(path),
+    "exists": lambda io, path: io.exists(path),
+    "is_dir": lambda io, path: io.is_dir(path),
+    "list": lambda io, path: io.list_dir(path),
+    "walk": lambda io, path: list(io.walk(path)),
+    "write": lambda io, path: io.write_bytes(path, b"x"),
+    "put": lambda io, path: io.put_if_absent(path, b"x"),
+    "stream": lambda io, path: io.open_output_stream(path).close(),
+    "mkdirs": lambda io, path: io.mkdirs(path),
+    "delete": lambda io, path: io.delete(path),
+    "check_inside": lambda io, path: io.check_inside([path]),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(_LOOP_OPERATIONS))
+@pytest.mark.parametrize(
+    "layout",
+    ["self-loop", "two-link-loop", "root-loop"],
+)
+def test_a_symbolic_link_loop_on_the_way_is_a_typed_error(tmp_path: Path, operation: str, layout: str) -> None:
+    """A loop of links in a directory of the path (ELOOP) is an InvalidPathError, whatever the operation."""
+    table = tmp_path / "table"
+    if layout == "root-loop":
+        os.symlink("table", table)  # the root itself loops: nothing below it can be reached
+        path = str(table / "_delta_log" / "00000000000000000000.json")
+    else:
+        table.mkdir()
+        if layout == "self-loop":
+            os.symlink("p=a", table / "p=a")
+        else:
+            os.symlink("y", table / "p=a")
+            os.symlink("p=a", table / "y")
+        path = str(table / "p=a" / "part-0.parquet")
+    io, _root = resolve_table_uri(str(table))
+    with pytest.raises(InvalidPathError, match="loop of symbolic links"):
+        _LOOP_OPERATIONS[operation](io, path if operation not in ("list", "walk") else os.path.dirname(path))
+
+
+@pytest.mark.parametrize("operation", ["read", "check_inside"])
+def test_a_file_that_is_a_link_loop_is_a_typed_error_when_read(tmp_path: Path, operation: str) -> None:
+    table = tmp_path / "table"
+    table.mkdir()
+    os.symlink("x.parquet", table / "x.parquet")
+    io, _root = resolve_table_uri(str(table))
+    with pytest.raises(InvalidPathError, match="loop of symbolic links"):
+        _LOOP_OPERATIONS[operation](io, str(table / "x.parquet"))
+    io.delete(str(table / "x.parquet"))  # deleting removes the link itself, loop or not
+    assert not os.path.lexists(table / "x.parquet")

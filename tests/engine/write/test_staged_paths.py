@@ -133,3 +133,23 @@ def test_a_staged_path_through_a_link_leading_out_is_refused(table: DeltaTable, 
     with pytest.raises(PathOutsideTableError, match="symbolic link leads out"):
         txn.add(_add("ok.parquet", DeletionVectorDescriptor("p", f"file://{table.root}/linked/dv.bin", 10, 1, 1)))
     txn.add(_add("p=a/not-written-yet.parquet"))  # a file not there (yet) is the reader's to report
+
+
+@pytest.mark.parametrize("path", ["loop/x.parquet", "pair/x.parquet", "self-file.parquet", "a/loop/b/x.parquet"])
+def test_a_staged_path_through_a_loop_of_links_never_reaches_the_log(table: DeltaTable, path: str) -> None:
+    """A directory (or the file) that is a loop of links: every read would fail, so staging refuses it, typed."""
+    root = Path(table.root)
+    os.symlink("loop", root / "loop")
+    os.symlink("pair-b", root / "pair")
+    os.symlink("pair", root / "pair-b")
+    os.symlink("self-file.parquet", root / "self-file.parquet")
+    (root / "a").mkdir()
+    os.symlink("../loop", root / "a" / "loop")
+    before = _log_state(table)
+    txn = table.transaction()
+    with pytest.raises(InvalidPathError, match="loop of symbolic links"):
+        txn.add(_add(path))
+    with pytest.raises(InvalidPathError, match="loop of symbolic links"):
+        txn.add(_add("ok.parquet", DeletionVectorDescriptor("p", f"file://{table.root}/{path}", 10, 1, 1)))
+    assert _log_state(table) == before
+    assert DeltaTable(table.root).snapshot().to_arrow().num_rows == 3
