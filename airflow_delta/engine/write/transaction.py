@@ -890,7 +890,7 @@ class Transaction:
         )
 
     def _replayed_from_log(self, version: int) -> bool:
-        """Readers replay our commit at ``version``: it is still listed and no checkpoint or hint is newer.
+        """Readers replay our commit at ``version``: it is still listed and no checkpoint is newer.
 
         A checkpoint of ``version`` itself was made from our commit: an older writer's
         commit at this version could only have gone with a newer checkpoint, and the
@@ -900,9 +900,10 @@ class Transaction:
             listing = list_log(self.location.io, self.location.root)
         except OSError:
             return False
+        # _last_checkpoint is not consulted: it counts only when the checkpoint it names
+        # is listed, and then that checkpoint is already among these.
         newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else -1
-        hint = listing.hint.version if listing.hint is not None else -1
-        return version in listing.commits and newest_checkpoint <= version and hint <= version
+        return version in listing.commits and newest_checkpoint <= version
 
     def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
         seen_adds: set[tuple[str, str | None]] = set()

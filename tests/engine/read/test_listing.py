@@ -290,7 +290,13 @@ FRONTIER_CASES = [
     ([3, 4], [3], 3, 2, "checkpoint of version 3"),  # v2 was cleaned up behind checkpoint 3
     ([3, 4], [3], 3, 3, None),  # v3 is there to catch up with
     ([0, 1, 3], [], None, 2, "commit 3"),  # a hole below the newest commit
-    ([0, 1], [], 5, 2, "_last_checkpoint names version 5"),
+    ([0, 1], [], 5, 2, None),  # a hint naming a checkpoint that is not there is ignored
+    ([0, 1], [], 10**9, 2, None),  # however far ahead it points
+    ([0, 1, 2], [], 10**9, 2, None),  # taken: the attempt conflicts and catches up
+    ([0, 1], [1], 10**9, 2, None),  # a real checkpoint behind a far-future hint
+    ([3, 4], [3], 7, 2, "checkpoint of version 3"),  # the listed checkpoint still counts
+    ([4, 5], [4], 4, 6, None),  # a hint naming a present checkpoint, commit after the newest
+
     ([3, 4], [], None, 3, None),
     ([4, 5], [4], None, 5, None),
     ([5], [4], None, 5, None),  # v4's checkpoint is the predecessor of 5

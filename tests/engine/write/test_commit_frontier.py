@@ -203,11 +203,11 @@ def test_a_commit_whose_temporary_file_vanished_is_retried_and_lands_once(
     real_link = os.link
     vanished: list[str] = []
 
-    def link_after_deletion(src: str, dst: str) -> None:
-        if not vanished and dst.endswith(".json"):
+    def link_after_deletion(src: str, dst: str, **kwargs: object) -> None:
+        if not vanished and str(dst).endswith(".json"):
             vanished.append(src)
-            os.remove(src)
-        real_link(src, dst)
+            os.remove(src, dir_fd=kwargs.get("src_dir_fd"))  # type: ignore[arg-type]
+        real_link(src, dst, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "link", link_after_deletion)
     txn = stale_transaction(table, HookedCommitter(table))
@@ -268,3 +268,182 @@ def test_any_interleaving_of_appends_checkpoints_and_cleanups_with_a_commit(
     elif outcome == "nothing written":
         assert 99 not in ids
     assert_oracles_read(table.root, expected_rows(ids))
+
+
+# ------------------------------------------- _last_checkpoint is a hint, not a frontier
+
+def write_hint(table: DeltaTable, version: int, **extra: object) -> Path:
+    import json
+
+    path = Path(table.root, "_delta_log", "_last_checkpoint")
+    path.write_text(json.dumps({"version": version, "size": 3, **extra}))
+    return path
+
+
+def hint_version(table: DeltaTable) -> int:
+    import json
+
+    return int(json.loads(Path(table.root, "_delta_log", "_last_checkpoint").read_text())["version"])
+
+
+def missing_multipart_checkpoint(table: DeltaTable) -> int:
+    # A multi-part set of version 1 with part 2 of 2 missing: incomplete, so not a checkpoint.
+    table.checkpoint(1)
+    log_dir = Path(table.root, "_delta_log")
+    classic = log_dir / f"{1:020d}.checkpoint.parquet"
+    classic.rename(log_dir / f"{1:020d}.checkpoint.{1:010d}.{2:010d}.parquet")
+    return 1
+
+
+@pytest.mark.parametrize(
+    "make_hint",
+    [
+        lambda t: write_hint(t, 10**9),  # far beyond every commit and checkpoint
+        lambda t: write_hint(t, 2**62, parts=3),
+        lambda t: write_hint(t, 5),  # a version no one has committed yet
+        lambda t: write_hint(t, 1),  # a committed version that was never checkpointed
+        lambda t: write_hint(t, missing_multipart_checkpoint(t), parts=2),  # an incomplete checkpoint
+    ],
+    ids=["1e9", "2**62-multipart", "next-versions", "never-checkpointed", "incomplete-multipart"],
+)
+def test_a_hint_naming_a_missing_checkpoint_does_not_block_commits(
+    table: DeltaTable, make_hint: Callable[[DeltaTable], Path]
+) -> None:
+    make_hint(table)
+    # Readers fall back to listing, as the protocol says of a hint they cannot follow.
+    assert table.version() == 1 and ids_of(table) == [1]
+    for expected_version, new_id in [(2, 2), (3, 3), (4, 4), (5, 5), (6, 6)]:
+        assert append(table, [new_id]) == expected_version
+    assert ids_of(table) == [1, 2, 3, 4, 5, 6]
+    # delta-rs refuses any table whose hint names a missing checkpoint ("Had a
+    # _last_checkpoint hint but didn't find any checkpoints"): the oracles check the
+    # log we wrote once that debris is gone.
+    Path(table.root, "_delta_log", "_last_checkpoint").unlink()
+    assert_oracles_read(table.root, expected_rows([1, 2, 3, 4, 5, 6]))
+
+
+def test_a_stale_transaction_is_still_refused_beside_a_bogus_hint(table: DeltaTable) -> None:
+    # Ignoring a bad hint does not weaken the frontier: a real checkpoint past the
+    # version is still a refusal.
+    txn = stale_transaction(table, HookedCommitter(table))  # reads v1
+    append(table, [2])
+    append(table, [3])
+    table.checkpoint(3)
+    clean(table)
+    write_hint(table, 10**9)
+    with pytest.raises(LogMovedPastCommitError, match="checkpoint of version 3"):
+        txn.commit("WRITE")
+    assert ids_of(table) == [1, 2, 3]
+
+
+def test_the_automatic_checkpoint_rewrites_a_hint_naming_a_missing_checkpoint(table_path: str) -> None:
+    table = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.checkpointInterval": "2"})
+    append(table, [1])  # v1
+    write_hint(table, 10**9)
+    append(table, [2])  # v2: the post-commit checkpoint
+    assert Path(table.root, "_delta_log", f"{2:020d}.checkpoint.parquet").exists()
+    assert hint_version(table) == 2
+    assert_oracles_read(table.root, expected_rows([1, 2]))
+
+
+def test_a_checkpoint_keeps_a_newer_hint_whose_checkpoint_is_present(table: DeltaTable) -> None:
+    append(table, [2])
+    table.checkpoint(2)
+    table.checkpoint(1)  # an older checkpoint written late does not move the hint back
+    assert hint_version(table) == 2
+
+
+def test_cleanup_repoints_a_hint_naming_a_missing_checkpoint(table: DeltaTable) -> None:
+    append(table, [2])
+    table.checkpoint(2)
+    append(table, [3])
+    write_hint(table, 10**9)
+    assert clean(table)
+    assert hint_version(table) == 2
+    assert ids_of(table) == [1, 2, 3]
+    assert_oracles_read(table.root, expected_rows([1, 2, 3]))
+
+
+# ------------------------------------------------- create_table under the same rule
+
+def test_create_is_refused_when_another_tables_version_0_was_cleaned_up_during_it(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The listing before the write finds no log; before the put-if-absent of version 0,
+    # another creator makes a table, checkpoints it and cleanup removes its version 0.
+    # Our version 0 would land below that checkpoint, where no reader looks.
+    from airflow_delta.engine.operations import create as create_module
+
+    real_exists = create_module._table_exists
+    others: list[DeltaTable] = []
+
+    def racing_exists(io: object, root: str) -> bool:
+        answer = real_exists(io, root)  # type: ignore[arg-type]
+        if not others:
+            monkeypatch.setattr(create_module, "_table_exists", real_exists)
+            other = DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+            append(other, [1])
+            other.checkpoint(1)
+            clean(other)
+            others.append(other)
+        return answer
+
+    monkeypatch.setattr(create_module, "_table_exists", racing_exists)
+    with pytest.raises(TableAlreadyExistsError):
+        DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+    assert others and not commit_file(others[0], 0).exists()  # ours was removed again
+    assert ids_of(DeltaTable(table_path)) == [1]
+    assert_oracles_read(table_path, expected_rows([1]))
+
+
+def test_create_stands_when_a_fast_writer_checkpoints_right_after_it(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint past version 0 right after the write is not a sign of a lost
+    # create when it was made from our version 0 (same table id).
+    from airflow_delta.engine.operations import create as create_module
+
+    real_list_log = create_module.list_log
+    done: list[bool] = []
+
+    def list_after_a_fast_writer(io: object, root: str) -> object:
+        if not done:
+            done.append(True)
+            fast = DeltaTable(table_path)
+            append(fast, [1])
+            fast.checkpoint(1)
+            clean(fast)  # removes our version 0, behind the checkpoint made from it
+        return real_list_log(io, root)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(create_module, "list_log", list_after_a_fast_writer)
+    table = DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+    assert done and ids_of(table) == [1]
+    assert_oracles_read(table_path, expected_rows([1]))
+
+
+def test_concurrent_creates_make_exactly_one_table(table_path: str) -> None:
+    import threading
+
+    creators = 6
+    barrier = threading.Barrier(creators)
+    outcomes: list[str] = []
+
+    def create() -> None:
+        barrier.wait()
+        try:
+            DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+            outcomes.append("created")
+        except TableAlreadyExistsError:
+            outcomes.append("exists")
+
+    threads = [threading.Thread(target=create) for _ in range(creators)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["created"] + ["exists"] * (creators - 1)
+    log_files = sorted(p.name for p in Path(table_path, "_delta_log").iterdir())
+    assert set(log_files) <= {f"{0:020d}.json", f"{0:020d}.crc"}  # no loser left a file behind
+    table = DeltaTable(table_path)
+    assert table.version() == 0 and append(table, [1]) == 1
+    assert_oracles_read(table_path, expected_rows([1]))
