@@ -447,3 +447,50 @@ def test_concurrent_creates_make_exactly_one_table(table_path: str) -> None:
     table = DeltaTable(table_path)
     assert table.version() == 0 and append(table, [1]) == 1
     assert_oracles_read(table_path, expected_rows([1]))
+
+
+# --------------------------------------- a foreign cleaner that deletes in another order
+
+def backdate(path: Path, seconds: int = 60) -> None:
+    import os
+
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns - seconds * 1_000_000_000))
+
+
+@pytest.mark.parametrize("deleted_first", [[2], [2, 0], [2, 1, 0]], ids=["only-v2", "v2-then-v0", "newest-first"])
+def test_a_foreign_cleaner_deleting_out_of_order_cannot_hide_a_commit(
+    table: DeltaTable, deleted_first: list[int]
+) -> None:
+    # Between our check and our write, v2 and v3 are committed, v3 is checkpointed, and a
+    # cleaner that does not go oldest first (delta-rs may not) has so far deleted v2 but
+    # not v1. Our put-if-absent of v2 succeeds while v1, the predecessor we check,
+    # remains: only the checkpoint of v3, written before our commit, gives it away.
+    def others() -> None:
+        append(table, [2])
+        append(table, [3])
+        table.checkpoint(3)
+        for checkpoint_file in Path(table.root, "_delta_log").glob(f"{3:020d}.checkpoint*"):
+            backdate(checkpoint_file)  # written well before our commit
+        for v in deleted_first:
+            commit_file(table, v).unlink()
+
+    txn = stale_transaction(table, HookedCommitter(table, before=others))
+    with pytest.raises(CommitOutcomeUnknownError, match="checkpoint of version 3 was written before it"):
+        txn.commit("WRITE")
+    assert ids_of(table) == [1, 2, 3]  # readers start at checkpoint 3: our v2 is not among them
+
+
+def test_a_checkpoint_past_our_commit_written_after_it_confirms_it(table: DeltaTable) -> None:
+    # The other way round: v3 and its checkpoint come after our v2, and a foreign
+    # cleaner removes v0 and v1 out of order. The checkpoint was made from our commit.
+    def others() -> None:
+        append(table, [3])
+        table.checkpoint(3)
+        commit_file(table, 1).unlink()
+        commit_file(table, 0).unlink()
+
+    txn = stale_transaction(table, HookedCommitter(table, after=others))
+    assert txn.commit("WRITE") == 2
+    assert ids_of(table) == [1, 3, 99]
+    assert_oracles_read(table.root, expected_rows([1, 3, 99]))
