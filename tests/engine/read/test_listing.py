@@ -176,16 +176,24 @@ def test_same_version_prefers_single_file_and_hint(table_path: str) -> None:
         '{"version": 1, "size": 3}',  # stale: older than the newest checkpoint
         '{"version": 9, "size": 3}',  # points past the log
         '{"version": 4, "size": 3, "parts": 5}',  # names a checkpoint that does not exist
+        '{"version": 1000000000, "size": 3}',  # far beyond every commit and checkpoint
+        '{"version": 3, "size": 3}',  # a commit that was never checkpointed
+        '{"version": 2, "size": 3, "parts": 2}',  # an incomplete multi-part set (part 2 missing)
     ],
 )
 def test_last_checkpoint_is_only_a_hint(table_path: str, hint: str | None) -> None:
     _table(table_path, range(6))
     b.write_classic_checkpoint(table_path, 1, _state_actions())
     b.write_classic_checkpoint(table_path, 4, _state_actions())
+    b.write_raw(table_path, f"{2:020d}.checkpoint.{1:010d}.{2:010d}.parquet", b"part 1 of 2")
     if hint is not None:
         b.write_raw(table_path, "_last_checkpoint", hint)
     seg = list_log_segment(IO, table_path)
     assert (seg.version, seg.checkpoint_version, seg.commit_versions) == (5, 4, [5])
+    # Only a hint naming a complete, listed checkpoint is evidence of one.
+    hint_checkpoint = list_log(IO, table_path).hint_checkpoint
+    named = hint is not None and ('"version": 1,' in hint or '"version": 4,' in hint)
+    assert (hint_checkpoint is not None) == named
 
 
 def test_junk_files_never_break_a_read(table_path: str) -> None:
