@@ -895,6 +895,11 @@ class Transaction:
             ahead = [cp for cp in listing.checkpoints if cp.version > version]
             # A checkpoint can anchor a cleanup once its last file is written.
             earlier = [cp.version for cp in ahead if max(f.modification_time for f in cp.files) < ours.modification_time]
+            if earlier and version == 0 and written_now:
+                # A checkpoint past version 0 before our version 0 existed: another table
+                # was there and its version 0 was cleaned up. Ours is removed again.
+                self._remove_own_commit(path)
+                raise TableAlreadyExistsError(self.location.uri)
             if earlier:
                 raise CommitOutcomeUnknownError(
                     self.location.uri, version, self.txn_id,
@@ -918,6 +923,19 @@ class Transaction:
             self.location.uri, version, self.txn_id,
             "a log cleanup removed the files before it at the same time and the log may now start past it",
         )
+
+    def _remove_own_commit(self, path: str) -> None:
+        """Delete the commit file this transaction just wrote (only if it still holds our bytes)."""
+        try:
+            if self.location.io.read_bytes(path) == self._committed_payload:
+                self.location.io.delete(path)
+        except FileNotFoundError:
+            return
+        except OSError:
+            raise CommitOutcomeUnknownError(
+                self.location.uri, 0, self.txn_id,
+                "it landed below another table's checkpoint and could not be removed again",
+            ) from None
 
     def _replayed_from_log(self, version: int) -> bool:
         """Readers replay our commit at ``version``: it is still listed and no checkpoint is newer.

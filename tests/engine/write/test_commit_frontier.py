@@ -494,3 +494,26 @@ def test_a_checkpoint_past_our_commit_written_after_it_confirms_it(table: DeltaT
     assert txn.commit("WRITE") == 2
     assert ids_of(table) == [1, 3, 99]
     assert_oracles_read(table.root, expected_rows([1, 3, 99]))
+
+
+def test_a_creating_transaction_that_lands_below_another_tables_checkpoint_is_removed(table_path: str) -> None:
+    # A transaction creating the table checks the (empty) log; before its write another
+    # table is created, checkpointed past version 0 and cleaned up to that checkpoint.
+    other: list[DeltaTable] = []
+
+    def others() -> None:
+        created = DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+        append(created, [1])
+        created.checkpoint(1)
+        backdate(Path(table_path, "_delta_log", f"{1:020d}.checkpoint.parquet"))
+        clean(created)
+        other.append(created)
+
+    creator = DeltaTable(table_path).transaction()
+    creator._committer = HookedCommitter(DeltaTable(table_path), before=others)
+    creator.set_metadata(DeltaTable.create(str(Path(table_path).parent / "model"), SCHEMA).snapshot().metadata)
+    with pytest.raises(TableAlreadyExistsError):
+        creator.commit("CREATE TABLE")
+    assert other and not commit_file(other[0], 0).exists()
+    assert ids_of(other[0]) == [1]
+    assert_oracles_read(table_path, expected_rows([1]))
