@@ -290,8 +290,13 @@ def _confirm_created(location: TableLocation, body: bytes, table_id: str, txn_id
         return  # readers replay our version 0: no checkpoint is ahead of it
     try:
         same_table = load_snapshot(io, root).metadata.id == table_id
-    except (DeltaError, OSError):
-        same_table = False
+    except (DeltaError, OSError) as exc:
+        # Writers may already build on our version 0: never delete it unless we know.
+        raise CommitOutcomeUnknownError(
+            location.uri, 0, txn_id,
+            f"a checkpoint past version 0 appeared while the table was being created and the table could not be "
+            f"read to tell whether it was made from this version 0 ({exc})",
+        ) from exc
     if same_table:
         return
     path = commit_path(root, 0)

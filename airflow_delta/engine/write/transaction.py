@@ -917,8 +917,8 @@ class Transaction:
                 pass
         elif version == 0:
             return  # a new table: no cleanup can be ahead of its first commit
-        if self._replayed_from_log(version):
-            return
+        if listing is None and self._replayed_from_log(version):
+            return  # (with a listing, a checkpoint past our commit was seen above)
         raise CommitOutcomeUnknownError(
             self.location.uri, version, self.txn_id,
             "a log cleanup removed the files before it at the same time and the log may now start past it",

@@ -517,3 +517,33 @@ def test_a_creating_transaction_that_lands_below_another_tables_checkpoint_is_re
     assert other and not commit_file(other[0], 0).exists()
     assert ids_of(other[0]) == [1]
     assert_oracles_read(table_path, expected_rows([1]))
+
+
+def test_create_never_deletes_a_version_0_it_cannot_tell_apart(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint past version 0 appears right after the create, and the table cannot be
+    # read to compare table ids: writers may already build on our version 0, so it stays
+    # and the create reports that it cannot tell.
+    from airflow_delta.engine.errors import InvalidLogError
+    from airflow_delta.engine.operations import create as create_module
+
+    real_list_log = create_module.list_log
+
+    def list_after_a_fast_writer(io: object, root: str) -> object:
+        monkeypatch.setattr(create_module, "list_log", real_list_log)
+        fast = DeltaTable(table_path)
+        append(fast, [1])
+        fast.checkpoint(1)
+        return real_list_log(io, root)  # type: ignore[arg-type]
+
+    def unreadable(*args: object, **kwargs: object) -> object:
+        raise InvalidLogError("the log cannot be read right now")
+
+    monkeypatch.setattr(create_module, "list_log", list_after_a_fast_writer)
+    monkeypatch.setattr(create_module, "load_snapshot", unreadable)
+    with pytest.raises(CommitOutcomeUnknownError) as caught:
+        DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+    assert caught.value.version == 0 and caught.value.retryable is False
+    assert Path(table_path, "_delta_log", f"{0:020d}.json").exists()
+    assert ids_of(DeltaTable(table_path)) == [1]
