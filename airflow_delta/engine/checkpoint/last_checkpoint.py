@@ -17,6 +17,7 @@ from urllib.parse import quote
 from airflow_delta.engine.errors import InvalidLogError
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.json_text import json_text
+from airflow_delta.engine.read.listing import list_log
 from airflow_delta.engine.storage.fileio import FileIO
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,12 @@ def read_last_checkpoint(io: FileIO, root: str) -> dict[str, Any] | None:
 def write_last_checkpoint(
     io: FileIO, root: str, document: Mapping[str, Any], *, allow_older: bool = False
 ) -> dict[str, Any]:
-    """Write ``_last_checkpoint`` (with its checksum) unless it already points at a newer version.
+    """Write ``_last_checkpoint`` (with its checksum) unless it already points at a newer checkpoint.
 
-    Returns the document as written (or the newer one that was kept). ``allow_older``
+    A newer version is kept only while a complete checkpoint of it is in the log: a
+    hint naming a missing one (a far-future version, a deleted checkpoint) is what
+    this write repairs. Returns the document as written (or the newer one that was
+    kept). ``allow_older``
     is for repairing a hint whose checkpoint no longer exists.
     """
     path = last_checkpoint_path(root)
@@ -125,9 +129,18 @@ def write_last_checkpoint(
         )
     current = read_last_checkpoint(io, root)
     if not allow_older and current is not None and current["version"] > document["version"]:
-        return current
+        if names_present_checkpoint(io, root, current["version"]):
+            return current
+        log.warning(
+            "%s names version %d, which has no complete checkpoint in the log; rewriting it to name version %d",
+            path, current["version"], document["version"],
+        )
     body = {k: v for k, v in document.items() if k != "checksum" and v is not None}
     body["checksum"] = json_checksum(body)
     io.write_bytes(path, json_text(body).encode("utf-8"))
     return body
 
+
+def names_present_checkpoint(io: FileIO, root: str, version: int) -> bool:
+    """Whether the log holds a complete checkpoint of ``version`` (by the reader's own listing rule)."""
+    return any(cp.version == version for cp in list_log(io, root).checkpoints)

@@ -37,6 +37,7 @@ from airflow_delta.engine.checkpoint.last_checkpoint import (
     LAST_CHECKPOINT_NAME,
     canonicalize_json,
     json_checksum,
+    names_present_checkpoint,
     read_last_checkpoint,
     write_last_checkpoint,
 )
@@ -242,6 +243,7 @@ __all__ = [
     "create_checkpoint",
     "json_checksum",
     "live_tombstones",
+    "names_present_checkpoint",
     "read_last_checkpoint",
     "should_checkpoint",
     "spark_murmur3_strings",

@@ -19,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_delta.engine.errors import (
+    CommitOutcomeUnknownError,
+    DeltaError,
     InvalidFilterError,
     InvalidSchemaError,
     InvalidTablePropertyError,
@@ -41,7 +43,8 @@ from airflow_delta.engine.model.table_features import (
     minimal_protocol,
     required_features,
 )
-from airflow_delta.engine.read.listing import commit_path
+from airflow_delta.engine.read.listing import commit_path, list_log
+from airflow_delta.engine.read.snapshot import load_snapshot
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.write.transaction import PostCommitHook
@@ -248,6 +251,7 @@ def create_table(
     body = utf8_bytes("".join(json_text(a) + "\n" for a in actions), "table creation")
     if not location.io.put_if_absent(commit_path(location.root, 0), body):
         raise TableAlreadyExistsError(location.uri)
+    _confirm_created(location, body, metadata.id, commit_info["txnId"])
     if post_commit is not None:
         post_commit(0, actions)
     return 0
@@ -265,6 +269,49 @@ def _check_constraint_expressions(configuration: Mapping[str, str], schema: pa.S
             parse_predicate(sql, schema)
         except InvalidFilterError as exc:
             raise InvalidTablePropertyError(key, sql, f"a boolean SQL expression over the table's columns ({exc})") from exc
+
+
+def _confirm_created(location: TableLocation, body: bytes, table_id: str, txn_id: str) -> None:
+    """After version 0 landed: make sure it is not the version 0 of a table that was already there.
+
+    The listing before the write found no log. If another table was created, committed,
+    checkpointed and had its version 0 cleaned up in between, put-if-absent found version
+    0 free and ours sits below that table's checkpoint, where no reader looks. That can
+    only be so when a checkpoint past version 0 is now listed; a checkpoint of a table
+    built on our version 0 (a fast writer) carries our table id.
+    """
+    io, root = location.io, location.root
+    try:
+        listing = list_log(io, root)
+    except OSError:
+        listing = None
+    newest_checkpoint = listing.checkpoints[-1].version if listing is not None and listing.checkpoints else 0
+    if listing is not None and newest_checkpoint == 0 and 0 in listing.commits:
+        return  # readers replay our version 0: no checkpoint is ahead of it
+    try:
+        same_table = load_snapshot(io, root).metadata.id == table_id
+    except (DeltaError, OSError) as exc:
+        # Writers may already build on our version 0: never delete it unless we know.
+        raise CommitOutcomeUnknownError(
+            location.uri, 0, txn_id,
+            f"a checkpoint past version 0 appeared while the table was being created and the table could not be "
+            f"read to tell whether it was made from this version 0 ({exc})",
+        ) from exc
+    if same_table:
+        return
+    path = commit_path(root, 0)
+    try:
+        if io.read_bytes(path) == body:
+            io.delete(path)
+    except FileNotFoundError:
+        pass  # already gone: nothing of ours remains
+    except OSError:
+        raise CommitOutcomeUnknownError(
+            location.uri, 0, txn_id,
+            "another table was created and its version 0 cleaned up while this one was being created, and the "
+            "version 0 written here could not be removed again",
+        ) from None
+    raise TableAlreadyExistsError(location.uri)
 
 
 def _table_exists(io: FileIO, root: str) -> bool:

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from airflow_delta.engine.checkpoint.writer import (
     check_log_maintenance_supported,
+    names_present_checkpoint,
     read_last_checkpoint,
     write_last_checkpoint,
 )
@@ -456,10 +457,16 @@ def _describe(io: FileIO, cp: _Checkpoint) -> dict[str, Any]:
 
 
 def _repoint_last_checkpoint(io: FileIO, root: str, anchor: _Checkpoint) -> None:
-    """Point ``_last_checkpoint`` at ``anchor`` if it names an older checkpoint (one cleanup deletes)."""
+    """Point ``_last_checkpoint`` at ``anchor`` if it names an older checkpoint (one cleanup deletes) or a missing one."""
 
     current = read_last_checkpoint(io, root)
-    if current is not None and current["version"] >= anchor.version:
+    # A hint naming a newer checkpoint that is not there (a far-future version, one
+    # deleted by hand) is repointed at the checkpoint cleanup keeps, too.
+    if (
+        current is not None
+        and current["version"] >= anchor.version
+        and names_present_checkpoint(io, root, current["version"])
+    ):
         return
     if current is None and not io.exists(f"{root}/_delta_log/_last_checkpoint"):
         return  # no hint to keep right

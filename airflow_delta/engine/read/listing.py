@@ -9,7 +9,11 @@ it from a directory listing, which is the source of truth:
   (``%020d.checkpoint.%010d.%010d.parquet``, used only when every part is present) or
   UUID-named V2 (``%020d.checkpoint.<uuid>.json|parquet``);
 * ``_last_checkpoint`` is only a hint: it breaks ties between checkpoints of the same
-  version and is never trusted over the listing (it may be missing, stale or corrupt);
+  version and is never trusted over the listing (it may be missing, stale or corrupt).
+  A hint naming a version with no complete checkpoint in the listing (a far-future
+  version, a checkpoint that was never written or was deleted) says nothing about the
+  log and is ignored, as readers that cannot find the checkpoint it names fall back
+  to listing;
 * log compaction files, ``.crc`` files, hidden temp files and anything else whose name
   does not parse are ignored.
 
@@ -19,6 +23,7 @@ hint cannot shorten the listing, and a listing can never be stale.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +37,8 @@ from airflow_delta.engine.errors import (
 )
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO
+
+log = logging.getLogger(__name__)
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CLASSIC_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
@@ -105,6 +112,17 @@ class LogListing:
         if self.checkpoints:
             candidates.append(self.checkpoints[-1].version)
         return max(candidates) if candidates else None
+
+    @property
+    def hint_checkpoint(self) -> Checkpoint | None:
+        """The complete listed checkpoint ``_last_checkpoint`` names, or None (no hint, or it names none present).
+
+        Only then is the hint evidence of anything: a checkpoint that is not in the
+        listing (or is incomplete there) is not one readers can start from.
+        """
+        if self.hint is None:
+            return None
+        return next((cp for cp in self.checkpoints if cp.version == self.hint.version), None)
 
     def best_checkpoint(self, at_most: int, below: int | None = None) -> Checkpoint | None:
         """The newest complete checkpoint with version <= ``at_most`` (and < ``below``, if given)."""
@@ -185,9 +203,16 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
     if not listed:
         newest_commit = max(listing.commits, default=None)
         newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else None
-        # A hint alone (no commit or checkpoint left beside it) is debris of a deleted table.
-        has_log = bool(listing.commits) or bool(listing.checkpoints)
-        hint = listing.hint.version if listing.hint is not None and has_log else None
+        if listing.hint is not None and listing.hint.version >= version and listing.hint_checkpoint is None:
+            # A hint is trusted only when the checkpoint it names is listed (and so
+            # complete); then the checkpoint rule below already covers it. One naming
+            # a missing checkpoint (10**9, a deleted or never-written one) is ignored:
+            # it must not block every commit forever.
+            log.warning(
+                "ignoring %s/%s: it names version %d, which has no complete checkpoint in the log; "
+                "the next checkpoint rewrites it",
+                log_dir(listing.table_root), LAST_CHECKPOINT_FILE, listing.hint.version,
+            )
         if newest_checkpoint is not None and newest_checkpoint >= version:
             reason = (
                 f"the log holds a checkpoint of version {newest_checkpoint}, and commit {version} is not in it "
@@ -195,11 +220,6 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
             )
         elif newest_commit is not None and newest_commit > version:
             reason = f"the log holds commit {newest_commit} but not commit {version} (it was cleaned up)"
-        elif hint is not None and hint >= version:
-            reason = (
-                f"_last_checkpoint names version {hint}, and commit {version} is not in the log (if no "
-                f"checkpoint of version {hint} ever existed, _last_checkpoint is wrong: delete it)"
-            )
         elif version > 0 and predecessor is None:
             reason = (
                 f"version {previous}, the one this commit follows, is no longer in the log "

@@ -83,7 +83,7 @@ from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
 from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.property_validation import normalize_properties
-from airflow_delta.engine.read.listing import CommitFrontier, commit_frontier, commit_path, list_log
+from airflow_delta.engine.read.listing import CommitFrontier, LogListing, commit_frontier, commit_path, list_log
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path
@@ -850,13 +850,20 @@ class Transaction:
     def _confirm_not_shadowed(self, frontier: CommitFrontier, *, written_now: bool) -> None:
         """After our commit file landed: make sure the log did not move past it between the check and the write.
 
-        Cleanup deletes a version's files only after those of every older version. If the
-        file of ``version - 1`` that was listed before the write still exists after it, no
-        cleanup deleted an older writer's commit at our version before we wrote it, so
-        readers replay ours. If our version itself was listed, the write could only
-        succeed because a cleanup deleted that commit: ours is below the log's start, is
-        deleted again, and nothing was written. (``written_now`` is False for a write found
-        by its txnId after it reported an error: what was listed there may be that write.)
+        A cleanup can delete an older writer's commit at our version (so that put-if-absent
+        succeeds) only behind a checkpoint past our version, which exists before our write,
+        and a checkpoint made from our commit is written after it. So one listing after the
+        write decides, whatever order the cleanup deletes in (ours goes oldest first, a
+        foreign one such as delta-rs may not): our commit still listed and no checkpoint past
+        it, or every checkpoint past it written after it (modification times), is confirmed;
+        a checkpoint past it written before it is a lost commit. When the times tie (coarse
+        storage clocks) or the listing fails, the file of ``version - 1`` listed before the
+        write decides as before: a cleanup that deletes oldest first cannot have deleted a
+        commit at our version while it remains. If our version itself was listed, the write
+        could only succeed because a cleanup deleted that commit: ours is below the log's
+        start, is deleted again, and nothing was written. (``written_now`` is False for a
+        write found by its txnId after it reported an error: what was listed there may be
+        that write.) See docs/concurrency.md for what remains.
         """
         io, version = self.location.io, frontier.version
         path = commit_path(self.location.root, version)
@@ -874,6 +881,34 @@ class Transaction:
                 "a log cleanup removed the commit at this version while this transaction wrote its own, which "
                 "readers would never replay (it was deleted again)",
             )
+        try:
+            listing: LogListing | None = list_log(io, self.location.root)
+        except OSError:
+            listing = None
+        if listing is not None:
+            ours = listing.commits.get(version)
+            if ours is None:
+                raise CommitOutcomeUnknownError(
+                    self.location.uri, version, self.txn_id,
+                    "a log cleanup removed it right after it was written and the log may now start past it",
+                )
+            ahead = [cp for cp in listing.checkpoints if cp.version > version]
+            # A checkpoint can anchor a cleanup once its last file is written.
+            earlier = [cp.version for cp in ahead if max(f.modification_time for f in cp.files) < ours.modification_time]
+            if earlier and version == 0 and written_now:
+                # A checkpoint past version 0 before our version 0 existed: another table
+                # was there and its version 0 was cleaned up. Ours is removed again.
+                self._remove_own_commit(path)
+                raise TableAlreadyExistsError(self.location.uri)
+            if earlier:
+                raise CommitOutcomeUnknownError(
+                    self.location.uri, version, self.txn_id,
+                    f"the checkpoint of version {earlier[0]} was written before it, so a log cleanup may have "
+                    "removed another commit at this version just before",
+                )
+            started = [min(f.modification_time for f in cp.files) for cp in ahead]
+            if all(begun > ours.modification_time for begun in started):
+                return  # no checkpoint past ours, or each was written after it
         if frontier.predecessor is not None:
             try:
                 if io.exists(frontier.predecessor):
@@ -882,15 +917,28 @@ class Transaction:
                 pass
         elif version == 0:
             return  # a new table: no cleanup can be ahead of its first commit
-        if self._replayed_from_log(version):
-            return
+        if listing is None and self._replayed_from_log(version):
+            return  # (with a listing, a checkpoint past our commit was seen above)
         raise CommitOutcomeUnknownError(
             self.location.uri, version, self.txn_id,
             "a log cleanup removed the files before it at the same time and the log may now start past it",
         )
 
+    def _remove_own_commit(self, path: str) -> None:
+        """Delete the commit file this transaction just wrote (only if it still holds our bytes)."""
+        try:
+            if self.location.io.read_bytes(path) == self._committed_payload:
+                self.location.io.delete(path)
+        except FileNotFoundError:
+            return
+        except OSError:
+            raise CommitOutcomeUnknownError(
+                self.location.uri, 0, self.txn_id,
+                "it landed below another table's checkpoint and could not be removed again",
+            ) from None
+
     def _replayed_from_log(self, version: int) -> bool:
-        """Readers replay our commit at ``version``: it is still listed and no checkpoint or hint is newer.
+        """Readers replay our commit at ``version``: it is still listed and no checkpoint is newer.
 
         A checkpoint of ``version`` itself was made from our commit: an older writer's
         commit at this version could only have gone with a newer checkpoint, and the
@@ -900,9 +948,10 @@ class Transaction:
             listing = list_log(self.location.io, self.location.root)
         except OSError:
             return False
+        # _last_checkpoint is not consulted: it counts only when the checkpoint it names
+        # is listed, and then that checkpoint is already among these.
         newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else -1
-        hint = listing.hint.version if listing.hint is not None else -1
-        return version in listing.commits and newest_checkpoint <= version and hint <= version
+        return version in listing.commits and newest_checkpoint <= version
 
     def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
         seen_adds: set[tuple[str, str | None]] = set()

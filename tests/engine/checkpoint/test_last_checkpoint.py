@@ -74,7 +74,15 @@ def test_write_last_checkpoint_adds_the_checksum_and_never_moves_back(table_path
     written = write_last_checkpoint(IO, table_path, {"version": 5, "size": 3, "parts": None, "checksum": "stale"})
     assert written == {"version": 5, "size": 3, "checksum": json_checksum({"version": 5, "size": 3})}
     assert json.loads(Path(last_checkpoint_path(table_path)).read_text()) == written == read_last_checkpoint(IO, table_path)
+    # Not kept while no checkpoint of version 5 is in the log: a hint naming a missing
+    # checkpoint is what the next write repairs.
+    checkpoint_5 = Path(table_path, "_delta_log", f"{5:020d}.checkpoint.parquet")
+    checkpoint_5.write_bytes(b"")
     assert write_last_checkpoint(IO, table_path, {"version": 4, "size": 1}) == written  # kept: it is newer
+    checkpoint_5.unlink()
+    moved = write_last_checkpoint(IO, table_path, {"version": 4, "size": 1})
+    assert moved["version"] == 4 == read_last_checkpoint(IO, table_path)["version"]  # type: ignore[index]
+    write_last_checkpoint(IO, table_path, written)
     repaired = write_last_checkpoint(IO, table_path, {"version": 4, "size": 1}, allow_older=True)
     assert read_last_checkpoint(IO, table_path) == repaired and repaired["version"] == 4
 

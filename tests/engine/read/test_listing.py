@@ -181,16 +181,24 @@ def test_same_version_prefers_single_file_and_hint(table_path: str) -> None:
         '{"version": 1, "size": 3}',  # stale: older than the newest checkpoint
         '{"version": 9, "size": 3}',  # points past the log
         '{"version": 4, "size": 3, "parts": 5}',  # names a checkpoint that does not exist
+        '{"version": 1000000000, "size": 3}',  # far beyond every commit and checkpoint
+        '{"version": 3, "size": 3}',  # a commit that was never checkpointed
+        '{"version": 2, "size": 3, "parts": 2}',  # an incomplete multi-part set (part 2 missing)
     ],
 )
 def test_last_checkpoint_is_only_a_hint(table_path: str, hint: str | None) -> None:
     _table(table_path, range(6))
     b.write_classic_checkpoint(table_path, 1, _state_actions())
     b.write_classic_checkpoint(table_path, 4, _state_actions())
+    b.write_raw(table_path, f"{2:020d}.checkpoint.{1:010d}.{2:010d}.parquet", b"part 1 of 2")
     if hint is not None:
         b.write_raw(table_path, "_last_checkpoint", hint)
     seg = list_log_segment(IO, table_path)
     assert (seg.version, seg.checkpoint_version, seg.commit_versions) == (5, 4, [5])
+    # Only a hint naming a complete, listed checkpoint is evidence of one.
+    hint_checkpoint = list_log(IO, table_path).hint_checkpoint
+    named = hint is not None and ('"version": 1,' in hint or '"version": 4,' in hint)
+    assert (hint_checkpoint is not None) == named
 
 
 def test_junk_files_never_break_a_read(table_path: str) -> None:
@@ -295,7 +303,13 @@ FRONTIER_CASES = [
     ([3, 4], [3], 3, 2, "checkpoint of version 3"),  # v2 was cleaned up behind checkpoint 3
     ([3, 4], [3], 3, 3, None),  # v3 is there to catch up with
     ([0, 1, 3], [], None, 2, "commit 3"),  # a hole below the newest commit
-    ([0, 1], [], 5, 2, "_last_checkpoint names version 5"),
+    ([0, 1], [], 5, 2, None),  # a hint naming a checkpoint that is not there is ignored
+    ([0, 1], [], 10**9, 2, None),  # however far ahead it points
+    ([0, 1, 2], [], 10**9, 2, None),  # taken: the attempt conflicts and catches up
+    ([0, 1], [1], 10**9, 2, None),  # a real checkpoint behind a far-future hint
+    ([3, 4], [3], 7, 2, "checkpoint of version 3"),  # the listed checkpoint still counts
+    ([4, 5], [4], 4, 6, None),  # a hint naming a present checkpoint, commit after the newest
+
     ([3, 4], [], None, 3, None),
     ([4, 5], [4], None, 5, None),
     ([5], [4], None, 5, None),  # v4's checkpoint is the predecessor of 5

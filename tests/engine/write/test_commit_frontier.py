@@ -205,7 +205,7 @@ def test_a_commit_whose_temporary_file_vanished_is_retried_and_lands_once(
 
     def link_after_deletion(src: str, dst: str, **kwargs: object) -> None:
         # The confined FileIO links relative to the directory it checked (src_dir_fd).
-        if not vanished and dst.endswith(".json"):
+        if not vanished and str(dst).endswith(".json"):
             vanished.append(src)
             os.remove(src, dir_fd=kwargs.get("src_dir_fd"))  # type: ignore[arg-type]
         real_link(src, dst, **kwargs)  # type: ignore[arg-type]
@@ -269,3 +269,282 @@ def test_any_interleaving_of_appends_checkpoints_and_cleanups_with_a_commit(
     elif outcome == "nothing written":
         assert 99 not in ids
     assert_oracles_read(table.root, expected_rows(ids))
+
+
+# ------------------------------------------- _last_checkpoint is a hint, not a frontier
+
+def write_hint(table: DeltaTable, version: int, **extra: object) -> Path:
+    import json
+
+    path = Path(table.root, "_delta_log", "_last_checkpoint")
+    path.write_text(json.dumps({"version": version, "size": 3, **extra}))
+    return path
+
+
+def hint_version(table: DeltaTable) -> int:
+    import json
+
+    return int(json.loads(Path(table.root, "_delta_log", "_last_checkpoint").read_text())["version"])
+
+
+def missing_multipart_checkpoint(table: DeltaTable) -> int:
+    # A multi-part set of version 1 with part 2 of 2 missing: incomplete, so not a checkpoint.
+    table.checkpoint(1)
+    log_dir = Path(table.root, "_delta_log")
+    classic = log_dir / f"{1:020d}.checkpoint.parquet"
+    classic.rename(log_dir / f"{1:020d}.checkpoint.{1:010d}.{2:010d}.parquet")
+    return 1
+
+
+@pytest.mark.parametrize(
+    "make_hint",
+    [
+        lambda t: write_hint(t, 10**9),  # far beyond every commit and checkpoint
+        lambda t: write_hint(t, 2**62, parts=3),
+        lambda t: write_hint(t, 5),  # a version no one has committed yet
+        lambda t: write_hint(t, 1),  # a committed version that was never checkpointed
+        lambda t: write_hint(t, missing_multipart_checkpoint(t), parts=2),  # an incomplete checkpoint
+    ],
+    ids=["1e9", "2**62-multipart", "next-versions", "never-checkpointed", "incomplete-multipart"],
+)
+def test_a_hint_naming_a_missing_checkpoint_does_not_block_commits(
+    table: DeltaTable, make_hint: Callable[[DeltaTable], Path]
+) -> None:
+    make_hint(table)
+    # Readers fall back to listing, as the protocol says of a hint they cannot follow.
+    assert table.version() == 1 and ids_of(table) == [1]
+    for expected_version, new_id in [(2, 2), (3, 3), (4, 4), (5, 5), (6, 6)]:
+        assert append(table, [new_id]) == expected_version
+    assert ids_of(table) == [1, 2, 3, 4, 5, 6]
+    # delta-rs refuses any table whose hint names a missing checkpoint ("Had a
+    # _last_checkpoint hint but didn't find any checkpoints"): the oracles check the
+    # log we wrote once that debris is gone.
+    Path(table.root, "_delta_log", "_last_checkpoint").unlink()
+    assert_oracles_read(table.root, expected_rows([1, 2, 3, 4, 5, 6]))
+
+
+def test_a_stale_transaction_is_still_refused_beside_a_bogus_hint(table: DeltaTable) -> None:
+    # Ignoring a bad hint does not weaken the frontier: a real checkpoint past the
+    # version is still a refusal.
+    txn = stale_transaction(table, HookedCommitter(table))  # reads v1
+    append(table, [2])
+    append(table, [3])
+    table.checkpoint(3)
+    clean(table)
+    write_hint(table, 10**9)
+    with pytest.raises(LogMovedPastCommitError, match="checkpoint of version 3"):
+        txn.commit("WRITE")
+    assert ids_of(table) == [1, 2, 3]
+
+
+def test_the_automatic_checkpoint_rewrites_a_hint_naming_a_missing_checkpoint(table_path: str) -> None:
+    table = DeltaTable.create(table_path, SCHEMA, partition_by=["p"], properties={"delta.checkpointInterval": "2"})
+    append(table, [1])  # v1
+    write_hint(table, 10**9)
+    append(table, [2])  # v2: the post-commit checkpoint
+    assert Path(table.root, "_delta_log", f"{2:020d}.checkpoint.parquet").exists()
+    assert hint_version(table) == 2
+    assert_oracles_read(table.root, expected_rows([1, 2]))
+
+
+def test_a_checkpoint_keeps_a_newer_hint_whose_checkpoint_is_present(table: DeltaTable) -> None:
+    append(table, [2])
+    table.checkpoint(2)
+    table.checkpoint(1)  # an older checkpoint written late does not move the hint back
+    assert hint_version(table) == 2
+
+
+def test_cleanup_repoints_a_hint_naming_a_missing_checkpoint(table: DeltaTable) -> None:
+    append(table, [2])
+    table.checkpoint(2)
+    append(table, [3])
+    write_hint(table, 10**9)
+    assert clean(table)
+    assert hint_version(table) == 2
+    assert ids_of(table) == [1, 2, 3]
+    assert_oracles_read(table.root, expected_rows([1, 2, 3]))
+
+
+# ------------------------------------------------- create_table under the same rule
+
+def test_create_is_refused_when_another_tables_version_0_was_cleaned_up_during_it(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The listing before the write finds no log; before the put-if-absent of version 0,
+    # another creator makes a table, checkpoints it and cleanup removes its version 0.
+    # Our version 0 would land below that checkpoint, where no reader looks.
+    from airflow_delta.engine.operations import create as create_module
+
+    real_exists = create_module._table_exists
+    others: list[DeltaTable] = []
+
+    def racing_exists(io: object, root: str) -> bool:
+        answer = real_exists(io, root)  # type: ignore[arg-type]
+        if not others:
+            monkeypatch.setattr(create_module, "_table_exists", real_exists)
+            other = DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+            append(other, [1])
+            other.checkpoint(1)
+            clean(other)
+            others.append(other)
+        return answer
+
+    monkeypatch.setattr(create_module, "_table_exists", racing_exists)
+    with pytest.raises(TableAlreadyExistsError):
+        DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+    assert others and not commit_file(others[0], 0).exists()  # ours was removed again
+    assert ids_of(DeltaTable(table_path)) == [1]
+    assert_oracles_read(table_path, expected_rows([1]))
+
+
+def test_create_stands_when_a_fast_writer_checkpoints_right_after_it(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint past version 0 right after the write is not a sign of a lost
+    # create when it was made from our version 0 (same table id).
+    from airflow_delta.engine.operations import create as create_module
+
+    real_list_log = create_module.list_log
+    done: list[bool] = []
+
+    def list_after_a_fast_writer(io: object, root: str) -> object:
+        if not done:
+            done.append(True)
+            fast = DeltaTable(table_path)
+            append(fast, [1])
+            fast.checkpoint(1)
+            clean(fast)  # removes our version 0, behind the checkpoint made from it
+        return real_list_log(io, root)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(create_module, "list_log", list_after_a_fast_writer)
+    table = DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+    assert done and ids_of(table) == [1]
+    assert_oracles_read(table_path, expected_rows([1]))
+
+
+def test_concurrent_creates_make_exactly_one_table(table_path: str) -> None:
+    import threading
+
+    creators = 6
+    barrier = threading.Barrier(creators)
+    outcomes: list[str] = []
+
+    def create() -> None:
+        barrier.wait()
+        try:
+            DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+            outcomes.append("created")
+        except TableAlreadyExistsError:
+            outcomes.append("exists")
+
+    threads = [threading.Thread(target=create) for _ in range(creators)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["created"] + ["exists"] * (creators - 1)
+    log_files = sorted(p.name for p in Path(table_path, "_delta_log").iterdir())
+    assert set(log_files) <= {f"{0:020d}.json", f"{0:020d}.crc"}  # no loser left a file behind
+    table = DeltaTable(table_path)
+    assert table.version() == 0 and append(table, [1]) == 1
+    assert_oracles_read(table_path, expected_rows([1]))
+
+
+# --------------------------------------- a foreign cleaner that deletes in another order
+
+def backdate(path: Path, seconds: int = 60) -> None:
+    import os
+
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns - seconds * 1_000_000_000))
+
+
+@pytest.mark.parametrize("deleted_first", [[2], [2, 0], [2, 1, 0]], ids=["only-v2", "v2-then-v0", "newest-first"])
+def test_a_foreign_cleaner_deleting_out_of_order_cannot_hide_a_commit(
+    table: DeltaTable, deleted_first: list[int]
+) -> None:
+    # Between our check and our write, v2 and v3 are committed, v3 is checkpointed, and a
+    # cleaner that does not go oldest first (delta-rs may not) has so far deleted v2 but
+    # not v1. Our put-if-absent of v2 succeeds while v1, the predecessor we check,
+    # remains: only the checkpoint of v3, written before our commit, gives it away.
+    def others() -> None:
+        append(table, [2])
+        append(table, [3])
+        table.checkpoint(3)
+        for checkpoint_file in Path(table.root, "_delta_log").glob(f"{3:020d}.checkpoint*"):
+            backdate(checkpoint_file)  # written well before our commit
+        for v in deleted_first:
+            commit_file(table, v).unlink()
+
+    txn = stale_transaction(table, HookedCommitter(table, before=others))
+    with pytest.raises(CommitOutcomeUnknownError, match="checkpoint of version 3 was written before it"):
+        txn.commit("WRITE")
+    assert ids_of(table) == [1, 2, 3]  # readers start at checkpoint 3: our v2 is not among them
+
+
+def test_a_checkpoint_past_our_commit_written_after_it_confirms_it(table: DeltaTable) -> None:
+    # The other way round: v3 and its checkpoint come after our v2, and a foreign
+    # cleaner removes v0 and v1 out of order. The checkpoint was made from our commit.
+    def others() -> None:
+        append(table, [3])
+        table.checkpoint(3)
+        commit_file(table, 1).unlink()
+        commit_file(table, 0).unlink()
+
+    txn = stale_transaction(table, HookedCommitter(table, after=others))
+    assert txn.commit("WRITE") == 2
+    assert ids_of(table) == [1, 3, 99]
+    assert_oracles_read(table.root, expected_rows([1, 3, 99]))
+
+
+def test_a_creating_transaction_that_lands_below_another_tables_checkpoint_is_removed(table_path: str) -> None:
+    # A transaction creating the table checks the (empty) log; before its write another
+    # table is created, checkpointed past version 0 and cleaned up to that checkpoint.
+    other: list[DeltaTable] = []
+
+    def others() -> None:
+        created = DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+        append(created, [1])
+        created.checkpoint(1)
+        backdate(Path(table_path, "_delta_log", f"{1:020d}.checkpoint.parquet"))
+        clean(created)
+        other.append(created)
+
+    creator = DeltaTable(table_path).transaction()
+    creator._committer = HookedCommitter(DeltaTable(table_path), before=others)
+    creator.set_metadata(DeltaTable.create(str(Path(table_path).parent / "model"), SCHEMA).snapshot().metadata)
+    with pytest.raises(TableAlreadyExistsError):
+        creator.commit("CREATE TABLE")
+    assert other and not commit_file(other[0], 0).exists()
+    assert ids_of(other[0]) == [1]
+    assert_oracles_read(table_path, expected_rows([1]))
+
+
+def test_create_never_deletes_a_version_0_it_cannot_tell_apart(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint past version 0 appears right after the create, and the table cannot be
+    # read to compare table ids: writers may already build on our version 0, so it stays
+    # and the create reports that it cannot tell.
+    from airflow_delta.engine.errors import InvalidLogError
+    from airflow_delta.engine.operations import create as create_module
+
+    real_list_log = create_module.list_log
+
+    def list_after_a_fast_writer(io: object, root: str) -> object:
+        monkeypatch.setattr(create_module, "list_log", real_list_log)
+        fast = DeltaTable(table_path)
+        append(fast, [1])
+        fast.checkpoint(1)
+        return real_list_log(io, root)  # type: ignore[arg-type]
+
+    def unreadable(*args: object, **kwargs: object) -> object:
+        raise InvalidLogError("the log cannot be read right now")
+
+    monkeypatch.setattr(create_module, "list_log", list_after_a_fast_writer)
+    monkeypatch.setattr(create_module, "load_snapshot", unreadable)
+    with pytest.raises(CommitOutcomeUnknownError) as caught:
+        DeltaTable.create(table_path, SCHEMA, partition_by=["p"])
+    assert caught.value.version == 0 and caught.value.retryable is False
+    assert Path(table_path, "_delta_log", f"{0:020d}.json").exists()
+    assert ids_of(DeltaTable(table_path)) == [1]
