@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -203,11 +204,12 @@ def test_a_commit_whose_temporary_file_vanished_is_retried_and_lands_once(
     real_link = os.link
     vanished: list[str] = []
 
-    def link_after_deletion(src: str, dst: str) -> None:
+    def link_after_deletion(src: str, dst: str, **kwargs: Any) -> None:
+        # FileIO links relative to the log directory's descriptor (src_dir_fd / dst_dir_fd).
         if not vanished and dst.endswith(".json"):
             vanished.append(src)
-            os.remove(src)
-        real_link(src, dst)
+            os.remove(src, dir_fd=kwargs.get("src_dir_fd"))
+        real_link(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "link", link_after_deletion)
     txn = stale_transaction(table, HookedCommitter(table))
