@@ -5,9 +5,8 @@ A one-row DV delete in a fresh process is mostly imports; pandas (pulled in by
 Arrow) would be ~0.2 s of it. Each case runs in a fresh interpreter on a table built by
 the parent, and reports the heavy modules loaded after the operation; it also reports
 the ``.crc`` files, because post-commit failures are only logged: a post-commit step
-that broke would otherwise pass unseen. Writing a checkpoint (every 10th commit by
-default) is not covered: it still builds its protocol/metaData rows with
-``Table.from_pylist``, which imports pandas. ``pyarrow.parquet`` (the data
+that broke would otherwise pass unseen. Tables checkpointed after every commit (classic and
+V2 policies) show that writing the checkpoint is pandas-free too. ``pyarrow.parquet`` (the data
 file writer) is allowed; writing parquet does not need ``pyarrow.dataset``.
 """
 
@@ -60,10 +59,13 @@ def _run(path: str, operation: str, argument: str) -> dict[str, object]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _table(root: Path, *, deletion_vectors: bool, partitioned: bool) -> str:
-    """Two files (two partitions when ``partitioned``), a .crc per version; the next commit is not due a checkpoint."""
+def _table(root: Path, *, deletion_vectors: bool, partitioned: bool, checkpoint: str | None = None) -> str:
+    """Two files (two partitions when ``partitioned``), a .crc per version; with ``checkpoint``
+    ("classic" or "v2"), a checkpoint of that policy after every commit."""
     schema = pa.schema([("id", pa.int64()), ("value", pa.int64())] + ([("part", pa.string())] if partitioned else []))
     properties: dict[str, str] = {}
+    if checkpoint is not None:
+        properties.update({"delta.checkpointInterval": "1", "delta.checkpointPolicy": checkpoint})
     if deletion_vectors:
         properties["delta.enableDeletionVectors"] = "true"
     table = DeltaTable.create(str(root), schema, partition_by=["part"] if partitioned else [], properties=properties)
@@ -119,6 +121,21 @@ def test_append_is_pandas_free(tmp_path: Path, partitioned: bool) -> None:
     found = _run(root, "append", json.dumps(columns))
     _assert_light_and_checksummed(found, 3)
     assert DeltaTable(root).snapshot().to_arrow().num_rows == 202
+
+
+@pytest.mark.parametrize("policy", ["classic", "v2"])
+@pytest.mark.parametrize("operation", ["dv", "append"])
+def test_writing_a_checkpoint_is_pandas_free(tmp_path: Path, policy: str, operation: str) -> None:
+    root = _table(tmp_path / "t", deletion_vectors=True, partitioned=True, checkpoint=policy)
+    found = _run(root, operation, "id = 150" if operation == "dv" else json.dumps({"id": [7], "value": [7], "part": ["z"]}))
+    _assert_light_and_checksummed(found, 3)
+    log = found["log"]
+    assert isinstance(log, list)
+    checkpoints = [name for name in log if name.startswith(f"{3:020d}.checkpoint")]
+    assert checkpoints, log
+    # The checkpoint is read back: a snapshot loaded from it has the rows.
+    expected = 199 if operation == "dv" else 201
+    assert DeltaTable(root).snapshot().to_arrow().num_rows == expected
 
 
 def test_dv_delete_on_a_spark_table_with_deletion_vectors_is_pandas_free(tmp_path: Path) -> None:
