@@ -13,10 +13,17 @@ import pyarrow as pa
 
 from airflow_delta.engine.checkpoint.file_names import checkpoint_file_name, multipart_checkpoint_file_name
 from airflow_delta.engine.checkpoint.output import CheckpointResult, WrittenFile, chain_batches, write_parquet
-from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache, file_action_batches, non_file_rows
+from airflow_delta.engine.checkpoint.rows import (
+    AddColumnLayout,
+    NullCache,
+    file_action_batches,
+    non_file_rows,
+    rows_table,
+)
 from airflow_delta.engine.checkpoint.schema import checkpoint_schema, delta_schema_of
 from airflow_delta.engine.checkpoint.spark_hash import SPARK_HASH_SEED, spark_partition_ids
 from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
+from airflow_delta.engine.model.arrow_numpy import bool_array
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.written_files import WrittenFiles
 
@@ -53,7 +60,7 @@ def write_classic(
     if snapshot.protocol.has_writer_feature("v2Checkpoint"):
         num_parts = 1  # multi-part checkpoints are forbidden once v2Checkpoint is supported
     schema = checkpoint_schema(layout.add)
-    non_file = pa.Table.from_pylist(non_file_rows(snapshot.protocol, snapshot.metadata, txns, domains), schema=schema)
+    non_file = rows_table(non_file_rows(snapshot.protocol, snapshot.metadata, txns, domains), schema)
     if num_parts == 1:
         path = f"{log_dir}/{checkpoint_file_name(version)}"
         batches = chain_batches(
@@ -105,8 +112,8 @@ def _write_multipart(
     non_file_part = SPARK_HASH_SEED % num_parts
     written = []
     for part in range(num_parts):
-        part_adds = adds.filter(pa.array(add_ids == part))
-        part_removes = removes.filter(pa.array(rm_ids == part))
+        part_adds = adds.filter(bool_array(add_ids == part))
+        part_removes = removes.filter(bool_array(rm_ids == part))
         head = non_file.to_batches() if part == non_file_part else []
         path = f"{log_dir}/{multipart_checkpoint_file_name(version, part + 1, num_parts)}"
         batches = chain_batches(

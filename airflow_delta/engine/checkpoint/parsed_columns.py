@@ -58,7 +58,7 @@ def parsed_columns_layout(metadata: Metadata, props: TableProperties) -> tuple[p
             parsed = stats_module.parse_stats(values, metadata)
             return _rename_stats(parsed, names)
 
-        probe = parse_stats(pa.array([None], type=pa.string()))
+        probe = parse_stats(pa.nulls(1, pa.string()))
         st_type, st_parse = probe.type, parse_stats
     except Exception as exc:
         log.warning("checkpoint: not writing stats_parsed (%s)", exc)
@@ -69,7 +69,9 @@ def parsed_columns_layout(metadata: Metadata, props: TableProperties) -> tuple[p
                 parsed = partition_values_module.parse_partition_values(values, metadata)
                 return _rename_struct(parsed, {k: (v[0], {}) for k, v in names.items()})
 
-            probe = parse_partitions(pa.array([[]], type=STRING_MAP_TYPE))
+            from airflow_delta.engine.expressions.arrow_values import arrow_array  # sqlglot: only when checkpointing
+
+            probe = parse_partitions(arrow_array([[]], STRING_MAP_TYPE))
             pv_type, pv_parse = probe.type, parse_partitions
         except Exception as exc:
             log.warning("checkpoint: not writing partitionValues_parsed (%s)", exc)

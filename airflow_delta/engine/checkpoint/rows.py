@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from airflow_delta.engine.checkpoint.schema import CHECKPOINT_DV_TYPE, REMOVE_TYPE
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.arrow_numpy import bool_array
 
 
 def _empty_map_for_nulls(values: pa.Array) -> pa.Array:
@@ -50,8 +51,17 @@ class AddColumnLayout:
     parse_stats: Callable[[pa.Array], pa.Array] | None = None
 
 
+def rows_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """The non-file rows as a table of the checkpoint ``schema``, built without pandas
+    (``Table.from_pylist`` would import it)."""
+    # Not at module level: the expressions package imports sqlglot, which the engine's import does not need.
+    from airflow_delta.engine.expressions.arrow_values import table_from_rows
+
+    return table_from_rows([dict(r) for r in rows], schema)
+
+
 def _false(n: int) -> pa.Array:
-    return pa.array(np.zeros(n, dtype=bool), type=pa.bool_())
+    return bool_array(np.zeros(n, dtype=bool))
 
 
 def _checkpoint_dv(values: pa.Array | pa.ChunkedArray) -> pa.Array:

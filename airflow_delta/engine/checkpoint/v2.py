@@ -31,6 +31,7 @@ from airflow_delta.engine.checkpoint.rows import (
     file_action_batches,
     non_file_json_actions,
     non_file_rows,
+    rows_table,
 )
 from airflow_delta.engine.checkpoint.schema import checkpoint_schema, delta_schema_of
 from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
@@ -114,7 +115,7 @@ def write_v2(
         top = WrittenFile(top_path, info.size if info else len(payload), info.modification_time if info else 0, len(lines))
         checkpoint_schema_doc = None
     else:
-        table = pa.Table.from_pylist(top_rows, schema=top_schema)
+        table = rows_table(top_rows, top_schema)
         top = write_parquet(io, top_path, top_schema, iter(table.to_batches()), batch_rows=batch_rows)
         checkpoint_schema_doc = delta_schema_of(top_schema)
     files = [top_path]
@@ -123,7 +124,7 @@ def write_v2(
     # look for classic names (they find the protocol and fail with a clear error).
     if classic_compat:
         compat_path = f"{log_dir}/{checkpoint_file_name(version)}"
-        table = pa.Table.from_pylist(top_rows, schema=top_schema)
+        table = rows_table(top_rows, top_schema)
         write_parquet(io, compat_path, top_schema, iter(table.to_batches()), batch_rows=batch_rows)
         written.record_shared_name(compat_path)
         files.append(compat_path)

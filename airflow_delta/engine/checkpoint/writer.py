@@ -50,6 +50,7 @@ from airflow_delta.engine.checkpoint.v2 import DEFAULT_SIDECAR_SIZE, write_v2
 from airflow_delta.engine.errors import InvalidArgumentError, InvalidLogError, UnsupportedFeatureError
 from airflow_delta.engine.model.actions import DomainMetadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int
+from airflow_delta.engine.model.arrow_numpy import int64_scalar
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.table_features import check_readable, writer_features
 from airflow_delta.engine.read.snapshot import Snapshot
@@ -73,8 +74,8 @@ def live_tombstones(tombstones: pa.Table, retention_ms: int, now_ms: int) -> pa.
     """
     if tombstones.num_rows == 0:
         return tombstones
-    ts = pc.fill_null(tombstones.column("deletion_timestamp"), 0)
-    return tombstones.filter(pc.greater(ts, pa.scalar(now_ms - retention_ms, pa.int64())))
+    ts = pc.fill_null(tombstones.column("deletion_timestamp"), int64_scalar(0))
+    return tombstones.filter(pc.greater(ts, int64_scalar(now_ms - retention_ms)))
 
 
 def _sorted_transactions(snapshot: Snapshot) -> list[SetTransaction]:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow._acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
 
-__all__ = ["FALSE", "TRUE", "arrow_array", "arrow_scalar", "evaluate", "python_value"]
+__all__ = ["FALSE", "TRUE", "arrow_array", "arrow_scalar", "evaluate", "python_value", "table_from_rows"]
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -67,6 +67,8 @@ def _build(values: list[Any], t: pa.DataType) -> pa.Array | None:
     """The non-null ``values`` as an array of ``t``, or None where pyarrow's own conversion is needed."""
     if pa.types.is_null(t):
         return pa.nulls(len(values)) if not values else None
+    if pa.types.is_struct(t) or pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _build_nested(values, t)
     if pa.types.is_boolean(t):
         if not all(isinstance(v, bool | np.bool_) for v in values):
             return None
@@ -119,6 +121,51 @@ def _build(values: list[Any], t: pa.DataType) -> pa.Array | None:
         ticks = [(v.days * 86_400 + v.seconds) * per + v.microseconds * per // 1_000_000 for v in values]
         return _numbers(np.array(ticks, dtype=np.int64), t)
     return None
+
+
+def _build_nested(values: list[Any], t: pa.DataType) -> pa.Array | None:
+    """Structs (dicts), lists (lists or tuples) and maps (dicts or lists of pairs), children
+    built by :func:`arrow_array`; None for any other shape (pyarrow's conversion decides)."""
+    if pa.types.is_struct(t):
+        if not all(isinstance(v, dict) for v in values):
+            return None
+        fields = [t.field(i) for i in range(t.num_fields)]
+        children = [arrow_array([v.get(f.name) for v in values], f.type) for f in fields]
+        if not fields:
+            return None
+        return pa.StructArray.from_arrays(children, fields=fields)
+    if pa.types.is_map(t):
+        pairs: list[list[Any]] = []
+        for v in values:
+            if isinstance(v, dict):
+                pairs.append(list(v.items()))
+            elif isinstance(v, list | tuple) and all(isinstance(p, tuple | list) and len(p) == 2 for p in v):
+                pairs.append(list(v))
+            else:
+                return None
+        flat = [p for row in pairs for p in row]
+        keys = arrow_array([k for k, _ in flat], t.key_type)
+        items = arrow_array([i for _, i in flat], t.item_type)
+        return pa.MapArray.from_arrays(_offsets([len(row) for row in pairs], np.int32), keys, items, type=t)
+    if not all(isinstance(v, list | tuple) for v in values):
+        return None
+    flat_values = [x for v in values for x in v]
+    large = pa.types.is_large_list(t)
+    offsets = _offsets([len(v) for v in values], np.int64 if large else np.int32)
+    array_type = pa.LargeListArray if large else pa.ListArray
+    return array_type.from_arrays(offsets, arrow_array(flat_values, t.value_type), type=t)
+
+
+def _offsets(lengths: list[int], dtype: type) -> pa.Array:
+    offsets = np.zeros(len(lengths) + 1, dtype=dtype)
+    np.cumsum(lengths, out=offsets[1:])
+    arrow_type = pa.int64() if dtype is np.int64 else pa.int32()
+    return pa.Array.from_buffers(arrow_type, len(offsets), [None, pa.py_buffer(offsets)])
+
+
+def table_from_rows(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``pa.Table.from_pylist(rows, schema=schema)``, built without importing pandas."""
+    return pa.Table.from_arrays([arrow_array([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
 
 
 def _ticks(value: dt.datetime, unit: str, zoned: bool) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+from pyarrow._acero import AggregateNodeOptions, Declaration, TableSourceNodeOptions
 
 __all__ = [
     "binary_array",
@@ -20,6 +21,7 @@ __all__ = [
     "bool_scalar",
     "combined",
     "empty_table",
+    "group_row_indices",
     "indices_to_numpy",
     "int32_array",
     "int64_array",
@@ -171,3 +173,18 @@ def combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     if column.num_chunks == 0:
         return pa.nulls(0, column.type)
     return column.combine_chunks()
+
+
+def group_row_indices(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """One row per distinct combination of ``keys`` in ``table`` (nulls are a group), with
+    ``__row_list``: the positions of its rows in ``table``, ascending.
+
+    ``Table.group_by(keys).aggregate([("__row", "list")])`` through the same Acero plan
+    (``pyarrow.acero``, which ``group_by`` uses, imports ``pyarrow.dataset`` and pandas).
+    """
+    indexed = table.select(list(keys)).append_column("__row", int64_array(np.arange(table.num_rows, dtype=np.int64)))
+    plan = Declaration.from_sequence([
+        Declaration("table_source", TableSourceNodeOptions(indexed)),
+        Declaration("aggregate", AggregateNodeOptions([(["__row"], "hash_list", None, "__row_list")], keys=list(keys))),
+    ])
+    return plan.to_table(use_threads=False)

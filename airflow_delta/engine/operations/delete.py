@@ -45,6 +45,8 @@ from airflow_delta.engine.errors import (
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
+from airflow_delta.engine.expressions.arrow_values import evaluate
+from airflow_delta.engine.model.arrow_numpy import bool_array, int64_array, mask_to_numpy
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptors_from_arrow, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.stats_parse import parse_stats
@@ -61,9 +63,6 @@ if TYPE_CHECKING:
     from airflow_delta.engine.write.transaction import Transaction
 
 __all__ = ["DeleteResult", "delete", "matching_row_indexes", "matching_rows"]
-
-# Name of the row-position column added while evaluating a predicate on one file's rows.
-_ROW_INDEX = "__delta_dml_row_index"
 
 # ------------------------------------------------------------------ finding rows
 
@@ -136,10 +135,12 @@ def _file_by_path(snapshot: Snapshot, path: str) -> pa.Table:
 
 
 def _positions(data: pa.Table, expression: pc.Expression) -> np.ndarray:
-    """Sorted positions of the rows of ``data`` for which ``expression`` is true."""
-    indexed = data.append_column(_ROW_INDEX, pa.array(np.arange(data.num_rows, dtype=np.int64)))
-    matched = indexed.filter(expression)
-    return np.asarray(matched.column(_ROW_INDEX).to_numpy(), dtype=np.int64)
+    """Sorted positions of the rows of ``data`` for which ``expression`` is true (NULL counts as false).
+
+    Evaluated through :func:`evaluate`: ``Table.filter(expression)`` would import
+    ``pyarrow.dataset`` and with it pandas (~0.2 s of a one-row delete's process).
+    """
+    return np.flatnonzero(mask_to_numpy(evaluate(data, expression))).astype(np.int64, copy=False)
 
 
 # ------------------------------------------------------------------ DELETE
@@ -216,7 +217,7 @@ def _plan(txn: Transaction, snapshot: Snapshot, predicate: str | None) -> _Plan:
 def _partition_predicate_mask(snapshot: Snapshot, files: pa.Table, predicate: Predicate) -> pa.Array:
 
     if files.num_rows == 0:
-        return pa.array([], pa.bool_())
+        return pa.nulls(0, pa.bool_())
     values = parse_partition_values(files.column("partition_values"), snapshot.metadata)
     if values.type.num_fields:
         table = pa.Table.from_struct_array(values)
@@ -225,7 +226,7 @@ def _partition_predicate_mask(snapshot: Snapshot, files: pa.Table, predicate: Pr
     hits = _positions(table, predicate.to_arrow(nulls_as_false=True))
     mask = np.zeros(files.num_rows, dtype=bool)
     mask[hits] = True
-    return pa.array(mask)
+    return bool_array(mask)
 
 
 def _execute(
@@ -291,7 +292,7 @@ def _delete_by_rewriting(
     # First the cheap read (the predicate's columns of the row groups it may match): a file
     # none of whose stored rows matches is not read in full.
     physical_hits = matching_rows(snapshot, files, predicate)
-    files = files.filter(pa.array(np.array([hits.size > 0 for hits in physical_hits], dtype=bool)))
+    files = files.filter(bool_array(np.array([hits.size > 0 for hits in physical_hits], dtype=bool)))
     expression = predicate.to_arrow(nulls_as_false=True)
 
     def one(i: int) -> tuple[int, pa.Table | None]:
@@ -301,7 +302,7 @@ def _delete_by_rewriting(
             return 0, None
         keep = np.ones(data.num_rows, dtype=bool)
         keep[hits] = False
-        return int(hits.size), data.filter(pa.array(keep))
+        return int(hits.size), data.filter(bool_array(keep))
 
     workers = max(1, min(files.num_rows, (os.cpu_count() or 4) * 2))
     results = _map(one, range(files.num_rows), workers)
@@ -315,7 +316,7 @@ def _delete_by_rewriting(
         if kept
         else []
     )
-    removed = files.take(pa.array(touched, pa.int64()))
+    removed = files.take(int64_array(np.array(touched, dtype=np.int64)))
     txn.remove_files(removed)
     txn.add_files(adds)
     metrics["numDeletedRows"] += sum(results[i][0] for i in touched)

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import CommitNotSupportedError, CorruptCommitError
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.arrow_numpy import combined, indices_to_numpy
 from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.storage.fileio import FileIO
@@ -156,11 +157,9 @@ def checksum_from_snapshot(snapshot: Snapshot) -> dict[str, Any]:
     checksum["protocol"] = snapshot.protocol.to_json()
     checksum["numDeletionVectorsOpt"] = num_dvs
     checksum["numDeletedRecordsOpt"] = int(deleted or 0)
-    checksum["fileSizeHistogram"] = file_size_histogram(pc.fill_null(adds.column("size"), 0).to_numpy())
-    cardinalities = pc.fill_null(pc.struct_field(dv, "cardinality"), 0) if adds.num_rows else []
-    checksum["deletedRecordCountsHistogramOpt"] = deleted_records_histogram(
-        cardinalities.to_numpy() if adds.num_rows else []
-    )
+    checksum["fileSizeHistogram"] = file_size_histogram(indices_to_numpy(combined(adds.column("size")), 0))
+    cardinalities = indices_to_numpy(combined(pc.struct_field(dv, "cardinality")), 0) if adds.num_rows else []
+    checksum["deletedRecordCountsHistogramOpt"] = deleted_records_histogram(cardinalities)
     return checksum
 
 
@@ -364,7 +363,7 @@ def validate_version_checksum(snapshot: Snapshot, checksum: Mapping[str, Any]) -
             problems.append(f"{key}: recorded {checksum[key]!r}, computed {expected[key]!r}")
     recorded = checksum.get("fileSizeHistogram") or checksum.get("histogramOpt")
     if isinstance(recorded, Mapping) and recorded.get("sortedBinBoundaries"):
-        sizes = pc.fill_null(snapshot.add_actions.column("size"), 0).to_numpy()
+        sizes = indices_to_numpy(combined(snapshot.add_actions.column("size")), 0)
         computed = file_size_histogram(sizes, [int(b) for b in recorded["sortedBinBoundaries"]])
         if dict(recorded) != computed:
             problems.append(f"fileSizeHistogram: recorded {dict(recorded)!r}, computed {computed!r}")

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import CorruptDataFileError, DataFileNotFoundError
+from airflow_delta.engine.model.arrow_numpy import bool_scalar, int64_scalar, null_scalar
 from airflow_delta.engine.storage.fileio import FileIO
 
 if TYPE_CHECKING:
@@ -103,14 +104,17 @@ def row_groups_may_match(
         return []
     stats = _row_group_stats(metadata, columns)
     keep = prune_files(predicate, None, stats)
-    return [int(i) for i in pc.indices_nonzero(keep.fill_null(True)).to_pylist()]
+    return [int(i) for i in pc.indices_nonzero(keep.fill_null(bool_scalar(True))).to_pylist()]
 
 
 def _row_group_stats(metadata: pq.FileMetaData, columns: Mapping[str, RowGroupColumn]) -> pa.StructArray:
     """One row per row group, in the layout of parsed Delta statistics (numRecords, minValues, maxValues, nullCount)."""
+    # Not at module level: importing the expressions package imports sqlglot, which reads without a filter skip.
+    from airflow_delta.engine.expressions.arrow_values import arrow_array
+
     n = metadata.num_row_groups
     groups = [metadata.row_group(i) for i in range(n)]
-    num_records = pa.array([g.num_rows for g in groups], pa.int64())
+    num_records = arrow_array([g.num_rows for g in groups], pa.int64())
     mins: list[pa.Array] = []
     maxs: list[pa.Array] = []
     nulls: list[pa.Array] = []
@@ -137,6 +141,8 @@ def _column_stats(
     chunks: Sequence[pq.ColumnChunkMetaData], column: RowGroupColumn, num_records: pa.Array
 ) -> tuple[pa.Array, pa.Array, pa.Array]:
     """(min, max, nullCount) of one column over the row groups, unknown (null) where the footer cannot be trusted."""
+    from airflow_delta.engine.expressions.arrow_values import arrow_array
+
     n = len(chunks)
     unknown = pa.nulls(n, column.table_type), pa.nulls(n, column.table_type), pa.nulls(n, pa.int64())
     if not _orderable(chunks[0] if chunks else None, column.file_type):
@@ -167,32 +173,32 @@ def _column_stats(
     try:
         value_type = column.file_type.value_type if pa.types.is_dictionary(column.file_type) else column.file_type
         build_type = pa.int64() if raw else value_type
-        lo = pa.array(lows, build_type)
-        hi = pa.array(highs, build_type)
+        lo = arrow_array(lows, build_type)
+        hi = arrow_array(highs, build_type)
         if build_type != value_type:
             lo, hi = lo.cast(value_type), hi.cast(value_type)
         lo = _as_table_type(lo, column.table_type)
         hi = _as_table_type(hi, column.table_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        return unknown[0], unknown[1], _trusted_null_counts(pa.array(counts, pa.int64()), num_records, None)
+        return unknown[0], unknown[1], _trusted_null_counts(arrow_array(counts, pa.int64()), num_records, None)
     if pa.types.is_floating(lo.type):
         # A NaN bound says nothing usable (writers disagree on whether NaN counts).
-        nan = pc.or_kleene(pc.is_nan(lo), pc.is_nan(hi)).fill_null(False)
-        lo = pc.if_else(nan, pa.scalar(None, lo.type), lo)
-        hi = pc.if_else(nan, pa.scalar(None, hi.type), hi)
+        nan = pc.or_kleene(pc.is_nan(lo), pc.is_nan(hi)).fill_null(bool_scalar(False))
+        lo = pc.if_else(nan, null_scalar(lo.type), lo)
+        hi = pc.if_else(nan, null_scalar(hi.type), hi)
     # min above max: the footer lies; neither bound is usable.
-    inverted = pc.greater(lo, hi).fill_null(False)
-    lo = pc.if_else(inverted, pa.scalar(None, lo.type), lo)
-    hi = pc.if_else(inverted, pa.scalar(None, hi.type), hi)
-    return lo, hi, _trusted_null_counts(pa.array(counts, pa.int64()), num_records, lo)
+    inverted = pc.greater(lo, hi).fill_null(bool_scalar(False))
+    lo = pc.if_else(inverted, null_scalar(lo.type), lo)
+    hi = pc.if_else(inverted, null_scalar(hi.type), hi)
+    return lo, hi, _trusted_null_counts(arrow_array(counts, pa.int64()), num_records, lo)
 
 
 def _trusted_null_counts(counts: pa.Array, num_records: pa.Array, lo: pa.Array | None) -> pa.Array:
     """Null counts, unknown where they contradict the row count or the bounds (a bound means a non-null value)."""
-    bad = pc.or_kleene(pc.less(counts, 0), pc.greater(counts, num_records))
+    bad = pc.or_kleene(pc.less(counts, int64_scalar(0)), pc.greater(counts, num_records))
     if lo is not None:
         bad = pc.or_kleene(bad, pc.and_kleene(pc.is_valid(lo), pc.equal(counts, num_records)))
-    return pc.if_else(bad.fill_null(False), pa.scalar(None, pa.int64()), counts)
+    return pc.if_else(bad.fill_null(bool_scalar(False)), null_scalar(pa.int64()), counts)
 
 
 def _as_table_type(array: pa.Array, table_type: pa.DataType) -> pa.Array:

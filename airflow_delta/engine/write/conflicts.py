@@ -46,6 +46,7 @@ from airflow_delta.engine.errors import (
     TransactionAlreadyCommittedError,
 )
 from airflow_delta.engine.model.actions import STRING_MAP_TYPE, DomainMetadata, Metadata, Protocol, SetTransaction
+from airflow_delta.engine.model.arrow_numpy import bool_scalar, string_array
 from airflow_delta.engine.read.commit_reader import parse_commit_bytes
 from airflow_delta.engine.storage.paths import decode_log_path
 
@@ -215,7 +216,7 @@ class TransactionFootprint:
     partitioned: bool
     read_predicates: tuple[Any, ...] = ()
     read_whole_table: bool = False
-    read_paths: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+    read_paths: pa.Array = field(default_factory=lambda: pa.nulls(0, pa.string()))
     read_app_ids: frozenset[str] = frozenset()
     app_transactions: Mapping[str, int] = field(default_factory=dict)
     removed_paths: frozenset[str] = frozenset()
@@ -361,7 +362,7 @@ def _check_delete_read(footprint: TransactionFootprint, winner: WinningCommit) -
     if not winner.removed_paths:
         return
     if len(footprint.read_paths):
-        removed = pa.array(winner.removed_paths, pa.string())
+        removed = string_array(list(winner.removed_paths))
         hits = footprint.read_paths.filter(pc.is_in(footprint.read_paths, value_set=removed))
         if len(hits):
             raise ConcurrentDeleteReadException(
@@ -397,9 +398,9 @@ def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:
     paths = paths.cast(pa.string())
     if len(paths) == 0:
         return paths
-    encoded = pc.fill_null(pc.match_substring(paths, "%"), False)
+    encoded = pc.fill_null(pc.match_substring(paths, "%"), bool_scalar(False))
     if not pc.any(encoded).as_py():
         return paths
     values = paths.to_pylist()
     flags = encoded.to_pylist()
-    return pa.array([decode_log_path(v) if f and v is not None else v for v, f in zip(values, flags, strict=True)], pa.string())
+    return string_array([decode_log_path(v) if f and v is not None else v for v, f in zip(values, flags, strict=True)])

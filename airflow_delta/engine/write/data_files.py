@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -35,6 +34,7 @@ from airflow_delta.engine.errors import (
 )
 from airflow_delta.engine.model.actions import AddFile, Metadata
 from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int, check_str
+from airflow_delta.engine.model.arrow_numpy import group_row_indices
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.constraints import (
     Constraint,
@@ -383,9 +383,7 @@ def _split_partitions(data: pa.Table, layout: _WriteLayout) -> Iterator[tuple[di
     if not layout.partition_columns:
         yield {}, data
         return
-    keys = data.select(list(layout.partition_columns))
-    indexed = keys.append_column("__row", pa.array(np.arange(data.num_rows, dtype=np.int64)))
-    groups = indexed.group_by(list(layout.partition_columns), use_threads=False).aggregate([("__row", "list")])
+    groups = group_row_indices(data, layout.partition_columns)
     row_lists = groups.column("__row_list")
     key_rows = groups.select(list(layout.partition_columns)).to_pylist()
     for i, key in enumerate(key_rows):

@@ -6,11 +6,13 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import DeltaError
 from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.stats_parse import parse_stats
 
@@ -24,9 +26,9 @@ def files_may_match(predicates: Sequence[Any], files: pa.Table, metadata: Metada
     not available, stats that do not parse) counts as a possible match.
     """
     n = files.num_rows
-    everything = pa.array([True] * n, pa.bool_())
+    everything = bool_array(np.ones(n, dtype=bool))
     if n == 0 or not predicates:
-        return everything if predicates else pa.array([False] * n, pa.bool_())
+        return everything if predicates else bool_array(np.zeros(n, dtype=bool))
     try:
         from airflow_delta.engine.expressions import prune_files
     except ImportError:  # pragma: no cover - before the expression engine exists
@@ -54,7 +56,7 @@ def files_may_match(predicates: Sequence[Any], files: pa.Table, metadata: Metada
         log.debug("could not evaluate read predicates on files (%s); every file counts as matching", exc)
         return everything
     assert mask is not None
-    return pc.fill_null(mask, True)
+    return pc.fill_null(mask, bool_scalar(True))  # a Python True would import pandas
 
 
 __all__ = ["files_may_match"]

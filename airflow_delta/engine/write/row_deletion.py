@@ -22,6 +22,7 @@ from airflow_delta.engine.errors import (
     RowIndexOutOfRangeError,
 )
 from airflow_delta.engine.model.actions import AddFile, DeletionVectorDescriptor, Metadata, RemoveFile
+from airflow_delta.engine.model.arrow_numpy import bool_scalar, combined, string_array
 from airflow_delta.engine.model.deletion_vector_files import (
     DEFAULT_PACKING_TARGET_SIZE,
     dv_descriptor_from_struct,
@@ -190,11 +191,11 @@ def live_files_by_path(snapshot: Snapshot, keys: Sequence[str]) -> pa.Table:
     """
 
     live: pa.Table = snapshot.add_actions
-    wanted = pa.array(list(keys), pa.string())
-    log_paths = live.column("path").combine_chunks() if live.num_rows else pa.array([], pa.string())
+    wanted = string_array(list(keys))
+    log_paths = combined(live.column("path"))
     relative = relative_paths(snapshot.table_root, log_paths)
-    by_log = pc.fill_null(pc.is_in(log_paths, value_set=wanted), False)
-    by_relative = pc.fill_null(pc.is_in(relative, value_set=wanted), False)
+    by_log = pc.fill_null(pc.is_in(log_paths, value_set=wanted), bool_scalar(False))
+    by_relative = pc.fill_null(pc.is_in(relative, value_set=wanted), bool_scalar(False))
     mask = pc.or_(by_log, by_relative)
     found = live.filter(mask)
     found_log = log_paths.filter(mask).to_pylist()
@@ -215,7 +216,7 @@ def live_files_by_path(snapshot: Snapshot, keys: Sequence[str]) -> pa.Table:
             + (f" ({len(missing) - 1} more are not either)" if len(missing) > 1 else "")
             + "; use the paths snapshot.files() or Transaction.read_files() return"
         )
-    return found.append_column("key", pa.array(key_of, pa.string()))
+    return found.append_column("key", string_array(key_of))
 
 
 def num_records_of(snapshot: Snapshot, row: Mapping[str, Any]) -> int:

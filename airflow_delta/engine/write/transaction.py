@@ -73,6 +73,7 @@ from airflow_delta.engine.model.arguments import (
     check_str_mapping,
     check_str_sequence,
 )
+from airflow_delta.engine.model.arrow_numpy import string_array
 from airflow_delta.engine.model.commit_info import (
     ENGINE_INFO,
     build_commit_info,
@@ -345,7 +346,7 @@ class Transaction:
                 raise InvalidArgumentError("paths", paths, f"pass an array of string paths, not of {paths.type}")
             arr = paths
         else:
-            arr = pa.array(check_str_sequence("paths", paths), pa.string())
+            arr = string_array(list(check_str_sequence("paths", paths)))
         self._read_path_chunks.append(decode_paths(arr))
 
     def read_app_transaction(self, app_id: str) -> int | None:
@@ -1137,7 +1138,7 @@ def _load_latest(location: TableLocation) -> Snapshot | None:
 
 def _concat(chunks: list[pa.Array]) -> pa.Array:
     if not chunks:
-        return pa.array([], pa.string())
+        return pa.nulls(0, pa.string())
     return pa.concat_arrays([c.cast(pa.string()) for c in chunks])
 
 

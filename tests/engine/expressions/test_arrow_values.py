@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_delta.engine.expressions.arrow_values import arrow_array, arrow_scalar, evaluate, python_value
+from airflow_delta.engine.expressions.arrow_values import (
+    arrow_array,
+    arrow_scalar,
+    evaluate,
+    python_value,
+    table_from_rows,
+)
 
 _TIMESTAMP = st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30))
 
@@ -36,6 +42,28 @@ CASES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [
     (pa.timestamp("ms", tz="UTC"), _TIMESTAMP.map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))),
     (pa.duration("us"), st.timedeltas(min_value=dt.timedelta(days=-10**6), max_value=dt.timedelta(days=10**6))),
 ]
+
+# Nested types (checkpoint rows: protocol, metaData, txn, domainMetadata), children nullable.
+_TEXT = st.none() | st.text(max_size=4)
+_STRING_MAP = pa.map_(pa.string(), pa.string())
+_MAP_VALUE = st.dictionaries(st.text(max_size=3), _TEXT, max_size=3) | st.lists(st.tuples(st.text(max_size=3), _TEXT), max_size=3)
+_PROTOCOL_LIKE = pa.struct([("minReaderVersion", pa.int32()), ("features", pa.list_(pa.string()))])
+_METADATA_LIKE = pa.struct([
+    ("id", pa.string()), ("format", pa.struct([("provider", pa.string()), ("options", _STRING_MAP)])),
+    ("configuration", _STRING_MAP), ("createdTime", pa.int64()),
+])
+NESTED_CASES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [
+    (pa.list_(pa.int64()), st.lists(st.none() | st.integers(-(2**63), 2**63 - 1), max_size=4)),
+    (pa.large_list(pa.string()), st.lists(_TEXT, max_size=4) | st.lists(_TEXT, max_size=4).map(tuple)),
+    (_STRING_MAP, _MAP_VALUE),
+    (_PROTOCOL_LIKE, st.fixed_dictionaries(
+        {}, optional={"minReaderVersion": st.none() | st.integers(1, 3), "features": st.none() | st.lists(_TEXT, max_size=3)})),
+    (_METADATA_LIKE, st.fixed_dictionaries({"id": _TEXT}, optional={
+        "format": st.none() | st.fixed_dictionaries({"provider": _TEXT, "options": st.none() | _MAP_VALUE}),
+        "configuration": st.none() | _MAP_VALUE, "createdTime": st.none() | st.integers(0, 2**62),
+    })),
+]
+CASES += NESTED_CASES
 
 
 @pytest.mark.parametrize(("arrow_type", "values"), CASES, ids=[str(t) for t, _ in CASES])
@@ -88,3 +116,9 @@ def test_a_lone_surrogate_is_refused_as_pyarrow_refuses_it() -> None:
         pa.scalar("a\ud800", pa.string())
     with pytest.raises((pa.ArrowException, UnicodeEncodeError)):
         arrow_scalar("a\ud800", pa.string())
+
+
+@given(rows=st.lists(st.fixed_dictionaries({}, optional={"protocol": NESTED_CASES[3][1], "metaData": NESTED_CASES[4][1]}), max_size=5))
+def test_table_from_rows_equals_from_pylist(rows: list[dict[str, Any]]) -> None:
+    schema = pa.schema([("protocol", _PROTOCOL_LIKE), ("metaData", _METADATA_LIKE)])
+    assert table_from_rows(rows, schema).equals(pa.Table.from_pylist(rows, schema=schema))
