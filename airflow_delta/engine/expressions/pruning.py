@@ -424,20 +424,40 @@ def _any_value_within(values: pa.Array, stats: _ColumnStats) -> pa.BooleanArray:
     values starting with p are one contiguous run of the sorted list.
     """
     n_values = len(values)
-    sorted_np = values.to_numpy(zero_copy_only=False)
+    sorted_np = _searchable(values)
     # A missing bound does not limit: the smallest (largest) value stands in for it.
     low = stats.min.fill_null(values[0]) if stats.min is not None else pa.repeat(values[0], _num_files(stats))
-    first = np.searchsorted(sorted_np, low.to_numpy(zero_copy_only=False), side="left")
+    first = np.searchsorted(sorted_np, _searchable(low.cast(values.type)), side="left")
     in_list = _flags(first < n_values)
     candidate = values.take(_positions(np.minimum(first, n_values - 1)))
     found = pc.and_(in_list, _keep(pc.less_equal(candidate, stats.max))) if stats.max is not None else in_list
     if stats.max_prefix is not None and _is_string(values.type):
         prefix = stats.max_prefix.cast(values.type)
         start = pc.max_element_wise(low, prefix.fill_null(values[0]))
-        first = np.searchsorted(sorted_np, start.to_numpy(zero_copy_only=False), side="left")
+        first = np.searchsorted(sorted_np, _searchable(start.cast(values.type)), side="left")
         candidate = values.take(_positions(np.minimum(first, n_values - 1)))
         found = pc.or_(found, pc.and_(_flags(first < n_values), _starts_with(candidate, prefix)))
     return found
+
+
+def _searchable(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``array`` (no nulls) as numpy values that order as the Arrow values do, without pandas
+    (``to_numpy`` of Arrow arrays loads it): fixed-width numbers and temporals straight from
+    their buffer (a temporal's integer ticks order as it does), anything else as objects."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    t = array.type
+    if array.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)):
+        if pa.types.is_floating(t):
+            dtype = np.dtype(f"float{t.bit_width}")
+        elif pa.types.is_unsigned_integer(t):
+            dtype = np.dtype(f"uint{t.bit_width}")
+        else:
+            dtype = np.dtype(f"int{t.bit_width}")
+        return np.frombuffer(array.buffers()[1], dtype=dtype, count=array.offset + len(array))[array.offset :]
+    values = np.empty(len(array), dtype=object)
+    values[:] = array.to_pylist()
+    return values
 
 
 def _positions(indices: np.ndarray) -> pa.Array:
