@@ -100,12 +100,7 @@ def _check_int(name: str, value: object, *, minimum: int, optional: bool = False
 
 
 def _check_number(name: str, value: object, *, minimum: float) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < minimum
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
         raise InvalidArgumentError(name, value, f"a finite number >= {minimum}")
 
 
@@ -698,6 +693,7 @@ _READERS: dict[str, Callable[[_JsonObject], Spec]] = {
     MergeSpec.OPERATION: _merge_from,
 }
 
+
 def spec_from_json(text: str | bytes) -> Spec:
     """Any spec from its JSON, by its ``operation``: what the job program calls."""
     document = _load_document(text, None)
@@ -706,4 +702,3 @@ def spec_from_json(text: str | bytes) -> Spec:
     if reader is None:
         raise InvalidArgumentError("spec.operation", operation, f"one of {sorted(_READERS)}")
     return reader(document)
-
