@@ -181,7 +181,7 @@ def _load_document(text: str | bytes, operation: str | None) -> _JsonObject:
         raise InvalidArgumentError("spec", text, f"a JSON document ({error})") from None
     document = _JsonObject("spec", value)
     version = document.required("specVersion")
-    if isinstance(version, bool) or version != SPEC_VERSION:
+    if type(version) is not int or version != SPEC_VERSION:
         raise InvalidArgumentError(
             "spec.specVersion", version, f"{SPEC_VERSION}: this version of airflow-delta reads no other"
         )
@@ -531,7 +531,7 @@ class MergeClause:
     star: bool = False
 
     def __post_init__(self) -> None:
-        if self.kind not in _CLAUSE_GROUP:
+        if not isinstance(self.kind, str) or self.kind not in _CLAUSE_GROUP:
             raise InvalidArgumentError("MergeClause.kind", self.kind, f"one of {sorted(_CLAUSE_GROUP)}")
         _check_text("MergeClause.condition", self.condition, optional=True)
         _check_bool("MergeClause.star", self.star)

@@ -184,3 +184,15 @@ def test_executor_requirements_use_pyprojects_ranges() -> None:
     names = {requirement.split(">")[0] for requirement in EXECUTOR_REQUIREMENTS}
     assert {"pyarrow", "pyroaring"} <= names
     assert not names & {"apache-airflow", "pyspark", "apache-airflow-providers-apache-spark"}
+
+
+def test_packaging_imports_the_stdlib_only() -> None:
+    program = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import airflow_delta.spark.packaging\n"
+        "loaded = {name.split('.')[0] for name in set(sys.modules) - before}\n"
+        "print(sorted(loaded - set(sys.stdlib_module_names) - {'airflow_delta'}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

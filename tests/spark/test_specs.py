@@ -211,6 +211,7 @@ REFUSED: list[tuple[str, Callable[[], object], str]] = [
         "not another query",
     ),
     ("MergeClause.kind", lambda: MergeClause(kind="matched_insert"), "one of"),  # type: ignore[arg-type]
+    ("MergeClause.kind", lambda: MergeClause(kind=["matched_delete"]), "one of"),  # type: ignore[arg-type]
     ("MergeClause.condition", lambda: MergeClause(kind="matched_delete", condition=""), "non-blank"),
     ("MergeClause.star", lambda: MergeClause(kind="matched_update", star="yes"), "True or False"),  # type: ignore[arg-type]
     ("MergeClause.assignments", lambda: MergeClause(kind="matched_update"), "exactly one of"),
@@ -317,6 +318,8 @@ JSON_REFUSED: list[tuple[str, str, str]] = [
     ("[]", "spec", "a JSON object"),
     (changed(VALID_DELETE, ["specVersion"], 2), "spec.specVersion", "reads no other"),
     (changed(VALID_DELETE, ["specVersion"], True), "spec.specVersion", "reads no other"),
+    (changed(VALID_DELETE, ["specVersion"], 1.0), "spec.specVersion", "reads no other"),
+    (changed(VALID_DELETE, ["operation"], ["delete"]), "spec.operation", "one of"),
     (changed(VALID_DELETE, ["specVersion"], KeyError), "spec.specVersion", "required"),
     (changed(VALID_DELETE, ["operation"], "drop"), "spec.operation", "one of"),
     (changed(VALID_DELETE, ["where"], "x > 1"), "spec.where", "unknown keys are refused"),
@@ -410,3 +413,15 @@ def test_app_ids_are_prefixed_and_distinct() -> None:
 @given(first=identities, second=identities)
 def test_app_id_differs_exactly_when_identities_differ(first: TaskIdentity, second: TaskIdentity) -> None:
     assert (first.app_id == second.app_id) == (first == second)
+
+
+def test_specs_import_neither_pyspark_nor_airflow() -> None:
+    # The operators import the specs in the Airflow worker and the job on the driver: neither
+    # side may pay for (or depend on) the other's framework.
+    program = (
+        "import sys\n"
+        "import airflow_delta.spark.specs\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'pyspark', 'airflow', 'py4j', 'sqlglot'}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
