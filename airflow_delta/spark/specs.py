@@ -146,32 +146,35 @@ def _check_instance(name: str, value: object, cls: type, *, optional: bool = Fal
 
 
 class _JsonObject:
-    """One JSON object being read at ``path``; ``finish`` refuses the keys nobody took."""
+    """One JSON object being read at ``path``, holding only the keys its reader knows.
 
-    def __init__(self, path: str, value: object) -> None:
+    Unknown keys are refused before any field is read, so that a misspelt key is named as
+    such rather than reported as the required key it was meant to be.
+    """
+
+    def __init__(self, path: str, value: object, keys: tuple[str, ...]) -> None:
         if not isinstance(value, dict):
             raise InvalidArgumentError(path, value, "a JSON object")
         self.path = path
         self._value: dict[str, Any] = value
-        self._taken: set[str] = set()
+        self.expect(keys)
 
-    def required(self, key: str) -> Any:
-        if key not in self._value:
-            raise InvalidArgumentError(f"{self.path}.{key}", None, "a value: the key is required")
-        return self.optional(key)
-
-    def optional(self, key: str, default: Any = None) -> Any:
-        self._taken.add(key)
-        return self._value.get(key, default)
-
-    def finish(self) -> None:
-        unknown = sorted(set(self._value) - self._taken)
+    def expect(self, keys: tuple[str, ...]) -> None:
+        unknown = sorted(set(self._value) - set(keys))
         if unknown:
             raise InvalidArgumentError(
                 f"{self.path}.{unknown[0]}",
                 self._value[unknown[0]],
-                f"only the keys {sorted(self._taken)}: unknown keys are refused, not ignored",
+                f"only the keys {sorted(keys)}: unknown keys are refused, not ignored",
             )
+
+    def required(self, key: str) -> Any:
+        if key not in self._value:
+            raise InvalidArgumentError(f"{self.path}.{key}", None, "a value: the key is required")
+        return self._value[key]
+
+    def optional(self, key: str, default: Any = None) -> Any:
+        return self._value.get(key, default)
 
 
 def _load_document(text: str | bytes, operation: str | None) -> _JsonObject:
@@ -179,7 +182,8 @@ def _load_document(text: str | bytes, operation: str | None) -> _JsonObject:
         value = json.loads(text)
     except (ValueError, TypeError) as error:
         raise InvalidArgumentError("spec", text, f"a JSON document ({error})") from None
-    document = _JsonObject("spec", value)
+    # Every key for now: the operation's reader narrows them (``expect``) once it is known.
+    document = _JsonObject("spec", value, tuple(value) if isinstance(value, dict) else ())
     version = document.required("specVersion")
     if type(version) is not int or version != SPEC_VERSION:
         raise InvalidArgumentError(
@@ -226,13 +230,12 @@ class TableRef:
 
     @classmethod
     def from_obj(cls, path: str, value: object) -> TableRef:
-        obj = _JsonObject(path, value)
+        obj = _JsonObject(path, value, ("uri", "version", "storageOptions"))
         ref = cls(
             uri=obj.required("uri"),
             version=obj.optional("version"),
             storage_options=obj.optional("storageOptions", {}),
         )
-        obj.finish()
         return ref
 
 
@@ -276,14 +279,13 @@ class TaskIdentity:
 
     @classmethod
     def from_obj(cls, path: str, value: object) -> TaskIdentity:
-        obj = _JsonObject(path, value)
+        obj = _JsonObject(path, value, ("dagId", "taskId", "runId", "mapIndex"))
         identity = cls(
             dag_id=obj.required("dagId"),
             task_id=obj.required("taskId"),
             run_id=obj.required("runId"),
             map_index=obj.optional("mapIndex", -1),
         )
-        obj.finish()
         return identity
 
 
@@ -328,7 +330,8 @@ class ExecutionOptions:
 
     @classmethod
     def from_obj(cls, path: str, value: object) -> ExecutionOptions:
-        obj = _JsonObject(path, value)
+        keys = ("maxAttempts", "backoffInitialSeconds", "backoffMaxSeconds", "backoffMultiplier", "useDeletionVectors")
+        obj = _JsonObject(path, value, keys)
         defaults = cls()
         options = cls(
             max_attempts=obj.optional("maxAttempts", defaults.max_attempts),
@@ -337,7 +340,6 @@ class ExecutionOptions:
             backoff_multiplier=obj.optional("backoffMultiplier", defaults.backoff_multiplier),
             use_deletion_vectors=obj.optional("useDeletionVectors"),
         )
-        obj.finish()
         return options
 
 
@@ -382,13 +384,13 @@ class DeleteSpec:
 
 
 def _delete_from(obj: _JsonObject) -> DeleteSpec:
+    obj.expect(("specVersion", "operation", "table", "predicate", "identity", "options"))
     spec = DeleteSpec(
         table=TableRef.from_obj("spec.table", obj.required("table")),
         predicate=obj.optional("predicate"),
         identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
         options=_options_from(obj),
     )
-    obj.finish()
     return spec
 
 
@@ -434,6 +436,7 @@ class UpdateSpec:
 
 
 def _update_from(obj: _JsonObject) -> UpdateSpec:
+    obj.expect(("specVersion", "operation", "table", "set", "predicate", "identity", "options"))
     spec = UpdateSpec(
         table=TableRef.from_obj("spec.table", obj.required("table")),
         set=obj.required("set"),
@@ -441,7 +444,6 @@ def _update_from(obj: _JsonObject) -> UpdateSpec:
         identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
         options=_options_from(obj),
     )
-    obj.finish()
     return spec
 
 
@@ -499,7 +501,7 @@ class MergeSource:
 
     @classmethod
     def from_obj(cls, path: str, value: object) -> MergeSource:
-        obj = _JsonObject(path, value)
+        obj = _JsonObject(path, value, ("delta", "parquet", "query", "views"))
         delta = obj.optional("delta")
         views = obj.optional("views", {})
         if not isinstance(views, dict):
@@ -510,7 +512,6 @@ class MergeSource:
             query=obj.optional("query"),
             views={name: cls.from_obj(f"{path}.views.{name}", view) for name, view in views.items()},
         )
-        obj.finish()
         return source
 
 
@@ -573,14 +574,13 @@ class MergeClause:
 
     @classmethod
     def from_obj(cls, path: str, value: object) -> MergeClause:
-        obj = _JsonObject(path, value)
+        obj = _JsonObject(path, value, ("kind", "condition", "assignments", "star"))
         clause = cls(
             kind=obj.required("kind"),
             condition=obj.optional("condition"),
             assignments=obj.optional("assignments"),
             star=obj.optional("star", False),
         )
-        obj.finish()
         return clause
 
 
@@ -667,6 +667,21 @@ class MergeSpec:
 
 
 def _merge_from(obj: _JsonObject) -> MergeSpec:
+    obj.expect(
+        (
+            "specVersion",
+            "operation",
+            "target",
+            "source",
+            "sourceAlias",
+            "targetAlias",
+            "on",
+            "clauses",
+            "schemaEvolution",
+            "identity",
+            "options",
+        )
+    )
     clauses = obj.required("clauses")
     if not isinstance(clauses, list):
         raise InvalidArgumentError("spec.clauses", clauses, "a JSON array of clauses")
@@ -681,7 +696,6 @@ def _merge_from(obj: _JsonObject) -> MergeSpec:
         identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
         options=_options_from(obj),
     )
-    obj.finish()
     return spec
 
 

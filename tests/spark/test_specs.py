@@ -335,6 +335,13 @@ JSON_REFUSED: list[tuple[str, str, str]] = [
     (changed(VALID_MERGE, ["clauses"], {}), "spec.clauses", "a JSON array"),
     (changed(VALID_MERGE, ["source", "views", "v", "format"], "csv"), "spec.source.views.v.format", "unknown keys"),
     (changed(VALID_MERGE, ["source", "views"], []), "spec.source.views", "a JSON object"),
+    # A misspelt key is named as unknown, not reported as the key it was meant to be.
+    (changed(VALID_MERGE, ["source"], {"parquett": "p"}), "spec.source.parquett", "unknown keys"),
+    (
+        changed(VALID_DELETE, ["identity"], {"dag_id": "d", "taskId": "t", "runId": "r"}),
+        "spec.identity.dag_id",
+        "unknown",
+    ),
     (changed(VALID_MERGE, ["source", "query"], KeyError), "MergeSource", "exactly one of"),
 ]
 
