@@ -231,12 +231,11 @@ class TableRef:
     @classmethod
     def from_obj(cls, path: str, value: object) -> TableRef:
         obj = _JsonObject(path, value, ("uri", "version", "storageOptions"))
-        ref = cls(
+        return cls(
             uri=obj.required("uri"),
             version=obj.optional("version"),
             storage_options=obj.optional("storageOptions", {}),
         )
-        return ref
 
 
 @dataclass(frozen=True)
@@ -280,13 +279,12 @@ class TaskIdentity:
     @classmethod
     def from_obj(cls, path: str, value: object) -> TaskIdentity:
         obj = _JsonObject(path, value, ("dagId", "taskId", "runId", "mapIndex"))
-        identity = cls(
+        return cls(
             dag_id=obj.required("dagId"),
             task_id=obj.required("taskId"),
             run_id=obj.required("runId"),
             map_index=obj.optional("mapIndex", -1),
         )
-        return identity
 
 
 @dataclass(frozen=True)
@@ -333,14 +331,13 @@ class ExecutionOptions:
         keys = ("maxAttempts", "backoffInitialSeconds", "backoffMaxSeconds", "backoffMultiplier", "useDeletionVectors")
         obj = _JsonObject(path, value, keys)
         defaults = cls()
-        options = cls(
+        return cls(
             max_attempts=obj.optional("maxAttempts", defaults.max_attempts),
             backoff_initial_seconds=obj.optional("backoffInitialSeconds", defaults.backoff_initial_seconds),
             backoff_max_seconds=obj.optional("backoffMaxSeconds", defaults.backoff_max_seconds),
             backoff_multiplier=obj.optional("backoffMultiplier", defaults.backoff_multiplier),
             use_deletion_vectors=obj.optional("useDeletionVectors"),
         )
-        return options
 
 
 def _options_from(obj: _JsonObject) -> ExecutionOptions:
@@ -385,13 +382,12 @@ class DeleteSpec:
 
 def _delete_from(obj: _JsonObject) -> DeleteSpec:
     obj.expect(("specVersion", "operation", "table", "predicate", "identity", "options"))
-    spec = DeleteSpec(
+    return DeleteSpec(
         table=TableRef.from_obj("spec.table", obj.required("table")),
         predicate=obj.optional("predicate"),
         identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
         options=_options_from(obj),
     )
-    return spec
 
 
 @dataclass(frozen=True)
@@ -437,14 +433,13 @@ class UpdateSpec:
 
 def _update_from(obj: _JsonObject) -> UpdateSpec:
     obj.expect(("specVersion", "operation", "table", "set", "predicate", "identity", "options"))
-    spec = UpdateSpec(
+    return UpdateSpec(
         table=TableRef.from_obj("spec.table", obj.required("table")),
         set=obj.required("set"),
         predicate=obj.optional("predicate"),
         identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
         options=_options_from(obj),
     )
-    return spec
 
 
 @dataclass(frozen=True)
@@ -506,13 +501,12 @@ class MergeSource:
         views = obj.optional("views", {})
         if not isinstance(views, dict):
             raise InvalidArgumentError(f"{path}.views", views, "a JSON object of view name -> source")
-        source = cls(
+        return cls(
             delta=None if delta is None else TableRef.from_obj(f"{path}.delta", delta),
             parquet=obj.optional("parquet"),
             query=obj.optional("query"),
             views={name: cls.from_obj(f"{path}.views.{name}", view) for name, view in views.items()},
         )
-        return source
 
 
 @dataclass(frozen=True)
@@ -575,13 +569,12 @@ class MergeClause:
     @classmethod
     def from_obj(cls, path: str, value: object) -> MergeClause:
         obj = _JsonObject(path, value, ("kind", "condition", "assignments", "star"))
-        clause = cls(
+        return cls(
             kind=obj.required("kind"),
             condition=obj.optional("condition"),
             assignments=obj.optional("assignments"),
             star=obj.optional("star", False),
         )
-        return clause
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -685,7 +678,7 @@ def _merge_from(obj: _JsonObject) -> MergeSpec:
     clauses = obj.required("clauses")
     if not isinstance(clauses, list):
         raise InvalidArgumentError("spec.clauses", clauses, "a JSON array of clauses")
-    spec = MergeSpec(
+    return MergeSpec(
         target=TableRef.from_obj("spec.target", obj.required("target")),
         source=MergeSource.from_obj("spec.source", obj.required("source")),
         source_alias=obj.optional("sourceAlias", "source"),
@@ -696,7 +689,6 @@ def _merge_from(obj: _JsonObject) -> MergeSpec:
         identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
         options=_options_from(obj),
     )
-    return spec
 
 
 Spec = DeleteSpec | UpdateSpec | MergeSpec
