@@ -1,0 +1,710 @@
+"""The job specifications: what an operator asks a Spark program to do, as JSON.
+
+The operators build these in the Airflow worker, ``spark-submit`` carries them to the
+driver as one JSON argument, and the Spark programs read them back. They are the contract
+between the two sides, so both sides validate them the same way: every object checks its
+fields when it is made (in ``__post_init__``), and ``from_json`` refuses unknown
+``specVersion`` values and unknown keys instead of ignoring them, because a key the driver
+does not understand is a request it would silently not honour.
+
+Bad input raises :class:`airflow_delta.engine.InvalidArgumentError` naming the field
+(``MergeClause.assignments``, ``spec.target.storageOptions``) and what to fix. This module
+imports only the stdlib and the engine's public API (for its errors): no pyspark, no
+Airflow, so the operators can import it cheaply and the programs without Airflow.
+
+JSON keys are camelCase, as in Delta's own log (``specVersion``, ``storageOptions``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from airflow_delta.engine import InvalidArgumentError
+
+__all__ = [
+    "APP_ID_PREFIX",
+    "SPEC_VERSION",
+    "DeleteSpec",
+    "ExecutionOptions",
+    "MergeClause",
+    "MergeClauseKind",
+    "MergeSource",
+    "MergeSpec",
+    "Spec",
+    "TableRef",
+    "TaskIdentity",
+    "UpdateSpec",
+    "spec_from_json",
+]
+
+SPEC_VERSION = 1
+"""The version of the JSON layout; a program refuses any other, so a newer operator never
+talks to an older job (or the reverse) without saying so."""
+
+APP_ID_PREFIX = "airflow-delta:"
+
+MergeClauseKind = Literal[
+    "matched_update",
+    "matched_delete",
+    "not_matched_insert",
+    "not_matched_by_source_update",
+    "not_matched_by_source_delete",
+]
+
+# Delta's clause groups, in the order MERGE evaluates them: WHEN MATCHED, WHEN NOT MATCHED
+# [BY TARGET], WHEN NOT MATCHED BY SOURCE. Within a group the first clause whose condition
+# holds wins, which is why only the last clause of a group may omit its condition.
+_CLAUSE_GROUP: dict[str, str] = {
+    "matched_update": "WHEN MATCHED",
+    "matched_delete": "WHEN MATCHED",
+    "not_matched_insert": "WHEN NOT MATCHED",
+    "not_matched_by_source_update": "WHEN NOT MATCHED BY SOURCE",
+    "not_matched_by_source_delete": "WHEN NOT MATCHED BY SOURCE",
+}
+_GROUP_ORDER = ("WHEN MATCHED", "WHEN NOT MATCHED", "WHEN NOT MATCHED BY SOURCE")
+
+# A Spark SQL identifier usable unquoted as an alias or a temporary view name.
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+# ---------------------------------------------------------------------------------------
+# Field checks: each names the field and says what is accepted.
+
+
+def _check_text(name: str, value: object, *, optional: bool = False) -> None:
+    """A non-blank string (SQL text, ids, URIs): blank text is always a mistake."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value.strip():
+        expected = "a non-blank string" + (", or None" if optional else "")
+        raise InvalidArgumentError(name, value, expected)
+
+
+def _check_identifier(name: str, value: object) -> None:
+    if not isinstance(value, str) or not _IDENTIFIER.match(value):
+        raise InvalidArgumentError(name, value, "an identifier: letters, digits and _, not starting with a digit")
+
+
+def _check_int(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    # bool is an int in Python, but True as a version or a count is a mistake.
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(name, value, f"an int >= {minimum}" + (", or None" if optional else ""))
+
+
+def _check_number(name: str, value: object, *, minimum: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
+        raise InvalidArgumentError(name, value, f"a finite number >= {minimum}")
+
+
+def _check_bool(name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(name, value, "True or False" + (", or None" if optional else ""))
+
+
+def _check_str_dict(name: str, value: object, *, non_empty: bool, sql_values: bool) -> None:
+    """A dict of str -> str; with ``sql_values`` the keys are column names and the values
+    SQL expressions, so both must be non-blank and the keys distinct ignoring case (Spark
+    resolves column names case-insensitively, so ``a`` and ``A`` would be one column set twice)."""
+    expected = "a dict of str -> str" + (" with at least one entry" if non_empty else "")
+    if not isinstance(value, dict) or (non_empty and not value):
+        raise InvalidArgumentError(name, value, expected)
+    seen: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise InvalidArgumentError(name, value, expected)
+        if sql_values:
+            _check_text(f"{name}[{key!r}]", item)
+            if not key.strip():
+                raise InvalidArgumentError(name, value, "column names that are not blank")
+            folded = key.casefold()
+            if folded in seen:
+                raise InvalidArgumentError(
+                    name, value, f"each column once: {seen[folded]!r} and {key!r} are the same column"
+                )
+            seen[folded] = key
+
+
+def _check_instance(name: str, value: object, cls: type, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, cls):
+        raise InvalidArgumentError(name, value, f"a {cls.__name__}" + (", or None" if optional else ""))
+
+
+# ---------------------------------------------------------------------------------------
+# Reading JSON objects: every key known, every required key present.
+
+
+class _JsonObject:
+    """One JSON object being read at ``path``, holding only the keys its reader knows.
+
+    Unknown keys are refused before any field is read, so that a misspelt key is named as
+    such rather than reported as the required key it was meant to be.
+    """
+
+    def __init__(self, path: str, value: object, keys: tuple[str, ...]) -> None:
+        if not isinstance(value, dict):
+            raise InvalidArgumentError(path, value, "a JSON object")
+        self.path = path
+        self._value: dict[str, Any] = value
+        self.expect(keys)
+
+    def expect(self, keys: tuple[str, ...]) -> None:
+        unknown = sorted(set(self._value) - set(keys))
+        if unknown:
+            raise InvalidArgumentError(
+                f"{self.path}.{unknown[0]}",
+                self._value[unknown[0]],
+                f"only the keys {sorted(keys)}: unknown keys are refused, not ignored",
+            )
+
+    def required(self, key: str) -> Any:
+        if key not in self._value:
+            raise InvalidArgumentError(f"{self.path}.{key}", None, "a value: the key is required")
+        return self._value[key]
+
+    def optional(self, key: str, default: Any = None) -> Any:
+        return self._value.get(key, default)
+
+
+def _load_document(text: str | bytes, operation: str | None) -> _JsonObject:
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError) as error:
+        raise InvalidArgumentError("spec", text, f"a JSON document ({error})") from None
+    # Every key for now: the operation's reader narrows them (``expect``) once it is known.
+    document = _JsonObject("spec", value, tuple(value) if isinstance(value, dict) else ())
+    version = document.required("specVersion")
+    if type(version) is not int or version != SPEC_VERSION:
+        raise InvalidArgumentError(
+            "spec.specVersion", version, f"{SPEC_VERSION}: this version of airflow-delta reads no other"
+        )
+    found = document.required("operation")
+    if operation is not None and found != operation:
+        raise InvalidArgumentError("spec.operation", found, f"{operation!r} for this spec type")
+    return document
+
+
+def _dump_document(operation: str, body: dict[str, Any]) -> str:
+    # Sorted keys and no floats beyond JSON's: the same spec is always the same text.
+    return json.dumps(
+        {"specVersion": SPEC_VERSION, "operation": operation, **body},
+        sort_keys=True,
+        separators=(",", ":"),
+        allow_nan=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The pieces.
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A Delta table: its URI, an optional version to read, and the storage options of
+    its root (credentials, endpoints) in the engine's FileIO vocabulary."""
+
+    uri: str
+    version: int | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_text("TableRef.uri", self.uri)
+        _check_int("TableRef.version", self.version, minimum=0, optional=True)
+        _check_str_dict("TableRef.storage_options", self.storage_options, non_empty=False, sql_values=False)
+        # A copy, so a caller mutating its dict cannot change a frozen spec.
+        object.__setattr__(self, "storage_options", dict(self.storage_options))
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"uri": self.uri, "version": self.version, "storageOptions": dict(self.storage_options)}
+
+    @classmethod
+    def from_obj(cls, path: str, value: object) -> TableRef:
+        obj = _JsonObject(path, value, ("uri", "version", "storageOptions"))
+        return cls(
+            uri=obj.required("uri"),
+            version=obj.optional("version"),
+            storage_options=obj.optional("storageOptions", {}),
+        )
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """The Airflow task instance a job works for: what makes its commit findable and once-only.
+
+    ``map_index`` is -1 for an unmapped task, as in Airflow.
+    """
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int = -1
+
+    def __post_init__(self) -> None:
+        _check_text("TaskIdentity.dag_id", self.dag_id)
+        _check_text("TaskIdentity.task_id", self.task_id)
+        _check_text("TaskIdentity.run_id", self.run_id)
+        _check_int("TaskIdentity.map_index", self.map_index, minimum=-1)
+
+    @property
+    def app_id(self) -> str:
+        """The Delta ``txn`` appId of this task instance's commit.
+
+        The job commits with ``SetTransaction(appId=app_id, version=1)``. Delta keeps the
+        latest version per appId in every snapshot, so before submitting, a retry of the
+        task sees that an earlier try already committed and returns that commit instead of
+        applying the change again; and a late driver of an earlier try that commits after
+        all fails the conflict check on the same appId. Every try of a task instance must
+        therefore derive the same appId, in any process on any machine: it is a SHA-256 of
+        the four fields (never Python's ``hash``, which is salted per process), encoded
+        without ambiguity (JSON of a list, so ``("a:b", "c")`` and ``("a", "b:c")`` differ),
+        and of a fixed length whatever the ids contain.
+        """
+        canonical = json.dumps([self.dag_id, self.task_id, self.run_id, self.map_index], separators=(",", ":"))
+        return APP_ID_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"dagId": self.dag_id, "taskId": self.task_id, "runId": self.run_id, "mapIndex": self.map_index}
+
+    @classmethod
+    def from_obj(cls, path: str, value: object) -> TaskIdentity:
+        obj = _JsonObject(path, value, ("dagId", "taskId", "runId", "mapIndex"))
+        return cls(
+            dag_id=obj.required("dagId"),
+            task_id=obj.required("taskId"),
+            run_id=obj.required("runId"),
+            map_index=obj.optional("mapIndex", -1),
+        )
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    """How the job runs: attempts on logical conflicts, backoff between them, DVs.
+
+    ``max_attempts`` counts every attempt, the first included. The wait before attempt
+    ``n + 1`` is ``min(backoff_initial_seconds * backoff_multiplier ** (n - 1),
+    backoff_max_seconds)``. ``use_deletion_vectors`` None follows the table's
+    ``delta.enableDeletionVectors``; False rewrites files even where DVs are enabled; True
+    requires DVs and fails on a table that does not enable them.
+    """
+
+    max_attempts: int = 3
+    backoff_initial_seconds: float = 1.0
+    backoff_max_seconds: float = 30.0
+    backoff_multiplier: float = 2.0
+    use_deletion_vectors: bool | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("ExecutionOptions.max_attempts", self.max_attempts, minimum=1)
+        _check_number("ExecutionOptions.backoff_initial_seconds", self.backoff_initial_seconds, minimum=0)
+        _check_number("ExecutionOptions.backoff_max_seconds", self.backoff_max_seconds, minimum=0)
+        _check_number("ExecutionOptions.backoff_multiplier", self.backoff_multiplier, minimum=1)
+        if self.backoff_max_seconds < self.backoff_initial_seconds:
+            raise InvalidArgumentError(
+                "ExecutionOptions.backoff_max_seconds",
+                self.backoff_max_seconds,
+                f"at least backoff_initial_seconds ({self.backoff_initial_seconds})",
+            )
+        _check_bool("ExecutionOptions.use_deletion_vectors", self.use_deletion_vectors, optional=True)
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "maxAttempts": self.max_attempts,
+            "backoffInitialSeconds": self.backoff_initial_seconds,
+            "backoffMaxSeconds": self.backoff_max_seconds,
+            "backoffMultiplier": self.backoff_multiplier,
+            "useDeletionVectors": self.use_deletion_vectors,
+        }
+
+    @classmethod
+    def from_obj(cls, path: str, value: object) -> ExecutionOptions:
+        keys = ("maxAttempts", "backoffInitialSeconds", "backoffMaxSeconds", "backoffMultiplier", "useDeletionVectors")
+        obj = _JsonObject(path, value, keys)
+        defaults = cls()
+        return cls(
+            max_attempts=obj.optional("maxAttempts", defaults.max_attempts),
+            backoff_initial_seconds=obj.optional("backoffInitialSeconds", defaults.backoff_initial_seconds),
+            backoff_max_seconds=obj.optional("backoffMaxSeconds", defaults.backoff_max_seconds),
+            backoff_multiplier=obj.optional("backoffMultiplier", defaults.backoff_multiplier),
+            use_deletion_vectors=obj.optional("useDeletionVectors"),
+        )
+
+
+def _options_from(obj: _JsonObject) -> ExecutionOptions:
+    value = obj.optional("options")
+    return ExecutionOptions() if value is None else ExecutionOptions.from_obj(f"{obj.path}.options", value)
+
+
+@dataclass(frozen=True)
+class DeleteSpec:
+    """``DELETE FROM table [WHERE predicate]``: None deletes every row (an empty string
+    is refused: it is more likely a template that rendered to nothing than a wish to
+    delete everything). The predicate is Spark SQL; rows where it is NULL stay."""
+
+    OPERATION: ClassVar[str] = "delete"
+
+    table: TableRef
+    predicate: str | None
+    identity: TaskIdentity
+    options: ExecutionOptions = field(default_factory=ExecutionOptions)
+
+    def __post_init__(self) -> None:
+        _check_instance("DeleteSpec.table", self.table, TableRef)
+        _check_text("DeleteSpec.predicate", self.predicate, optional=True)
+        _check_instance("DeleteSpec.identity", self.identity, TaskIdentity)
+        _check_instance("DeleteSpec.options", self.options, ExecutionOptions)
+
+    def to_json(self) -> str:
+        return _dump_document(
+            self.OPERATION,
+            {
+                "table": self.table.to_obj(),
+                "predicate": self.predicate,
+                "identity": self.identity.to_obj(),
+                "options": self.options.to_obj(),
+            },
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> DeleteSpec:
+        return _delete_from(_load_document(text, cls.OPERATION))
+
+
+def _delete_from(obj: _JsonObject) -> DeleteSpec:
+    obj.expect(("specVersion", "operation", "table", "predicate", "identity", "options"))
+    return DeleteSpec(
+        table=TableRef.from_obj("spec.table", obj.required("table")),
+        predicate=obj.optional("predicate"),
+        identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
+        options=_options_from(obj),
+    )
+
+
+@dataclass(frozen=True)
+class UpdateSpec:
+    """``UPDATE table SET column = expression, ... [WHERE predicate]``.
+
+    ``set`` maps a column name to a Spark SQL expression (cast to the column's type by
+    Spark's store-assignment rules when the job runs).
+    """
+
+    OPERATION: ClassVar[str] = "update"
+
+    table: TableRef
+    set: dict[str, str]
+    predicate: str | None
+    identity: TaskIdentity
+    options: ExecutionOptions = field(default_factory=ExecutionOptions)
+
+    def __post_init__(self) -> None:
+        _check_instance("UpdateSpec.table", self.table, TableRef)
+        _check_str_dict("UpdateSpec.set", self.set, non_empty=True, sql_values=True)
+        object.__setattr__(self, "set", dict(self.set))
+        _check_text("UpdateSpec.predicate", self.predicate, optional=True)
+        _check_instance("UpdateSpec.identity", self.identity, TaskIdentity)
+        _check_instance("UpdateSpec.options", self.options, ExecutionOptions)
+
+    def to_json(self) -> str:
+        return _dump_document(
+            self.OPERATION,
+            {
+                "table": self.table.to_obj(),
+                "set": dict(self.set),
+                "predicate": self.predicate,
+                "identity": self.identity.to_obj(),
+                "options": self.options.to_obj(),
+            },
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> UpdateSpec:
+        return _update_from(_load_document(text, cls.OPERATION))
+
+
+def _update_from(obj: _JsonObject) -> UpdateSpec:
+    obj.expect(("specVersion", "operation", "table", "set", "predicate", "identity", "options"))
+    return UpdateSpec(
+        table=TableRef.from_obj("spec.table", obj.required("table")),
+        set=obj.required("set"),
+        predicate=obj.optional("predicate"),
+        identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
+        options=_options_from(obj),
+    )
+
+
+@dataclass(frozen=True)
+class MergeSource:
+    """The source of a MERGE: exactly one of a Delta table (optionally at a version, read
+    through the engine), a parquet path, or a Spark SQL ``query``.
+
+    A query reads its inputs through ``views``: each name becomes a temporary view of a
+    Delta table or a parquet path (a view is itself a ``MergeSource`` without a query), so
+    the query never needs a catalog or Delta jars.
+    """
+
+    delta: TableRef | None = None
+    parquet: str | None = None
+    query: str | None = None
+    views: dict[str, MergeSource] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_instance("MergeSource.delta", self.delta, TableRef, optional=True)
+        _check_text("MergeSource.parquet", self.parquet, optional=True)
+        _check_text("MergeSource.query", self.query, optional=True)
+        given = [name for name in ("delta", "parquet", "query") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise InvalidArgumentError(
+                "MergeSource", given, "exactly one of delta (a TableRef), parquet (a path) or query (Spark SQL)"
+            )
+        if not isinstance(self.views, dict):
+            raise InvalidArgumentError("MergeSource.views", self.views, "a dict of view name -> MergeSource")
+        if self.views and self.query is None:
+            raise InvalidArgumentError("MergeSource.views", self.views, "no views unless the source is a query")
+        seen: set[str] = set()
+        for name, view in self.views.items():
+            _check_identifier("MergeSource.views", name)
+            if name.casefold() in seen:
+                raise InvalidArgumentError("MergeSource.views", name, "view names distinct ignoring case")
+            seen.add(name.casefold())
+            _check_instance(f"MergeSource.views[{name!r}]", view, MergeSource)
+            if view.query is not None:
+                raise InvalidArgumentError(
+                    f"MergeSource.views[{name!r}]", view.query, "a Delta table or a parquet path, not another query"
+                )
+        object.__setattr__(self, "views", dict(self.views))
+
+    def to_obj(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        if self.delta is not None:
+            obj["delta"] = self.delta.to_obj()
+        if self.parquet is not None:
+            obj["parquet"] = self.parquet
+        if self.query is not None:
+            obj["query"] = self.query
+            obj["views"] = {name: view.to_obj() for name, view in self.views.items()}
+        return obj
+
+    @classmethod
+    def from_obj(cls, path: str, value: object) -> MergeSource:
+        obj = _JsonObject(path, value, ("delta", "parquet", "query", "views"))
+        delta = obj.optional("delta")
+        views = obj.optional("views", {})
+        if not isinstance(views, dict):
+            raise InvalidArgumentError(f"{path}.views", views, "a JSON object of view name -> source")
+        return cls(
+            delta=None if delta is None else TableRef.from_obj(f"{path}.delta", delta),
+            parquet=obj.optional("parquet"),
+            query=obj.optional("query"),
+            views={name: cls.from_obj(f"{path}.views.{name}", view) for name, view in views.items()},
+        )
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One ``WHEN ... THEN ...`` clause of a MERGE.
+
+    ``assignments`` maps a target column to a Spark SQL expression over the source and
+    target aliases (UPDATE SET, or INSERT's columns and values); ``star`` is
+    ``UPDATE SET *`` / ``INSERT *``. An UPDATE or INSERT takes exactly one of the two; a
+    DELETE neither. WHEN NOT MATCHED BY SOURCE has no source row, so its UPDATE cannot be
+    ``*`` (Delta has no such clause).
+    """
+
+    kind: MergeClauseKind
+    condition: str | None = None
+    assignments: dict[str, str] | None = None
+    star: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or self.kind not in _CLAUSE_GROUP:
+            raise InvalidArgumentError("MergeClause.kind", self.kind, f"one of {sorted(_CLAUSE_GROUP)}")
+        _check_text("MergeClause.condition", self.condition, optional=True)
+        _check_bool("MergeClause.star", self.star)
+        if self.assignments is not None:
+            _check_str_dict("MergeClause.assignments", self.assignments, non_empty=True, sql_values=True)
+            object.__setattr__(self, "assignments", dict(self.assignments))
+        if self.kind.endswith("_delete"):
+            if self.assignments is not None or self.star:
+                raise InvalidArgumentError(
+                    "MergeClause.assignments" if self.assignments is not None else "MergeClause.star",
+                    self.assignments if self.assignments is not None else self.star,
+                    f"nothing for {self.kind}: a DELETE assigns no columns",
+                )
+        elif self.kind == "not_matched_by_source_update" and self.star:
+            raise InvalidArgumentError(
+                "MergeClause.star",
+                self.star,
+                "False for not_matched_by_source_update: there is no source row for UPDATE SET *; give assignments",
+            )
+        elif (self.assignments is None) == (not self.star):
+            raise InvalidArgumentError(
+                "MergeClause.assignments",
+                self.assignments,
+                f"exactly one of assignments or star=True for {self.kind}",
+            )
+
+    @property
+    def group(self) -> str:
+        """The clause's group in Delta's words: WHEN MATCHED, WHEN NOT MATCHED, WHEN NOT MATCHED BY SOURCE."""
+        return _CLAUSE_GROUP[self.kind]
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "condition": self.condition,
+            "assignments": None if self.assignments is None else dict(self.assignments),
+            "star": self.star,
+        }
+
+    @classmethod
+    def from_obj(cls, path: str, value: object) -> MergeClause:
+        obj = _JsonObject(path, value, ("kind", "condition", "assignments", "star"))
+        return cls(
+            kind=obj.required("kind"),
+            condition=obj.optional("condition"),
+            assignments=obj.optional("assignments"),
+            star=obj.optional("star", False),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeSpec:
+    """``MERGE INTO target [AS target_alias] USING source [AS source_alias] ON on WHEN ...``.
+
+    ``clauses`` are kept grouped in Delta's order (all WHEN MATCHED, then WHEN NOT
+    MATCHED, then WHEN NOT MATCHED BY SOURCE), each group in the order given: clauses of
+    different groups never compete for a row, so a caller may list them in any order,
+    as with Delta's ``DeltaMergeBuilder``. Delta's rules are checked here: at least one
+    clause, and only the last clause of a group may omit its condition (a clause after an
+    unconditional one of its group could never run). ``schema_evolution`` lets
+    ``UPDATE SET *`` and ``INSERT *`` add the source's new columns to the target.
+    """
+
+    OPERATION: ClassVar[str] = "merge"
+
+    target: TableRef
+    source: MergeSource
+    on: str
+    clauses: tuple[MergeClause, ...]
+    identity: TaskIdentity
+    source_alias: str = "source"
+    target_alias: str = "target"
+    schema_evolution: bool = False
+    options: ExecutionOptions = field(default_factory=ExecutionOptions)
+
+    def __post_init__(self) -> None:
+        _check_instance("MergeSpec.target", self.target, TableRef)
+        _check_instance("MergeSpec.source", self.source, MergeSource)
+        _check_text("MergeSpec.on", self.on)
+        _check_identifier("MergeSpec.source_alias", self.source_alias)
+        _check_identifier("MergeSpec.target_alias", self.target_alias)
+        if self.source_alias.casefold() == self.target_alias.casefold():
+            raise InvalidArgumentError(
+                "MergeSpec.target_alias", self.target_alias, "an alias different from source_alias (ignoring case)"
+            )
+        _check_bool("MergeSpec.schema_evolution", self.schema_evolution)
+        _check_instance("MergeSpec.identity", self.identity, TaskIdentity)
+        _check_instance("MergeSpec.options", self.options, ExecutionOptions)
+        object.__setattr__(self, "clauses", self._checked_clauses(self.clauses))
+
+    @staticmethod
+    def _checked_clauses(clauses: object) -> tuple[MergeClause, ...]:
+        if not isinstance(clauses, (list, tuple)) or not clauses:
+            raise InvalidArgumentError(
+                "MergeSpec.clauses", clauses, "a list of at least one MergeClause: a MERGE needs a WHEN clause"
+            )
+        unconditional_at: dict[str, int] = {}
+        for index, clause in enumerate(clauses):
+            _check_instance(f"MergeSpec.clauses[{index}]", clause, MergeClause)
+            earlier = unconditional_at.get(clause.group)
+            if earlier is not None:
+                raise InvalidArgumentError(
+                    f"MergeSpec.clauses[{earlier}].condition",
+                    None,
+                    f"a condition: only the last {clause.group} clause may omit it, "
+                    f"and clauses[{index}] comes after it (it could never run)",
+                )
+            if clause.condition is None:
+                unconditional_at[clause.group] = index
+        return tuple(sorted(clauses, key=lambda clause: _GROUP_ORDER.index(clause.group)))
+
+    def to_json(self) -> str:
+        return _dump_document(
+            self.OPERATION,
+            {
+                "target": self.target.to_obj(),
+                "source": self.source.to_obj(),
+                "sourceAlias": self.source_alias,
+                "targetAlias": self.target_alias,
+                "on": self.on,
+                "clauses": [clause.to_obj() for clause in self.clauses],
+                "schemaEvolution": self.schema_evolution,
+                "identity": self.identity.to_obj(),
+                "options": self.options.to_obj(),
+            },
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> MergeSpec:
+        return _merge_from(_load_document(text, cls.OPERATION))
+
+
+def _merge_from(obj: _JsonObject) -> MergeSpec:
+    obj.expect(
+        (
+            "specVersion",
+            "operation",
+            "target",
+            "source",
+            "sourceAlias",
+            "targetAlias",
+            "on",
+            "clauses",
+            "schemaEvolution",
+            "identity",
+            "options",
+        )
+    )
+    clauses = obj.required("clauses")
+    if not isinstance(clauses, list):
+        raise InvalidArgumentError("spec.clauses", clauses, "a JSON array of clauses")
+    return MergeSpec(
+        target=TableRef.from_obj("spec.target", obj.required("target")),
+        source=MergeSource.from_obj("spec.source", obj.required("source")),
+        source_alias=obj.optional("sourceAlias", "source"),
+        target_alias=obj.optional("targetAlias", "target"),
+        on=obj.required("on"),
+        clauses=tuple(MergeClause.from_obj(f"spec.clauses[{i}]", clause) for i, clause in enumerate(clauses)),
+        schema_evolution=obj.optional("schemaEvolution", False),
+        identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
+        options=_options_from(obj),
+    )
+
+
+Spec = DeleteSpec | UpdateSpec | MergeSpec
+
+_READERS: dict[str, Callable[[_JsonObject], Spec]] = {
+    DeleteSpec.OPERATION: _delete_from,
+    UpdateSpec.OPERATION: _update_from,
+    MergeSpec.OPERATION: _merge_from,
+}
+
+
+def spec_from_json(text: str | bytes) -> Spec:
+    """Any spec from its JSON, by its ``operation``: what the job program calls."""
+    document = _load_document(text, None)
+    operation = document.optional("operation")
+    reader = _READERS.get(operation) if isinstance(operation, str) else None
+    if reader is None:
+        raise InvalidArgumentError("spec.operation", operation, f"one of {sorted(_READERS)}")
+    return reader(document)

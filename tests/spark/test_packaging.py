@@ -1,0 +1,198 @@
+"""The py_files zip: importable on its own, deterministic, cached by content, built atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import airflow_delta
+from airflow_delta.spark import packaging
+from airflow_delta.spark.packaging import EXECUTOR_REQUIREMENTS, engine_py_files, py_files_zip
+
+INSTALLED_PACKAGE = Path(airflow_delta.__file__).resolve().parent
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def run_with_only_zip(zip_path: Path, cwd: Path, program: str) -> str:
+    """``program``'s stdout in a fresh interpreter importing airflow_delta from the zip alone
+    (the venv's site-packages stay: they stand for the executors' installed requirements)."""
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=cwd,
+        env={"PYTHONPATH": str(zip_path), "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def copied_package(tmp_path: Path) -> Path:
+    copy = tmp_path / "tree" / "airflow_delta"
+    shutil.copytree(INSTALLED_PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_the_zip_alone_provides_the_engine_and_the_spark_programs(tmp_path: Path) -> None:
+    zip_path = engine_py_files(tmp_path / "cache")
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    program = (
+        "import importlib.metadata, json, sys\n"
+        "before = set(sys.modules)  # what the interpreter's start-up (site, .pth files) loaded\n"
+        "import airflow_delta, airflow_delta.engine, airflow_delta.spark.specs, airflow_delta.spark.packaging\n"
+        "owners = importlib.metadata.packages_distributions()\n"
+        "imported = {name.split('.')[0] for name in set(sys.modules) - before}\n"
+        "distributions = sorted({d.lower() for name in imported for d in owners.get(name, [])})\n"
+        "print(json.dumps({'file': airflow_delta.__file__, 'engine': airflow_delta.engine.__file__,\n"
+        "                  'DeltaTable': hasattr(airflow_delta.engine, 'DeltaTable'), 'distributions': distributions}))\n"
+    )
+    report = json.loads(run_with_only_zip(zip_path, workdir, program))
+    assert report["file"] == f"{zip_path}/airflow_delta/__init__.py"
+    assert report["engine"] == f"{zip_path}/airflow_delta/engine/__init__.py"
+    assert report["DeltaTable"]
+    # Whatever importing the engine pulls in, the executors' requirements name it.
+    required = {requirement.split(">")[0].split("=")[0].split("<")[0] for requirement in EXECUTOR_REQUIREMENTS}
+    assert set(report["distributions"]) - {"airflow-delta", "airflow_delta"} <= required
+    assert "pyarrow" in report["distributions"]
+
+
+def test_the_zip_holds_sources_only_in_a_fixed_order_and_time(tmp_path: Path) -> None:
+    zip_path = engine_py_files(tmp_path)
+    with zipfile.ZipFile(zip_path) as archive:
+        entries = archive.infolist()
+        assert archive.testzip() is None
+    names = [entry.filename for entry in entries]
+    assert names == sorted(names)
+    assert "airflow_delta/__init__.py" in names
+    assert "airflow_delta/engine/__init__.py" in names
+    assert "airflow_delta/spark/specs.py" in names
+    assert "airflow_delta/spark/packaging.py" in names
+    assert all(name.endswith(".py") and "__pycache__" not in name for name in names)
+    assert all(name.startswith(("airflow_delta/engine/", "airflow_delta/spark/")) for name in names[1:])
+    assert {entry.date_time for entry in entries} == {(1980, 1, 1, 0, 0, 0)}
+    shipped = {
+        f"airflow_delta/{path.relative_to(INSTALLED_PACKAGE).as_posix()}"
+        for sub in ("engine", "spark")
+        for path in (INSTALLED_PACKAGE / sub).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert set(names) == shipped | {"airflow_delta/__init__.py"}
+
+
+def test_builds_are_byte_identical_and_reused_when_nothing_changed(tmp_path: Path) -> None:
+    first = engine_py_files(tmp_path / "one")
+    before = first.stat()
+    again = engine_py_files(tmp_path / "one")
+    assert again == first
+    assert (again.stat().st_ino, again.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    elsewhere = engine_py_files(tmp_path / "two")
+    assert elsewhere.name == first.name
+    assert elsewhere.read_bytes() == first.read_bytes()
+    assert [path.name for path in (tmp_path / "one").iterdir()] == [first.name]  # no temporary left
+
+
+def test_the_name_changes_when_a_shipped_source_changes(tmp_path: Path) -> None:
+    package = copied_package(tmp_path)
+    cache = tmp_path / "cache"
+    original = py_files_zip(package, cache)
+    assert original.name == engine_py_files(tmp_path / "installed").name  # the copy is the same tree
+
+    (package / "cli.py").write_text("# not shipped\n")
+    (package / "engine" / "__pycache__").mkdir()
+    (package / "engine" / "__pycache__" / "errors.cpython-311.pyc").write_bytes(b"\0")
+    assert py_files_zip(package, cache) == original
+
+    errors = package / "engine" / "errors.py"
+    errors.write_text(errors.read_text() + "\n# changed\n")
+    changed = py_files_zip(package, cache)
+    assert changed != original
+    assert original.exists()  # a build never removes another version's zip
+    with zipfile.ZipFile(changed) as archive:
+        assert archive.read("airflow_delta/engine/errors.py").endswith(b"# changed\n")
+
+    (package / "spark" / "new_module.py").write_text("VALUE = 1\n")
+    assert py_files_zip(package, cache) not in (original, changed)
+
+
+def test_concurrent_builders_leave_one_complete_zip(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    results: list[Path] = []
+    failures: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            results.append(engine_py_files(cache))
+        except BaseException as error:  # reported below, not lost in the thread
+            failures.append(error)
+
+    builders = [threading.Thread(target=build) for _ in range(4)]
+    for builder in builders:
+        builder.start()
+    for builder in builders:
+        builder.join()
+    assert not failures
+    assert len(set(results)) == 1
+    assert [path.name for path in cache.iterdir()] == [results[0].name]
+    with zipfile.ZipFile(results[0]) as archive:
+        assert archive.testzip() is None
+
+
+def test_a_failed_build_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(target: Path, sources: list[tuple[str, bytes]]) -> None:
+        target.write_bytes(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(packaging, "_write_zip", broken)
+    with pytest.raises(OSError, match="disk full"):
+        engine_py_files(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cache_directory_defaults_to_the_environment_then_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_DELTA_CACHE", str(tmp_path / "configured"))
+    assert engine_py_files().parent == tmp_path / "configured"
+    monkeypatch.delenv("AIRFLOW_DELTA_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert engine_py_files().parent == tmp_path / "home" / ".cache" / "airflow-delta"
+
+
+def test_a_directory_without_a_package_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"no __init__\.py"):
+        py_files_zip(tmp_path, tmp_path / "cache")
+
+
+def test_executor_requirements_use_pyprojects_ranges() -> None:
+    declared = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    ranges = {requirement.split(">")[0].split("<")[0].split("=")[0]: requirement for requirement in declared}
+    for requirement in EXECUTOR_REQUIREMENTS:
+        name = requirement.split(">")[0].split("<")[0].split("=")[0]
+        if name in ranges:
+            assert requirement == ranges[name]
+    names = {requirement.split(">")[0] for requirement in EXECUTOR_REQUIREMENTS}
+    assert {"pyarrow", "pyroaring"} <= names
+    assert not names & {"apache-airflow", "pyspark", "apache-airflow-providers-apache-spark"}
+
+
+def test_packaging_imports_the_stdlib_only() -> None:
+    program = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import airflow_delta.spark.packaging\n"
+        "loaded = {name.split('.')[0] for name in set(sys.modules) - before}\n"
+        "print(sorted(loaded - set(sys.stdlib_module_names) - {'airflow_delta'}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
