@@ -30,9 +30,8 @@ EXECUTOR_REQUIREMENTS: tuple[str, ...] = (
     # sqlglot: writing data files to a table with CHECK constraints parses them
     # (engine/model/constraints.py), and that check runs where the file is written.
     "sqlglot>=26",
-    # numpy: the engine imports it everywhere. pyproject.toml does not declare it (it comes
-    # with the other dependencies), so there is no range to copy.
-    "numpy",
+    # numpy: the engine builds Arrow arrays from numpy buffers everywhere.
+    "numpy>=1.26",
 )
 """The Python packages an executor needs besides the zip (pip requirement strings)."""
 
