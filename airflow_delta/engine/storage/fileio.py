@@ -70,7 +70,11 @@ class FileIO:
         """
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
         files = []
-        for info in self.filesystem.get_file_info(selector):
+        try:
+            infos = self.filesystem.get_file_info(selector)
+        except FileNotFoundError:  # removed while being listed (allow_not_found covers only before)
+            return []
+        for info in infos:
             if info.type == pafs.FileType.File:
                 files.append(FileInfo(info.path, info.size or 0, _mtime_ms(info)))
             elif not_files is not None:

@@ -382,3 +382,15 @@ def test_a_file_that_is_a_link_loop_is_a_typed_error_when_read(tmp_path: Path, o
         _LOOP_OPERATIONS[operation](io, str(table / "x.parquet"))
     io.delete(str(table / "x.parquet"))  # deleting removes the link itself, loop or not
     assert not os.path.lexists(table / "x.parquet")
+
+
+def test_a_directory_removed_while_it_is_listed_lists_as_empty(tmp_path: Path) -> None:
+    # pyarrow's allow_not_found covers a directory missing before the listing, not one a
+    # concurrent writer's cleanup removes during it (seen with racing table creates).
+    class Vanishing(pafs.LocalFileSystem):
+        def get_file_info(self, selector):  # type: ignore[no-untyped-def,override]
+            raise FileNotFoundError(f"Cannot list directory '{selector.base_dir}'")
+
+    io = FileIO(Vanishing())
+    (tmp_path / "_delta_log").mkdir()
+    assert io.list_dir(str(tmp_path / "_delta_log")) == []
