@@ -20,6 +20,7 @@ from airflow_delta.engine.expressions.arrow_values import FALSE, TRUE, arrow_arr
 from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import _is_string
+from airflow_delta.engine.model.arrow_numpy import combined
 from airflow_delta.engine.expressions.tree import (
     _BOOL,
     _FLIPPED,
@@ -424,20 +425,41 @@ def _any_value_within(values: pa.Array, stats: _ColumnStats) -> pa.BooleanArray:
     values starting with p are one contiguous run of the sorted list.
     """
     n_values = len(values)
-    sorted_np = values.to_numpy(zero_copy_only=False)
+    sorted_np = _searchable(values)
     # A missing bound does not limit: the smallest (largest) value stands in for it.
     low = stats.min.fill_null(values[0]) if stats.min is not None else pa.repeat(values[0], _num_files(stats))
-    first = np.searchsorted(sorted_np, low.to_numpy(zero_copy_only=False), side="left")
+    first = np.searchsorted(sorted_np, _searchable(low), side="left")
     in_list = _flags(first < n_values)
     candidate = values.take(_positions(np.minimum(first, n_values - 1)))
     found = pc.and_(in_list, _keep(pc.less_equal(candidate, stats.max))) if stats.max is not None else in_list
     if stats.max_prefix is not None and _is_string(values.type):
         prefix = stats.max_prefix.cast(values.type)
         start = pc.max_element_wise(low, prefix.fill_null(values[0]))
-        first = np.searchsorted(sorted_np, start.to_numpy(zero_copy_only=False), side="left")
+        first = np.searchsorted(sorted_np, _searchable(start), side="left")
         candidate = values.take(_positions(np.minimum(first, n_values - 1)))
         found = pc.or_(found, pc.and_(_flags(first < n_values), _starts_with(candidate, prefix)))
     return found
+
+
+def _searchable(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``values`` (no nulls) as a numpy array ordered as Arrow orders them, for ``searchsorted``.
+
+    ``Array.to_numpy`` imports pandas (pyarrow 26), so fixed-width numbers and temporal
+    values are viewed from their data buffer (integers of the same unit order as the
+    values do); anything else becomes an object array of Python values.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = combined(values)
+    t = values.type
+    if values.null_count == 0 and len(values) and (
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+        or pa.types.is_time(t) or pa.types.is_duration(t)
+    ):
+        width = t.bit_width // 8
+        kind = "f" if pa.types.is_floating(t) else ("u" if pa.types.is_unsigned_integer(t) else "i")
+        dtype = np.dtype(f"<{kind}{width}")
+        return np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset:values.offset + len(values)]
+    return np.array(values.to_pylist() + [None], dtype=object)[:-1]
 
 
 def _positions(indices: np.ndarray) -> pa.Array:
@@ -490,8 +512,8 @@ def _prefix_of(prefixes: pa.Array, text: str) -> pa.BooleanArray:
     of a long literal, which would be quadratic in its length).
     """
     prefixes = prefixes.cast(pa.string())
-    lengths = pc.unique(pc.utf8_length(prefixes).drop_null()).to_numpy(zero_copy_only=False)
-    candidates = arrow_array([text[:k] for k in sorted(lengths.tolist()) if k <= len(text)], pa.string())
+    lengths = pc.unique(pc.utf8_length(prefixes).drop_null()).to_pylist()
+    candidates = arrow_array([text[:k] for k in sorted(lengths) if k <= len(text)], pa.string())
     return pc.is_in(prefixes, value_set=candidates).fill_null(FALSE)
 
 
