@@ -20,7 +20,6 @@ from airflow_delta.engine.expressions.arrow_values import FALSE, TRUE, arrow_arr
 from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import _is_string
-from airflow_delta.engine.model.arrow_numpy import combined
 from airflow_delta.engine.expressions.tree import (
     _BOOL,
     _FLIPPED,
@@ -39,6 +38,7 @@ from airflow_delta.engine.expressions.tree import (
     _column_refs,
     _is_nan_literal,
 )
+from airflow_delta.engine.model.arrow_numpy import combined
 
 _ZERO = arrow_scalar(0, pa.int64())  # a literal 0 without pa.scalar (which imports pandas)
 
@@ -459,7 +459,7 @@ def _searchable(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         kind = "f" if pa.types.is_floating(t) else ("u" if pa.types.is_unsigned_integer(t) else "i")
         dtype = np.dtype(f"<{kind}{width}")
         return np.frombuffer(values.buffers()[1], dtype=dtype)[values.offset:values.offset + len(values)]
-    return np.array(values.to_pylist() + [None], dtype=object)[:-1]
+    return np.array([*values.to_pylist(), None], dtype=object)[:-1]
 
 
 def _positions(indices: np.ndarray) -> pa.Array:
