@@ -38,7 +38,6 @@ from airflow_delta.engine.expressions.tree import (
     _column_refs,
     _is_nan_literal,
 )
-from airflow_delta.engine.model.arrow_numpy import combined
 
 _ZERO = arrow_scalar(0, pa.int64())  # a literal 0 without pa.scalar (which imports pandas)
 
@@ -449,7 +448,9 @@ def _searchable(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     values do); anything else becomes an object array of Python values.
     """
     if isinstance(values, pa.ChunkedArray):
-        values = combined(values)
+        if values.num_chunks == 0:
+            return np.zeros(0, dtype=object)
+        values = pa.concat_arrays(values.chunks)
     t = values.type
     if values.null_count == 0 and len(values) and (
         pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
