@@ -120,7 +120,11 @@ def _expected_conflict(record: dict[str, Any], summary: dict[str, Any]) -> str |
         return None  # blind appends never conflict on files, and nobody changes metadata
     read = set(record.get("read_paths", []))
     if role == "delete" and not summary["blind"] and record["partition"] in summary["added_parts"]:
-        return "ConcurrentAppendException"  # WriteSerializable: non-blind adds in what we read
+        # WriteSerializable: every add of a non-blind winner counts, dataChange=false ones
+        # (OPTIMIZE) too (Delta's WinningCommitSummary.changedDataAddedFiles), and it counts
+        # for a DELETE that matched no file as well: DELETE changes data, so it is never
+        # downgraded to SnapshotIsolation (OptimisticTransaction.canDowngradeToSnapshotIsolation).
+        return "ConcurrentAppendException"
     if read & summary["removed"]:
         return "ConcurrentDeleteReadException"
     return None

@@ -120,6 +120,17 @@ _REPLACING_OPERATIONS = frozenset(
     {"WRITE", "CREATE OR REPLACE TABLE", "REPLACE TABLE", "CREATE OR REPLACE TABLE AS SELECT", "REPLACE TABLE AS SELECT"}
 )
 
+# The operations whose DeltaOperations.Operation has changesData=true in Delta
+# (DeltaOperations.scala); at WriteSerializable they are never downgraded to
+# SnapshotIsolation, even when they commit no dataChange=true file action.
+_DATA_CHANGING_OPERATIONS = frozenset(
+    {
+        "WRITE", "STREAMING UPDATE", "DELETE", "TRUNCATE", "CONVERT", "MERGE", "UPDATE", "RESTORE", "CLONE",
+        "CREATE TABLE AS SELECT", "REPLACE TABLE", "REPLACE TABLE AS SELECT", "CREATE OR REPLACE TABLE",
+        "CREATE OR REPLACE TABLE AS SELECT",
+    }
+)
+
 _ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 _ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 
@@ -182,7 +193,8 @@ class Transaction:
     none for a table that does not exist yet). ``options`` sets the isolation level
     (default: the table's ``delta.isolationLevel``, WriteSerializable; a transaction
     whose actions are only ``dataChange=false`` file actions is checked at
-    SnapshotIsolation, as Delta does), retries and commitInfo's engineInfo.
+    SnapshotIsolation, as Delta does: at WriteSerializable only for an operation that
+    does not change data), retries and commitInfo's engineInfo.
     ``committer`` writes the commit file (default: the FileIO's put-if-absent).
     ``post_commit`` runs after a successful commit; its failures are logged, never
     raised, because the commit has landed.
@@ -695,7 +707,7 @@ class Transaction:
             )
         self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
 
-        isolation = self._isolation_level(metadata, write_protocol, write_metadata)
+        isolation = self._isolation_level(operation, metadata, write_protocol, write_metadata)
         self.isolation_level = isolation
         is_blind_append = self._is_blind_append()
         footprint = TransactionFootprint(
@@ -1014,16 +1026,26 @@ class Transaction:
                     "with add_cdc()"
                 )
 
-    def _isolation_level(self, metadata: Metadata, write_protocol: bool, write_metadata: bool) -> IsolationLevel:
+    def _isolation_level(
+        self, operation: str, metadata: Metadata, write_protocol: bool, write_metadata: bool
+    ) -> IsolationLevel:
+        if self._requested_isolation is not None:
+            level = self._requested_isolation
+        else:
+            level = IsolationLevel.parse(TableProperties.from_configuration(metadata.configuration).isolation_level)
         has_non_file_actions = write_protocol or write_metadata or bool(self._app_transactions) or bool(self._domains)
         data_changed = any(a.data_change for a in self._adds) or any(r.data_change for r in self._removes)
-        if not has_non_file_actions and not data_changed:
-            # Rearranging data (OPTIMIZE, ...) cannot be invalidated by files added
-            # concurrently, so Delta checks it at snapshot isolation whatever the level.
-            return IsolationLevel.SNAPSHOT_ISOLATION
-        if self._requested_isolation is not None:
-            return self._requested_isolation
-        return IsolationLevel.parse(TableProperties.from_configuration(metadata.configuration).isolation_level)
+        if has_non_file_actions or data_changed:
+            return level
+        # Delta's OptimisticTransaction.canDowngradeToSnapshotIsolation: a transaction
+        # whose file actions are all dataChange=false (or that has none) is checked at
+        # SnapshotIsolation -- at Serializable always; at WriteSerializable only if its
+        # operation does not change data (DeltaOperations' changesData: OPTIMIZE does,
+        # DELETE/WRITE/MERGE/... do not downgrade). So a DELETE that matched no file
+        # still conflicts with a non-blind winner adding files where it read.
+        if level is IsolationLevel.WRITE_SERIALIZABLE and operation in _DATA_CHANGING_OPERATIONS:
+            return level
+        return IsolationLevel.SNAPSHOT_ISOLATION
 
     def _is_blind_append(self) -> bool:
         depends_on_files = bool(self._read_predicates) or self._read_whole_table or any(

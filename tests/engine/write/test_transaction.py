@@ -223,6 +223,46 @@ def test_optimize_runs_at_snapshot_isolation(table: DeltaTable) -> None:
     assert sorted(table.snapshot().to_arrow(columns=["id"]).column("id").to_pylist()) == [1, 2, 3, 4, 5, 10, 11]
 
 
+def _compact_partition(table: DeltaTable, part: str) -> int:
+    """An OPTIMIZE-like rewrite: non-blind, its removes and adds all dataChange=false."""
+    optimize = table.transaction()
+    files = optimize.read_files(f"p = '{part}'")
+    optimize.remove_files(files, data_change=False)
+    ids = sorted(table.snapshot().to_arrow(columns=["id"], filter=f"p = '{part}'").column("id").to_pylist())
+    optimize.add_files(AddFile(**{**_fields(a), "data_change": False}) for a in data_files(optimize, rows(part, ids)))
+    return optimize.commit("OPTIMIZE")
+
+
+@pytest.mark.parametrize("level", ["WriteSerializable", "Serializable"])
+def test_empty_delete_is_downgraded_only_as_delta_does(table: DeltaTable, level: str) -> None:
+    # Delta's canDowngradeToSnapshotIsolation: a transaction without dataChange=true file
+    # actions runs at SnapshotIsolation at Serializable, but at WriteSerializable only if
+    # its operation does not change data; DELETE does (DeltaOperations.Delete.changesData).
+    # So a DELETE that matched no file in partition c still sees, at WriteSerializable, a
+    # non-blind winner (an OPTIMIZE; its dataChange=false adds count) adding files in c.
+    deleter = table.transaction(CommitOptions(isolation_level=level))
+    assert deleter.read_files("p = 'c'").num_rows == 0
+    append(table, "c", [20])  # v3, a blind append: never in the way of a WriteSerializable reader
+    assert _compact_partition(table, "c") == 4  # v4: non-blind, adds in c
+    if level == "WriteSerializable":
+        with pytest.raises(ConcurrentAppendException) as info:
+            deleter.commit("DELETE")
+        assert info.value.winning_version == 4
+        assert table.version() == 4
+    else:
+        assert deleter.commit("DELETE") == 5
+        assert commit_info(table, 5)["isolationLevel"] == "SnapshotIsolation"
+
+
+def test_empty_optimize_is_downgraded_at_write_serializable(table: DeltaTable) -> None:
+    optimize = table.transaction()
+    assert optimize.read_files("p = 'c'").num_rows == 0
+    append(table, "c", [20])
+    _compact_partition(table, "c")  # v4
+    assert optimize.commit("OPTIMIZE") == 5  # OPTIMIZE does not change data: SnapshotIsolation
+    assert commit_info(table, 5)["isolationLevel"] == "SnapshotIsolation"
+
+
 def test_optimize_loses_to_a_delete_of_a_file_it_compacts(table: DeltaTable) -> None:
     optimize = table.transaction()
     optimize.remove_files(optimize.read_files("p = 'a'"), data_change=False)
