@@ -378,7 +378,7 @@ SCHEMA_ID = pa.schema([("id", pa.int64())])
 
 @pytest.mark.xfail(
     strict=True,
-    reason="open question for the lead: DV delete prunes row groups with footer statistics (as parquet "
+    reason="known limit (issue 10, left open): DV delete prunes row groups with footer statistics (as parquet "
     "readers under Spark and delta-rs do), while to_arrow(filter) reads every row group, so under a lying "
     "footer a filtered read returns a row that DELETE with the same predicate leaves (0 rows deleted)",
 )
