@@ -166,12 +166,17 @@ class DeltaTable:
         writer: WriterOptions | None = None,
         commit: CommitOptions | None = None,
         snapshot: Snapshot | None = None,
+        app_transaction: AppTransaction | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> DeleteResult:
         """``DELETE FROM table [WHERE predicate]`` in one commit (deletion vectors where the table enables them).
 
         Returns the committed version (None when no row matched), the version read and
         Delta's DELETE metrics. ``snapshot`` reads from an older snapshot: concurrent
-        commits since then are checked with Delta's conflict rules.
+        commits since then are checked with Delta's conflict rules. ``app_transaction``
+        makes the commit idempotent (a table that already records it raises
+        :class:`TransactionAlreadyCommittedError`, reading no data); ``tags`` go into
+        commitInfo.
         """
         from airflow_delta.engine.operations.delete import delete
 
@@ -179,8 +184,17 @@ class DeltaTable:
         check_bool("use_deletion_vectors", use_deletion_vectors, optional=True)
         check_instance("writer", writer, WriterOptions, optional=True)
         check_instance("commit", commit, CommitOptions, optional=True)
+        check_instance("app_transaction", app_transaction, AppTransaction, optional=True)
+        check_str_mapping("tags", tags, optional=True)
         with self.transaction(commit, snapshot=snapshot) as txn:
-            return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
+            return delete(
+                txn,
+                predicate,
+                use_deletion_vectors=use_deletion_vectors,
+                writer=writer,
+                app_transaction=app_transaction,
+                tags=tags,
+            )
 
     def checkpoint(self, version: int | None = None) -> int:
         """Write a checkpoint of ``version`` (default: latest); returns the version checkpointed."""

@@ -42,6 +42,7 @@ from airflow_delta.engine.errors import (
     CorruptDeletionVectorError,
     DeletionVectorsNotEnabledError,
     TableNotFoundError,
+    TransactionAlreadyCommittedError,
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
@@ -59,7 +60,7 @@ from airflow_delta.engine.write.row_deletion import live_files_by_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.write.options import WriterOptions
+    from airflow_delta.engine.write.options import AppTransaction, WriterOptions
     from airflow_delta.engine.write.transaction import Transaction
 
 __all__ = ["DeleteResult", "delete", "matching_row_indexes", "matching_rows"]
@@ -152,6 +153,8 @@ def delete(
     *,
     use_deletion_vectors: bool | None = None,
     writer: WriterOptions | None = None,
+    app_transaction: AppTransaction | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> DeleteResult:
     """``DELETE FROM table [WHERE predicate]`` in the open transaction ``txn``; see the module docstring.
 
@@ -164,8 +167,18 @@ def delete(
     :class:`~airflow_delta.engine.errors.ConcurrentModificationError` subclass; nothing
     is committed then (DV or data files already written stay orphaned for VACUUM).
     When no row matches, nothing is committed and the transaction is aborted.
+    ``app_transaction`` makes the commit idempotent (a ``txn`` action; a table that
+    already records it raises
+    :class:`~airflow_delta.engine.errors.TransactionAlreadyCommittedError` before any
+    data is read); ``tags`` go into commitInfo.
     """
     started = time.monotonic()
+    if app_transaction is not None:
+        # Checked against the snapshot now, staged only when there is something to commit:
+        # a DELETE that matches no row commits nothing, idempotent or not.
+        previous = txn.read_app_transaction(app_transaction.app_id)
+        if previous is not None and previous >= app_transaction.version:
+            raise TransactionAlreadyCommittedError(app_transaction.app_id, app_transaction.version, previous)
     snapshot = txn.snapshot
     if snapshot is None:
         raise TableNotFoundError(txn.location.uri, "DELETE needs an existing table")
@@ -184,10 +197,13 @@ def delete(
     metrics["scanTimeMs"] = scan_ms
     metrics["rewriteTimeMs"] = _elapsed_ms(rewrite_started)
     metrics["executionTimeMs"] = _elapsed_ms(started)
+    if app_transaction is not None:
+        txn.set_app_transaction(app_transaction.app_id, app_transaction.version)
     version = txn.commit(
         "DELETE",
         {"predicate": [predicate] if predicate is not None else []},
         _ordered_metrics(metrics),
+        tags=tags,
     )
     return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
 
