@@ -41,3 +41,8 @@ def table_path(tmp_path: Path) -> str:
     path = tmp_path / "table"
     path.mkdir()
     return str(path)
+
+
+# The Spark standalone master and worker of the Airflow layer's tests (tests/hooks,
+# tests/operators), started once per session by the first test that asks for it.
+from tests.standalone_cluster import standalone_cluster  # noqa: E402, F401

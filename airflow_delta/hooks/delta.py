@@ -17,6 +17,7 @@ log.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -199,6 +200,12 @@ class _DmlSubmitHook(SparkSubmitHook):
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
         env = dict(kwargs.pop("env", None) or os.environ)
         env["PATH"] = _path_with_spark_submit(env.get("PATH", ""))
+        if "SPARK_HOME" not in env:
+            # spark-submit otherwise asks `python3` where PySpark is, and the system
+            # python3 may not have it: the worker's PySpark is the Spark to run.
+            spark_home = _pyspark_home()
+            if spark_home is not None:
+                env["SPARK_HOME"] = spark_home
         return super().submit(application, env=env, start_new_session=True, **kwargs)
 
     def on_kill(self) -> None:
@@ -211,6 +218,14 @@ class _DmlSubmitHook(SparkSubmitHook):
                 os.killpg(process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass  # already gone
+
+
+def _pyspark_home() -> str | None:
+    """The directory of the worker's PySpark installation (a complete SPARK_HOME), without importing it."""
+    found = importlib.util.find_spec("pyspark")
+    if found is None or found.origin is None:
+        return None
+    return str(Path(found.origin).parent)
 
 
 def _path_with_spark_submit(path: str) -> str:
