@@ -55,5 +55,7 @@ class FakeTaskInstance:
     map_index: int = -1
 
 
-def context(dag_id: str = "dag", task_id: str = "task", run_id: str = "manual__1", map_index: int = -1) -> dict[str, Any]:
+def context(
+    dag_id: str = "dag", task_id: str = "task", run_id: str = "manual__1", map_index: int = -1
+) -> dict[str, Any]:
     return {"ti": FakeTaskInstance(dag_id, task_id, map_index), "run_id": run_id}

@@ -33,7 +33,8 @@ class StandaloneCluster:
 
     def logs(self) -> str:
         return "\n".join(
-            f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}" for path in sorted(self.base_dir.glob("*.log"))
+            f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
+            for path in sorted(self.base_dir.glob("*.log"))
         )
 
 
@@ -98,8 +99,15 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
     master_url = f"spark://127.0.0.1:{port}"
     master = _start(
         "master",
-        ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(_free_port())],
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(_free_port()),
+        ],
         env,
         base,
     )
@@ -108,8 +116,20 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         _wait_for(lambda: _accepts(port), "master port", processes, base)
         worker = _start(
             "worker",
-            ["org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1", "--cores", "1",
-             "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir", str(worker_dir / "work")],
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(worker_dir / "work"),
+            ],
             env,
             base,
         )

@@ -37,7 +37,15 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 import airflow_delta.engine as engine
 import airflow_delta.spark as spark_package
 from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot
-from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.job_result import (
+    TAG_APP_ID,
+    TAG_ATTEMPTS,
+    TAG_DAG_ID,
+    TAG_MAP_INDEX,
+    TAG_RUN_ID,
+    TAG_TASK_ID,
+    JobResult,
+)
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec, TaskIdentity
 
@@ -60,10 +68,6 @@ DEFAULT_CONN_ID = "delta_default"
 RESULT_MARKER = "AIRFLOW_DELTA_RESULT"
 ERROR_MARKER = "AIRFLOW_DELTA_ERROR"
 
-# commitInfo tags of every commit a DML task makes, in the worker or on Spark.
-TAG_APP_ID = "airflowDelta.appId"
-TAG_ATTEMPTS = "airflowDelta.attempts"
-
 DEPLOY_MODES = ("client", "cluster")
 DRIVER_LOG_TAIL_LINES = 100
 
@@ -77,10 +81,10 @@ def commit_tags(identity: TaskIdentity, attempts: int) -> dict[str, str]:
     return {
         TAG_APP_ID: identity.app_id,
         TAG_ATTEMPTS: str(attempts),
-        "airflowDelta.dagId": identity.dag_id,
-        "airflowDelta.taskId": identity.task_id,
-        "airflowDelta.runId": identity.run_id,
-        "airflowDelta.mapIndex": str(identity.map_index),
+        TAG_DAG_ID: identity.dag_id,
+        TAG_TASK_ID: identity.task_id,
+        TAG_RUN_ID: identity.run_id,
+        TAG_MAP_INDEX: str(identity.map_index),
     }
 
 
@@ -346,14 +350,17 @@ class DeltaHook(BaseHook):
         return DeltaTable(uri, self.settings.storage_options or None)
 
     # ------------------------------------------------------------------ the log
-    def find_commit(self, table: DeltaTable, app_id: str, *, snapshot: Snapshot | None = None) -> JobResult | None:
+    def find_commit(
+        self, table: DeltaTable, app_id: str, *, snapshot: Snapshot | None = None, operation: str = "UNKNOWN"
+    ) -> JobResult | None:
         """The result of the commit that ``app_id`` made, read from the log; None if it made none.
 
         The snapshot's ``txn`` actions say whether the appId committed (without reading any
         commit). If it did, the commits are read newest first, in growing windows, until
         the one tagged with the appId; the oldest commit the log retains ends the search.
         A commit older than that (its JSON cleaned up) still counts as made: the result
-        then has ``version`` None and empty metrics, and a warning says why.
+        then has ``version`` None, ``operation`` as given and empty metrics, and a warning
+        says why.
         """
         snapshot = table.snapshot() if snapshot is None else snapshot
         if app_id not in snapshot.transactions:
@@ -364,7 +371,7 @@ class DeltaHook(BaseHook):
             for info in history:
                 tags = info.get("tags") or {}
                 if tags.get(TAG_APP_ID) == app_id:
-                    return _result_from_commit_info(info)
+                    return JobResult.from_commit_info(int(info["version"]), info)
             if len(history) < window:
                 break
             window *= 4
@@ -373,7 +380,7 @@ class DeltaHook(BaseHook):
             app_id,
             table.table_uri,
         )
-        return JobResult(version=None, read_version=snapshot.version, operation="UNKNOWN", metrics={}, attempts=0)
+        return JobResult(version=None, read_version=snapshot.version, operation=operation, metrics={}, attempts=1)
 
     # ------------------------------------------------------------------ Spark
     def spark_submit_hook(self, spec: Spec, *, conf: Mapping[str, str] | None = None) -> _DmlSubmitHook:
@@ -431,7 +438,9 @@ class DeltaHook(BaseHook):
                 hook.submit(application=str(application or self.DML_APPLICATION), cwd=str(driver_dir))
             except AirflowException as exc:
                 tail = "\n".join(hook.output_tail)
-                self.log.error("The Spark job failed; the last %d lines of its driver log:\n%s", len(hook.output_tail), tail)
+                self.log.error(
+                    "The Spark job failed; the last %d lines of its driver log:\n%s", len(hook.output_tail), tail
+                )
                 if hook.error_line is not None:
                     raise error_from_line(hook.error_line) from exc
                 raise DeltaSparkJobError(f"the Spark job for {spec.OPERATION} failed: {exc}") from exc
@@ -445,16 +454,3 @@ class DeltaHook(BaseHook):
         """Kill the running Spark application, in every deploy mode."""
         if self._submit_hook is not None:
             self._submit_hook.on_kill()
-
-
-def _result_from_commit_info(info: Mapping[str, Any]) -> JobResult:
-    """A job's result rebuilt from its commitInfo (metrics are strings in Delta's log)."""
-    tags = info.get("tags") or {}
-    metrics = {str(name): int(value) for name, value in (info.get("operationMetrics") or {}).items()}
-    return JobResult(
-        version=int(info["version"]),
-        read_version=int(info.get("readVersion", int(info["version"]) - 1)),
-        operation=str(info.get("operation", "UNKNOWN")),
-        metrics=metrics,
-        attempts=int(tags.get(TAG_ATTEMPTS, 1)),
-    )

@@ -136,7 +136,7 @@ class _DeltaDmlOperator(BaseOperator):
         try:
             table = hook.table(self.table)
             snapshot = table.snapshot()
-            earlier = hook.find_commit(table, identity.app_id, snapshot=snapshot)
+            earlier = hook.find_commit(table, identity.app_id, snapshot=snapshot, operation=self.OPERATION)
             if earlier is not None:
                 self.log.info(
                     "An earlier try of this task instance already committed version %s (appId %s): "
@@ -154,13 +154,18 @@ class _DeltaDmlOperator(BaseOperator):
             raise task_error(error) from error
         self.log.info(
             "%s on %s: version %s (read %s), %d attempt(s), metrics %s",
-            result.operation, self.table, result.version, result.read_version, result.attempts, dict(result.metrics),
+            result.operation,
+            self.table,
+            result.version,
+            result.read_version,
+            result.attempts,
+            dict(result.metrics),
         )
         return _as_dict(result)
 
     def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
         printed = hook.submit(spec, conf=self.conf)
-        committed = hook.find_commit(table, spec.identity.app_id)
+        committed = hook.find_commit(table, spec.identity.app_id, operation=self.OPERATION)
         if committed is not None:
             return committed
         if printed is not None:
@@ -221,7 +226,11 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         super().__init__(table=table, **kwargs)
         if execution not in ("auto", "spark", "worker"):
             raise InvalidArgumentError("execution", execution, "one of 'auto', 'spark' or 'worker'")
-        if isinstance(worker_threshold_bytes, bool) or not isinstance(worker_threshold_bytes, int) or worker_threshold_bytes < 0:
+        if (
+            isinstance(worker_threshold_bytes, bool)
+            or not isinstance(worker_threshold_bytes, int)
+            or worker_threshold_bytes < 0
+        ):
             raise InvalidArgumentError("worker_threshold_bytes", worker_threshold_bytes, "an int >= 0")
         self.predicate = predicate
         self.execution = execution
@@ -251,7 +260,10 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         in_worker = size < self.worker_threshold_bytes
         self.log.info(
             "%d candidate file(s), %d bytes after pruning (threshold %d): running %s",
-            candidates.num_rows, size, self.worker_threshold_bytes, "in the worker" if in_worker else "on Spark",
+            candidates.num_rows,
+            size,
+            self.worker_threshold_bytes,
+            "in the worker" if in_worker else "on Spark",
         )
         return in_worker
 
@@ -283,10 +295,15 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
                 snapshot = table.snapshot()
         if result.version is None:
             return JobResult(
-                version=None, read_version=result.read_version, operation="DELETE", metrics=dict(result.metrics),
+                version=None,
+                read_version=result.read_version,
+                operation="DELETE",
+                metrics=dict(result.metrics),
                 attempts=attempt,
             )
-        committed = self._hook.find_commit(table, spec.identity.app_id) if self._hook is not None else None
+        committed = (
+            self._hook.find_commit(table, spec.identity.app_id, operation="DELETE") if self._hook is not None else None
+        )
         assert committed is not None, "the DELETE committed, so its appId is in the log"
         return committed
 
@@ -333,15 +350,19 @@ class DeltaUpdateOperator(_DeltaDmlOperator):
 class DeltaMergeOperator(_DeltaDmlOperator):
     """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark.
 
-    Give either ``merge_sql`` (the whole statement; its target must be ``table``) or the
-    structured ``source``, ``on`` and ``clauses``. Clauses run in Delta's order (WHEN
+    Give either ``merge_sql`` (the whole statement, with ``sources`` naming what its
+    ``USING`` reads; the statement's target is ``table``) or the structured ``source``,
+    ``on`` and ``clauses``. Clauses run in Delta's order (WHEN
     MATCHED, WHEN NOT MATCHED [BY TARGET], WHEN NOT MATCHED BY SOURCE), each group in the
     order given. More than one source row matching a target row that a clause modifies
     fails the task at once, as in Delta.
 
     :param table: URI of the target Delta table (templated).
-    :param merge_sql: A ``MERGE INTO ... USING ... ON ... WHEN ...`` statement in Spark SQL.
-        (templated)
+    :param merge_sql: A ``MERGE INTO ... USING ... ON ... WHEN ...`` statement in Spark SQL
+        (``MERGE WITH SCHEMA EVOLUTION INTO`` turns on schema evolution). (templated)
+    :param sources: For ``merge_sql``: each table name its ``USING`` reads (directly or in a
+        subquery) -> a :class:`~airflow_delta.spark.specs.MergeSource` or its JSON form
+        (``{"delta": {"uri": ...}}`` or ``{"parquet": path}``). (templated)
     :param source: The source: a :class:`~airflow_delta.spark.specs.MergeSource`, or its JSON
         form ``{"delta": {"uri": ..., "version": ...}}``, ``{"parquet": path}`` or
         ``{"query": sql, "views": {name: {"delta": ...} | {"parquet": ...}}}``. (templated)
@@ -361,7 +382,7 @@ class DeltaMergeOperator(_DeltaDmlOperator):
     """
 
     OPERATION = "MERGE"
-    template_fields: Sequence[str] = ("table", "merge_sql", "source", "on", "clauses", "conf")
+    template_fields: Sequence[str] = ("table", "merge_sql", "sources", "source", "on", "clauses", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"merge_sql": "sql", "conf": "json"}
 
     def __init__(
@@ -369,6 +390,7 @@ class DeltaMergeOperator(_DeltaDmlOperator):
         *,
         table: str,
         merge_sql: str | None = None,
+        sources: Mapping[str, MergeSource | Mapping[str, Any]] | None = None,
         source: MergeSource | Mapping[str, Any] | None = None,
         on: str | None = None,
         clauses: Sequence[MergeClause | Mapping[str, Any]] | None = None,
@@ -378,16 +400,19 @@ class DeltaMergeOperator(_DeltaDmlOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
-        structured = [name for name, value in (("source", source), ("on", on), ("clauses", clauses)) if value is not None]
+        structured = [
+            name for name, value in (("source", source), ("on", on), ("clauses", clauses)) if value is not None
+        ]
         if merge_sql is not None and structured:
             raise InvalidArgumentError(
                 "merge_sql", merge_sql, f"either merge_sql or source/on/clauses, not both (also given: {structured})"
             )
         if merge_sql is None and len(structured) != 3:
-            raise InvalidArgumentError(
-                "source", source, "a MERGE needs merge_sql, or all of source, on and clauses"
-            )
+            raise InvalidArgumentError("source", source, "a MERGE needs merge_sql, or all of source, on and clauses")
+        if sources is not None and merge_sql is None:
+            raise InvalidArgumentError("sources", sources, "sources only with merge_sql (give source otherwise)")
         self.merge_sql = merge_sql
+        self.sources = sources
         self.source = source
         self.on = on
         self.clauses = clauses
@@ -398,14 +423,17 @@ class DeltaMergeOperator(_DeltaDmlOperator):
     def build_spec(self, identity: TaskIdentity, hook: DeltaHook) -> MergeSpec:
         target = self._table_ref(hook)
         if self.merge_sql is not None:
-            return _merge_spec_from_sql(
+            from airflow_delta.spark.merge_sql import merge_spec_from_sql
+
+            return merge_spec_from_sql(
                 self.merge_sql,
                 target=target,
                 identity=identity,
-                options=self._options(),
+                sources={name: _merge_source(f"sources.{name}", value) for name, value in (self.sources or {}).items()},
                 schema_evolution=self.schema_evolution,
+                options=self._options(),
             )
-        source = self.source if isinstance(self.source, MergeSource) else MergeSource.from_obj("source", self.source)
+        source = _merge_source("source", self.source)
         clauses = tuple(
             clause if isinstance(clause, MergeClause) else MergeClause.from_obj(f"clauses[{i}]", clause)
             for i, clause in enumerate(self.clauses or ())
@@ -423,15 +451,9 @@ class DeltaMergeOperator(_DeltaDmlOperator):
         )
 
 
-def _merge_spec_from_sql(
-    text: str, *, target: TableRef, identity: TaskIdentity, options: ExecutionOptions, schema_evolution: bool
-) -> MergeSpec:
-    """A MergeSpec from ``MERGE INTO ...`` text, parsed by :mod:`airflow_delta.spark.merge_sql`."""
-    from airflow_delta.spark import merge_sql
-
-    return merge_sql.parse_merge(
-        text, target=target, identity=identity, options=options, schema_evolution=schema_evolution
-    )
+def _merge_source(name: str, value: object) -> MergeSource:
+    """A MergeSource given as itself or in its JSON form (what a templated dict renders to)."""
+    return value if isinstance(value, MergeSource) else MergeSource.from_obj(name, value)
 
 
 def _references_only(predicate: str, columns: Sequence[str]) -> bool:

@@ -41,7 +41,9 @@ def _matching_rows_on_executors(spark: SparkSession, spec: DeleteSpec) -> tuple[
         import airflow_delta.engine as shipped
 
         table = shipped.DeltaTable(uri)
-        rows = table.snapshot().to_arrow(filter=predicate).num_rows if predicate else table.snapshot().to_arrow().num_rows
+        rows = (
+            table.snapshot().to_arrow(filter=predicate).num_rows if predicate else table.snapshot().to_arrow().num_rows
+        )
         return [(rows, shipped.__file__)]
 
     return spark.sparkContext.parallelize([0], 1).mapPartitions(count).collect()[0]

@@ -35,7 +35,7 @@ from airflow_delta.hooks.delta import (
     error_from_line,
 )
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
-from tests.airflow_layer import SCHEMA, STAND_IN, airflow_home, make_table, set_connection  # noqa: F401
+from tests.airflow_layer import SCHEMA, STAND_IN, make_table, set_connection
 from tests.oracles import assert_oracles_read
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
@@ -172,7 +172,9 @@ def test_spark_submit_is_found_next_to_the_worker_interpreter_when_not_on_path()
 
 
 def test_an_error_line_becomes_the_engine_error_class_with_the_job_message() -> None:
-    line = 'AIRFLOW_DELTA_ERROR {"class": "ConcurrentAppendException", "message": "files were added", "retryable": true}'
+    line = (
+        'AIRFLOW_DELTA_ERROR {"class": "ConcurrentAppendException", "message": "files were added", "retryable": true}'
+    )
 
     error = error_from_line(line)
 
@@ -322,7 +324,8 @@ def test_on_kill_during_a_running_job_leaves_no_commit_and_a_readable_table(
     # Kill once the driver is in its sleeping stage (it planned, and would commit after).
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not (
-        hook._submit_hook is not None and any("AIRFLOW_DELTA_STAND_IN planned" in line for line in hook._submit_hook.output_tail)
+        hook._submit_hook is not None
+        and any("AIRFLOW_DELTA_STAND_IN planned" in line for line in hook._submit_hook.output_tail)
     ):
         time.sleep(0.5)
     time.sleep(2)
@@ -356,7 +359,8 @@ def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check(
     late.start()
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not (
-        hook._submit_hook is not None and any("AIRFLOW_DELTA_STAND_IN planned" in line for line in hook._submit_hook.output_tail)
+        hook._submit_hook is not None
+        and any("AIRFLOW_DELTA_STAND_IN planned" in line for line in hook._submit_hook.output_tail)
     ):
         time.sleep(0.5)
     # The retry commits first, in the worker, with the same appId.
