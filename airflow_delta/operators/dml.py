@@ -251,6 +251,8 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         try:
             candidates = snapshot.plan_files(spec.predicate)
         except InvalidFilterError as error:
+            if not _references_only(spec.predicate, snapshot.schema.names):
+                raise  # a column the table does not have: Spark would fail the same way, later
             self.log.info("The engine cannot evaluate the predicate (%s): running on Spark", error)
             return False
         if _references_only(spec.predicate, snapshot.partition_columns):
@@ -466,4 +468,7 @@ def _references_only(predicate: str, columns: Sequence[str]) -> bool:
     except sqlglot.errors.ParseError:
         return False
     allowed = {column.casefold() for column in columns}
-    return all(column.name.casefold() in allowed for column in tree.find_all(exp.Column))
+    # ``t.c`` (an alias) and ``s.f`` (a struct field) both count by whichever part is a column.
+    return all(
+        any(part.name.casefold() in allowed for part in column.parts) for column in tree.find_all(exp.Column)
+    )

@@ -155,6 +155,8 @@ def test_auto_chooses_spark_above_the_threshold_or_for_a_predicate_the_engine_ca
     assert in_worker("part = 'a'", threshold=0)  # metadata-only: never Spark
     assert in_worker(None, threshold=0)
     assert not in_worker("regexp_like(value, '^v1.$')", threshold=1 << 30)  # Spark SQL only
+    with pytest.raises(InvalidFilterError, match="colour"):  # no such column: fails here, not on Spark
+        in_worker("colour = 'red'", threshold=1 << 30)
 
 
 # --------------------------------------------------------------------------- exactly once
