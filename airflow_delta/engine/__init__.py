@@ -15,8 +15,11 @@ Committing
     (:class:`Committer` reporting :class:`Committed`, :class:`Conflicted` or
     :class:`RetryableFailure`; :class:`FileIOCommitter`), :class:`PostCommitHook`.
 
-Writing data files (for drivers that commit what executors wrote)
-    :class:`WriterOptions`, :func:`write_data_files`, :func:`add_file_from_parquet`.
+Per-file work elsewhere (Spark executors), committed by a driver
+    :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
+    value; ``DeltaTable.context(snapshot)``), :func:`read_live_rows` (one data file's live
+    rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
+    (takes a snapshot or a context), :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
     :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`.
@@ -111,6 +114,7 @@ from airflow_delta.engine.model.properties import TableProperties, parse_interva
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.results import AppendResult, DeleteResult
 from airflow_delta.engine.read.snapshot import Snapshot
+from airflow_delta.engine.read.table_context import TableContext, read_live_rows
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.table import DeltaTable
@@ -206,6 +210,7 @@ __all__ = [
     "SetTransaction",
     "Snapshot",
     "TableAlreadyExistsError",
+    "TableContext",
     "TableLocation",
     "TableNotFoundError",
     "TableProperties",
@@ -217,6 +222,7 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "parse_interval",
+    "read_live_rows",
     "reader_features",
     "write_checkpoint",
     "write_data_files",

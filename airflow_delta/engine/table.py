@@ -36,6 +36,7 @@ from airflow_delta.engine.operations.results import AppendResult, DeleteResult
 from airflow_delta.engine.read.history import read_history
 from airflow_delta.engine.read.listing import latest_version
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
+from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
@@ -94,6 +95,12 @@ class DeltaTable:
     def version(self) -> int:
         """The latest committed version, found by listing the log (no replay)."""
         return latest_version(self.io, self.root)
+
+    def context(self, snapshot: Snapshot | None = None) -> TableContext:
+        """``snapshot`` (default: the latest) as a picklable :class:`TableContext`, for per-file work in other processes."""
+        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        snapshot = snapshot if snapshot is not None else self.snapshot()
+        return TableContext.of(snapshot, self.table_uri, self.storage_options)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, each with its ``version``."""
