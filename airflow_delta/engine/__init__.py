@@ -99,6 +99,7 @@ from airflow_delta.engine.errors import (
     UnknownTablePropertyError,
     UnsupportedFeatureError,
     VersionNotFoundError,
+    error_from_report,
 )
 from airflow_delta.engine.model.actions import (
     AddCDCFile,
@@ -221,6 +222,7 @@ __all__ = [
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
+    "error_from_report",
     "parse_interval",
     "read_live_rows",
     "reader_features",
