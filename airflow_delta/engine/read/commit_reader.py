@@ -545,10 +545,10 @@ def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: 
                                  f"{table.num_rows} JSON objects were parsed from {len(row_line)} lines")
     try:
         _check_one_action_per_line(table, log.is_file_line.take(int64_array(row_line)))
-        row_lines = log.lines.take(int64_array(row_line))
-        maps = {"tags": _object_maps(row_lines, table, "tags", keep_null_values=False)}
-        if _partition_values_deviate(row_lines, pkeys):
-            maps["partition_values"] = _object_maps(row_lines, table, "partitionValues", keep_null_values=True)
+        # The lines themselves are taken only where a map is read exactly (no copy of every line).
+        maps = {"tags": _object_maps(log.lines, row_line, table, "tags", keep_null_values=False)}
+        if _partition_values_deviate(log.lines.slice(a, b - a), pkeys):  # blank lines never match
+            maps["partition_values"] = _object_maps(log.lines, row_line, table, "partitionValues", keep_null_values=True)
         versions = log.versions[log.file_of_line[row_line]]
         seqs = row_line.astype(np.int64) + seq_start
         return file_actions_from_json_table(table, versions, seqs, maps)
@@ -695,18 +695,19 @@ def _partition_values_deviation(keys: tuple[str, ...]) -> str | None:
     return regex if len(regex) <= _DEVIATION_REGEX_MAX else None
 
 
-def _partition_values_deviate(row_lines: pa.LargeStringArray, keys: Sequence[str]) -> bool:
+def _partition_values_deviate(lines: pa.LargeStringArray, keys: Sequence[str]) -> bool:
     """Whether a line's ``partitionValues`` may hold more than the struct of ``keys`` parsed."""
     regex = _partition_values_deviation(tuple(keys))
     if regex is None:
         return True
-    return pc.any(pc.match_substring_regex(row_lines, regex)).as_py() is True
+    return pc.any(pc.match_substring_regex(lines, regex)).as_py() is True
 
 
-def _object_maps(row_lines: pa.LargeStringArray, table: pa.Table, field: str, *, keep_null_values: bool
-                 ) -> dict[str, pa.Array] | None:
-    """The ``field`` objects of every add/remove row as ``map<string,string>`` (None: no row
-    has a non-empty one, so the parsed empty objects already say all)."""
+def _object_maps(lines: pa.LargeStringArray, line_of_row: np.ndarray, table: pa.Table, field: str, *,
+                 keep_null_values: bool) -> dict[str, pa.Array] | None:
+    """The ``field`` objects of every add/remove row of ``table`` (row i parsed from
+    ``lines[line_of_row[i]]``) as ``map<string,string>`` (None: no row has a non-empty one,
+    so the parsed empty objects already say all)."""
     key_regex = f'"{field}"' + r"\s*:"
     present_by_key = {}
     for key in FILE_ACTION_KEYS:
@@ -716,7 +717,7 @@ def _object_maps(row_lines: pa.LargeStringArray, table: pa.Table, field: str, *,
     if not present.any():
         return None
     candidates = np.flatnonzero(present)
-    cand_lines = row_lines.take(int64_array(candidates))
+    cand_lines = lines.take(int64_array(line_of_row[candidates]))
     non_empty = mask_to_numpy(pc.match_substring_regex(cand_lines, key_regex + r'\s*\{\s*"'))
     candidates, cand_lines = candidates[non_empty], cand_lines.filter(bool_array(non_empty))
     if not candidates.size:
