@@ -241,6 +241,7 @@ def _zero_metrics() -> ChangeMetrics:
         "numDeletionVectorsRemoved",
         "numDeletionVectorsUpdated",
         "numAddedChangeFiles",
+        "scanTimeMs",
         "rewriteTimeMs",
     ):
         metrics[key] = 0
@@ -280,6 +281,11 @@ def stage_row_changes(
 ) -> ChangeMetrics:
     """Stage in ``txn`` the removal of ``removed_rows`` and the addition of ``new_rows``; Delta's file metrics.
 
+    The metrics: numRemovedFiles, numRemovedBytes, numAddedFiles, numAddedBytes,
+    numCopiedRows, numDeletionVectorsAdded/Removed/Updated, numAddedChangeFiles (0),
+    scanTimeMs (finding the removed rows) and rewriteTimeMs (DVs and files written);
+    ``removed_rows`` (an attribute) counts the target rows that left their files.
+
     ``files`` are the file actions the rows were read from (``txn.read_files``; the
     caller recorded the read). ``removed_rows`` has :data:`FILE_COLUMN` and
     :data:`ROW_COLUMN` (from ``target_dataframe``): each pair a live target row that
@@ -298,45 +304,64 @@ def stage_row_changes(
     metrics = _zero_metrics()
     removed = removed_rows.select(FILE_COLUMN, ROW_COLUMN)
     new_data = None if new_rows is None else new_rows.select(*spark_schema(context).names)
+    copied: Observation | None = None
     with engine_errors_from_executors():
         if use_deletion_vectors:
-            deletes = _positions_by_file(removed.toArrow())
-            if deletes:
-                _refuse_change_data_feed(context)
-                summary = txn.delete_rows(deletes)
-                metrics.removed_rows = summary.num_deleted_rows
-                metrics["numRemovedFiles"] += summary.num_removed_files
-                metrics["numRemovedBytes"] += summary.num_removed_bytes
-                metrics["numDeletionVectorsAdded"] += summary.num_deletion_vectors_added
-                metrics["numDeletionVectorsUpdated"] += summary.num_deletion_vectors_updated
-                metrics["numDeletionVectorsRemoved"] += summary.num_deletion_vectors_removed
+            _mark_in_deletion_vectors(txn, context, removed, metrics)
+            located = time.monotonic()
             to_write = new_data
-            copied: Observation | None = None
         else:
-            counts = removed.groupBy(FILE_COLUMN).count().toArrow()
-            touched = files.filter(pc.is_in(files.column("path"), value_set=counts.column(FILE_COLUMN).combine_chunks()))
-            metrics.removed_rows = int(pc.sum(counts.column("count")).as_py() or 0)
-            copied = None
-            to_write = new_data
-            if touched.num_rows:
-                _refuse_change_data_feed(context)
-                survivors = target_dataframe(removed_rows.sparkSession, context, touched).join(
-                    removed, [FILE_COLUMN, ROW_COLUMN], "left_anti"
-                )
-                copied = Observation()
-                survivors = survivors.observe(copied, F.count(F.lit(1)).alias("rows")).drop(FILE_COLUMN, ROW_COLUMN)
-                to_write = survivors if new_data is None else survivors.unionByName(new_data)
-                txn.remove_files(touched)
-                metrics["numRemovedFiles"] += touched.num_rows
-                metrics["numRemovedBytes"] += int(pc.sum(touched.column("size")).as_py() or 0)
-                dvs = touched.column("deletion_vector")
-                metrics["numDeletionVectorsRemoved"] += touched.num_rows - dvs.null_count
-        if to_write is not None:
-            adds = write_dataframe(context, to_write)
-            txn.add_files(adds, written_for_this_commit=True)
-            metrics["numAddedFiles"] += len(adds)
-            metrics["numAddedBytes"] += sum(add.size for add in adds)
+            # Kept for the anti-join of the rewrite, so the candidate files are not read and filtered twice.
+            removed = removed.persist()
+            try:
+                counts = removed.groupBy(FILE_COLUMN).count().toArrow()
+                located = time.monotonic()
+                metrics.removed_rows = int(pc.sum(counts.column("count")).as_py() or 0)
+                touched = files.filter(pc.is_in(files.column("path"), value_set=counts.column(FILE_COLUMN).combine_chunks()))
+                to_write = new_data
+                if touched.num_rows:
+                    _refuse_change_data_feed(context)
+                    survivors = target_dataframe(removed_rows.sparkSession, context, touched).join(
+                        removed, [FILE_COLUMN, ROW_COLUMN], "left_anti"
+                    )
+                    copied = Observation()
+                    survivors = survivors.observe(copied, F.count(F.lit(1)).alias("rows")).drop(FILE_COLUMN, ROW_COLUMN)
+                    to_write = survivors if new_data is None else survivors.unionByName(new_data)
+                    txn.remove_files(touched)
+                    metrics["numRemovedFiles"] += touched.num_rows
+                    metrics["numRemovedBytes"] += int(pc.sum(touched.column("size")).as_py() or 0)
+                    metrics["numDeletionVectorsRemoved"] += touched.num_rows - touched.column("deletion_vector").null_count
+                _write_new_files(txn, context, to_write, metrics)
+            finally:
+                removed.unpersist()
+            to_write = None
+        _write_new_files(txn, context, to_write, metrics)
         if copied is not None:
             metrics["numCopiedRows"] += int(copied.get.get("rows", 0))
-    metrics["rewriteTimeMs"] = int((time.monotonic() - started) * 1000)
+    # Delta's split: finding the rows that change, then writing DVs and files.
+    metrics["scanTimeMs"] = int((located - started) * 1000)
+    metrics["rewriteTimeMs"] = int((time.monotonic() - located) * 1000)
     return metrics
+
+
+def _mark_in_deletion_vectors(txn: Transaction, context: TableContext, removed: DataFrame, metrics: ChangeMetrics) -> None:
+    deletes = _positions_by_file(removed.toArrow())
+    if not deletes:
+        return
+    _refuse_change_data_feed(context)
+    summary = txn.delete_rows(deletes)  # log paths: the transaction finds the live files by them
+    metrics.removed_rows = summary.num_deleted_rows
+    metrics["numRemovedFiles"] += summary.num_removed_files
+    metrics["numRemovedBytes"] += summary.num_removed_bytes
+    metrics["numDeletionVectorsAdded"] += summary.num_deletion_vectors_added
+    metrics["numDeletionVectorsUpdated"] += summary.num_deletion_vectors_updated
+    metrics["numDeletionVectorsRemoved"] += summary.num_deletion_vectors_removed
+
+
+def _write_new_files(txn: Transaction, context: TableContext, data: DataFrame | None, metrics: ChangeMetrics) -> None:
+    if data is None:
+        return
+    adds = write_dataframe(context, data)
+    txn.add_files(adds, written_for_this_commit=True)
+    metrics["numAddedFiles"] += len(adds)
+    metrics["numAddedBytes"] += sum(add.size for add in adds)
