@@ -15,8 +15,11 @@ Committing
     (:class:`Committer` reporting :class:`Committed`, :class:`Conflicted` or
     :class:`RetryableFailure`; :class:`FileIOCommitter`), :class:`PostCommitHook`.
 
-Writing data files (for drivers that commit what executors wrote)
-    :class:`WriterOptions`, :func:`write_data_files`, :func:`add_file_from_parquet`.
+Per-file work elsewhere (Spark executors), committed by a driver
+    :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
+    value; ``DeltaTable.context(snapshot)``), :func:`read_live_rows` (one data file's live
+    rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
+    (takes a snapshot or a context), :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
     :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`.
@@ -40,7 +43,10 @@ Errors
     argument to any public verb or option is an :class:`InvalidArgumentError`; a bad
     file path in an action is an :class:`InvalidPathError`.
 
-:func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
+:func:`stage_delete` stages a DELETE in an open transaction without committing it (for a
+caller that commits with its own appId, tags and retries: the Spark jobs).
+
+:func:`write_data_files`, :func:`add_file_from_parquet` and :func:`stage_delete` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
 only reads should not pay for at import.
 """
@@ -96,6 +102,7 @@ from airflow_delta.engine.errors import (
     UnknownTablePropertyError,
     UnsupportedFeatureError,
     VersionNotFoundError,
+    error_from_report,
 )
 from airflow_delta.engine.model.actions import (
     AddCDCFile,
@@ -111,6 +118,7 @@ from airflow_delta.engine.model.properties import TableProperties, parse_interva
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.results import AppendResult, DeleteResult
 from airflow_delta.engine.read.snapshot import Snapshot
+from airflow_delta.engine.read.table_context import TableContext, read_live_rows
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.table import DeltaTable
@@ -121,10 +129,12 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.delete import stage_delete
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
+    "stage_delete": "airflow_delta.engine.operations.delete",
     "write_data_files": "airflow_delta.engine.write.data_files",
 }
 
@@ -206,6 +216,7 @@ __all__ = [
     "SetTransaction",
     "Snapshot",
     "TableAlreadyExistsError",
+    "TableContext",
     "TableLocation",
     "TableNotFoundError",
     "TableProperties",
@@ -216,8 +227,11 @@ __all__ = [
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
+    "error_from_report",
     "parse_interval",
+    "read_live_rows",
     "reader_features",
+    "stage_delete",
     "write_checkpoint",
     "write_data_files",
     "writer_features",

@@ -502,3 +502,23 @@ class AtomicWriteError(DeltaError):
             f"could not publish {path}: its temporary file {temporary} {reason}; nothing was written at {path}. "
             "Another process deleted it (a log cleanup that removes temporary files of live writers?); retry"
         )
+
+
+# ------------------------------------------------------------------ across processes
+
+
+def error_from_report(class_name: str, message: str) -> DeltaError:
+    """The error a report names (its class name and message), for errors that crossed a process boundary as text.
+
+    A Spark executor's error reaches the driver, and a job's error reaches the Airflow
+    worker, as text; this rebuilds it as the named class, so the caller can catch it by
+    class and read its ``retryable``. The instance carries the message only (not the
+    attributes its constructor would set). A name that is not an engine error class
+    gives a plain :class:`DeltaError`.
+    """
+    cls = globals().get(class_name)
+    if not (isinstance(cls, type) and issubclass(cls, DeltaError)):
+        cls = DeltaError
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    return error

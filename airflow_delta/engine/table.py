@@ -36,6 +36,7 @@ from airflow_delta.engine.operations.results import AppendResult, DeleteResult
 from airflow_delta.engine.read.history import read_history
 from airflow_delta.engine.read.listing import latest_version
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
+from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
@@ -94,6 +95,12 @@ class DeltaTable:
     def version(self) -> int:
         """The latest committed version, found by listing the log (no replay)."""
         return latest_version(self.io, self.root)
+
+    def context(self, snapshot: Snapshot | None = None) -> TableContext:
+        """``snapshot`` (default: the latest) as a picklable :class:`TableContext`, for per-file work in other processes."""
+        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        snapshot = snapshot if snapshot is not None else self.snapshot()
+        return TableContext.of(snapshot, self.table_uri, self.storage_options)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, each with its ``version``."""
@@ -166,17 +173,12 @@ class DeltaTable:
         writer: WriterOptions | None = None,
         commit: CommitOptions | None = None,
         snapshot: Snapshot | None = None,
-        app_transaction: AppTransaction | None = None,
-        tags: Mapping[str, str] | None = None,
     ) -> DeleteResult:
         """``DELETE FROM table [WHERE predicate]`` in one commit (deletion vectors where the table enables them).
 
         Returns the committed version (None when no row matched), the version read and
         Delta's DELETE metrics. ``snapshot`` reads from an older snapshot: concurrent
-        commits since then are checked with Delta's conflict rules. ``app_transaction``
-        makes the commit idempotent (a table that already records it raises
-        :class:`TransactionAlreadyCommittedError`, reading no data); ``tags`` go into
-        commitInfo.
+        commits since then are checked with Delta's conflict rules.
         """
         from airflow_delta.engine.operations.delete import delete
 
@@ -184,17 +186,8 @@ class DeltaTable:
         check_bool("use_deletion_vectors", use_deletion_vectors, optional=True)
         check_instance("writer", writer, WriterOptions, optional=True)
         check_instance("commit", commit, CommitOptions, optional=True)
-        check_instance("app_transaction", app_transaction, AppTransaction, optional=True)
-        check_str_mapping("tags", tags, optional=True)
         with self.transaction(commit, snapshot=snapshot) as txn:
-            return delete(
-                txn,
-                predicate,
-                use_deletion_vectors=use_deletion_vectors,
-                writer=writer,
-                app_transaction=app_transaction,
-                tags=tags,
-            )
+            return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
 
     def checkpoint(self, version: int | None = None) -> int:
         """Write a checkpoint of ``version`` (default: latest); returns the version checkpointed."""

@@ -37,17 +37,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 import airflow_delta.engine as engine
 import airflow_delta.spark as spark_package
 from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot
-from airflow_delta.spark.job_result import (
-    TAG_APP_ID,
-    TAG_ATTEMPTS,
-    TAG_DAG_ID,
-    TAG_MAP_INDEX,
-    TAG_RUN_ID,
-    TAG_TASK_ID,
-    JobResult,
-)
+from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
 from airflow_delta.spark.packaging import engine_py_files
-from airflow_delta.spark.specs import Spec, TaskIdentity
+from airflow_delta.spark.specs import Spec
 
 __all__ = [
     "CONN_TYPE",
@@ -57,7 +49,6 @@ __all__ = [
     "DeltaConnectionSettings",
     "DeltaHook",
     "DeltaSparkJobError",
-    "commit_tags",
     "error_from_line",
 ]
 
@@ -74,18 +65,6 @@ DRIVER_LOG_TAIL_LINES = 100
 # The history is read newest first in growing windows: the commit a retry looks for is
 # almost always among the newest few, and a table with a long log is never read whole.
 _FIRST_HISTORY_WINDOW = 16
-
-
-def commit_tags(identity: TaskIdentity, attempts: int) -> dict[str, str]:
-    """The commitInfo tags that make a task instance's commit findable in the log."""
-    return {
-        TAG_APP_ID: identity.app_id,
-        TAG_ATTEMPTS: str(attempts),
-        TAG_DAG_ID: identity.dag_id,
-        TAG_TASK_ID: identity.task_id,
-        TAG_RUN_ID: identity.run_id,
-        TAG_MAP_INDEX: str(identity.map_index),
-    }
 
 
 class DeltaSparkJobError(AirflowException):

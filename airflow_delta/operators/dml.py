@@ -20,7 +20,6 @@ conflict: retry) or :class:`~airflow_delta.operators.retry.DeltaNonRetryableErro
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -30,17 +29,16 @@ from airflow.sdk import BaseOperator
 from sqlglot import exp
 
 from airflow_delta.engine import (
-    AppTransaction,
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
     DeltaError,
     DeltaTable,
     InvalidArgumentError,
     InvalidFilterError,
     Snapshot,
+    TableContext,
+    Transaction,
+    stage_delete,
 )
-from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook, commit_tags
+from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
 from airflow_delta.operators.retry import task_error
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.specs import (
@@ -59,9 +57,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 __all__ = ["DeltaDeleteOperator", "DeltaMergeOperator", "DeltaUpdateOperator"]
-
-# The logical conflicts after which an operation plans again from the new snapshot.
-_REPLANNABLE = (ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentDeleteDeleteException)
 
 DEFAULT_WORKER_THRESHOLD_BYTES = 256 << 20
 """``execution="auto"`` runs a DELETE in the worker when its candidate files total less."""
@@ -270,44 +265,31 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         return in_worker
 
     def _run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        """The DELETE through the engine in this process, with the Spark job's attempts, tags and exactly-once.
+
+        The engine stages it (``stage_delete``: pruning, the metadata-only case, DVs or
+        rewrites); the job's driver loop (``run_with_retries``) commits it with the task's
+        appId and tags, plans again on logical conflicts, and returns an earlier try's
+        commit if one lands first. Nothing here starts Spark.
+        """
         assert isinstance(spec, DeleteSpec)
-        options = spec.options
-        app = AppTransaction(spec.identity.app_id, 1)
-        attempt = 1
-        while True:
-            try:
-                result = table.delete(
-                    spec.predicate,
-                    use_deletion_vectors=options.use_deletion_vectors,
-                    snapshot=snapshot,
-                    app_transaction=app,
-                    tags=commit_tags(spec.identity, attempt),
-                )
-                break
-            except _REPLANNABLE as conflict:
-                if attempt >= options.max_attempts:
-                    raise
-                wait = min(
-                    options.backoff_initial_seconds * options.backoff_multiplier ** (attempt - 1),
-                    options.backoff_max_seconds,
-                )
-                self.log.warning("Attempt %d conflicted (%s); planning again in %.1f s", attempt, conflict, wait)
-                time.sleep(wait)
-                attempt += 1
-                snapshot = table.snapshot()
+        from airflow_delta.spark.changes import StagedOperation, run_with_retries, uses_deletion_vectors
+
+        predicate = spec.predicate
+
+        def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
+            use_dvs = uses_deletion_vectors(context, spec.options)
+            metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
+            changed = bool(metrics.get("numDeletedRows") or metrics.get("numRemovedFiles"))
+            parameters = {"predicate": [predicate] if predicate is not None else []}
+            return StagedOperation("DELETE", parameters, metrics, commit=changed)
+
+        result = run_with_retries(spec, attempt)
         if result.version is None:
-            return JobResult(
-                version=None,
-                read_version=result.read_version,
-                operation="DELETE",
-                metrics=dict(result.metrics),
-                attempts=attempt,
-            )
-        committed = (
-            self._hook.find_commit(table, spec.identity.app_id, operation="DELETE") if self._hook is not None else None
-        )
-        assert committed is not None, "the DELETE committed, so its appId is in the log"
-        return committed
+            return result
+        # The same return value as a job's: read back from the log.
+        committed = self._hook.find_commit(table, spec.identity.app_id, operation="DELETE") if self._hook else None
+        return committed if committed is not None else result
 
 
 class DeltaUpdateOperator(_DeltaDmlOperator):

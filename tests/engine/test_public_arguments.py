@@ -96,6 +96,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.snapshot.timestamp", [1.5, True, [1], b"2024", _NotAnything()], lambda v: table.snapshot(timestamp=v))
     each("DeltaTable.snapshot.timestamp (with a version)", [0], lambda v: table.snapshot(version=v, timestamp=0))
     each("DeltaTable.history.limit", [*NOT_INT, 0, -1], lambda v: table.history(limit=v))
+    each("DeltaTable.context.snapshot", ["latest", 1, table], lambda v: table.context(v))
     each("DeltaTable.create.schema", [{"id": "long"}, "id long", None], lambda v: DeltaTable.create(table.table_uri + "-x", v))
     each(
         "DeltaTable.create.partition_by",
@@ -128,6 +129,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
 
     # Snapshot reads
     each("Snapshot.files.filter", NOT_STR, lambda v: snap.files(v))
+    each("Snapshot.files.stats", NOT_BOOL, lambda v: snap.files(stats=v))
     each("Snapshot.plan_files.filter", NOT_STR, lambda v: snap.plan_files(v))
     each("Snapshot.file_uris.filter", NOT_STR, lambda v: snap.file_uris(v))
     each("Snapshot.to_arrow.columns", NOT_STR_SEQUENCE, lambda v: snap.to_arrow(columns=v))
@@ -149,6 +151,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("Transaction.read_app_transaction.app_id", [*NOT_STR, ""], lambda v: txn().read_app_transaction(v))
     each("Transaction.add.action", [{"path": "x"}, "x", None], lambda v: txn().add(v))
     each("Transaction.add_files.actions", [AddFile("x", {}, 1, 0, True), "x", [{"path": "x"}], 1], lambda v: txn().add_files(v))
+    each("Transaction.add_files.written_for_this_commit", [1, "yes", None], lambda v: txn().add_files([], written_for_this_commit=v))
     each("Transaction.remove.action", [AddFile("x", {}, 1, 0, True), "x"], lambda v: txn().remove(v))
     each("Transaction.remove_files.files", [["x"], "x", pa.table({"x": [1]})], lambda v: txn().remove_files(v))
     each("Transaction.remove_files.data_change", NOT_BOOL, lambda v: txn().remove_files(snap.add_actions, data_change=v))

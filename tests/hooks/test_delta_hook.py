@@ -18,22 +18,21 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta.engine import (
-    AppTransaction,
     ConcurrentAppendException,
     ConcurrentDeleteReadException,
     DeltaError,
     DeltaTable,
     InvalidArgumentError,
     InvalidFilterError,
-    TransactionAlreadyCommittedError,
+    stage_delete,
 )
 from airflow_delta.hooks.delta import (
     DeltaHook,
     DeltaSparkJobError,
     _path_with_spark_submit,
-    commit_tags,
     error_from_line,
 )
+from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
 from tests.airflow_layer import SCHEMA, STAND_IN, make_table, set_connection
 from tests.oracles import assert_oracles_read
@@ -194,11 +193,27 @@ def test_an_unknown_or_unreadable_error_line_becomes_a_plain_delta_error() -> No
 # --------------------------------------------------------------------------- find_commit
 
 
+def _tagged_delete(table: DeltaTable, predicate: str, identity: TaskIdentity, attempts: int) -> dict[str, int]:
+    """A DELETE committed as a job commits it: txn appId, and the contract's commitInfo tags."""
+    with table.transaction() as txn:
+        txn.set_app_transaction(identity.app_id, 1)
+        metrics = stage_delete(txn, predicate)
+        tags = {
+            "airflowDelta.appId": identity.app_id,
+            "airflowDelta.attempts": str(attempts),
+            "airflowDelta.dagId": identity.dag_id,
+            "airflowDelta.taskId": identity.task_id,
+            "airflowDelta.runId": identity.run_id,
+            "airflowDelta.mapIndex": str(identity.map_index),
+        }
+        txn.commit("DELETE", {"predicate": [predicate]}, metrics, tags=tags)
+    return metrics
+
+
 def test_find_commit_rebuilds_the_result_from_the_log(table_path: str) -> None:
     make_table(table_path)
     table = DeltaTable(table_path)
-    app = AppTransaction(IDENTITY.app_id, 1)
-    deleted = table.delete("id < 3", app_transaction=app, tags=commit_tags(IDENTITY, 2))
+    deleted = _tagged_delete(table, "id < 3", IDENTITY, attempts=2)
     # Later commits by others: the search goes past them.
     for i in range(40):
         table.append(pa.table({"id": [100 + i], "part": ["a"], "value": ["x"]}, schema=SCHEMA))
@@ -207,14 +222,14 @@ def test_find_commit_rebuilds_the_result_from_the_log(table_path: str) -> None:
 
     assert found is not None
     assert (found.version, found.read_version, found.operation, found.attempts) == (3, 2, "DELETE", 2)
-    assert found.metrics["numDeletedRows"] == deleted.metrics["numDeletedRows"] == 3
-    assert found.metrics == {name: int(value) for name, value in deleted.metrics.items()}
+    assert found.metrics["numDeletedRows"] == deleted["numDeletedRows"] == 3
+    assert found.metrics == deleted
 
 
 def test_find_commit_is_none_when_the_app_id_never_committed(table_path: str) -> None:
     make_table(table_path)
     table = DeltaTable(table_path)
-    table.delete("id < 3", app_transaction=AppTransaction("airflow-delta:other", 1))
+    _tagged_delete(table, "id < 3", TaskIdentity("dag", "another_task", IDENTITY.run_id), attempts=1)
 
     assert DeltaHook().find_commit(table, IDENTITY.app_id) is None
 
@@ -243,7 +258,7 @@ def test_submit_in_local_mode_commits_once_with_the_task_app_id(
 
 @pytest.mark.slow
 def test_submit_to_a_standalone_cluster_in_client_mode(
-    monkeypatch: pytest.MonkeyPatch, table_path: str, standalone_cluster: object
+    monkeypatch: pytest.MonkeyPatch, table_path: str, standalone_cluster: object, capfd: pytest.CaptureFixture[str]
 ) -> None:
     rows = make_table(table_path)
     host, port = standalone_cluster.master_url.rsplit(":", 1)  # type: ignore[attr-defined]
@@ -258,8 +273,9 @@ def test_submit_to_a_standalone_cluster_in_client_mode(
     hook.submit(_spec(table_path, "id IN (1, 2, 3)"), application=STAND_IN)
 
     # The executor imported the engine from the job's py_files zip, not from an installation.
-    planned = next(line for line in hook._submit_hook.output_tail if "AIRFLOW_DELTA_STAND_IN planned" in line)
-    assert ".zip" in planned and "airflow_delta-py-files-" in planned, planned
+    logged = capfd.readouterr()
+    planned = next(line for line in (logged.out + logged.err).splitlines() if "AIRFLOW_DELTA_STAND_IN planned" in line)
+    assert ".zip/airflow_delta/engine/__init__.py" in planned and "airflow_delta-py-files-" in planned, planned
 
     found = hook.find_commit(DeltaTable(table_path), IDENTITY.app_id)
     assert found is not None and found.metrics["numDeletedRows"] == 3
@@ -282,7 +298,7 @@ def test_a_bad_predicate_fails_with_the_engine_error_and_the_driver_log_tail(
     assert not raised.value.retryable
     logged = capfd.readouterr()
     tail = (logged.out + logged.err).split("The Spark job failed; the last", 1)[1]
-    assert "AIRFLOW_DELTA_ERROR" in tail and "does not exist in the table" in tail
+    assert "AIRFLOW_DELTA_ERROR" in tail and "no_such_column" in tail
     assert DeltaTable(table_path).version() == 2
     assert_oracles_read(table_path, rows)
 
@@ -297,7 +313,7 @@ def test_a_conflict_with_a_concurrent_delete_raises_the_retryable_engine_error(
     _local_connections(monkeypatch, {"spark.airflowDeltaTest.deleteBeforeCommit": "part = 'a'"})
 
     with pytest.raises(ConcurrentDeleteReadException) as raised:
-        DeltaHook().submit(_spec(table_path, "id = 2"), application=STAND_IN)
+        DeltaHook().submit(_spec(table_path, "id = 2", max_attempts=1), application=STAND_IN)
 
     assert raised.value.retryable
     assert DeltaTable(table_path).version() == 3  # the other writer's commit only
@@ -309,7 +325,11 @@ def test_on_kill_during_a_running_job_leaves_no_commit_and_a_readable_table(
     monkeypatch: pytest.MonkeyPatch, table_path: str
 ) -> None:
     rows = make_table(table_path)
-    _local_connections(monkeypatch, {"spark.airflowDeltaTest.sleepBeforeCommit": "20"})
+    staged = Path(table_path).parent / "staged"
+    _local_connections(
+        monkeypatch,
+        {"spark.airflowDeltaTest.sleepBeforeCommit": "10", "spark.airflowDeltaTest.stagedMarker": str(staged)},
+    )
     hook = DeltaHook()
     failure: list[BaseException] = []
 
@@ -322,54 +342,54 @@ def test_on_kill_during_a_running_job_leaves_no_commit_and_a_readable_table(
     submitting = threading.Thread(target=run)
     submitting.start()
     # Kill once the driver is in its sleeping stage (it planned, and would commit after).
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not (
-        hook._submit_hook is not None
-        and any("AIRFLOW_DELTA_STAND_IN planned" in line for line in hook._submit_hook.output_tail)
-    ):
-        time.sleep(0.5)
-    time.sleep(2)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not staged.exists():
+        time.sleep(0.2)
+    assert staged.exists(), "the job never reached its commit"
     hook.on_kill()
-    submitting.join(timeout=60)
+    submitting.join(timeout=120)
 
     assert not submitting.is_alive()
     assert failure and isinstance(failure[0], DeltaSparkJobError)
-    time.sleep(25)  # past the moment the killed driver would have committed
+    time.sleep(12)  # past the moment the killed driver would have committed
     assert DeltaTable(table_path).version() == 2
     assert DeltaHook().find_commit(DeltaTable(table_path), IDENTITY.app_id) is None
     assert_oracles_read(table_path, rows)
 
 
 @pytest.mark.slow
-def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check(
+def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check_and_reports_the_retry_commit(
     monkeypatch: pytest.MonkeyPatch, table_path: str
 ) -> None:
     rows = make_table(table_path)
-    _local_connections(monkeypatch, {"spark.airflowDeltaTest.sleepBeforeCommit": "12"})
+    staged = Path(table_path).parent / "staged"
+    _local_connections(
+        monkeypatch,
+        {"spark.airflowDeltaTest.sleepBeforeCommit": "8", "spark.airflowDeltaTest.stagedMarker": str(staged)},
+    )
     hook = DeltaHook()
+    printed: list[JobResult | None] = []
     failure: list[BaseException] = []
 
     def earlier_try() -> None:
         try:
-            hook.submit(_spec(table_path, "id = 5"), application=STAND_IN)
+            printed.append(hook.submit(_spec(table_path, "id = 5"), application=STAND_IN))
         except BaseException as exc:
             failure.append(exc)
 
     late = threading.Thread(target=earlier_try)
     late.start()
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not (
-        hook._submit_hook is not None
-        and any("AIRFLOW_DELTA_STAND_IN planned" in line for line in hook._submit_hook.output_tail)
-    ):
-        time.sleep(0.5)
-    # The retry commits first, in the worker, with the same appId.
-    retry = DeltaTable(table_path).delete(
-        "id = 5", app_transaction=AppTransaction(IDENTITY.app_id, 1), tags=commit_tags(IDENTITY, 1)
-    )
-    late.join(timeout=120)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not staged.exists():
+        time.sleep(0.2)
+    assert staged.exists(), "the job never reached its commit"
+    # While the earlier try's driver waits to commit, the retry commits with the same appId.
+    retry = _tagged_delete(DeltaTable(table_path), "id = 5", IDENTITY, attempts=1)
+    late.join(timeout=300)
 
-    assert retry.version == 3
-    assert failure and isinstance(failure[0], TransactionAlreadyCommittedError)
+    assert not failure, failure
+    # The late commit lost the conflict check on the appId; the job reports the retry's commit.
+    assert printed[0] is not None and printed[0].version == 3
+    assert printed[0].metrics["numDeletedRows"] == retry["numDeletedRows"] == 1
     assert DeltaTable(table_path).version() == 3
     assert_oracles_read(table_path, [r for r in rows if r["id"] != 5])

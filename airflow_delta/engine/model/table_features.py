@@ -169,6 +169,21 @@ def _nested_fields(data_type: object) -> list[dict]:
     return []
 
 
+_VARIANT_FEATURES = frozenset({"variantType", "variantType-preview"})
+
+
+def _is_variant(data_type: object) -> bool:
+    """Whether a schema type is, or directly nests (array element, map key or value), a variant."""
+    if data_type == "variant":
+        return True
+    if isinstance(data_type, dict):
+        if data_type.get("type") == "array":
+            return _is_variant(data_type.get("elementType"))
+        if data_type.get("type") == "map":
+            return _is_variant(data_type.get("keyType")) or _is_variant(data_type.get("valueType"))
+    return False
+
+
 def active_writer_features(protocol: Protocol, metadata: Metadata) -> frozenset[str]:
     """Writer features that actually constrain a write to this table."""
     listed = writer_features(protocol)
@@ -177,6 +192,11 @@ def active_writer_features(protocol: Protocol, metadata: Metadata) -> frozenset[
     for field in _fields(log_json.loads(metadata.schema_string)):
         field_meta_keys.update((field.get("metadata") or {}).keys())
     active = set(listed - _METADATA_ACTIVATED_WRITER_FEATURES)
+    # delta-rs (1.6) lists variantType on every table it creates with reader/writer
+    # features; the feature constrains only writes of variant columns, so a table
+    # without one is writable.
+    if not any(_is_variant(field.get("type")) for field in _fields(log_json.loads(metadata.schema_string))):
+        active -= _VARIANT_FEATURES
     if "changeDataFeed" in listed and props.enable_change_data_feed:
         active.add("changeDataFeed")
     if "generatedColumns" in listed and "delta.generationExpression" in field_meta_keys:

@@ -42,7 +42,6 @@ from airflow_delta.engine.errors import (
     CorruptDeletionVectorError,
     DeletionVectorsNotEnabledError,
     TableNotFoundError,
-    TransactionAlreadyCommittedError,
     UnsupportedFeatureError,
 )
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
@@ -60,10 +59,10 @@ from airflow_delta.engine.write.row_deletion import live_files_by_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
-    from airflow_delta.engine.write.options import AppTransaction, WriterOptions
+    from airflow_delta.engine.write.options import WriterOptions
     from airflow_delta.engine.write.transaction import Transaction
 
-__all__ = ["DeleteResult", "delete", "matching_row_indexes", "matching_rows"]
+__all__ = ["DeleteResult", "delete", "delete_operation_parameters", "matching_row_indexes", "matching_rows", "stage_delete"]
 
 # ------------------------------------------------------------------ finding rows
 
@@ -153,8 +152,6 @@ def delete(
     *,
     use_deletion_vectors: bool | None = None,
     writer: WriterOptions | None = None,
-    app_transaction: AppTransaction | None = None,
-    tags: Mapping[str, str] | None = None,
 ) -> DeleteResult:
     """``DELETE FROM table [WHERE predicate]`` in the open transaction ``txn``; see the module docstring.
 
@@ -167,18 +164,37 @@ def delete(
     :class:`~airflow_delta.engine.errors.ConcurrentModificationError` subclass; nothing
     is committed then (DV or data files already written stay orphaned for VACUUM).
     When no row matches, nothing is committed and the transaction is aborted.
-    ``app_transaction`` makes the commit idempotent (a ``txn`` action; a table that
-    already records it raises
-    :class:`~airflow_delta.engine.errors.TransactionAlreadyCommittedError` before any
-    data is read); ``tags`` go into commitInfo.
+    """
+    snapshot = txn.snapshot
+    metrics = stage_delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
+    if not txn.has_staged_actions:
+        txn.abort()
+        return DeleteResult(None, snapshot.version if snapshot is not None else -1, MappingProxyType(metrics))
+    assert snapshot is not None  # stage_delete raised otherwise
+    version = txn.commit("DELETE", delete_operation_parameters(predicate), metrics)
+    return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
+
+
+def delete_operation_parameters(predicate: str | None) -> dict[str, Any]:
+    """DELETE's ``operationParameters`` as Delta writes them: the condition in a JSON list, ``[]`` for none."""
+    return {"predicate": [predicate] if predicate is not None else []}
+
+
+def stage_delete(
+    txn: Transaction,
+    predicate: str | None = None,
+    *,
+    use_deletion_vectors: bool | None = None,
+    writer: WriterOptions | None = None,
+) -> dict[str, int]:
+    """Stage ``DELETE FROM table [WHERE predicate]`` in ``txn`` without committing; Delta's DELETE metrics.
+
+    The same work as :func:`delete` (arguments and errors alike), for a caller that
+    commits itself (with its own ``txn`` appId, tags or retries). When no row matches,
+    nothing is staged and the metrics say so (``numDeletedRows`` 0, no file removed);
+    whether to commit is the caller's call. The metrics come in the order Spark writes them.
     """
     started = time.monotonic()
-    if app_transaction is not None:
-        # Checked against the snapshot now, staged only when there is something to commit:
-        # a DELETE that matches no row commits nothing, idempotent or not.
-        previous = txn.read_app_transaction(app_transaction.app_id)
-        if previous is not None and previous >= app_transaction.version:
-            raise TransactionAlreadyCommittedError(app_transaction.app_id, app_transaction.version, previous)
     snapshot = txn.snapshot
     if snapshot is None:
         raise TableNotFoundError(txn.location.uri, "DELETE needs an existing table")
@@ -191,21 +207,10 @@ def delete(
     scan_ms = _elapsed_ms(started)
     rewrite_started = time.monotonic()
     metrics = _execute(txn, snapshot, plan, bool(use_deletion_vectors), target_file_size)
-    if not txn.has_staged_actions:
-        txn.abort()
-        return DeleteResult(None, snapshot.version, MappingProxyType(metrics))
     metrics["scanTimeMs"] = scan_ms
     metrics["rewriteTimeMs"] = _elapsed_ms(rewrite_started)
     metrics["executionTimeMs"] = _elapsed_ms(started)
-    if app_transaction is not None:
-        txn.set_app_transaction(app_transaction.app_id, app_transaction.version)
-    version = txn.commit(
-        "DELETE",
-        {"predicate": [predicate] if predicate is not None else []},
-        _ordered_metrics(metrics),
-        tags=tags,
-    )
-    return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
+    return _ordered_metrics(metrics)
 
 
 @dataclass(frozen=True)

@@ -227,6 +227,11 @@ def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
     return [resolve_in_table(table_root, p) for p in paths]
 
 
+def deleted_rows_of_file(snapshot: ScanSource, file: pa.Table) -> np.ndarray | None:
+    """The sorted physical row indexes that the deletion vector of one file (a one-row table) removes; None without one."""
+    return _deleted_rows(snapshot, file, workers=1)[0]
+
+
 def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[np.ndarray | None]:
     """Per file, the sorted row indexes its deletion vector removes (None without a DV).
 

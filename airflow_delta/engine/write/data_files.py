@@ -49,6 +49,7 @@ from airflow_delta.engine.model.table_features import (
     check_writable,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
+from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 from airflow_delta.engine.storage.written_files import WrittenFiles
@@ -250,7 +251,7 @@ class _WriteLayout:
         return [n for n in self.logical_schema.names if n not in self.partition_columns]
 
 
-def _layout(snapshot: Snapshot, target_file_size: int | None) -> _WriteLayout:
+def _layout(snapshot: Snapshot | TableContext, target_file_size: int | None) -> _WriteLayout:
     metadata = snapshot.metadata
     props = snapshot.properties
     mapping = ColumnMapping.from_metadata(metadata, snapshot.protocol)
@@ -431,7 +432,7 @@ def _iter_tables(data: pa.Table | pa.RecordBatchReader | pa.RecordBatch) -> Iter
 
 
 def write_data_files(
-    snapshot: Snapshot,
+    snapshot: Snapshot | TableContext,
     data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
     *,
     target_file_size: int | None = None,
@@ -446,7 +447,7 @@ def write_data_files(
     the first two). ``written`` records the files for the caller (a transaction removes
     them if its commit fails).
     """
-    check_instance("snapshot", snapshot, Snapshot)
+    check_instance("snapshot", snapshot, (Snapshot, TableContext))
     check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
     check_int("target_file_size", target_file_size, minimum=1, optional=True)
     check_writable(snapshot.protocol, snapshot.metadata)

@@ -87,7 +87,7 @@ from airflow_delta.engine.model.property_validation import normalize_properties
 from airflow_delta.engine.read.listing import CommitFrontier, LogListing, commit_frontier, commit_path, list_log
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
-from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path
+from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path, resolve_in_table
 from airflow_delta.engine.storage.written_files import WrittenFiles
 from airflow_delta.engine.write.committer import Committed, Committer, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.conflicts import (
@@ -380,12 +380,23 @@ class Transaction:
         self._check_staged_paths("add", [action])
         self._adds.append(action)
 
-    def add_files(self, actions: Iterable[AddFile]) -> None:
+    def add_files(self, actions: Iterable[AddFile], *, written_for_this_commit: bool = False) -> None:
+        """Stage ``add`` actions.
+
+        ``written_for_this_commit``: the files were written for this commit alone (by
+        :func:`~.data_files.write_data_files` in another process, e.g. Spark executors), so
+        they are removed, like the files the transaction writes itself, when the commit
+        certainly does not land. Leave it False for files that exist on their own.
+        """
         self._ensure_open()
+        check_bool("written_for_this_commit", written_for_this_commit)
         staged = check_instances("actions", actions, AddFile)
         for i, add in enumerate(staged):
             check_file_action(f"actions[{i}]", add)
         self._check_staged_paths("add", staged)
+        if written_for_this_commit:
+            for add in staged:
+                self.written_files.record(resolve_in_table(self.location.root, add.path))
         self._adds.extend(staged)
 
     def remove(self, action: RemoveFile) -> None:

@@ -1,0 +1,133 @@
+"""``TableContext``: a table's state as a small picklable value, for work that runs elsewhere.
+
+A Spark executor (or any other process) that reads or writes one data file of a table
+needs the table's location, protocol and metadata, never its file list. A
+:class:`~.snapshot.Snapshot` holds the whole reconciled log and an open FileIO, and does
+not pickle; a context holds only what per-file work needs, pickles in a few kilobytes,
+and opens its FileIO on first use in the process that uses it.
+
+It is a :class:`~.scan.ScanSource` (per-file reads: :func:`read_live_rows`) and carries
+what the data-file writer lays files out by, so the same engine code reads and writes
+files on a driver and on executors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from airflow_delta.engine.model.actions import Metadata, Protocol
+from airflow_delta.engine.model.arguments import check_instance, check_int, check_str
+from airflow_delta.engine.model.properties import TableProperties
+from airflow_delta.engine.model.schema import schema_to_arrow
+from airflow_delta.engine.read.scan import deleted_rows_of_file, read_with_row_positions
+from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.location import TableLocation
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+
+__all__ = ["TableContext", "read_live_rows"]
+
+@dataclass(frozen=True)
+class TableContext:
+    """Where a table lives and its protocol and metadata at ``version``.
+
+    ``uri`` and ``storage_options`` are what :class:`~airflow_delta.engine.DeltaTable`
+    was opened with: each process resolves them to its own FileIO (a local table's is
+    confined to its root there too).
+    """
+
+    uri: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_str("TableContext.uri", self.uri, non_empty=True)
+        check_int("TableContext.version", self.version, minimum=0)
+        check_instance("TableContext.protocol", self.protocol, Protocol)
+        check_instance("TableContext.metadata", self.metadata, Metadata)
+        check_instance("TableContext.storage_options", self.storage_options, Mapping)
+        object.__setattr__(self, "storage_options", dict(self.storage_options))
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, uri: str, storage_options: Mapping[str, Any] | None = None) -> TableContext:
+        """The context of ``snapshot``, a snapshot of the table at ``uri``."""
+        return cls(uri, snapshot.version, snapshot.protocol, snapshot.metadata, dict(storage_options or {}))
+
+    # The ScanSource interface and what the data-file writer reads.
+    @cached_property
+    def location(self) -> TableLocation:
+        return TableLocation.from_uri(self.uri, self.storage_options or None)
+
+    @cached_property
+    def io(self) -> FileIO:
+        return self.location.io
+
+    @property
+    def table_root(self) -> str:
+        return self.location.root
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The table schema as Arrow, logical column names."""
+        return schema_to_arrow(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @cached_property
+    def properties(self) -> TableProperties:
+        return TableProperties.from_configuration(self.metadata.configuration)
+
+    # Pickled as the log's own JSON of the protocol and metadata (their frozen maps do
+    # not pickle), without the cached values.
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "uri": self.uri,
+            "version": self.version,
+            "protocol": self.protocol.to_json(),
+            "metadata": self.metadata.to_json(),
+            "storage_options": dict(self.storage_options),
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(
+            uri=state["uri"],
+            version=state["version"],
+            protocol=Protocol.from_json(state["protocol"]),
+            metadata=Metadata.from_json(state["metadata"]),
+            storage_options=state["storage_options"],
+        )
+
+
+def read_live_rows(source: TableContext, file: pa.Table, columns: Sequence[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+    """The live rows of one data file and the physical position of each.
+
+    ``file`` is one row of file actions (``FILE_ACTIONS_SCHEMA``, as
+    ``Snapshot.add_actions`` or ``Transaction.read_files()`` give them). The rows have
+    the table's logical columns (or ``columns``), partition values filled in and column
+    mapping resolved; rows that the file's deletion vector deletes are left out. The
+    positions (int64, ascending) are what a deletion vector of this file would store for
+    each returned row.
+    """
+    check_instance("source", source, TableContext)
+    check_instance("file", file, pa.Table)
+    if file.num_rows != 1:
+        raise ValueError(f"expected exactly one file action, got {file.num_rows}")
+    names = list(source.schema.names) if columns is None else list(columns)
+    read = read_with_row_positions(source, file, names)
+    positions = read.positions(np.arange(read.rows.num_rows, dtype=np.int64))
+    deleted = deleted_rows_of_file(source, file)
+    if deleted is None or deleted.size == 0:
+        return read.rows, positions
+    keep = ~np.isin(positions, deleted, assume_unique=True)
+    return read.rows.filter(pa.array(keep)), positions[keep]

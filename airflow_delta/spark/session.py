@@ -1,0 +1,34 @@
+"""The SparkSession of a job: plain Apache Spark, no Delta extensions, Arrow on.
+
+The jobs never use Spark's Delta support (there are no Delta jars): Spark reads and
+writes nothing of a table itself. Executors call the engine through ``mapInArrow``
+(:mod:`airflow_delta.spark.file_tasks`), so Arrow must be on, and executors must run a
+Python that has the engine's requirements (``EXECUTOR_REQUIREMENTS``); the submitting
+side sets ``spark.pyspark.python`` for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+# Settings every job needs, under the caller's conf: the caller may not turn Arrow off.
+_REQUIRED_CONF = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+# Defaults the caller may override.
+_DEFAULT_CONF = {
+    "spark.ui.showConsoleProgress": "false",
+    # Delta evaluates predicates, SET expressions and merge conditions under ANSI store
+    # assignment; Spark 4 defaults to it too, but a cluster default may not.
+    "spark.sql.storeAssignmentPolicy": "ANSI",
+}
+
+
+def job_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
+    """The session of a job named ``app_name``; ``conf`` (from the spec) goes over the defaults."""
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**_DEFAULT_CONF, **dict(conf or {}), **_REQUIRED_CONF}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,101 @@
+"""TableContext: a snapshot's location, protocol and metadata as a picklable value for per-file work."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta.engine import (
+    CommitOptions,
+    ConcurrentAppendException,
+    DeltaTable,
+    InvalidArgumentError,
+    TableContext,
+    read_live_rows,
+    write_data_files,
+)
+from tests.conftest import shared_tables_dir
+from tests.oracles import assert_oracles_read, read_with_kernel
+
+
+def test_a_context_pickles_small_and_reads_the_same_after(table_path: str) -> None:
+    deltalake.write_deltalake(table_path, pa.table({"id": pa.array(range(10), pa.int64()), "p": ["a", "b"] * 5}), partition_by=["p"])
+    table = DeltaTable(table_path)
+    context = table.context()
+    _ = context.io, context.schema, context.properties  # cached values must not travel
+    payload = pickle.dumps(context)
+    assert len(payload) < 4096
+    copy = pickle.loads(payload)
+    assert (copy.uri, copy.version, copy.protocol, copy.metadata) == (context.uri, context.version, context.protocol, context.metadata)
+    assert copy.schema == context.schema and copy.partition_columns == ("p",)
+    files = table.snapshot().add_actions
+    assert sorted(r for i in range(files.num_rows) for r in read_live_rows(copy, files.slice(i, 1))[0].column("id").to_pylist()) == list(range(10))
+
+
+def test_live_rows_skip_the_deletion_vector_and_keep_physical_positions() -> None:
+    # Spark wrote these deletion vectors.
+    path = shared_tables_dir() / "table-with-dv-small"
+    table = DeltaTable(str(path))
+    files = table.snapshot().add_actions
+    context = table.context()
+    live = 0
+    for i in range(files.num_rows):
+        rows, positions = read_live_rows(context, files.slice(i, 1))
+        physical = pq.read_table(path / files.column("path")[i].as_py()).column("value").to_pylist()
+        assert rows.column("value").to_pylist() == [physical[p] for p in positions]
+        assert list(positions) == sorted(positions)
+        live += rows.num_rows
+    assert live == len(read_with_kernel(path))
+
+
+def test_one_file_at_a_time() -> None:
+    table = DeltaTable(str(shared_tables_dir() / "table-with-dv-small"))
+    with pytest.raises(ValueError, match="exactly one"):
+        read_live_rows(table.context(), table.snapshot().add_actions.slice(0, 0))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("uri", ""), ("version", -1), ("version", "3"), ("protocol", {}), ("metadata", None), ("storage_options", ["a"])],
+)
+def test_bad_fields_are_refused(field: str, value: object) -> None:
+    good = DeltaTable(str(shared_tables_dir() / "simple_table")).context()
+    fields = {"uri": good.uri, "version": good.version, "protocol": good.protocol, "metadata": good.metadata}
+    with pytest.raises(InvalidArgumentError, match=field):
+        TableContext(**{**fields, field: value})
+
+
+def test_a_delta_rs_table_that_lists_variant_type_is_writable_without_variant_columns(table_path: str) -> None:
+    # delta-rs 1.6 lists variantType among the features of every table it creates with DVs.
+    data = pa.table({"id": pa.array(range(10), pa.int64())})
+    deltalake.write_deltalake(table_path, data, configuration={"delta.enableDeletionVectors": "true"})
+    assert "variantType" in (deltalake.DeltaTable(table_path).protocol().writer_features or [])
+    result = DeltaTable(table_path).delete("id = 3")
+    assert result.metrics["numDeletedRows"] == 1
+    assert_oracles_read(table_path, [{"id": i} for i in range(10) if i != 3])
+
+
+def test_files_written_elsewhere_for_a_commit_are_removed_when_it_certainly_fails(table_path: str) -> None:
+    table = DeltaTable.create(table_path, pa.schema([pa.field("id", pa.int64())]))
+    stale = table.snapshot()
+    table.append(pa.table({"id": pa.array([1], pa.int64())}))
+    adds = write_data_files(table.context(stale), pa.table({"id": pa.array([2], pa.int64())}))
+    written = Path(table_path) / adds[0].path
+    assert written.exists()
+    with pytest.raises(ConcurrentAppendException), table.transaction(CommitOptions(isolation_level="Serializable"), snapshot=stale) as txn:
+        txn.read_whole_table()
+        txn.add_files(adds, written_for_this_commit=True)
+        txn.commit("WRITE")
+    assert not written.exists()
+    # Without the flag the files are the caller's: they stay.
+    adds = write_data_files(table.context(stale), pa.table({"id": pa.array([3], pa.int64())}))
+    with pytest.raises(ConcurrentAppendException), table.transaction(CommitOptions(isolation_level="Serializable"), snapshot=stale) as txn:
+        txn.read_whole_table()
+        txn.add_files(adds)
+        txn.commit("WRITE")
+    assert (Path(table_path) / adds[0].path).exists()

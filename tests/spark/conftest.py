@@ -1,0 +1,33 @@
+"""One SparkSession for the PySpark tests of a pytest worker (local mode, small and quiet)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    # Executors must run this interpreter: it has pyarrow, pyroaring and the engine.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from airflow_delta.spark.session import job_session
+
+    session = job_session(
+        "airflow-delta-tests",
+        {
+            "spark.master": "local[2]",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "1g",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.pyspark.python": sys.executable,
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
