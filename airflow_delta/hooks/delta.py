@@ -241,7 +241,7 @@ class DeltaHook(BaseHook):
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """The standard fields a ``delta`` connection does not use are hidden."""
         return {
-            "hidden-fields": ["host", "port", "schema", "login", "password", "extra"],
+            "hidden_fields": ["host", "port", "schema", "login", "password", "extra"],
             "relabeling": {},
             "placeholders": {
                 "storage_options": '{"AWS_REGION": "eu-west-1"}',
