@@ -238,3 +238,83 @@ def test_a_delete_on_spark_returns_the_commit_from_the_log_and_a_retry_submits_n
     again = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7 OR id = 8", execution="spark")
     assert again.execute(context()) == result
     assert DeltaTable(table_path).version() == 3
+
+
+needs_dml_program = pytest.mark.skipif(
+    not DeltaHook.DML_APPLICATION.is_file(), reason="the DML program (airflow_delta/spark/jobs/dml.py) has not landed"
+)
+
+
+@pytest.mark.slow
+@needs_dml_program
+@pytest.mark.usefixtures("local_spark")
+def test_update_on_spark_returns_delta_metrics_read_from_the_log(table_path: str) -> None:
+    rows = make_table(table_path)
+    operator = DeltaUpdateOperator(
+        task_id="u", table=table_path, set={"value": "concat(value, '!')"}, predicate="part = 'b' AND id < 10"
+    )
+
+    result = operator.execute(context(task_id="u"))
+
+    assert (result["version"], result["read_version"], result["operation"], result["attempts"]) == (3, 2, "UPDATE", 1)
+    assert result["metrics"]["numUpdatedRows"] == 5
+    info = DeltaTable(table_path).history(limit=1)[0]
+    assert info["tags"]["airflowDelta.taskId"] == "u"
+    assert {k: int(v) for k, v in info["operationMetrics"].items()} == result["metrics"]
+    expected = [{**r, "value": r["value"] + "!"} if r["part"] == "b" and r["id"] < 10 else r for r in rows]
+    assert_oracles_read(table_path, expected)
+
+
+@pytest.mark.slow
+@needs_dml_program
+@pytest.mark.usefixtures("local_spark")
+def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_path: str, tmp_path: Path) -> None:
+    import duckdb
+    import pyarrow as pa
+
+    from tests.airflow_layer import SCHEMA
+
+    rows = make_table(table_path)
+    source_path = str(tmp_path / "source")
+    source_rows = [
+        {"id": 1, "part": "b", "value": "new1"},
+        {"id": 4, "part": "a", "value": "gone"},
+        {"id": 100, "part": "a", "value": "v100"},
+    ]
+    DeltaTable.create(source_path, SCHEMA).append(pa.Table.from_pylist(source_rows, schema=SCHEMA))
+    operator = DeltaMergeOperator(
+        task_id="m",
+        table=table_path,
+        source={"delta": {"uri": source_path}},
+        on="t.id = s.id",
+        source_alias="s",
+        target_alias="t",
+        clauses=[
+            {"kind": "matched_delete", "condition": "s.value = 'gone'"},
+            {"kind": "matched_update", "assignments": {"value": "s.value"}},
+            {"kind": "not_matched_insert", "star": True},
+        ],
+    )
+
+    result = operator.execute(context(task_id="m"))
+
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (id BIGINT, part VARCHAR, value VARCHAR)")
+    db.executemany("INSERT INTO t VALUES (?, ?, ?)", [tuple(r.values()) for r in rows])
+    db.register("s", pa.Table.from_pylist(source_rows, schema=SCHEMA))
+    db.execute(
+        "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.value = 'gone' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET value = s.value WHEN NOT MATCHED THEN INSERT (id, part, value) "
+        "VALUES (s.id, s.part, s.value)"
+    )
+    expected = [
+        dict(zip(("id", "part", "value"), row, strict=True)) for row in db.execute("SELECT * FROM t").fetchall()
+    ]
+    assert_oracles_read(table_path, expected)
+    assert (result["version"], result["operation"]) == (3, "MERGE")
+    metrics = result["metrics"]
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"], metrics["numTargetRowsInserted"]) == (
+        1,
+        1,
+        1,
+    )
