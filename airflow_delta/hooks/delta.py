@@ -34,9 +34,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-import airflow_delta.engine as engine
 import airflow_delta.spark as spark_package
-from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot
+from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot, error_from_report
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
@@ -78,10 +77,9 @@ class DeltaSparkJobError(AirflowException):
 def error_from_line(line: str) -> DeltaError:
     """The engine error an ``AIRFLOW_DELTA_ERROR {"class": ..., "message": ...}`` line reports.
 
-    The class is looked up among the engine's public errors; an unknown name (a newer job
-    than this worker) becomes a plain :class:`DeltaError` with the same message. The
-    instance is built without the class's constructor (whose arguments the line does not
-    carry), so its message is exactly the job's.
+    Rebuilt by the engine's :func:`~airflow_delta.engine.error_from_report`: the named
+    engine class with exactly the job's message; an unknown name (a newer job than this
+    worker) or an unreadable line gives a plain :class:`DeltaError`.
     """
     payload = line.split(ERROR_MARKER, 1)[1].strip()
     try:
@@ -90,11 +88,7 @@ def error_from_line(line: str) -> DeltaError:
         message = str(report["message"])
     except (ValueError, KeyError, TypeError):
         name, message = "DeltaError", f"the Spark job reported an unreadable error: {payload}"
-    found = getattr(engine, name, None)
-    cls = found if isinstance(found, type) and issubclass(found, DeltaError) else DeltaError
-    error = cls.__new__(cls)
-    Exception.__init__(error, message)
-    return error
+    return error_from_report(name, message)
 
 
 @dataclass(frozen=True)
