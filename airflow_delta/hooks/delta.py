@@ -153,6 +153,10 @@ class _DmlSubmitHook(SparkSubmitHook):
         self.result_line: str | None = None
         self.error_line: str | None = None
 
+    def set_application_args(self, args: list[str]) -> None:
+        """The program's arguments, decided once the deploy mode is known (after the connection is resolved)."""
+        self._application_args = list(args)
+
     @property
     def master(self) -> str:
         return str(self._connection["master"])
@@ -402,11 +406,11 @@ class DeltaHook(BaseHook):
         driver_dir = Path(tempfile.mkdtemp(prefix="airflow-delta-driver-"))
         try:
             if hook.deploy_mode == "cluster":
-                hook._application_args = ["--spec", spec.to_json()]
+                hook.set_application_args(["--spec", spec.to_json()])
             else:
                 spec_file = driver_dir / "spec.json"
                 spec_file.write_text(spec.to_json(), encoding="utf-8")
-                hook._application_args = ["--spec-file", str(spec_file)]
+                hook.set_application_args(["--spec-file", str(spec_file)])
             try:
                 hook.submit(application=str(application or self.DML_APPLICATION), cwd=str(driver_dir))
             except AirflowException as exc:

@@ -108,6 +108,7 @@ class _DeltaDmlOperator(BaseOperator):
         self.conf = conf
         self.max_attempts = max_attempts
         self.use_deletion_vectors = use_deletion_vectors
+        self._options()  # a bad max_attempts or use_deletion_vectors fails when the DAG is parsed
         self._hook: DeltaHook | None = None
 
     # ------------------------------------------------------------------ parts

@@ -318,3 +318,8 @@ def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_
         1,
         1,
     )
+
+
+def test_bad_execution_options_fail_when_the_dag_is_parsed() -> None:
+    with pytest.raises(InvalidArgumentError, match="max_attempts"):
+        DeltaUpdateOperator(task_id="u", table="/t", set={"a": "1"}, max_attempts=0)
