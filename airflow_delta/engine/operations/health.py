@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta.engine.model.arguments import check_instance, check_int
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
@@ -215,6 +216,9 @@ def _png(pixels: np.ndarray) -> bytes:
 def size_histogram_png(report: HealthReport, *, width: int = 480, height: int = 240) -> bytes:
     """A bar chart of the file-size distribution: one bar per bucket (left: smallest), height by file
     count, small-file buckets in orange; the buckets are those of ``report.size_histogram``."""
+    check_instance("report", report, HealthReport)
+    check_int("width", width, minimum=len(report.size_histogram) * 4 + 20)
+    check_int("height", height, minimum=24)
     canvas = np.full((height, width, 3), 255, dtype=np.uint8)
     buckets = report.size_histogram
     peak = max((b.files for b in buckets), default=0)
