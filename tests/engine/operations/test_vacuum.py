@@ -207,7 +207,7 @@ def test_a_log_naming_a_path_outside_the_root_deletes_nothing(history_table: Del
     before = _all_files(Path(history_table.root))
     now = int(time.time() * 1000) + 30 * DAY_MS
     # lite deletes what expired tombstones name: the path rule refuses this one before anything is deleted.
-    with pytest.raises(PathOutsideTableError, match="outside.parquet"):
+    with pytest.raises(PathOutsideTableError, match=r"outside\.parquet"):
         history_table.vacuum(mode="lite", now=now)
     assert _all_files(Path(history_table.root)) == before
     # full deletes only what it lists below the root; the expired tombstone's path is never used.
