@@ -28,9 +28,9 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import RestoreFilesMissingError
 from airflow_delta.engine.model.actions import AddFile, DeletionVectorDescriptor
 from airflow_delta.engine.model.arrow_numpy import bool_array, int64_scalar, mask_to_numpy
-from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
 from airflow_delta.engine.model.table_features import reader_features, upgrade_protocol, writer_features
 from airflow_delta.engine.operations.results import RestoreResult
+from airflow_delta.engine.operations.vacuum import dv_file_paths
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import resolve_in_table
@@ -56,12 +56,7 @@ def _size_sum(files: pa.Table) -> int:
 def files_needed(root: str, files: pa.Table) -> list[str]:
     """Storage paths of the data files and on-disk DV files that ``files`` reference."""
     paths = [resolve_in_table(root, p) for p in pc.unique(files.column("path")).to_pylist()]
-    dvs = files.column("deletion_vector").drop_null()
-    for row in pc.unique(dvs).to_pylist() if len(dvs) else []:
-        descriptor = DeletionVectorDescriptor.from_json(row)
-        if descriptor.storage_type != "i":
-            paths.append(dv_absolute_path(root, descriptor))
-    return paths
+    return paths + [f"{root}/{p}" for p in dv_file_paths(root, files.column("deletion_vector"))]
 
 
 def missing_files(io: FileIO, paths: Sequence[str]) -> list[str]:

@@ -106,7 +106,7 @@ def is_hidden_name(name: str, partition_prefixes: tuple[str, ...]) -> bool:
     )
 
 
-def _dv_relative_paths(root: str, deletion_vectors: pa.Array | pa.ChunkedArray) -> list[str]:
+def dv_file_paths(root: str, deletion_vectors: pa.Array | pa.ChunkedArray) -> list[str]:
     """Relative paths of the DV files (``u`` and ``p`` storage) that ``deletion_vectors`` name, each once."""
     dvs = combined(deletion_vectors)
     if len(dvs) == 0 or dvs.null_count == len(dvs):
@@ -130,7 +130,7 @@ def retained_paths(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
     adds = snapshot.add_actions
     tombstones = unexpired_tombstones(snapshot.tombstones, delete_before_ms)
     parts = [relative_paths(root, adds.column("path")), relative_paths(root, tombstones.column("path"))]
-    dvs = _dv_relative_paths(root, adds.column("deletion_vector")) + _dv_relative_paths(
+    dvs = dv_file_paths(root, adds.column("deletion_vector")) + dv_file_paths(
         root, tombstones.column("deletion_vector")
     )
     parts.append(string_array(dvs))
@@ -250,7 +250,7 @@ def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
     expired = expired_tombstones(snapshot.tombstones, delete_before_ms)
     data_paths = relative_paths(root, expired.column("path")).cast(pa.string())
     data_sizes = int64_to_numpy(pc.fill_null(expired.column("size"), int64_scalar(0)))
-    dv_paths = string_array(_dv_relative_paths(root, expired.column("deletion_vector")))
+    dv_paths = string_array(dv_file_paths(root, expired.column("deletion_vector")))
     paths = pa.concat_arrays([data_paths, dv_paths])
     # DV files' sizes are not in the log (only each DV's slice of them): counted as 0 bytes.
     sizes = np.concatenate([data_sizes, np.zeros(len(dv_paths), dtype=np.int64)])
@@ -384,6 +384,7 @@ __all__ = [
     "VACUUM_MODES",
     "VacuumPlan",
     "delete_files",
+    "dv_file_paths",
     "is_hidden_name",
     "list_table_files",
     "plan_full",
