@@ -39,7 +39,7 @@ import logging
 import os
 import posixpath
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -153,54 +153,64 @@ def expired_tombstones(tombstones: pa.Table, delete_before_ms: int) -> pa.Table:
 
 @dataclass
 class _Listing:
+    """Non-hidden files below the root; ``sizes``/``mtimes`` are None where not known yet (local listing)."""
+
     paths: list[str]
-    sizes: list[int]
-    mtimes: list[int]
+    sizes: list[int] | None
+    mtimes: list[int] | None
     directories: int
 
 
 def list_table_files(io: FileIO, root: str, partition_prefixes: tuple[str, ...]) -> _Listing:
-    """Every non-hidden file below ``root`` (relative path, size, mtime ms); hidden directories are not entered.
+    """Every non-hidden file below ``root``, relative to it; hidden directories are not entered.
 
     Symbolic links are not followed (a link to a directory outside the table would
-    otherwise bring outside files into the plan).
+    otherwise bring outside files into the plan). On local storage only names are read
+    here (the directory entry's type needs no ``stat``); sizes and times are read later
+    for the few files that are candidates (:func:`_stat_candidates`).
     """
-    listing = _Listing([], [], [], 0)
+    local = isinstance(io, LocalFileIO)
+    listing = _Listing([], None if local else [], None if local else [], 0)
     pending = [""]
     while pending:
         relative_dir = pending.pop()
         listing.directories += 1
         directory = f"{root}/{relative_dir}" if relative_dir else root
-        for name, is_dir, size, mtime in _entries(io, directory):
-            if is_hidden_name(name, partition_prefixes):
-                continue
-            relative = f"{relative_dir}/{name}" if relative_dir else name
-            if is_dir:
-                pending.append(relative)
-            else:
-                listing.paths.append(relative)
-                listing.sizes.append(size)
-                listing.mtimes.append(mtime)
+        prefix = f"{relative_dir}/" if relative_dir else ""
+        if local:
+            files, dirs = _local_entries(directory)
+            listing.paths += [prefix + n for n in files if not is_hidden_name(n, partition_prefixes)]
+        else:
+            dirs = []
+            for name, is_dir, size, mtime in _store_entries(io, directory):
+                if is_dir:
+                    dirs.append(name)
+                elif not is_hidden_name(name, partition_prefixes):
+                    listing.paths.append(prefix + name)
+                    listing.sizes.append(size)  # type: ignore[union-attr]
+                    listing.mtimes.append(mtime)  # type: ignore[union-attr]
+        pending += [prefix + d for d in dirs if not is_hidden_name(d, partition_prefixes)]
     return listing
 
 
-def _entries(io: FileIO, directory: str) -> Iterable[tuple[str, bool, int, int]]:
-    """(name, is directory, size, mtime ms) of each entry; links are neither files nor directories here."""
-    if isinstance(io, LocalFileIO):
-        try:
-            entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        out = []
-        for entry in entries:
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                out.append((entry.name, True, 0, 0))
-            elif entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
-                out.append((entry.name, False, st.st_size, st.st_mtime_ns // 1_000_000))
-        return out
+def _local_entries(directory: str) -> tuple[list[str], list[str]]:
+    """Names of the regular files and of the directories in ``directory``; links are neither."""
+    try:
+        with os.scandir(directory) as entries:
+            files, dirs = [], []
+            for entry in entries:
+                # is_dir/is_file without following links read the entry's type: no stat call.
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(entry.name)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(entry.name)
+            return files, dirs
+    except (FileNotFoundError, NotADirectoryError):
+        return [], []
+
+
+def _store_entries(io: FileIO, directory: str) -> list[tuple[str, bool, int, int]]:
+    """(name, is directory, size, mtime ms) of each entry of an object store "directory"."""
     selector = pafs.FileSelector(directory, allow_not_found=True, recursive=False)
     out = []
     for info in io.filesystem.get_file_info(selector):
@@ -210,6 +220,31 @@ def _entries(io: FileIO, directory: str) -> Iterable[tuple[str, bool, int, int]]
             mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
             out.append((info.base_name, False, info.size or 0, mtime))
     return out
+
+
+def _stat_candidates(root: str, relative: list[str], parallelism: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sizes and modification times (ms) of local files, without following links; a file gone
+    meanwhile gets mtime ``int64 max`` (never old enough to delete)."""
+
+    never = np.iinfo(np.int64).max
+
+    def stat_chunk(chunk: Sequence[str]) -> list[tuple[int, int]]:
+        out = []
+        for path in chunk:
+            try:
+                st = os.lstat(f"{root}/{path}")
+                out.append((st.st_size, st.st_mtime_ns // 1_000_000))
+            except FileNotFoundError:
+                out.append((0, never))
+        return out
+
+    if not relative:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    chunks = [relative[i : i + DELETE_CHUNK] for i in range(0, len(relative), DELETE_CHUNK)]
+    with ThreadPoolExecutor(max_workers=min(parallelism, len(chunks)), thread_name_prefix="vacuum-stat") as pool:
+        stats = [pair for chunk in pool.map(stat_chunk, chunks) for pair in chunk]
+    values = np.array(stats, dtype=np.int64).reshape(-1, 2)
+    return values[:, 0], values[:, 1]
 
 
 # ------------------------------------------------------------------ planning
@@ -231,17 +266,20 @@ def _not_hidden(paths: pa.Array, partition_prefixes: tuple[str, ...]) -> np.ndar
     return mask
 
 
-def plan_full(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
+def plan_full(snapshot: Snapshot, delete_before_ms: int, parallelism: int = 8) -> VacuumPlan:
     """Files below the root that are neither retained nor younger than the retention (orphans included)."""
     prefixes = partition_dir_prefixes(snapshot)
     listing = list_table_files(snapshot.io, snapshot.table_root, prefixes)
     paths = string_array(listing.paths)
-    keep = pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms))
-    old = np.asarray(listing.mtimes, dtype=np.int64) < delete_before_ms
-    delete = ~mask_to_numpy(keep) & old
-    return VacuumPlan(
-        paths.filter(bool_array(delete)), np.asarray(listing.sizes, dtype=np.int64)[delete], listing.directories
-    )
+    unretained = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
+    candidates = paths.filter(bool_array(unretained))
+    if listing.sizes is None:  # local: stat only the candidates
+        sizes, mtimes = _stat_candidates(snapshot.table_root, candidates.to_pylist(), parallelism)
+    else:
+        sizes = np.asarray(listing.sizes, dtype=np.int64)[unretained]
+        mtimes = np.asarray(listing.mtimes, dtype=np.int64)[unretained]
+    old = mtimes < delete_before_ms
+    return VacuumPlan(candidates.filter(bool_array(old)), sizes[old], listing.directories)
 
 
 def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
@@ -327,7 +365,7 @@ def vacuum(
         raise RetentionTooShortError(effective_ms, default_ms)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     delete_before = now - effective_ms
-    plan = plan_full(snapshot, delete_before) if mode == "full" else plan_lite(snapshot, delete_before)
+    plan = plan_full(snapshot, delete_before, parallelism) if mode == "full" else plan_lite(snapshot, delete_before)
     relative = plan.paths.to_pylist()
     if file_list_path is not None:
         _write_file_list(file_list_path, relative)
