@@ -88,25 +88,25 @@ def _log_size(snapshot: Snapshot) -> tuple[int, int]:
     return len(files), sum(f.size for f in files)
 
 
-def _recommendations(report: dict[str, object], deleted_file_retention_ms: int) -> list[str]:
+def _recommendations(
+    *, files: int, small: int, files_after: int, purge: int, vacuumable: int, vacuumable_bytes: int,
+    retention_ms: int, commits_since_checkpoint: int,
+) -> tuple[str, ...]:
     out = []
-    small, files = int(report["small_files"]), int(report["num_files"])  # type: ignore[call-overload]
-    after = int(report["files_after_optimize"])  # type: ignore[call-overload]
-    if small >= 2 and after < files:
-        out.append(f"OPTIMIZE: {small} small files; compaction would leave about {after} files instead of {files}")
-    purge = int(report["files_above_purge_ratio"])  # type: ignore[call-overload]
+    if small >= 2 and files_after < files:
+        out.append(f"OPTIMIZE: {small} small files; compaction would leave about {files_after} files instead of {files}")
     if purge:
         out.append(f"OPTIMIZE (purge deletion vectors): {purge} files have more deleted rows than the purge ratio")
-    vacuumable = int(report["vacuumable_tombstones"])  # type: ignore[call-overload]
     if vacuumable:
         out.append(
-            f"VACUUM: {vacuumable} removed files ({report['vacuumable_bytes']} bytes) are past the "
-            f"{deleted_file_retention_ms // 3_600_000} h retention"
+            f"VACUUM: {vacuumable} removed files ({vacuumable_bytes} bytes) are past the "
+            f"{retention_ms // 3_600_000} h retention"
         )
-    since = int(report["commits_since_checkpoint"])  # type: ignore[call-overload]
-    if since >= COMMITS_BEFORE_CHECKPOINT_ADVICE:
-        out.append(f"CHECKPOINT: {since} commits since the last checkpoint slow down every read of the table")
-    return out
+    if commits_since_checkpoint >= COMMITS_BEFORE_CHECKPOINT_ADVICE:
+        out.append(
+            f"CHECKPOINT: {commits_since_checkpoint} commits since the last checkpoint slow down every read of the table"
+        )
+    return tuple(out)
 
 
 def health_report(
@@ -161,39 +161,45 @@ def health_report(
     log_files, log_bytes = _log_size(snapshot)
     checkpoint_version = snapshot.log_segment.checkpoint_version
     since = snapshot.version - (checkpoint_version if checkpoint_version is not None else -1)
-    fields: dict[str, object] = {
-        "table_root": snapshot.table_root,
-        "version": snapshot.version,
-        "num_files": adds.num_rows,
-        "size_in_bytes": int(sizes.sum()),
-        "target_file_size": int(target),
-        "small_files": int(np.count_nonzero(small_mask)),
-        "small_file_ratio": float(np.count_nonzero(small_mask) / adds.num_rows) if adds.num_rows else 0.0,
-        "size_histogram": _histogram(sizes),
-        "partitions_with_most_small_files": tuple(top),
-        "files_with_deletion_vectors": int(np.count_nonzero(has_dv)),
-        "deletion_vector_coverage": float(np.count_nonzero(has_dv) / adds.num_rows) if adds.num_rows else 0.0,
-        "deleted_rows": int(cardinality.sum()),
-        "total_rows": int(records.sum()) if complete else None,
-        "max_deleted_rows_ratio": float(max_deleted_rows_ratio),
-        "files_above_purge_ratio": above_purge,
-        "tombstones": tombstones.num_rows,
-        "tombstone_bytes": int(_sizes(tombstones).sum()),
-        "oldest_tombstone_ms": oldest,
-        "vacuumable_tombstones": expired.num_rows,
-        "vacuumable_bytes": int(_sizes(expired).sum()),
-        "commits_since_checkpoint": since,
-        "last_checkpoint_version": checkpoint_version,
-        "log_files": log_files,
-        "log_size_in_bytes": log_bytes,
-        "min_reader_version": snapshot.protocol.min_reader_version,
-        "min_writer_version": snapshot.protocol.min_writer_version,
-        "reader_features": tuple(sorted(reader_features(snapshot.protocol))),
-        "writer_features": tuple(sorted(writer_features(snapshot.protocol))),
-        "files_after_optimize": files_after,
-    }
-    fields["recommendations"] = tuple(_recommendations(fields, retention_ms))
-    return HealthReport(**fields)  # type: ignore[arg-type]
+    small = int(np.count_nonzero(small_mask))
+    files_with_dv = int(np.count_nonzero(has_dv))
+    vacuumable_bytes = int(_sizes(expired).sum())
+    return HealthReport(
+        table_root=snapshot.table_root,
+        version=snapshot.version,
+        num_files=adds.num_rows,
+        size_in_bytes=int(sizes.sum()),
+        target_file_size=int(target),
+        small_files=small,
+        small_file_ratio=small / adds.num_rows if adds.num_rows else 0.0,
+        size_histogram=_histogram(sizes),
+        partitions_with_most_small_files=tuple(top),
+        files_with_deletion_vectors=files_with_dv,
+        deletion_vector_coverage=files_with_dv / adds.num_rows if adds.num_rows else 0.0,
+        deleted_rows=int(cardinality.sum()),
+        total_rows=int(records.sum()) if complete else None,
+        max_deleted_rows_ratio=float(max_deleted_rows_ratio),
+        files_above_purge_ratio=above_purge,
+        tombstones=tombstones.num_rows,
+        tombstone_bytes=int(_sizes(tombstones).sum()),
+        oldest_tombstone_ms=oldest,
+        vacuumable_tombstones=expired.num_rows,
+        vacuumable_bytes=vacuumable_bytes,
+        commits_since_checkpoint=since,
+        last_checkpoint_version=checkpoint_version,
+        log_files=log_files,
+        log_size_in_bytes=log_bytes,
+        min_reader_version=snapshot.protocol.min_reader_version,
+        min_writer_version=snapshot.protocol.min_writer_version,
+        reader_features=tuple(sorted(reader_features(snapshot.protocol))),
+        writer_features=tuple(sorted(writer_features(snapshot.protocol))),
+        files_after_optimize=files_after,
+        recommendations=_recommendations(
+            files=adds.num_rows, small=small, files_after=files_after, purge=above_purge,
+            vacuumable=expired.num_rows, vacuumable_bytes=vacuumable_bytes, retention_ms=retention_ms,
+            commits_since_checkpoint=since,
+        ),
+    )
 
 
 # ------------------------------------------------------------------ the picture

@@ -48,8 +48,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported
-from airflow_delta.engine.errors import PathOutsideTableError, RetentionTooShortError
+from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported, live_tombstones
+from airflow_delta.engine.errors import PathOutsideTableError, RetentionTooShortError, UnsupportedFeatureError
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
@@ -60,6 +60,7 @@ from airflow_delta.engine.model.arrow_numpy import (
 )
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.deletion_vector_files import dv_file_name, split_uuid_path
+from airflow_delta.engine.model.table_features import check_writable
 from airflow_delta.engine.operations.results import VacuumResult
 from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
@@ -138,12 +139,12 @@ def retained_paths(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
 
 
 def unexpired_tombstones(tombstones: pa.Table, delete_before_ms: int) -> pa.Table:
-    """Tombstones removed after ``delete_before_ms``; one without a timestamp counts as removed at epoch 0."""
-    ts = pc.fill_null(tombstones.column("deletion_timestamp"), int64_scalar(0))
-    return tombstones.filter(pc.greater(ts, int64_scalar(delete_before_ms)))
+    """Tombstones removed after ``delete_before_ms`` (the rule checkpoints keep tombstones by)."""
+    return live_tombstones(tombstones, 0, delete_before_ms)
 
 
 def expired_tombstones(tombstones: pa.Table, delete_before_ms: int) -> pa.Table:
+    """The other tombstones: removed at or before ``delete_before_ms`` (no timestamp counts as epoch 0)."""
     ts = pc.fill_null(tombstones.column("deletion_timestamp"), int64_scalar(0))
     return tombstones.filter(pc.less_equal(ts, int64_scalar(delete_before_ms)))
 
@@ -336,13 +337,30 @@ def _write_file_list(path: str, relative: Sequence[str]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    with open(temporary, "w", encoding="utf-8") as out:
-        for line in relative:
-            out.write(line + "\n")
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.writelines(line + "\n" for line in relative)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 # ------------------------------------------------------------------ the operation
+
+
+def _can_commit(snapshot: Snapshot) -> bool:
+    """Whether this engine may commit to the table. VACUUM's commits hold only commitInfo, but a
+    table with a writer feature we do not implement (change data feed, ...) refuses every commit:
+    its files are still vacuumed, without the VACUUM START / END record (optional in Delta too)."""
+    try:
+        check_writable(snapshot.protocol, snapshot.metadata)
+    except UnsupportedFeatureError as exc:
+        log.warning("vacuum of %s: not recording VACUUM START / END: %s", snapshot.table_root, exc)
+        return False
+    return True
+
 
 
 def vacuum(
@@ -397,8 +415,11 @@ def vacuum(
     }
     if retention_ms is None:
         del parameters["specifiedRetentionMillis"]
-    with open_transaction() as txn:
-        start_version = txn.commit("VACUUM START", parameters, metrics)
+    record = _can_commit(snapshot)
+    start_version = end_version = None
+    if record:
+        with open_transaction() as txn:
+            start_version = txn.commit("VACUUM START", parameters, metrics)
     deleted = refused = 0
     status = "FAILED"
     try:
@@ -406,8 +427,9 @@ def vacuum(
         status = "COMPLETED"
     finally:
         end_metrics = {"numDeletedFiles": deleted, "numVacuumedDirectories": plan.directories_scanned}
-        with open_transaction() as txn:
-            end_version = txn.commit("VACUUM END", {"status": status}, end_metrics)
+        if record:
+            with open_transaction() as txn:
+                end_version = txn.commit("VACUUM END", {"status": status}, end_metrics)
     return VacuumResult(
         dry_run=False,
         metrics={**metrics, **end_metrics},
@@ -423,10 +445,12 @@ __all__ = [
     "VacuumPlan",
     "delete_files",
     "dv_file_paths",
+    "expired_tombstones",
     "is_hidden_name",
     "list_table_files",
     "plan_full",
     "plan_lite",
     "retained_paths",
+    "unexpired_tombstones",
     "vacuum",
 ]

@@ -28,6 +28,7 @@ from airflow_delta.engine import (
     RetentionTooShortError,
     UnsupportedFeatureError,
 )
+from tests.engine.checkpoint.table_helpers import copy_shared
 from tests.oracles import read_with_deltars, read_with_kernel
 
 HOUR_MS = 3_600_000
@@ -328,3 +329,17 @@ def test_full_vacuum_during_a_concurrent_append_keeps_the_append_s_files(table_p
     expected = sorted([*range(0, 5), *(100 + i for i in range(10 * rounds))])
     assert sorted(r["id"] for r in read_with_deltars(table_path)) == expected
     assert sorted(r["id"] for r in read_with_kernel(table_path)) == expected
+
+
+def test_a_spark_table_with_change_data_feed_is_vacuumed_without_commits(shared_tables: Path, tmp_path: Path) -> None:
+    # Our engine does not write change-data-feed tables, so VACUUM START / END are not recorded,
+    # but the files go: old removed data files and the _change_data files (as Delta deletes them).
+    path = copy_shared(shared_tables, "cdf-table", str(tmp_path))
+    version = DeltaTable(path).version()
+    expected = read_with_deltars(path)
+    result = DeltaTable(path).vacuum(retention=timedelta(0), enforce_retention_duration=False)
+    assert result.start_version is None and result.end_version is None
+    assert result.num_deleted_files == result.num_files_to_delete > 0
+    assert not list(Path(path, "_change_data").rglob("*.parquet"))
+    assert DeltaTable(path).version() == version
+    assert read_with_deltars(path) == expected == read_with_kernel(path)
