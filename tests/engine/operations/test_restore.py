@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta.engine import DeltaTable, RestoreFilesMissingError
+from tests.engine.checkpoint.table_helpers import copy_shared
 from tests.oracles import read_with_deltars, read_with_kernel
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
@@ -142,3 +143,14 @@ def test_metadata_is_restored_and_the_protocol_never_downgraded(table_path: str)
     assert "owner" not in snapshot.metadata.configuration and "delta.enableDeletionVectors" not in snapshot.metadata.configuration
     assert result.metrics["numOfFilesAfterRestore"] == 1
     assert read_with_deltars(table_path) == read_with_deltars(table_path, version=1) == read_with_kernel(table_path)
+
+
+@pytest.mark.parametrize("target", [1, 7, 13, 19])
+def test_restore_a_spark_written_table_with_deletion_vectors(shared_tables: Path, tmp_path: Path, target: int) -> None:
+    path = copy_shared(shared_tables, "table_with_deletion_logs", str(tmp_path))
+    expected = read_with_deltars(path, version=target)
+    result = DeltaTable(path).restore(version=target)
+    # Later commits that did not change the files leave nothing to restore: no commit then.
+    assert result.version == (21 if result.metrics["numRestoredFiles"] + result.metrics["numRemovedFiles"] else None)
+    assert read_with_deltars(path) == expected
+    assert read_with_kernel(path) == expected
