@@ -27,6 +27,7 @@ from airflow_delta.engine.model.arguments import (
     check_bool,
     check_instance,
     check_int,
+    check_number,
     check_str,
     check_str_mapping,
     check_str_sequence,
@@ -282,13 +283,29 @@ class DeltaTable:
         with self.transaction(commit) as txn:
             return restore(txn, target, version=version, timestamp=timestamp)
 
-    def health(self, *, now: datetime | int | None = None, target_file_size: int | None = None) -> HealthReport:
-        """A report on the table's files, deletion vectors, tombstones, log and protocol, with recommendations."""
+    def health(
+        self,
+        *,
+        now: datetime | int | None = None,
+        target_file_size: int | None = None,
+        max_deleted_rows_ratio: float = 0.05,
+    ) -> HealthReport:
+        """A report on the table's files, deletion vectors, tombstones, log and protocol, with recommendations.
+
+        ``target_file_size`` defaults to ``delta.targetFileSize`` (else 128 MiB); a file whose
+        deletion vector deletes more than ``max_deleted_rows_ratio`` of its rows needs a purge.
+        """
         from airflow_delta.engine.operations.health import health_report
 
         now_ms = _check_now(now)
         check_int("target_file_size", target_file_size, minimum=1, optional=True)
-        return health_report(self.snapshot(), now_ms=now_ms, target_file_size=target_file_size)
+        check_number("max_deleted_rows_ratio", max_deleted_rows_ratio, minimum=0)
+        if max_deleted_rows_ratio > 1:
+            raise InvalidArgumentError("max_deleted_rows_ratio", max_deleted_rows_ratio, "pass a ratio between 0 and 1")
+        return health_report(
+            self.snapshot(), now_ms=now_ms, target_file_size=target_file_size,
+            max_deleted_rows_ratio=float(max_deleted_rows_ratio),
+        )
 
     # ------------------------------------------------------------------ internals
     def _post_commit(self, version: int, actions: Sequence[Mapping[str, Any]]) -> None:

@@ -141,6 +141,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.restore.commit", [WriterOptions(), 1], lambda v: table.restore(0, commit=v))
     each("DeltaTable.health.now", ["now", 1.5, True, -1], lambda v: table.health(now=v))
     each("DeltaTable.health.target_file_size", [*NOT_INT, 0, -1], lambda v: table.health(target_file_size=v))
+    each("DeltaTable.health.max_deleted_rows_ratio", [*NOT_NUMBER, -0.1, 1.5], lambda v: table.health(max_deleted_rows_ratio=v))
     each("CheckpointOptions.kind", ["V2", "multipart", 2, True], lambda v: engine.CheckpointOptions(kind=v))
     each("CheckpointOptions.parts", [*NOT_INT, 1, 0, None], lambda v: engine.CheckpointOptions(parts=v))
     each("CheckpointOptions.cleanup_log", NOT_BOOL, lambda v: engine.CheckpointOptions(cleanup_log=v))

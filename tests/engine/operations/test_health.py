@@ -72,6 +72,9 @@ def test_deletion_vectors_and_the_purge_ratio(table: DeltaTable) -> None:
     assert report.total_rows == 60  # physical rows of the live files (the c file is gone)
     assert report.files_above_purge_ratio == 1
     assert any("purge" in r for r in report.recommendations)
+    # 1 of 20 rows is 5%: above a 4% ratio, not above 5%.
+    assert table.health(max_deleted_rows_ratio=0.04).files_above_purge_ratio == 2
+    assert table.health(max_deleted_rows_ratio=0.2).files_above_purge_ratio == 0
 
 
 def test_tombstones_and_what_vacuum_would_reclaim(table: DeltaTable) -> None:
