@@ -114,16 +114,20 @@ class DeltaTable:
         check_int("limit", limit, minimum=1, optional=True)
         return read_history(self.io, self.root, limit=limit)
 
-    def commits_since(self, version: int, *, since: datetime | str | int | None = None) -> list[CommitSummary]:
-        """The commits after ``version``, oldest first (listing the log and reading only those commit files).
+    def commits_since(
+        self, version: int | None = None, *, since: datetime | str | int | None = None
+    ) -> list[CommitSummary]:
+        """The commits after ``version``, oldest first, listing the log and reading only those commit files.
 
-        ``since`` (a datetime, ISO-8601 string or epoch ms) keeps only the commits whose
-        files were written at or after it.
+        ``since`` (a datetime, ISO-8601 string or epoch ms) starts instead (or also) at
+        the first commit whose file was written at or after it. One of the two is needed.
         """
         from airflow_delta.engine.read.history import to_epoch_ms
 
-        check_int("version", version, minimum=-1)
+        check_int("version", version, minimum=-1, optional=True)
         check_timestamp("since", since, optional=True)
+        if version is None and since is None:
+            raise InvalidArgumentError("version", version, "pass a version, a since timestamp, or both")
         return commits_since(self.location, version, since_ms=None if since is None else to_epoch_ms(since))
 
     def conflicting_commits(

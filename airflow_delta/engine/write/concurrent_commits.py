@@ -31,12 +31,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import ConcurrentModificationError, TableNotFoundError, VersionNotFoundError
 from airflow_delta.engine.model.actions import STRING_MAP_TYPE, Metadata, Protocol
 from airflow_delta.engine.model.arguments import check_bool, check_int, check_str
-from airflow_delta.engine.model.arrow_numpy import string_array
+from airflow_delta.engine.model.arrow_numpy import bool_array, bool_scalar, string_array
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.read.commit_reader import parse_commit_bytes, read_files_bytes
 from airflow_delta.engine.read.listing import list_log
@@ -111,11 +113,13 @@ class CommitConflict:
     text. ``touches_read``: the commit added or removed files the work's predicate may
     match (every file, for whole-table work), harmless or not; a blind append into the
     partitions read touches them without conflicting at WriteSerializable.
+    ``adds_to_read``: it added new data (``dataChange=true`` files) the predicate may match.
     """
 
     commit: CommitSummary
     conflicts: bool
     touches_read: bool
+    adds_to_read: bool
     error: str | None = None
     message: str | None = None
 
@@ -128,6 +132,7 @@ class CommitConflict:
             **self.commit.to_dict(),
             "conflicts": self.conflicts,
             "touches_read": self.touches_read,
+            "adds_to_read": self.adds_to_read,
             "error": self.error,
             "message": self.message,
         }
@@ -142,34 +147,38 @@ class _LoggedCommit:
     removed_files: pa.Table  # _REMOVED_FILES_SCHEMA, paths decoded
 
 
-def _read_commits(location: TableLocation, after: int, since_ms: int | None = None) -> list[_LoggedCommit]:
-    """The commits after version ``after`` (and, with ``since_ms``, from the first one written at or after it).
+def _read_commits(location: TableLocation, after: int | None, since_ms: int | None = None) -> list[_LoggedCommit]:
+    """The commits after version ``after``; with ``since_ms``, from the first one whose file was written at or after it.
 
-    One listing; only the selected commit files are read. ``since_ms`` selects by the
-    commit files' modification times, which the listing already holds.
+    One listing (it holds the commit files' modification times); only the selected commit
+    files are read. ``after=None`` starts wherever ``since_ms`` selects, so a log whose
+    early commits were cleaned up can still be asked what happened lately.
     """
     listing = list_log(location.io, location.root)
     latest = listing.latest_version
     if latest is None:
         raise TableNotFoundError(location.uri)
-    if after > latest:
+    if after is not None and after > latest:
         raise VersionNotFoundError(after, listing.earliest_reconstructable(), latest, "it is newer than the table")
-    versions = list(range(after + 1, latest + 1))
-    missing = [v for v in versions if v not in listing.commits]
+    listed = sorted(v for v in listing.commits if after is None or v > after)
+    if since_ms is not None:
+        recent = [v for v in listed if listing.commits[v].modification_time >= since_ms]
+        listed = [v for v in listed if v >= recent[0]] if recent else []
+    start = after + 1 if after is not None else (listed[0] if listed else latest + 1)
+    if since_ms is not None and listed:
+        start = listed[0]
+    missing = [v for v in range(start, latest + 1) if v not in listing.commits]
     if missing:
         raise VersionNotFoundError(
-            after, listing.earliest_reconstructable(), latest,
+            start - 1, listing.earliest_reconstructable(), latest,
             f"commit {missing[0]} after it was removed by log cleanup, so what happened since cannot be told; "
             "start from a newer version",
         )
-    files = [listing.commits[v] for v in versions]
-    if since_ms is not None:
-        first = next((i for i, f in enumerate(files) if f.modification_time >= since_ms), len(files))
-        versions, files = versions[first:], files[first:]
+    files = [listing.commits[v] for v in listed]
     contents = read_files_bytes(location.io, [f.path for f in files])
     return [
         _logged_commit(version, data, info.path, info.modification_time)
-        for version, data, info in zip(versions, contents, files, strict=True)
+        for version, data, info in zip(listed, contents, files, strict=True)
     ]
 
 
@@ -210,7 +219,7 @@ def _logged_commit(version: int, data: bytes, path: str, modification_time: int)
     return _LoggedCommit(summary, winner, removed)
 
 
-def commits_since(location: TableLocation, version: int, *, since_ms: int | None = None) -> list[CommitSummary]:
+def commits_since(location: TableLocation, version: int | None, *, since_ms: int | None = None) -> list[CommitSummary]:
     """Summaries of the commits after ``version``, oldest first; see :func:`_read_commits`."""
     return [c.summary for c in _read_commits(location, version, since_ms)]
 
@@ -273,19 +282,22 @@ class ConflictWatch:
         return verdicts
 
     def _judge(self, commit: _LoggedCommit) -> CommitConflict:
-        removed_paths = commit.removed_files.column("path").to_pylist()
-        unseen = [
-            i for i, p in enumerate(removed_paths)
-            if p not in self._new_paths and p not in self._read_paths and p not in self._unread_paths
-        ]
-        if unseen and self.predicate is not None:
-            # First action on these paths since the read version: they were in its state.
-            # (A whole-table read depends on every file without recording paths, as in
-            # Transaction.read_files(None).)
-            candidates = commit.removed_files.take(pa.array(unseen, pa.int64()))
-            read = self._matcher(self._predicates, candidates).to_pylist()
-            for path, was_read in zip(candidates.column("path").to_pylist(), read, strict=True):
-                (self._read_paths if was_read else self._unread_paths).add(path)
+        removed = commit.removed_files
+        added = commit.winner.added_files
+        if self._predicates:
+            removed_read = self._matcher(self._predicates, removed).to_pylist()
+            added_read = self._matcher(self._predicates, added)
+        else:  # the whole table
+            removed_read = [True] * removed.num_rows
+            added_read = bool_array(np.ones(added.num_rows, dtype=bool))
+        if self._predicates:
+            # The first action on a path since the read version is a remove: the file was
+            # in the read version's state, and the remove's own partition values and
+            # statistics say whether the predicate read it. (A whole-table read depends on
+            # every file without recording paths, as in Transaction.read_files(None).)
+            for path, was_read in zip(removed.column("path").to_pylist(), removed_read, strict=True):
+                if path not in self._new_paths and path not in self._read_paths and path not in self._unread_paths:
+                    (self._read_paths if was_read else self._unread_paths).add(path)
         footprint = TransactionFootprint(
             read_version=self.read_version,
             partitioned=bool(self._metadata.partition_columns),
@@ -293,21 +305,17 @@ class ConflictWatch:
             read_whole_table=self.predicate is None,
             read_paths=string_array(sorted(self._read_paths)),
         )
-        touches = bool(set(removed_paths) & self._read_paths) or (
-            self.predicate is None and (commit.winner.added_files.num_rows > 0 or bool(removed_paths))
-        )
-        if not touches and self._predicates and commit.winner.added_files.num_rows:
-            touches = bool(
-                any(self._matcher(self._predicates, commit.winner.added_files).to_pylist())
-            )
         for path in _added_paths(commit.winner):
             if path not in self._read_paths and path not in self._unread_paths:
                 self._new_paths.add(path)
+        data_adds = pc.and_(added_read, pc.fill_null(added.column("data_change").combine_chunks(), bool_scalar(True)))
+        adds_to_read = bool(pc.any(data_adds).as_py()) if added.num_rows else False
+        touches = any(removed_read) or (bool(pc.any(added_read).as_py()) if added.num_rows else False)
         try:
             check_winning_commit(footprint, commit.winner, self.isolation_level, self._matcher, self._protocol)
         except ConcurrentModificationError as exc:
-            return CommitConflict(commit.summary, True, touches, type(exc).__name__, str(exc))
-        return CommitConflict(commit.summary, False, touches)
+            return CommitConflict(commit.summary, True, touches, adds_to_read, type(exc).__name__, str(exc))
+        return CommitConflict(commit.summary, False, touches, adds_to_read)
 
 
 def _added_paths(winner: WinningCommit) -> list[str]:
