@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.exceptions import AirflowFailException
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_delta.engine import (
     ConflictWatch,

@@ -49,7 +49,9 @@ def quiet_window_start(table: DeltaTable, read_version: int | None, started_ms: 
     if read_version is not None:
         return read_version
     recent = table.commits_since(None, since=max(started_ms - quiet_period_ms, 0))
-    return recent[0].version - 1 if recent else table.version()
+    # Version 0 has nothing before it to be read: a window reaching back to the table's
+    # creation is judged from version 0.
+    return max(recent[0].version - 1, 0) if recent else table.version()
 
 
 @dataclass
