@@ -9,7 +9,9 @@ the winner it reports, with the same exception class.
 from __future__ import annotations
 
 import itertools
+import os
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -218,3 +220,24 @@ def test_bad_input_is_named(history: History) -> None:
         history.table.conflicting_commits(latest, "no_such_column = 1")
     with pytest.raises(InvalidArgumentError, match="isolation_level"):
         history.table.conflicting_commits(latest, isolation_level=3)  # type: ignore[arg-type]
+
+
+def test_commits_since_a_time_reads_only_the_commits_written_from_then(history: History) -> None:
+    log = Path(history.table.table_uri, "_delta_log")
+    for f in log.iterdir():  # the commits so far: an hour old
+        os.utime(f, (time.time() - 3600, time.time() - 3600))
+    start = history.table.version()
+    history.run(("append", "a"))
+    history.run(("append", "b"))
+    cutoff = int((time.time() - 600) * 1000)
+    assert [c.version for c in history.table.commits_since(since=cutoff)] == [start + 1, start + 2]
+    assert [c.version for c in history.table.commits_since(start + 1, since=cutoff)] == [start + 2]
+    assert history.table.commits_since(since=int(time.time() * 1000) + 60_000) == []
+    # Commits before a checkpoint may be cleaned up: a time inside the kept log needs none of them.
+    for version in (0, 1):
+        (log / f"{version:020d}.json").unlink()
+    assert [c.version for c in history.table.commits_since(since=cutoff)] == [start + 1, start + 2]
+    with pytest.raises(VersionNotFoundError, match="removed by log cleanup"):
+        history.table.commits_since(0)
+    with pytest.raises(InvalidArgumentError, match="version"):
+        history.table.commits_since()
