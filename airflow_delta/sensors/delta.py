@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_delta.engine import (
     ConflictWatch,
@@ -206,7 +206,12 @@ class DeltaCommitConflictSensor(BaseSensorOperator):
         if not self.deferrable:
             return super().execute(context)
         # One poke first: no trigger when the table is quiet already.
-        done = self.poke(context)
+        try:
+            done = self.poke(context)
+        except AirflowFailException as exc:
+            if self.soft_fail:  # as BaseSensorOperator.execute treats a poke's failure
+                raise AirflowSkipException(f"Skipping due to soft_fail is set to True: {exc}") from exc
+            raise
         if done:
             return done.xcom_value if isinstance(done, PokeReturnValue) else None
         assert self._judgement is not None

@@ -30,6 +30,7 @@ from airflow_delta.engine import (
     DeltaTable,
     InvalidArgumentError,
     TableNotFoundError,
+    VersionNotFoundError,
 )
 
 # At most this many waited-out commits are listed in an event or an XCom (the count is always given).
@@ -326,6 +327,11 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
                     events, last = await asyncio.to_thread(self._new_commits, table, watermark)
             except TableNotFoundError:
                 pass  # not created yet
+            except VersionNotFoundError as exc:
+                # The commits after the watermark were cleaned up (the watcher was down
+                # longer than the log's retention): what they were cannot be told any more.
+                last = await asyncio.to_thread(table.version)
+                self.log.warning("%s; resuming after the latest version, %d", exc, last)
             for payload in events:
                 await self._store_watermark(payload["version"])
                 self.log.info("new commit %d (%s) of %s", payload["version"], payload["operation"], self.table_uri)

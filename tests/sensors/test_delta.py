@@ -127,6 +127,8 @@ def test_fail_on_conflict_fails_at_once_and_soft_fail_skips(table: DeltaTable) -
     assert time.monotonic() - began < 10  # no waiting for the timeout
     with pytest.raises(AirflowSkipException):
         conflict_sensor(table, soft_fail=True, **strict).execute({})
+    with pytest.raises(AirflowSkipException):
+        conflict_sensor(table, soft_fail=True, deferrable=True, **strict).execute({})
 
 
 def backdate_log(table: DeltaTable, seconds: float) -> None:

@@ -276,3 +276,15 @@ def test_commit_trigger_waits_for_a_table_to_be_created(tmp_path: Path) -> None:
     )
     assert [e["version"] for e in events] == [0, 1]
     assert events[0]["operation"] == "CREATE TABLE"
+
+
+def test_commit_trigger_resumes_after_the_latest_version_when_its_watermark_was_cleaned_up(table: DeltaTable) -> None:
+    store = AssetStateStore()
+    store.values[WATERMARK_KEY] = 0
+    table.checkpoint()
+    for version in (0, 1):  # as metadata cleanup removes commits behind a checkpoint
+        Path(table.table_uri, "_delta_log", f"{version:020d}.json").unlink()
+    latest = table.version()
+    trigger = DeltaTableCommitTrigger(table_uri=table.table_uri, poll_interval=0.05)
+    events = commit_trigger_events(trigger, store, [lambda: table.append(rows("a", 10))], expected=1)
+    assert [e["version"] for e in events] == [latest + 1]
