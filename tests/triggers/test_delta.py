@@ -7,7 +7,7 @@ import contextlib
 import importlib
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,9 +180,16 @@ def test_conflict_trigger_reports_engine_errors_as_events(tmp_path: Path) -> Non
 
 
 def commit_trigger_events(
-    trigger: DeltaTableCommitTrigger, store: AssetStateStore | None, writes: list[Any], expected: int
+    trigger: DeltaTableCommitTrigger,
+    store: AssetStateStore | None,
+    writes: list[Any],
+    expected: int,
+    ready: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the trigger while ``writes`` run in a thread; collect ``expected`` events, then wait for any extra."""
+    """Run the trigger while ``writes`` run in a thread; collect ``expected`` events, then wait for any extra.
+
+    The writes start once the trigger has had time to take its watermark (and ``ready()`` holds).
+    """
     trigger.asset_state_store = store  # type: ignore[assignment]
 
     async def scenario() -> list[dict[str, Any]]:
@@ -192,6 +199,9 @@ def commit_trigger_events(
 
         def write() -> None:
             started.wait()
+            deadline = time.monotonic() + 20
+            while ready is not None and not ready() and time.monotonic() < deadline:
+                time.sleep(0.01)
             for w in writes:
                 w()
 
@@ -286,5 +296,8 @@ def test_commit_trigger_resumes_after_the_latest_version_when_its_watermark_was_
         Path(table.table_uri, "_delta_log", f"{version:020d}.json").unlink()
     latest = table.version()
     trigger = DeltaTableCommitTrigger(table_uri=table.table_uri, poll_interval=0.05)
-    events = commit_trigger_events(trigger, store, [lambda: table.append(rows("a", 10))], expected=1)
+    events = commit_trigger_events(
+        trigger, store, [lambda: table.append(rows("a", 10))], expected=1,
+        ready=lambda: store.values[WATERMARK_KEY] == latest,
+    )
     assert [e["version"] for e in events] == [latest + 1]
