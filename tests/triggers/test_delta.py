@@ -191,6 +191,8 @@ def commit_trigger_events(
     The writes start once the trigger has had time to take its watermark (and ``ready()`` holds).
     """
     trigger.asset_state_store = store  # type: ignore[assignment]
+    if ready is None and store is not None:
+        ready = lambda: WATERMARK_KEY in store.values  # noqa: E731 - the trigger has taken its watermark
 
     async def scenario() -> list[dict[str, Any]]:
         events = trigger.run()
