@@ -266,7 +266,14 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
     async def _stored_watermark(self) -> int | None:
         if self.asset_state_store is None:
             return self._memory_watermark
-        value = await self.asset_state_store.aget(WATERMARK_KEY)
+        try:
+            value = await self.asset_state_store.aget(WATERMARK_KEY)
+        except ValueError as exc:
+            # Several assets watch this one trigger: Airflow's store wants to be told
+            # which one, and the trigger cannot know. The watermark stays in memory.
+            self.log.warning("asset state store not usable (%s); keeping the watermark in memory", exc)
+            self.asset_state_store = None
+            return self._memory_watermark
         return int(value) if value is not None else None  # type: ignore[arg-type]
 
     async def _store_watermark(self, version: int) -> None:

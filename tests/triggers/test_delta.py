@@ -303,3 +303,19 @@ def test_commit_trigger_resumes_after_the_latest_version_when_its_watermark_was_
         ready=lambda: store.values[WATERMARK_KEY] == latest,
     )
     assert [e["version"] for e in events] == [latest + 1]
+
+
+def test_commit_trigger_keeps_the_watermark_in_memory_when_several_assets_share_it(table: DeltaTable) -> None:
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
+
+    # Airflow's own accessors for two watched assets: which one to use is ambiguous, so
+    # they refuse (before any call to the API server) and the trigger falls back to memory.
+    shared = AssetStateStoreAccessors(inlets=[Asset(name="one", uri="file:///one"), Asset(name="two", uri="file:///two")])
+    start = table.version()
+    trigger = DeltaTableCommitTrigger(table_uri=table.table_uri, poll_interval=0.05)
+    events = commit_trigger_events(
+        trigger, shared, [lambda: table.append(rows("a", 10))], expected=1,  # type: ignore[arg-type]
+        ready=lambda: trigger._memory_watermark is not None,
+    )
+    assert [e["version"] for e in events] == [start + 1]
