@@ -164,9 +164,10 @@ def _read_commits(location: TableLocation, after: int | None, since_ms: int | No
     if since_ms is not None:
         recent = [v for v in listed if listing.commits[v].modification_time >= since_ms]
         listed = [v for v in listed if v >= recent[0]] if recent else []
-    start = after + 1 if after is not None else (listed[0] if listed else latest + 1)
-    if since_ms is not None and listed:
-        start = listed[0]
+    # Every commit from the first one read to the latest must be there (none skipped unseen).
+    start = listed[0] if listed else latest + 1
+    if after is not None and since_ms is None:
+        start = after + 1
     missing = [v for v in range(start, latest + 1) if v not in listing.commits]
     if missing:
         raise VersionNotFoundError(
@@ -198,11 +199,11 @@ def _logged_commit(version: int, data: bytes, path: str, modification_time: int)
         schema=_REMOVED_FILES_SCHEMA,
     )
     file_actions = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
-    partitions: list[dict[str, str | None]] = []
+    partitions: dict[tuple[tuple[str, str | None], ...], dict[str, str | None]] = {}
     for body in file_actions:
         pv = dict(body.get("partitionValues") or {})
-        if pv and pv not in partitions:
-            partitions.append(pv)
+        if pv:
+            partitions.setdefault(tuple(sorted(pv.items(), key=lambda kv: kv[0])), pv)
     summary = CommitSummary(
         version=version,
         timestamp=winner.in_commit_timestamp if winner.in_commit_timestamp is not None else modification_time,
@@ -213,7 +214,7 @@ def _logged_commit(version: int, data: bytes, path: str, modification_time: int)
         changes_protocol=winner.protocol is not None,
         num_added_files=winner.added_files.num_rows,
         num_removed_files=len(removes),
-        partitions=tuple(partitions),
+        partitions=tuple(partitions.values()),
         commit_info=winner.commit_info,
     )
     return _LoggedCommit(summary, winner, removed)
