@@ -77,14 +77,15 @@ def test_it_waits_through_conflicting_commits_until_they_are_quiet(table: DeltaT
         lambda: table.delete("p = 'a' AND id = 100"),  # conflicts again (its rewrite adds where the work reads)
         pause=0.3,
     )
-    sensor = conflict_sensor(table, predicate="p = 'a'", read_version=str(read_version), quiet_period=1.5)
+    # The quiet period leaves a loaded machine seconds for the writes in between.
+    sensor = conflict_sensor(table, predicate="p = 'a'", read_version=str(read_version), quiet_period=4.0)
     result = sensor.execute({})
     finished = time.time()
     writer.join()
     latest = table.version()
     last_conflict = table.commits_since(latest - 1)[0]
     assert last_conflict.operation == "DELETE"
-    assert finished - last_conflict.timestamp / 1000 >= 1.5
+    assert finished - last_conflict.timestamp / 1000 >= 4.0
     assert [c["version"] for c in result["waited_out"]] == [first, latest]
     # Without deletion vectors a DELETE rewrites the rest of its file into the partition read.
     assert [c["error"] for c in result["waited_out"]] == ["ConcurrentAppendException"] * 2
@@ -140,12 +141,12 @@ def backdate_log(table: DeltaTable, seconds: float) -> None:
 
 def test_without_a_read_version_it_judges_the_quiet_window(table: DeltaTable) -> None:
     backdate_log(table, 3600)
-    table.delete("p = 'a' AND id = 0")  # just now: inside the window of a sensor started now
-    sensor = conflict_sensor(table, predicate="p = 'a'", quiet_period=1.0)
-    began = time.monotonic()
+    deleted = table.delete("p = 'a' AND id = 0").version  # just now: inside the window of a sensor started now
+    assert deleted is not None
+    sensor = conflict_sensor(table, predicate="p = 'a'", quiet_period=5.0)
     result = sensor.execute({})
-    assert time.monotonic() - began >= 0.5  # it waited for the delete to age
-    assert result["read_version"] == table.version() - 1
+    assert time.time() - table.commits_since(deleted - 1)[0].timestamp / 1000 >= 5.0  # it waited for it to age
+    assert result["read_version"] == deleted - 1
     assert [c["operation"] for c in result["waited_out"]] == ["DELETE"]
     # Long after: the same commit is outside the window, nothing to wait for.
     again = conflict_sensor(table, predicate="p = 'a'", quiet_period=0.2).execute({})
@@ -156,13 +157,13 @@ def test_deferrable_defers_to_the_trigger_and_resumes_with_its_result(table: Del
     read_version = table.version()
     table.delete("p = 'a' AND id = 0")
     sensor = conflict_sensor(
-        table, predicate="p = 'a'", read_version=read_version, quiet_period=1.0, deferrable=True, timeout=120
+        table, predicate="p = 'a'", read_version=read_version, quiet_period=5.0, deferrable=True, timeout=120
     )
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})
     trigger = deferred.value.trigger
     assert isinstance(trigger, DeltaCommitConflictTrigger)
-    assert (trigger.read_version, trigger.predicate, trigger.quiet_period) == (read_version, "p = 'a'", 1.0)
+    assert (trigger.read_version, trigger.predicate, trigger.quiet_period) == (read_version, "p = 'a'", 5.0)
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout is not None and deferred.value.timeout.total_seconds() == 120
 
