@@ -10,6 +10,12 @@ Tables and their state
     ``health``), :class:`Snapshot`
     (``files``, ``plan_files``, ``file_uris``, ``to_arrow``), :class:`TableProperties`.
 
+Watching the log (schedulers, sensors)
+    ``DeltaTable.commits_since`` (:class:`CommitSummary` per commit after a version,
+    reading only those commit files), ``DeltaTable.conflicting_commits`` and
+    :class:`ConflictWatch` (:class:`CommitConflict`: would a commit conflict with work
+    planned at a read version, by the commit path's own rules).
+
 Committing
     :class:`Transaction`, :class:`CommitOptions`, :class:`RetryPolicy`,
     :class:`IsolationLevel`, :class:`AppTransaction`, the committer interface
@@ -139,6 +145,7 @@ from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
+from airflow_delta.engine.write.concurrent_commits import CommitConflict, CommitSummary, ConflictWatch
 from airflow_delta.engine.write.conflicts import IsolationLevel
 from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
 from airflow_delta.engine.write.retry import RetryPolicy
@@ -177,10 +184,12 @@ __all__ = [
     "CheckpointResult",
     "CheckpointRunResult",
     "ChecksumMismatchError",
+    "CommitConflict",
     "CommitFailedError",
     "CommitNotSupportedError",
     "CommitOptions",
     "CommitOutcomeUnknownError",
+    "CommitSummary",
     "Committed",
     "Committer",
     "ConcurrentAppendException",
@@ -188,6 +197,7 @@ __all__ = [
     "ConcurrentDeleteReadException",
     "ConcurrentModificationError",
     "ConcurrentTransactionException",
+    "ConflictWatch",
     "Conflicted",
     "ConstraintViolationError",
     "CorruptCheckpointError",

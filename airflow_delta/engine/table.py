@@ -48,6 +48,13 @@ from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
+from airflow_delta.engine.write.concurrent_commits import (
+    CommitConflict,
+    CommitSummary,
+    commits_since,
+    conflicting_commits,
+)
+from airflow_delta.engine.write.conflicts import IsolationLevel
 from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
 from airflow_delta.engine.write.transaction import Transaction
 
@@ -115,6 +122,42 @@ class DeltaTable:
         """commitInfo of each commit, newest first, each with its ``version``."""
         check_int("limit", limit, minimum=1, optional=True)
         return read_history(self.io, self.root, limit=limit)
+
+    def commits_since(
+        self, version: int | None = None, *, since: datetime | str | int | None = None
+    ) -> list[CommitSummary]:
+        """The commits after ``version``, oldest first, listing the log and reading only those commit files.
+
+        ``since`` (a datetime, ISO-8601 string or epoch ms) starts instead (or also) at
+        the first commit whose file was written at or after it. One of the two is needed.
+        """
+        from airflow_delta.engine.read.history import to_epoch_ms
+
+        check_int("version", version, minimum=-1, optional=True)
+        check_timestamp("since", since, optional=True)
+        if version is None and since is None:
+            raise InvalidArgumentError("version", version, "pass a version, a since timestamp, or both")
+        return commits_since(self.location, version, since_ms=None if since is None else to_epoch_ms(since))
+
+    def conflicting_commits(
+        self,
+        read_version: int,
+        predicate: str | None = None,
+        *,
+        isolation_level: str | IsolationLevel | None = None,
+        changes_data: bool = True,
+    ) -> list[CommitConflict]:
+        """Each commit after ``read_version``, judged against work that reads ``predicate`` (None: the whole table).
+
+        A commit conflicts exactly when a transaction that read ``predicate`` at
+        ``read_version`` and then committed would raise; the verdict names the exception.
+        ``changes_data=False`` is work that only rearranges data (OPTIMIZE-like). See
+        :class:`ConflictWatch`, which keeps its place in the log between polls.
+        """
+        check_instance("isolation_level", isolation_level, (str, IsolationLevel), optional=True)
+        return conflicting_commits(
+            self.location, read_version, predicate, isolation_level=isolation_level, changes_data=changes_data
+        )
 
     # ------------------------------------------------------------------ writing
     @classmethod

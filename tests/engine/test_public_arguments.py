@@ -96,6 +96,14 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.snapshot.timestamp", [1.5, True, [1], b"2024", _NotAnything()], lambda v: table.snapshot(timestamp=v))
     each("DeltaTable.snapshot.timestamp (with a version)", [0], lambda v: table.snapshot(version=v, timestamp=0))
     each("DeltaTable.history.limit", [*NOT_INT, 0, -1], lambda v: table.history(limit=v))
+    each("DeltaTable.commits_since.version", [*NOT_INT, -2], lambda v: table.commits_since(v))
+    each("DeltaTable.commits_since.since", [1.5, True, [1], b"2024", _NotAnything()], lambda v: table.commits_since(since=v))
+    each("DeltaTable.commits_since.version (neither given)", [None], lambda v: table.commits_since(v))
+    each("DeltaTable.conflicting_commits.read_version", [*NOT_INT, -1, None], lambda v: table.conflicting_commits(v))
+    each("DeltaTable.conflicting_commits.predicate", NOT_STR, lambda v: table.conflicting_commits(0, v))
+    each("DeltaTable.conflicting_commits.isolation_level", [1, True, b"Serializable", _NotAnything()],
+         lambda v: table.conflicting_commits(0, isolation_level=v))
+    each("DeltaTable.conflicting_commits.changes_data", NOT_BOOL, lambda v: table.conflicting_commits(0, changes_data=v))
     each("DeltaTable.context.snapshot", ["latest", 1, table], lambda v: table.context(v))
     each("DeltaTable.create.schema", [{"id": "long"}, "id long", None], lambda v: DeltaTable.create(table.table_uri + "-x", v))
     each(
