@@ -34,6 +34,8 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_delta.operators.dml", "airflow_delta.operators.retry"],
             }
         ],
+        "sensors": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.sensors.delta"]}],
+        "triggers": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.triggers.delta"]}],
         "connection-types": [
             {
                 "hook-class-name": "airflow_delta.hooks.delta.DeltaHook",
