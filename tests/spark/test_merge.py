@@ -21,7 +21,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable, InvalidArgumentError, MultipleSourceRowsMatchedError
@@ -160,7 +160,8 @@ def clause_sets(draw: st.DrawFn) -> list[MergeClause]:
         (INSERT_CONDITIONAL, INSERT_LAST),
         (BY_SOURCE_CONDITIONAL, BY_SOURCE_LAST),
     ):
-        clauses += draw(st.lists(st.sampled_from(conditional), unique=True, max_size=2))
+        chosen = draw(st.lists(st.sampled_from(range(len(conditional))), unique=True, max_size=2))
+        clauses += [conditional[i] for i in chosen]
         final = draw(st.sampled_from(last))
         if final is not None:
             clauses.append(final)
@@ -199,6 +200,7 @@ def test_merge_matches_duckdb_and_delta_rule(
     version_before, files_before = table.version(), data_files(target)
 
     if delta_raises_multiple_match(target_rows, source_rows, spec, on_partition):
+        event("Delta's multiple-match error")
         with pytest.raises(MultipleSourceRowsMatchedError) as caught:
             run_merge(spark, spec)
         assert "deduplicate the source" in str(caught.value)
@@ -209,6 +211,7 @@ def test_merge_matches_duckdb_and_delta_rule(
 
     expected = duckdb_merge(target_rows, source_rows, spec)
     result = run_merge(spark, spec)
+    event("committed" if result.version is not None else "nothing to commit")
     assert_oracles_read(target, expected)
     metrics = result.metrics
     assert metrics["numSourceRows"] == len(source_rows)
