@@ -563,6 +563,8 @@ def _with_file_metrics(metrics: dict[str, int], changes: Mapping[str, int]) -> d
     for theirs, ours in _FILE_METRICS.items():
         if theirs in changes:
             metrics[ours] = int(changes[theirs])
+    # Locating the rows that leave their files is part of Delta's scan, after our join.
+    metrics["scanTimeMs"] += int(changes.get("scanTimeMs", 0))
     metrics["numOutputRows"] = metrics["numTargetRowsInserted"] + metrics["numTargetRowsUpdated"] + metrics[
         "numTargetRowsCopied"
     ]
