@@ -192,6 +192,39 @@ class MergePlan:
                         "or turn on schema evolution (then UPDATE keeps those columns and INSERT sets them NULL)",
                     )
 
+    def target_columns_read(self) -> list[str]:
+        """The target columns the MERGE reads: those its expressions name, and those an UPDATE keeps.
+
+        Delta reads only these in its join too. Any identifier part that names a target
+        column counts (``t.s.x`` and ``s.x`` may both mean the struct ``s``): reading a
+        column too many costs little, one too few fails the job. Text sqlglot cannot
+        parse reads every column.
+        """
+        target_names = {f.name.casefold(): f.name for f in self.target_schema.fields}
+        source_names = {f.name.casefold() for f in self.source_schema.fields}
+        texts = [self.spec.on]
+        needed: set[str] = set()
+        for clause in self.spec.clauses:
+            if clause.condition is not None:
+                texts.append(clause.condition)
+            texts.extend((clause.assignments or {}).values())
+            if clause.kind in _UPDATE_KINDS:
+                assigned = {k.casefold() for k in clause.assignments or {}}
+                for key in target_names:
+                    if key not in assigned and not (clause.star and key in source_names):
+                        needed.add(key)  # kept as it was: read to be written again
+        for text in texts:
+            try:
+                tree = sqlglot.parse_one(text, read="spark")
+            except sqlglot.errors.SqlglotError:
+                return list(self.target_schema.names)
+            for column in tree.find_all(sqlglot.exp.Column):
+                for part in column.parts:
+                    if part.name.casefold() in target_names:
+                        needed.add(part.name.casefold())
+        # At least one column: a frame of no columns would lose its rows' count.
+        return [f.name for f in self.target_schema.fields if f.name.casefold() in needed] or self.target_schema.names[:1]
+
     def values(self, clause: MergeClause) -> list[Column]:
         """The row ``clause`` writes, one value per column of :attr:`schema`, cast to the column's type."""
         alias_t, alias_s = self.spec.target_alias, self.spec.source_alias
@@ -485,7 +518,7 @@ def _attempt(
     files = _read_target_files(txn, spec, plan)
     metrics["numTargetFilesBeforeSkipping"] = snapshot.add_actions.num_rows
     metrics["numTargetFilesAfterSkipping"] = files.num_rows
-    target = target_dataframe(spark, context, files)
+    target = target_dataframe(spark, context, files, plan.target_columns_read())
     parameters = operation_parameters(spec)
 
     if plan.insert_only:
