@@ -44,6 +44,7 @@ from typing import Any
 import pyarrow as pa
 import sqlglot
 from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructField, StructType
@@ -472,6 +473,21 @@ _FILE_METRICS = {
 
 
 @contextmanager
+def _analyzed(spec: MergeSpec) -> Iterator[None]:
+    """Spark's analysis errors (unknown columns, bad expressions, non-boolean conditions) as :class:`InvalidArgumentError`."""
+    try:
+        yield
+    except AnalysisException as error:  # ParseException is one too
+        text = str(error).strip()
+        raise InvalidArgumentError(
+            "MergeSpec",
+            text.splitlines()[0] if text else type(error).__name__,
+            f"ON, conditions and values in Spark SQL over the target ({spec.target_alias}) and source "
+            f"({spec.source_alias}) columns, with boolean conditions",
+        ) from None
+
+
+@contextmanager
 def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
     persisted = frame.persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -521,9 +537,13 @@ def _attempt(
     target = target_dataframe(spark, context, files, plan.target_columns_read())
     parameters = operation_parameters(spec)
 
+    # Building the frames runs Spark's analyzer (no job): a bad column or expression fails here.
+    with _analyzed(spec):
+        rows = insert_only_rows(plan, source, target) if plan.insert_only else merge_outcome(plan, source, target)
+
     if plan.insert_only:
         # Delta's insert-only MERGE: an append of the unmatched source rows; the target is only read.
-        with _persisted(insert_only_rows(plan, source, target)) as inserted:
+        with _persisted(rows) as inserted:
             counts = _counts_by_action(inserted)
             metrics["scanTimeMs"] = _ms_since(started)
             _count_clauses(metrics, spec, counts)
@@ -536,7 +556,7 @@ def _attempt(
         changes = {"numAddedFiles": len(adds), "numAddedBytes": sum(add.size for add in adds)}
         return _finish(_with_file_metrics(metrics, changes), run_started, parameters)
 
-    with _persisted(merge_outcome(plan, source, target)) as outcome:
+    with _persisted(rows) as outcome:
         overcount = _check_multiple_matches(plan, outcome)
         counts = _counts_by_action(outcome)
         metrics["scanTimeMs"] = _ms_since(started)

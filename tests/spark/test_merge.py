@@ -384,6 +384,26 @@ def test_schema_evolution_adds_source_columns(spark: Any, tmp_path: Path, column
     )
 
 
+@pytest.mark.parametrize(
+    "clause",
+    [
+        MergeClause("matched_update", "s.nope = 1", {"v": "s.v"}),  # no such source column
+        MergeClause("matched_update", "s.v", {"v": "s.v"}),  # not a boolean condition
+        MergeClause("matched_update", assignments={"v": "s.v +"}),  # not an expression
+    ],
+    ids=["unknown-column", "non-boolean", "unparsable"],
+)
+def test_bad_expressions_fail_before_any_write(spark: Any, tmp_path: Path, clause: MergeClause) -> None:
+    target = tmp_path / "target"
+    table = make_target(target, [(1, 1, "a")])
+    before = table.version(), data_files(target)
+    with pytest.raises(InvalidArgumentError) as caught:
+        run_merge(spark, spec_for(target, write_source(tmp_path / "s.parquet", [(1, 2, "a", 0)]), [clause]))
+    assert caught.value.argument == "MergeSpec"
+    assert "Spark SQL over the target (t) and source (s)" in str(caught.value)
+    assert (table.version(), data_files(target)) == before
+
+
 def test_without_schema_evolution_extra_source_columns_are_ignored(spark: Any, tmp_path: Path) -> None:
     target = tmp_path / "target"
     table = make_target(target, [(1, 1, "a")])
