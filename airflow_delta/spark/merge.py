@@ -291,23 +291,13 @@ def merge_outcome(plan: MergePlan, source: DataFrame, target: DataFrame) -> Data
         .when(~target_present, _first_true(groups.get("WHEN NOT MATCHED", [])))
         .otherwise(_first_true(groups.get("WHEN NOT MATCHED BY SOURCE", [])))
     )
-    columns = [f.name for f in plan.schema.fields]
-    per_clause = [plan.values(clause) for clause in spec.clauses]
-    written = []
-    for position, name in enumerate(columns):
-        value: Any = F
-        for index, values in enumerate(per_clause):
-            value = value.when(F.col(ACTION_COLUMN) == index, values[position])
-        written.append(value.alias(name))
-    with_action = joined.select(
-        "*", action.alias(ACTION_COLUMN), matched.alias(MATCHED_COLUMN)
-    )
+    with_action = joined.select("*", action.alias(ACTION_COLUMN), matched.alias(MATCHED_COLUMN))
     return with_action.where(F.col(ACTION_COLUMN).isNotNull() | F.col(MATCHED_COLUMN)).select(
         _ref(spec.target_alias, FILE_COLUMN).alias(FILE_COLUMN),
         _ref(spec.target_alias, ROW_COLUMN).alias(ROW_COLUMN),
         F.col(ACTION_COLUMN),
         F.col(MATCHED_COLUMN),
-        *written,
+        *_written_columns(plan),
     )
 
 
@@ -316,15 +306,20 @@ def insert_only_rows(plan: MergePlan, source: DataFrame, target: DataFrame) -> D
     spec = plan.spec
     unmatched = source.alias(spec.source_alias).join(target.alias(spec.target_alias), F.expr(spec.on), "left_anti")
     action = _first_true([(clause.condition, index) for index, clause in enumerate(spec.clauses)])
-    per_clause = [plan.values(clause) for clause in spec.clauses]
+    chosen = unmatched.select("*", action.alias(ACTION_COLUMN)).where(F.col(ACTION_COLUMN).isNotNull())
+    return chosen.select(F.col(ACTION_COLUMN), *_written_columns(plan))
+
+
+def _written_columns(plan: MergePlan) -> list[Column]:
+    """Per column of ``plan.schema``, the value the row's clause (:data:`ACTION_COLUMN`) writes; NULL when none applies."""
+    per_clause = [plan.values(clause) for clause in plan.spec.clauses]
     written = []
     for position, field in enumerate(plan.schema.fields):
         value: Any = F
         for index, values in enumerate(per_clause):
             value = value.when(F.col(ACTION_COLUMN) == index, values[position])
         written.append(value.alias(field.name))
-    chosen = unmatched.select("*", action.alias(ACTION_COLUMN)).where(F.col(ACTION_COLUMN).isNotNull())
-    return chosen.select(F.col(ACTION_COLUMN), *written)
+    return written
 
 
 # ---------------------------------------------------------------------------------------
