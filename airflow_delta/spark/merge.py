@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -495,8 +495,14 @@ def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
 # The job
 
 
-def run_merge(spark: SparkSession, spec: MergeSpec) -> JobResult:
-    """Run ``spec`` on ``spark``: plan, join, check, write, and commit through the engine (see the module docstring)."""
+def run_merge(
+    spark: SparkSession, spec: MergeSpec, *, before_commit: Callable[[int], None] | None = None
+) -> JobResult:
+    """Run ``spec`` on ``spark``: plan, join, check, write, and commit through the engine (see the module docstring).
+
+    ``before_commit(attempt)`` runs after an attempt staged its actions, before it commits
+    (tests let another writer commit in between).
+    """
     run_started = time.monotonic()  # Delta's executionTimeMs covers the whole command, source included
     with engine_errors_from_executors(), _persisted(load_source(spark, spec.source)) as source:
         num_source_rows = source.count()
@@ -504,7 +510,7 @@ def run_merge(spark: SparkSession, spec: MergeSpec) -> JobResult:
         def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
             return _attempt(spark, spec, source, num_source_rows, run_started, txn, snapshot, context)
 
-        return run_with_retries(spec, attempt)
+        return run_with_retries(spec, attempt, before_commit=before_commit)
 
 
 def _attempt(

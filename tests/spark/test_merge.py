@@ -447,6 +447,38 @@ def test_a_retry_of_a_committed_task_returns_its_commit(spark: Any, tmp_path: Pa
     assert len(read_with_deltars(target)) == 2  # inserted once
 
 
+def test_concurrent_changes_conflict_only_where_the_merge_read(spark: Any, tmp_path: Path) -> None:
+    # ON prunes the target to partition a, and the MERGE records that read. A concurrent
+    # DELETE in partition b commits beside it; one in partition a makes it plan again
+    # (ConcurrentDeleteReadException) on the new snapshot, in the same application.
+    target = tmp_path / "target"
+    table = make_target(target, [(1, 1, "a"), (2, 2, "b"), (3, 3, "a"), (4, 4, "b")], partitioned=True)
+    clauses = [MergeClause("matched_update", assignments={"v": "s.v"}), MergeClause("not_matched_insert", star=True)]
+    on = "t.id = s.id AND t.p = 'a'"
+    winners: list[int] = []
+
+    def delete_first_try(predicate: str) -> Any:
+        def before_commit(attempt: int) -> None:
+            if attempt == 1:
+                winners.append(DeltaTable(str(target)).delete(predicate).version)
+
+        return before_commit
+
+    source = write_source(tmp_path / "s.parquet", [(3, 30, "a", 0), (5, 50, "a", 0)])
+    beside = run_merge(spark, spec_for(target, source, clauses, on=on), before_commit=delete_first_try("id = 2"))
+    assert (beside.attempts, beside.version) == (1, winners[-1] + 1)
+    assert_oracles_read(target, as_dicts([(1, 1, "a"), (3, 30, "a"), (4, 4, "b"), (5, 50, "a")]))
+
+    source = write_source(tmp_path / "s2.parquet", [(1, 10, "a", 0), (3, 33, "a", 0)])
+    retried = run_merge(spark, spec_for(target, source, clauses, on=on), before_commit=delete_first_try("id = 1"))
+    assert retried.attempts == 2
+    assert retried.read_version == winners[-1]
+    # Planned again on the snapshot without id 1: it is inserted, not updated.
+    assert (retried.metrics["numTargetRowsMatchedUpdated"], retried.metrics["numTargetRowsInserted"]) == (1, 1)
+    assert_oracles_read(target, as_dicts([(1, 10, "a"), (3, 33, "a"), (4, 4, "b"), (5, 50, "a")]))
+    assert table.version() == retried.version
+
+
 def test_use_deletion_vectors_false_rewrites_on_a_dv_table(spark: Any, tmp_path: Path) -> None:
     target = tmp_path / "target"
     rows = [(i, i, "a") for i in range(6)]
