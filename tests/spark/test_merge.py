@@ -276,8 +276,8 @@ def test_upsert_commits_what_delta_commits(spark: Any, tmp_path: Path, dv: bool)
     adds = [a["add"] for a in actions if "add" in a]
     assert all(a["dataChange"] for a in adds)
     if dv:
-        # Every target row here is touched except none in... both files lose rows: DVs or whole removal, no copy.
-        assert m["numTargetRowsCopied"] == 0
+        # Every target row changes, so both files leave whole (no DV is needed) and nothing is copied.
+        assert (m["numTargetRowsCopied"], m["numTargetFilesRemoved"], m["numTargetDeletionVectorsAdded"]) == (0, 2, 0)
     else:
         assert not any(a.get("deletionVector") for a in adds)
         assert m["numTargetRowsCopied"] == len(UPSERT_TARGET) - m["numTargetRowsUpdated"] - m["numTargetRowsDeleted"]
