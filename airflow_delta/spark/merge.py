@@ -505,10 +505,12 @@ def run_merge(
     """
     run_started = time.monotonic()  # Delta's executionTimeMs covers the whole command, source included
     with engine_errors_from_executors(), _persisted(load_source(spark, spec.source)) as source:
-        num_source_rows = source.count()
+        num_source_rows = source.count()  # also fills the persisted copy
+        materialized_ms = _ms_since(run_started)
 
         def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
-            return _attempt(spark, spec, source, num_source_rows, run_started, txn, snapshot, context)
+            staged = _attempt(spark, spec, source, num_source_rows, run_started, txn, snapshot, context)
+            return staged._replace(metrics={**staged.metrics, "materializeSourceTimeMs": materialized_ms})
 
         return run_with_retries(spec, attempt, before_commit=before_commit)
 
