@@ -132,9 +132,9 @@ def data_files(path: Path) -> set[str]:
 # ---------------------------------------------------------------------------------------
 # Property: random tables and clause sets, DVs on and off, partitioned, column-mapped
 
-IDS = st.one_of(st.none(), st.integers(0, 5))
+IDS = st.one_of(st.none(), st.integers(0, 4))
 OPS = st.one_of(st.none(), st.integers(0, 2))
-TARGET_ROWS = st.lists(st.tuples(IDS, st.integers(0, 60), st.sampled_from(["a", "b"])), max_size=10)
+TARGET_ROWS = st.lists(st.tuples(IDS, st.integers(0, 60), st.sampled_from(["a", "b"])), min_size=1, max_size=10)
 SOURCE_ROWS = st.lists(st.tuples(IDS, st.integers(0, 60), st.sampled_from(["a", "b"]), OPS), max_size=6)
 
 MATCHED_CONDITIONAL = [
@@ -179,6 +179,7 @@ def clause_sets(draw: st.DrawFn) -> list[MergeClause]:
     partitioned=st.booleans(),
     column_mapping=st.booleans(),
     on_partition=st.sampled_from([None, "a"]),
+    unique_source_keys=st.booleans(),
 )
 def test_merge_matches_duckdb_and_delta_rule(
     spark: Any,
@@ -189,8 +190,33 @@ def test_merge_matches_duckdb_and_delta_rule(
     partitioned: bool,
     column_mapping: bool,
     on_partition: str | None,
+    unique_source_keys: bool,
 ) -> None:
-    work = Path(tempfile.mkdtemp(prefix="merge-prop-"))
+    keys = [r[0] for r in target_rows if r[0] is not None]
+    if unique_source_keys:
+        # Half the examples: at most one source row per key, so most MERGEs commit.
+        seen: set[int] = set()
+        source_rows = [r for r in source_rows if r[0] is None or not (r[0] in seen or seen.add(r[0]))]
+    elif keys:
+        # The other half: two more source rows for a target key, where Delta's multiple-match
+        # rule decides (it may not apply: insert-only, a lone unconditional DELETE, ON's partition).
+        source_rows = [*source_rows, (keys[0], 1, "a", 1), (keys[0], 2, "b", 0)]
+    # A directory per example, removed after it (tmp_path is one per test, not per example).
+    with tempfile.TemporaryDirectory(prefix="merge-prop-") as work_dir:
+        check_one_merge(spark, Path(work_dir), target_rows, source_rows, clauses, dv, partitioned, column_mapping, on_partition)
+
+
+def check_one_merge(
+    spark: Any,
+    work: Path,
+    target_rows: list[Row],
+    source_rows: list[Row],
+    clauses: list[MergeClause],
+    dv: bool,
+    partitioned: bool,
+    column_mapping: bool,
+    on_partition: str | None,
+) -> None:
     target = work / "target"
     table = make_target(target, target_rows, dv=dv, partitioned=partitioned, column_mapping=column_mapping)
     source = write_source(work / "source.parquet", source_rows)
