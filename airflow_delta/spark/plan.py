@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 from airflow_delta.engine import InvalidFilterError, TableContext, Transaction
 from airflow_delta.spark.file_tasks import spark_schema
 
-__all__ = ["check_predicate", "empty_target", "is_partition_predicate", "read_candidates"]
+__all__ = ["check_predicate", "empty_target", "is_partition_predicate", "predicate_columns", "read_candidates"]
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +48,12 @@ def check_predicate(spark: SparkSession, context: TableContext, predicate: str) 
         raise InvalidFilterError(predicate, f"Spark cannot use it as a condition on the table: {_first_line(error)}") from None
 
 
-def is_partition_predicate(spark: SparkSession, context: TableContext, predicate: str) -> bool:
-    """Whether ``predicate`` (already checked) reads partition columns only, so the log alone decides each file.
+def predicate_columns(spark: SparkSession, context: TableContext, predicate: str) -> list[str] | None:
+    """The table columns ``predicate`` (already checked) reads, in table order; None when Spark does not say.
 
-    The columns come from Spark's analyzed plan of the predicate (no job runs). Any
-    doubt (a plan Spark does not expose) answers False: the data path is right for
-    every predicate, the metadata-only path only saves work.
+    From Spark's analyzed plan of the predicate (no job runs): a DELETE reads only these
+    columns of its candidate files to find the rows to delete.
     """
-    if not context.partition_columns:
-        return False
     try:
         analyzed = empty_target(spark, context).filter(predicate)._jdf.queryExecution().analyzed()
         references = analyzed.references().iterator()
@@ -64,10 +61,21 @@ def is_partition_predicate(spark: SparkSession, context: TableContext, predicate
         while references.hasNext():
             names.add(references.next().name())
     except Exception as error:  # a private JVM surface: never let it fail the job
-        log.info("treating %r as a data predicate: its columns are not available (%s)", predicate, error)
+        log.info("the columns of %r are not available (%s)", predicate, error)
+        return None
+    return [name for name in spark_schema(context).names if name in names]
+
+
+def is_partition_predicate(spark: SparkSession, context: TableContext, predicate: str) -> bool:
+    """Whether ``predicate`` (already checked) reads partition columns only, so the log alone decides each file.
+
+    Any doubt answers False: the data path is right for every predicate, the
+    metadata-only path only saves work.
+    """
+    if not context.partition_columns:
         return False
-    partition = {name.casefold() for name in context.partition_columns}
-    return all(name.casefold() in partition for name in names)
+    columns = predicate_columns(spark, context, predicate)
+    return columns is not None and all(name in context.partition_columns for name in columns)
 
 
 def read_candidates(txn: Transaction, predicate: str | None) -> pa.Table:
