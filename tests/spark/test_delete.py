@@ -93,7 +93,7 @@ PREDICATES: dict[str, Any] = {
 }
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     predicate=st.sampled_from(sorted(PREDICATES)),
     dvs=st.booleans(),

@@ -90,7 +90,7 @@ STATEMENTS: list[tuple[dict[str, str], str | None, Any, Any]] = [
 ]
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     statement=st.sampled_from(range(len(STATEMENTS))),
     dvs=st.booleans(),
