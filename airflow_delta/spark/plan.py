@@ -59,11 +59,12 @@ def predicate_columns(spark: SparkSession, context: TableContext, predicate: str
         references = analyzed.references().iterator()
         names = set()
         while references.hasNext():
-            names.add(references.next().name())
+            # A reference keeps the spelling of the predicate; Spark resolved it ignoring case.
+            names.add(references.next().name().casefold())
     except Exception as error:  # a private JVM surface: never let it fail the job
         log.info("the columns of %r are not available (%s)", predicate, error)
         return None
-    return [name for name in spark_schema(context).names if name in names]
+    return [name for name in spark_schema(context).names if name.casefold() in names]
 
 
 def is_partition_predicate(spark: SparkSession, context: TableContext, predicate: str) -> bool:
