@@ -16,6 +16,7 @@ correct but conflicts with any concurrent append.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -25,7 +26,7 @@ from pyspark.sql.types import StructType
 from airflow_delta.engine import InvalidFilterError, TableContext, Transaction
 from airflow_delta.spark.file_tasks import spark_schema
 
-__all__ = ["check_predicate", "empty_target", "is_partition_predicate", "predicate_columns", "read_candidates"]
+__all__ = ["Candidates", "check_predicate", "empty_target", "is_partition_predicate", "predicate_columns", "read_candidates"]
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +80,25 @@ def is_partition_predicate(spark: SparkSession, context: TableContext, predicate
     return columns is not None and all(name in context.partition_columns for name in columns)
 
 
-def read_candidates(txn: Transaction, predicate: str | None) -> pa.Table:
+class Candidates(NamedTuple):
+    """The files a statement reads (recorded in its transaction), and the filter the engine pruned them with.
+
+    ``engine_filter`` is the predicate when the engine's parser understood it (it can also
+    skip row groups on the executors: ``target_dataframe(row_group_filter=...)``), else None.
+    """
+
+    files: pa.Table
+    engine_filter: str | None
+
+
+def read_candidates(txn: Transaction, predicate: str | None) -> Candidates:
     """The live files ``predicate`` may match, recorded as read in ``txn`` (the whole table when the engine cannot prune on it)."""
     if predicate is None:
-        return txn.read_files()
+        return Candidates(txn.read_files(), None)
     try:
-        return txn.read_files(predicate)
+        return Candidates(txn.read_files(predicate), predicate)
     except InvalidFilterError as error:
         # Spark accepted the predicate (check_predicate ran first); the engine's parser
         # does not know all of Spark SQL, so it reads everything instead of pruning.
         log.info("reading every file: the engine cannot prune on %r (%s)", predicate, error)
-        return txn.read_files()
+        return Candidates(txn.read_files(), None)

@@ -131,9 +131,10 @@ def run_update(
         assignments = resolve_assignments(spark, context, spec.set)
         if predicate is not None:
             check_predicate(spark, context, predicate)
-        files = read_candidates(txn, predicate)
+        files, engine_filter = read_candidates(txn, predicate)
         planned_ms = int((time.monotonic() - started) * 1000)
-        target = target_dataframe(spark, context, files)
+        # Row groups the predicate cannot match are skipped: a rewrite reads the untouched rows itself.
+        target = target_dataframe(spark, context, files, row_group_filter=engine_filter)
         # Kept: the positions and the new values must come from the same rows, read once.
         matched = (target if predicate is None else target.filter(f"({predicate}) IS TRUE")).persist()
         try:

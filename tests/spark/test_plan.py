@@ -46,7 +46,9 @@ def test_candidates_are_pruned_and_fall_back_to_the_whole_table(spark, table_pat
     table = DeltaTable(table_path)
     table.append(pa.table({"id": [3], "Region": ["eu"], "day": ["d3"], "note": ["c"]}, schema=SCHEMA))
     with table.transaction() as txn:
-        assert sorted(read_candidates(txn, "Region = 'eu'").column("path").to_pylist())[0].startswith("Region=eu/")
-        assert read_candidates(txn, "Region = 'eu'").num_rows == 2
-        # A Spark function the engine's parser does not know: every file, read whole.
-        assert read_candidates(txn, "levenshtein(note, 'a') = 0").num_rows == 3
+        files, engine_filter = read_candidates(txn, "Region = 'eu'")
+        assert files.num_rows == 2 and engine_filter == "Region = 'eu'"
+        assert all(path.startswith("Region=eu/") for path in files.column("path").to_pylist())
+        # A Spark function the engine's parser does not know: every file, no engine filter.
+        files, engine_filter = read_candidates(txn, "levenshtein(note, 'a') = 0")
+        assert files.num_rows == 3 and engine_filter is None
