@@ -6,8 +6,15 @@ never from the subpackages, whose layout may change.
 
 Tables and their state
     :class:`DeltaTable` (the facade: ``snapshot``, ``history``, ``create``, ``append``,
-    ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``), :class:`Snapshot`
+    ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``, ``vacuum``, ``restore``,
+    ``health``), :class:`Snapshot`
     (``files``, ``plan_files``, ``file_uris``, ``to_arrow``), :class:`TableProperties`.
+
+Watching the log (schedulers, sensors)
+    ``DeltaTable.commits_since`` (:class:`CommitSummary` per commit after a version,
+    reading only those commit files), ``DeltaTable.conflicting_commits`` and
+    :class:`ConflictWatch` (:class:`CommitConflict`: would a commit conflict with work
+    planned at a read version, by the commit path's own rules).
 
 Committing
     :class:`Transaction`, :class:`CommitOptions`, :class:`RetryPolicy`,
@@ -22,7 +29,10 @@ Per-file work elsewhere (Spark executors), committed by a driver
     (takes a snapshot or a context), :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
-    :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`.
+    :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`; maintenance:
+    :class:`VacuumResult`, :class:`RestoreResult`, :class:`CheckpointRunResult` (with
+    :class:`CheckpointOptions`), :class:`HealthReport` (:class:`SizeBucket`,
+    :func:`size_histogram_png`).
 
 Actions
     :class:`AddFile`, :class:`RemoveFile`, :class:`AddCDCFile`, :class:`Metadata`,
@@ -94,6 +104,8 @@ from airflow_delta.engine.errors import (
     MissingProtocolError,
     PathOutsideTableError,
     ProtocolChangedException,
+    RestoreFilesMissingError,
+    RetentionTooShortError,
     RowIndexOutOfRangeError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -116,13 +128,24 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.operations.results import AppendResult, DeleteResult
+from airflow_delta.engine.operations.health import size_histogram_png
+from airflow_delta.engine.operations.options import CheckpointOptions
+from airflow_delta.engine.operations.results import (
+    AppendResult,
+    CheckpointRunResult,
+    DeleteResult,
+    HealthReport,
+    RestoreResult,
+    SizeBucket,
+    VacuumResult,
+)
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import TableContext, read_live_rows
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
+from airflow_delta.engine.write.concurrent_commits import CommitConflict, CommitSummary, ConflictWatch
 from airflow_delta.engine.write.conflicts import IsolationLevel
 from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
 from airflow_delta.engine.write.retry import RetryPolicy
@@ -157,12 +180,16 @@ __all__ = [
     "AppendOnlyViolationError",
     "AppendResult",
     "AtomicWriteError",
+    "CheckpointOptions",
     "CheckpointResult",
+    "CheckpointRunResult",
     "ChecksumMismatchError",
+    "CommitConflict",
     "CommitFailedError",
     "CommitNotSupportedError",
     "CommitOptions",
     "CommitOutcomeUnknownError",
+    "CommitSummary",
     "Committed",
     "Committer",
     "ConcurrentAppendException",
@@ -170,6 +197,7 @@ __all__ = [
     "ConcurrentDeleteReadException",
     "ConcurrentModificationError",
     "ConcurrentTransactionException",
+    "ConflictWatch",
     "Conflicted",
     "ConstraintViolationError",
     "CorruptCheckpointError",
@@ -186,6 +214,7 @@ __all__ = [
     "FileIO",
     "FileIOCommitter",
     "FileInfo",
+    "HealthReport",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidLogError",
@@ -209,11 +238,15 @@ __all__ = [
     "Protocol",
     "ProtocolChangedException",
     "RemoveFile",
+    "RestoreFilesMissingError",
+    "RestoreResult",
+    "RetentionTooShortError",
     "RetryPolicy",
     "RetryableFailure",
     "RowIndexOutOfRangeError",
     "SchemaMismatchError",
     "SetTransaction",
+    "SizeBucket",
     "Snapshot",
     "TableAlreadyExistsError",
     "TableContext",
@@ -224,6 +257,7 @@ __all__ = [
     "TransactionAlreadyCommittedError",
     "UnknownTablePropertyError",
     "UnsupportedFeatureError",
+    "VacuumResult",
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
@@ -231,6 +265,7 @@ __all__ = [
     "parse_interval",
     "read_live_rows",
     "reader_features",
+    "size_histogram_png",
     "stage_delete",
     "write_checkpoint",
     "write_data_files",
