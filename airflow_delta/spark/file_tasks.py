@@ -121,13 +121,21 @@ def _file_batches(files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
 
 
 def target_dataframe(
-    spark: SparkSession, context: TableContext, files: pa.Table, columns: Sequence[str] | None = None
+    spark: SparkSession,
+    context: TableContext,
+    files: pa.Table,
+    columns: Sequence[str] | None = None,
+    *,
+    row_group_filter: str | None = None,
 ) -> DataFrame:
     """The live rows of ``files`` (file actions of ``context``'s snapshot), read by the engine on executors.
 
     Columns: the table's logical columns (or ``columns``, in that order), then
     :data:`FILE_COLUMN` and :data:`ROW_COLUMN`. A file that the snapshot no longer has,
     or that fails its checks, fails the job with the engine's typed error.
+    ``row_group_filter`` (SQL the engine parses) leaves out row groups whose statistics
+    rule it out: the rows are then a superset of those matching it, for a caller that
+    filters them by that condition anyway.
     """
     data_schema = spark_schema(context, columns)
     names = data_schema.names
@@ -144,7 +152,7 @@ def target_dataframe(
                 actions = pa.ipc.open_stream(payload).read_all()
                 for i in range(actions.num_rows):
                     one = actions.slice(i, 1)
-                    rows, positions = read_live_rows(context, one, names)
+                    rows, positions = read_live_rows(context, one, names, row_group_filter=row_group_filter)
                     path = one.column("path")[0]
                     rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
                     rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))

@@ -109,8 +109,15 @@ class TableContext:
         )
 
 
-def read_live_rows(source: TableContext, file: pa.Table, columns: Sequence[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+def read_live_rows(
+    source: TableContext, file: pa.Table, columns: Sequence[str] | None = None, *, row_group_filter: str | None = None
+) -> tuple[pa.Table, np.ndarray]:
     """The live rows of one data file and the physical position of each.
+
+    ``row_group_filter`` (a SQL condition over the table's columns) skips the row groups
+    whose parquet statistics prove that no row matches it, as the engine's DELETE does:
+    the rows returned are a superset of the matching ones, never filtered row by row, so
+    the caller still evaluates its condition on them.
 
     ``file`` is one row of file actions (``FILE_ACTIONS_SCHEMA``, as
     ``Snapshot.add_actions`` or ``Transaction.read_files()`` give them). The rows have
@@ -123,8 +130,14 @@ def read_live_rows(source: TableContext, file: pa.Table, columns: Sequence[str] 
     check_instance("file", file, pa.Table)
     if file.num_rows != 1:
         raise ValueError(f"expected exactly one file action, got {file.num_rows}")
+    check_str("row_group_filter", row_group_filter, optional=True)
     names = list(source.schema.names) if columns is None else list(columns)
-    read = read_with_row_positions(source, file, names)
+    bound = None
+    if row_group_filter is not None:
+        from airflow_delta.engine.expressions import parse_predicate
+
+        bound = parse_predicate(row_group_filter, source.schema)
+    read = read_with_row_positions(source, file, names, bound)
     positions = read.positions(np.arange(read.rows.num_rows, dtype=np.int64))
     deleted = deleted_rows_of_file(source, file)
     if deleted is None or deleted.size == 0:

@@ -15,6 +15,7 @@ from airflow_delta.engine import (
     ConcurrentAppendException,
     DeltaTable,
     InvalidArgumentError,
+    InvalidFilterError,
     TableContext,
     read_live_rows,
     write_data_files,
@@ -99,3 +100,23 @@ def test_files_written_elsewhere_for_a_commit_are_removed_when_it_certainly_fail
         txn.add_files(adds)
         txn.commit("WRITE")
     assert (Path(table_path) / adds[0].path).exists()
+
+
+def test_a_row_group_filter_skips_row_groups_and_keeps_positions(table_path: str) -> None:
+    # One file of four row groups (ids in order): the filter's row group is read, the others skipped.
+    deltalake.write_deltalake(
+        table_path,
+        pa.table({"id": pa.array(range(400), pa.int64())}),
+        writer_properties=deltalake.WriterProperties(max_row_group_size=100),
+    )
+    table = DeltaTable(table_path)
+    files = table.snapshot().add_actions
+    path = Path(table_path, files.column("path")[0].as_py())
+    assert pq.ParquetFile(path).metadata.num_row_groups == 4
+    rows, positions = read_live_rows(table.context(), files, ["id"], row_group_filter="id = 250")
+    assert rows.column("id").to_pylist() == list(range(200, 300))
+    assert positions.tolist() == list(range(200, 300))
+    rows, _ = read_live_rows(table.context(), files, ["id"], row_group_filter="id < 0")
+    assert rows.num_rows == 0
+    with pytest.raises(InvalidFilterError):
+        read_live_rows(table.context(), files, ["id"], row_group_filter="")
