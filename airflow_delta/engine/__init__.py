@@ -141,7 +141,7 @@ from airflow_delta.engine.operations.results import (
     VacuumResult,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import TableContext, read_live_rows
+from airflow_delta.engine.read.table_context import TableContext, read_live_rows, split_by_row_groups
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.table import DeltaTable
@@ -268,6 +268,7 @@ __all__ = [
     "read_live_rows",
     "reader_features",
     "size_histogram_png",
+    "split_by_row_groups",
     "stage_delete",
     "write_checkpoint",
     "write_data_files",
