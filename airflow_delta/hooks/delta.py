@@ -34,9 +34,9 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-import airflow_delta.spark as spark_package
 from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot, error_from_report
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
+from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
 
@@ -54,9 +54,9 @@ __all__ = [
 CONN_TYPE = "delta"
 DEFAULT_CONN_ID = "delta_default"
 
-# The lines the DML program prints on stdout (the shared contract of the Spark layer).
-RESULT_MARKER = "AIRFLOW_DELTA_RESULT"
-ERROR_MARKER = "AIRFLOW_DELTA_ERROR"
+# The lines the DML program prints on stdout: defined once, by the programs' package.
+RESULT_MARKER = RESULT_LINE_PREFIX
+ERROR_MARKER = ERROR_LINE_PREFIX
 
 DEPLOY_MODES = ("client", "cluster")
 DRIVER_LOG_TAIL_LINES = 100
@@ -233,7 +233,7 @@ class DeltaHook(BaseHook):
 
     # The DML program spark-submit runs: the installed one, so that the driver runs the
     # code the operator imported (the same code ships to the executors as py_files).
-    DML_APPLICATION: ClassVar[Path] = Path(spark_package.__file__).resolve().parent / "jobs" / "dml.py"
+    DML_APPLICATION: ClassVar[Path] = Path(DML_PROGRAM).resolve()
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
