@@ -9,6 +9,12 @@ Tables and their state
     ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``), :class:`Snapshot`
     (``files``, ``plan_files``, ``file_uris``, ``to_arrow``), :class:`TableProperties`.
 
+OPTIMIZE
+    ``DeltaTable.optimize`` with :class:`OptimizeOptions`, returning :class:`OptimizeResult`
+    (per partition :class:`PartitionOptimizePlan`); for a driver that rewrites elsewhere,
+    :func:`plan_optimize` (:class:`OptimizePlan` of :class:`OptimizeBin`) and
+    :func:`rewrite_bin` (one bin's files rewritten, where they are read).
+
 Committing
     :class:`Transaction`, :class:`CommitOptions`, :class:`RetryPolicy`,
     :class:`IsolationLevel`, :class:`AppTransaction`, the committer interface
@@ -113,7 +119,12 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.operations.results import AppendResult, DeleteResult
+from airflow_delta.engine.operations.results import (
+    AppendResult,
+    DeleteResult,
+    OptimizeResult,
+    PartitionOptimizePlan,
+)
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import TableContext, read_live_rows
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
@@ -121,14 +132,19 @@ from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.conflicts import IsolationLevel
-from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
+from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
 from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.optimize import OptimizeBin, OptimizePlan, plan_optimize, rewrite_bin
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
+    "OptimizeBin": "airflow_delta.engine.operations.optimize",
+    "OptimizePlan": "airflow_delta.engine.operations.optimize",
+    "plan_optimize": "airflow_delta.engine.operations.optimize",
+    "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "write_data_files": "airflow_delta.engine.write.data_files",
 }
@@ -199,6 +215,11 @@ __all__ = [
     "MetadataChangedException",
     "MissingMetadataError",
     "MissingProtocolError",
+    "OptimizeBin",
+    "OptimizeOptions",
+    "OptimizePlan",
+    "OptimizeResult",
+    "PartitionOptimizePlan",
     "PathOutsideTableError",
     "PostCommitHook",
     "Protocol",
@@ -224,8 +245,10 @@ __all__ = [
     "add_file_from_parquet",
     "error_from_report",
     "parse_interval",
+    "plan_optimize",
     "read_live_rows",
     "reader_features",
+    "rewrite_bin",
     "write_checkpoint",
     "write_data_files",
     "writer_features",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -32,15 +32,18 @@ from airflow_delta.engine.model.arguments import (
     check_str_sequence,
     check_timestamp,
 )
-from airflow_delta.engine.operations.results import AppendResult, DeleteResult
+from airflow_delta.engine.operations.results import AppendResult, DeleteResult, OptimizeResult
 from airflow_delta.engine.read.history import read_history
 from airflow_delta.engine.read.listing import latest_version
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
-from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
+from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
 from airflow_delta.engine.write.transaction import Transaction
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.operations.optimize import BinRewriter
 
 # The operations are imported by the verbs that use them, not here: writing pulls in
 # sqlglot, pyarrow.dataset and pandas (about a second without compiled bytecode), which
@@ -188,6 +191,33 @@ class DeltaTable:
         check_instance("commit", commit, CommitOptions, optional=True)
         with self.transaction(commit, snapshot=snapshot) as txn:
             return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
+
+    def optimize(
+        self,
+        options: OptimizeOptions | None = None,
+        *,
+        commit: CommitOptions | None = None,
+        snapshot: Snapshot | None = None,
+        rewriter: BinRewriter | None = None,
+    ) -> OptimizeResult:
+        """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (...)]``: compaction, Z-order, DV purge.
+
+        One ``dataChange=false`` commit per batch (blind appends never conflict with it);
+        ``options.dry_run`` returns the plan per partition and commits nothing.
+        ``rewriter`` rewrites each batch's bins elsewhere (the Spark job passes one).
+        """
+        from airflow_delta.engine.operations.optimize import optimize
+
+        check_instance("options", options, OptimizeOptions, optional=True)
+        check_instance("commit", commit, CommitOptions, optional=True)
+        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        if rewriter is not None and not callable(rewriter):
+            raise InvalidArgumentError("rewriter", rewriter, "pass a callable (plan, bins) -> adds per bin, or None")
+        snapshot = snapshot if snapshot is not None else self.snapshot()
+        return optimize(
+            self.location, snapshot, options or OptimizeOptions(), commit=commit,
+            post_commit=self._post_commit, rewriter=rewriter,
+        )
 
     def checkpoint(self, version: int | None = None) -> int:
         """Write a checkpoint of ``version`` (default: latest); returns the version checkpointed."""
