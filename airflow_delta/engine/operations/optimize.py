@@ -364,7 +364,7 @@ def interleave_bits(ids: Sequence[np.ndarray]) -> np.ndarray:
     if not ids:
         raise ValueError("interleave_bits needs at least one column")
     rows = len(ids[0])
-    big_endian = np.stack([np.asarray(i, dtype=np.uint32).astype(">u4") for i in ids], axis=1)  # (rows, n)
+    big_endian = np.ascontiguousarray(np.stack([np.asarray(i, dtype=np.uint32) for i in ids], axis=1), dtype=">u4")
     bits = np.unpackbits(big_endian.view(np.uint8).reshape(rows, len(ids), 4), axis=2)  # (rows, n, 32)
     return np.packbits(bits.transpose(0, 2, 1).reshape(rows, 32 * len(ids)), axis=1)
 
