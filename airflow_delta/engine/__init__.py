@@ -13,7 +13,9 @@ OPTIMIZE
     ``DeltaTable.optimize`` with :class:`OptimizeOptions`, returning :class:`OptimizeResult`
     (per partition :class:`PartitionOptimizePlan`); for a driver that rewrites elsewhere,
     :func:`plan_optimize` (:class:`OptimizePlan` of :class:`OptimizeBin`) and
-    :func:`rewrite_bin` (one bin's files rewritten, where they are read).
+    :func:`rewrite_bin` (one bin's files rewritten, where they are read), and Delta's
+    Z-value pieces :func:`range_bounds`, :func:`range_ids_from_bounds`, :func:`interleave_bits`
+    and :data:`ZORDER_NUM_RANGES`.
 
 Committing
     :class:`Transaction`, :class:`CommitOptions`, :class:`RetryPolicy`,
@@ -137,13 +139,26 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
-    from airflow_delta.engine.operations.optimize import OptimizeBin, OptimizePlan, plan_optimize, rewrite_bin
+    from airflow_delta.engine.operations.optimize import (
+        ZORDER_NUM_RANGES,
+        OptimizeBin,
+        OptimizePlan,
+        interleave_bits,
+        plan_optimize,
+        range_bounds,
+        range_ids_from_bounds,
+        rewrite_bin,
+    )
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
+    "ZORDER_NUM_RANGES": "airflow_delta.engine.operations.optimize",
+    "interleave_bits": "airflow_delta.engine.operations.optimize",
     "OptimizeBin": "airflow_delta.engine.operations.optimize",
     "OptimizePlan": "airflow_delta.engine.operations.optimize",
     "plan_optimize": "airflow_delta.engine.operations.optimize",
+    "range_bounds": "airflow_delta.engine.operations.optimize",
+    "range_ids_from_bounds": "airflow_delta.engine.operations.optimize",
     "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "write_data_files": "airflow_delta.engine.write.data_files",
@@ -162,6 +177,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ZORDER_NUM_RANGES",
     "AddCDCFile",
     "AddFile",
     "AppTransaction",
@@ -244,8 +260,11 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "error_from_report",
+    "interleave_bits",
     "parse_interval",
     "plan_optimize",
+    "range_bounds",
+    "range_ids_from_bounds",
     "read_live_rows",
     "reader_features",
     "rewrite_bin",

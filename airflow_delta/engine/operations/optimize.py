@@ -67,6 +67,8 @@ __all__ = [
     "interleave_bits",
     "optimize",
     "plan_optimize",
+    "range_bounds",
+    "range_ids_from_bounds",
     "range_partition_ids",
     "rewrite_bin",
     "zorder_permutation",
@@ -349,9 +351,45 @@ def range_partition_ids(values: pa.Array | pa.ChunkedArray, num_ranges: int = ZO
     n = len(array)
     if n == 0:
         return np.zeros(0, dtype=np.uint32)
+    rank = _min_ranks(array)
+    return ((rank - 1) * num_ranges // n).astype(np.uint32)
+
+
+def range_bounds(sample: pa.Array | pa.ChunkedArray, num_ranges: int = ZORDER_NUM_RANGES) -> pa.Array:
+    """The ``num_ranges - 1`` upper bounds of equal-count ranges of ``sample`` (nulls left out), ascending.
+
+    What Spark's ``RangePartitioner`` derives from its sample for Delta's
+    ``range_partition_id``; with :func:`range_ids_from_bounds` the ids of rows spread
+    over many tasks agree, where :func:`range_partition_ids` needs every row at once.
+    """
+    array = sample.combine_chunks() if isinstance(sample, pa.ChunkedArray) else sample
+    values = array.drop_null()
+    ordered = values.take(pc.sort_indices(values))
+    if len(ordered) == 0:
+        return ordered
+    positions = (np.arange(1, num_ranges, dtype=np.int64) * len(ordered)) // num_ranges
+    return ordered.take(int64_array(positions))
+
+
+def range_ids_from_bounds(values: pa.Array | pa.ChunkedArray, bounds: pa.Array) -> np.ndarray:
+    """Per value, how many ``bounds`` are strictly below it (nulls: 0), as Spark's RangePartitioner assigns ids.
+
+    Type-generic without a per-row loop: a value's min-rank among bounds and values
+    together, minus its min-rank among the values alone, counts the bounds before it.
+    """
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(array)
+    if n == 0 or len(bounds) == 0:
+        return np.zeros(n, dtype=np.uint32)
+    combined = pa.concat_arrays([bounds.cast(array.type), array])
+    together = _min_ranks(combined)[len(bounds):]
+    alone = _min_ranks(array)
+    return (together - alone).astype(np.uint32)
+
+
+def _min_ranks(array: pa.Array) -> np.ndarray:
     ranks = pc.rank(array, sort_keys=[("", "ascending", "at_start")], tiebreaker="min")
-    rank = np.frombuffer(ranks.buffers()[1], dtype=np.uint64, count=n, offset=ranks.offset * 8)
-    return ((rank - 1) * np.uint64(num_ranges) // np.uint64(n)).astype(np.uint32)
+    return np.frombuffer(ranks.buffers()[1], dtype=np.uint64, count=len(array), offset=ranks.offset * 8).astype(np.int64)
 
 
 def interleave_bits(ids: Sequence[np.ndarray]) -> np.ndarray:

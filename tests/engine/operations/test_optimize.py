@@ -27,7 +27,12 @@ from airflow_delta.engine import (
     OptimizeOptions,
     plan_optimize,
 )
-from airflow_delta.engine.operations.optimize import interleave_bits, range_partition_ids
+from airflow_delta.engine.operations.optimize import (
+    interleave_bits,
+    range_bounds,
+    range_ids_from_bounds,
+    range_partition_ids,
+)
 from tests.oracles import assert_oracles_read, read_with_deltars, read_with_kernel
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("y", pa.float64()), ("s", pa.string()), ("p", pa.string())])
@@ -430,3 +435,24 @@ def test_bad_options_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError) as raised:
         OptimizeOptions(**kwargs)
     assert isinstance(raised.value, DeltaError) and raised.value.retryable is False
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(st.integers(-100, 100), min_size=1, max_size=300),
+    st.lists(st.one_of(st.none(), st.integers(-120, 120)), min_size=1, max_size=100),
+    st.integers(2, 50),
+)
+def test_range_ids_from_sampled_bounds_count_the_bounds_below(sample: list[int], values: list[int | None], num_ranges: int) -> None:
+    bounds = range_bounds(pa.array(sample, pa.int64()), num_ranges)
+    assert len(bounds) == num_ranges - 1
+    assert bounds.to_pylist() == sorted(bounds.to_pylist())
+    ids = range_ids_from_bounds(pa.array(values, pa.int64()), bounds)
+    expected = [0 if v is None else sum(b < v for b in bounds.to_pylist()) for v in values]
+    assert ids.tolist() == expected
+
+
+def test_range_ids_from_bounds_on_strings() -> None:
+    bounds = range_bounds(pa.array(["d", "b", None, "f", "h"]), 3)
+    assert bounds.to_pylist() == ["d", "f"]
+    assert range_ids_from_bounds(pa.array(["a", "d", "e", None, "z"]), bounds).tolist() == [0, 0, 1, 0, 2]
