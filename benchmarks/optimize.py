@@ -41,7 +41,7 @@ def _build_small(target: Path) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from airflow_delta.engine import DeltaTable, WriterOptions
+    from airflow_delta.engine import DeltaTable, write_data_files
 
     tmp = target.with_name(target.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -61,8 +61,14 @@ def _build_small(target: Path) -> None:
         },
         schema=schema,
     )
-    bytes_per_file = data.nbytes // SMALL_FILES
-    table.append(data, writer=WriterOptions(target_file_size=bytes_per_file))
+    snapshot = table.snapshot()
+    with table.transaction() as txn:
+        adds = []
+        for start in range(0, rows, ROWS_PER_SMALL_FILE):  # one call per file: exactly 10,000 files
+            part = data.slice(start, ROWS_PER_SMALL_FILE)
+            adds.extend(write_data_files(snapshot, part, target_file_size=1 << 40, written=txn.written_files))
+        txn.add_files(adds)
+        txn.commit("WRITE", {"mode": "Append", "partitionBy": '["p"]'})
     files = table.snapshot().num_files
     if files != SMALL_FILES:
         raise RuntimeError(f"built {files} files, expected {SMALL_FILES}")
