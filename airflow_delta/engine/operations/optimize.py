@@ -40,13 +40,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import InvalidArgumentError, TableNotFoundError
-from airflow_delta.engine.expressions import parse_predicate, references_only
 from airflow_delta.engine.model.actions import AddFile
 from airflow_delta.engine.model.arrow_numpy import group_row_indices, int64_array, mask_to_numpy
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.stats_columns import indexed_columns
 from airflow_delta.engine.model.stats_parse import parse_stats
-from airflow_delta.engine.operations.delete import _partition_predicate_mask
 from airflow_delta.engine.operations.results import OptimizeResult, PartitionOptimizePlan
 from airflow_delta.engine.read.scan import read_data
 from airflow_delta.engine.storage.written_files import WrittenFiles
@@ -198,11 +196,14 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
 
 
 def _int64(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    filled = pc.fill_null(column, 0)
-    array = filled.combine_chunks() if isinstance(filled, pa.ChunkedArray) else filled
+    """An int64 column as numpy, nulls as 0 (from the buffers: ``fill_null(column, 0)`` would import pandas)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if len(array) == 0:
         return np.zeros(0, dtype=np.int64)
-    return np.frombuffer(array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8).copy()
+    values = np.frombuffer(array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8).copy()
+    if array.null_count:
+        values[mask_to_numpy(pc.is_null(array))] = 0
+    return values
 
 
 def _num_records(snapshot: Snapshot, files: pa.Table) -> np.ndarray:
@@ -219,6 +220,10 @@ def _candidate_files(snapshot: Snapshot, where: str | None) -> pa.Table:
     files = snapshot.add_actions
     if where is None:
         return files
+    # Loaded only for a WHERE: the SQL parser costs about a second of imports.
+    from airflow_delta.engine.expressions import parse_predicate, references_only
+    from airflow_delta.engine.operations.delete import _partition_predicate_mask
+
     predicate = parse_predicate(where, snapshot.schema)
     if not references_only(predicate, snapshot.partition_columns):
         others = sorted(c for c in predicate.columns if c.casefold() not in {p.casefold() for p in snapshot.partition_columns})
