@@ -51,7 +51,10 @@ Errors
     argument to any public verb or option is an :class:`InvalidArgumentError`; a bad
     file path in an action is an :class:`InvalidPathError`.
 
-:func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
+:func:`stage_delete` stages a DELETE in an open transaction without committing it (for a
+caller that commits with its own appId, tags and retries: the Spark jobs).
+
+:func:`write_data_files`, :func:`add_file_from_parquet` and :func:`stage_delete` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
 only reads should not pay for at import.
 """
@@ -139,6 +142,7 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.delete import stage_delete
     from airflow_delta.engine.operations.optimize import (
         ZORDER_NUM_RANGES,
         OptimizeBin,
@@ -161,6 +165,7 @@ _LOADED_ON_FIRST_USE = {
     "range_ids_from_bounds": "airflow_delta.engine.operations.optimize",
     "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
+    "stage_delete": "airflow_delta.engine.operations.delete",
     "write_data_files": "airflow_delta.engine.write.data_files",
 }
 
@@ -268,6 +273,7 @@ __all__ = [
     "read_live_rows",
     "reader_features",
     "rewrite_bin",
+    "stage_delete",
     "write_checkpoint",
     "write_data_files",
     "writer_features",
