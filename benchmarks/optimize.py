@@ -157,8 +157,8 @@ def ours_compact_spark(path: str) -> dict[str, Any]:
     spark.sparkContext.setLogLevel("ERROR")
     result = run_optimize(spark, OptimizeSpec(TableRef(path), TaskIdentity("bench", "optimize", "run")))
     spark.stop()
-    assert result["metrics"]["numFilesRemoved"] == SMALL_FILES, result
-    return {"filesAdded": result["metrics"]["numFilesAdded"], "filesRemoved": result["metrics"]["numFilesRemoved"]}
+    assert result.metrics["numFilesRemoved"] == SMALL_FILES, result
+    return {"filesAdded": result.metrics["numFilesAdded"], "filesRemoved": result.metrics["numFilesRemoved"]}
 
 
 def delta_rs_compact(path: str) -> dict[str, Any]:

@@ -199,12 +199,14 @@ class DeltaTable:
         commit: CommitOptions | None = None,
         snapshot: Snapshot | None = None,
         rewriter: BinRewriter | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> OptimizeResult:
         """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (...)]``: compaction, Z-order, DV purge.
 
         One ``dataChange=false`` commit per batch (blind appends never conflict with it);
         ``options.dry_run`` returns the plan per partition and commits nothing.
-        ``rewriter`` rewrites each batch's bins elsewhere (the Spark job passes one).
+        ``rewriter`` rewrites each batch's bins elsewhere (the Spark job passes one);
+        ``tags`` go into each commit's ``commitInfo.tags``.
         """
         from airflow_delta.engine.operations.optimize import optimize
 
@@ -213,10 +215,11 @@ class DeltaTable:
         check_instance("snapshot", snapshot, Snapshot, optional=True)
         if rewriter is not None and not callable(rewriter):
             raise InvalidArgumentError("rewriter", rewriter, "pass a callable (plan, bins) -> adds per bin, or None")
+        check_str_mapping("tags", tags, optional=True)
         snapshot = snapshot if snapshot is not None else self.snapshot()
         return optimize(
             self.location, snapshot, options or OptimizeOptions(), commit=commit,
-            post_commit=self._post_commit, rewriter=rewriter,
+            post_commit=self._post_commit, rewriter=rewriter, tags=tags,
         )
 
     def checkpoint(self, version: int | None = None) -> int:

@@ -28,7 +28,6 @@ import dataclasses
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +49,15 @@ from airflow_delta.engine import (
     rewrite_bin,
 )
 from airflow_delta.spark.file_tasks import engine_errors_from_executors, target_dataframe, write_dataframe
+from airflow_delta.spark.job_result import (
+    TAG_APP_ID,
+    TAG_ATTEMPTS,
+    TAG_DAG_ID,
+    TAG_MAP_INDEX,
+    TAG_RUN_ID,
+    TAG_TASK_ID,
+    JobResult,
+)
 from airflow_delta.spark.specs import OptimizeSpec
 
 __all__ = ["SparkBinRewriter", "job_result", "run_optimize"]
@@ -149,12 +157,14 @@ def _ipc(files: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def run_optimize(spark: SparkSession, spec: OptimizeSpec) -> dict[str, Any]:
-    """Run the OPTIMIZE ``spec`` asks for on ``spark``; what it did, in JobResult's fields.
+def run_optimize(spark: SparkSession, spec: OptimizeSpec) -> JobResult:
+    """Run the OPTIMIZE ``spec`` asks for on ``spark``; what it did.
 
     ``version`` is the last version committed (None when nothing needed rewriting, or a
-    dry run), ``readVersion`` the snapshot the last attempt planned on, ``metrics``
+    dry run), ``read_version`` the snapshot the last attempt planned on, ``metrics``
     Delta's OPTIMIZE metrics flattened to integers, ``attempts`` how often it planned.
+    Every batch's commit carries the task's identity in ``commitInfo.tags``, as the DML
+    jobs' commits do.
     """
     table = DeltaTable(spec.table.uri, spec.table.storage_options or None)
     options = spec.optimize_options()
@@ -165,7 +175,7 @@ def run_optimize(spark: SparkSession, spec: OptimizeSpec) -> dict[str, Any]:
         snapshot = table.snapshot()
         rewriter = SparkBinRewriter(spark, table.context(snapshot))
         try:
-            result = table.optimize(options, snapshot=snapshot, rewriter=rewriter)
+            result = table.optimize(options, snapshot=snapshot, rewriter=rewriter, tags=_tags(spec, attempt))
             break
         except ConcurrentModificationError as error:
             if not error.retryable or attempt >= execution.max_attempts:
@@ -175,8 +185,20 @@ def run_optimize(spark: SparkSession, spec: OptimizeSpec) -> dict[str, Any]:
     return job_result(result, attempt)
 
 
-def job_result(result: OptimizeResult, attempts: int) -> dict[str, Any]:
-    """The JobResult fields of an OPTIMIZE: Delta's OptimizeMetrics flattened to integer metrics."""
+def _tags(spec: OptimizeSpec, attempt: int) -> dict[str, str]:
+    identity = spec.identity
+    return {
+        TAG_APP_ID: identity.app_id,
+        TAG_ATTEMPTS: str(attempt),
+        TAG_DAG_ID: identity.dag_id,
+        TAG_TASK_ID: identity.task_id,
+        TAG_RUN_ID: identity.run_id,
+        TAG_MAP_INDEX: str(identity.map_index),
+    }
+
+
+def job_result(result: OptimizeResult, attempts: int) -> JobResult:
+    """The JobResult of an OPTIMIZE: Delta's OptimizeMetrics flattened to integer metrics."""
     m = result.metrics
     dv = m["deletionVectorStats"]
     metrics = {
@@ -191,10 +213,10 @@ def job_result(result: OptimizeResult, attempts: int) -> dict[str, Any]:
         "numDeletionVectorsRemoved": dv["numDeletionVectorsRemoved"],
         "numDeletionVectorRowsRemoved": dv["numDeletionVectorRowsRemoved"],
     }
-    return {
-        "version": result.version,
-        "readVersion": result.read_version,
-        "operation": "OPTIMIZE",
-        "metrics": {k: int(v) for k, v in metrics.items()},
-        "attempts": attempts,
-    }
+    return JobResult(
+        version=result.version,
+        read_version=result.read_version,
+        operation="OPTIMIZE",
+        metrics={k: int(v) for k, v in metrics.items()},
+        attempts=attempts,
+    )

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta.engine import DeltaTable
+from airflow_delta.spark.job_result import find_job_commit
 from airflow_delta.spark.optimize import run_optimize
 from airflow_delta.spark.specs import OptimizeSpec, TableRef, TaskIdentity
 from tests.oracles import assert_oracles_read, read_with_deltars
@@ -55,13 +56,15 @@ def test_compaction_and_dv_purge_on_spark(spark: Any, table_path: str) -> None:
 
     result = run_optimize(spark, OptimizeSpec(TableRef(table_path), IDENTITY, batch_size=1))
 
-    assert result["operation"] == "OPTIMIZE" and result["attempts"] == 1
-    assert result["metrics"]["numFilesRemoved"] == 8 and result["metrics"]["numFilesAdded"] == 2
-    assert result["metrics"]["numBatches"] == 2 and result["metrics"]["numDeletionVectorsRemoved"] == 4
-    assert result["version"] == t.version()
+    assert result.operation == "OPTIMIZE" and result.attempts == 1
+    assert result.metrics["numFilesRemoved"] == 8 and result.metrics["numFilesAdded"] == 2
+    assert result.metrics["numBatches"] == 2 and result.metrics["numDeletionVectorsRemoved"] == 4
+    assert result.version == t.version()
+    found = find_job_commit(t, IDENTITY.app_id)
+    assert found is not None and found.version == result.version and found.operation == "OPTIMIZE"
     files = t.snapshot().files()
     assert files.num_rows == 2 and files.column("deletion_vector").null_count == 2
-    for version in (result["version"] - 1, result["version"]):
+    for version in (result.version - 1, result.version):
         actions = commit(table_path, version)
         assert actions[0]["commitInfo"]["operation"] == "OPTIMIZE"
         assert all((a.get("add") or a.get("remove"))["dataChange"] is False for a in actions[1:] if "add" in a or "remove" in a)
@@ -75,15 +78,15 @@ def test_zorder_on_spark_clusters(spark: Any, table_path: str) -> None:
 
     result = run_optimize(spark, OptimizeSpec(TableRef(table_path), IDENTITY, zorder_by=("x", "y"), max_file_size=total // 8))
 
-    stats = t.snapshot().files().column("stats").to_pylist()
+    stats = t.snapshot().files(stats=True).column("stats").to_pylist()
     boxes = [[(s["minValues"][c], s["maxValues"][c]) for c in ("x", "y")] for s in stats]
     pairs = [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes))]
     overlapping = sum(
         all(a[0] <= b[1] and b[0] <= a[1] for a, b in zip(boxes[i], boxes[j], strict=True)) for i, j in pairs
     )
-    assert len(boxes) >= 6 and result["metrics"]["numFilesAdded"] == len(boxes)
+    assert len(boxes) >= 6 and result.metrics["numFilesAdded"] == len(boxes)
     assert overlapping / len(pairs) < 0.5  # before: every file spans both columns' whole range
-    info = commit(table_path, result["version"])[0]["commitInfo"]
+    info = commit(table_path, result.version)[0]["commitInfo"]
     assert info["operationParameters"]["zOrderBy"] == '["x","y"]'
     assert_oracles_read(table_path, expected)
 
@@ -92,5 +95,5 @@ def test_dry_run_on_spark_writes_nothing(spark: Any, table_path: str) -> None:
     t = make_table(table_path, files_per_partition=3, rows_per_file=10, partitions=("a",))
     version = t.version()
     result = run_optimize(spark, OptimizeSpec(TableRef(table_path), IDENTITY, dry_run=True))
-    assert result["version"] is None and t.version() == version
-    assert result["metrics"]["numFilesRemoved"] == 3  # what it would remove
+    assert result.version is None and t.version() == version
+    assert result.metrics["numFilesRemoved"] == 3  # what it would remove

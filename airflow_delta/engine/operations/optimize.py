@@ -476,10 +476,12 @@ def optimize(
     commit: CommitOptions | None = None,
     post_commit: PostCommitHook | None = None,
     rewriter: BinRewriter | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> OptimizeResult:
     """Plan and run an OPTIMIZE of ``snapshot``, one commit per batch; see the module docstring.
 
-    ``rewriter`` rewrites a batch's bins elsewhere (default: :func:`rewrite_bin` here).
+    ``rewriter`` rewrites a batch's bins elsewhere (default: :func:`rewrite_bin` here);
+    ``tags`` go into every batch's ``commitInfo.tags`` (a job's identity).
     """
     started_ms = _now_ms()
     if snapshot is None:
@@ -520,6 +522,7 @@ def optimize(
                 "OPTIMIZE",
                 {"predicate": [options.where] if options.where else [], "zOrderBy": list(plan.zorder_by), "auto": False},
                 _commit_metrics(bins, [a for adds in written for a in adds]),
+                tags=tags,
             )
         versions.append(version)
         adds_per_bin.extend(written)

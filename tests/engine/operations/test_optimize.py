@@ -196,7 +196,7 @@ def test_dv_purge_rewrites_files_over_the_ratio_and_keeps_rows(table_path: str) 
 
 
 def file_boxes(t: DeltaTable, columns: list[str]) -> list[list[tuple[float, float]]]:
-    stats = t.snapshot().files().column("stats").to_pylist()
+    stats = t.snapshot().files(stats=True).column("stats").to_pylist()
     return [[(s["minValues"][c], s["maxValues"][c]) for c in columns] for s in stats]
 
 
