@@ -31,6 +31,7 @@ import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,8 @@ __all__ = [
 ZORDER_NUM_RANGES = 1000
 # Rows whose Z-values are computed at once: the bit matrix takes 32 bytes per row and column.
 _ZORDER_CHUNK_ROWS = 1 << 20
+# Bins rewritten at once in the worker.
+_PARALLEL_BINS = 2
 # write_data_files cuts files by an in-memory size estimate; OPTIMIZE decides the cut itself.
 _ONE_FILE = 1 << 62
 
@@ -504,13 +507,7 @@ def optimize(
             # The files rewritten are what this commit depends on: a concurrent commit removing one conflicts.
             txn.mark_files_read(removed)
             if rewriter is None:
-                written = [
-                    rewrite_bin(
-                        snapshot, b.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size,
-                        written=txn.written_files,
-                    )
-                    for b in bins
-                ]
+                written = _rewrite_here(snapshot, plan, bins, txn.written_files)
             else:
                 written = [list(adds) for adds in rewriter(plan, bins)]
                 if len(written) != len(bins):
@@ -534,6 +531,20 @@ def optimize(
         plan=_actual_partitions(plan, adds_per_bin),
         dry_run=False,
     )
+
+
+def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[OptimizeBin], written: WrittenFiles) -> list[list[AddFile]]:
+    """The bins rewritten in this process, two at a time: one bin's parquet encoding (which
+    releases the GIL) overlaps another's reads. Memory holds at most two bins."""
+
+    def one(bin: OptimizeBin) -> list[AddFile]:
+        return rewrite_bin(snapshot, bin.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size, written=written)
+
+    if len(bins) == 1 or plan.zorder_by:  # a Z-order bin is a whole partition: one at a time
+        return [one(b) for b in bins]
+    # A failing bin fails the batch: the pool waits for the others, then the transaction removes every file.
+    with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:
+        return list(pool.map(one, bins))
 
 
 def _actual_partitions(plan: OptimizePlan, adds_per_bin: Sequence[Sequence[AddFile]]) -> tuple[PartitionOptimizePlan, ...]:
