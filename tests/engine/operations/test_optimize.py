@@ -6,6 +6,7 @@ by our own reader alone; commits are read back from the log's JSON.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -456,3 +457,26 @@ def test_range_ids_from_bounds_on_strings() -> None:
     bounds = range_bounds(pa.array(["d", "b", None, "f", "h"]), 3)
     assert bounds.to_pylist() == ["d", "f"]
     assert range_ids_from_bounds(pa.array(["a", "d", "e", None, "z"]), bounds).tolist() == [0, 0, 1, 0, 2]
+
+
+def test_append_only_tables_can_be_optimized(table_path: str) -> None:
+    # OPTIMIZE removes no data (dataChange=false), so delta.appendOnly does not forbid it, as in Delta.
+    t = small_files_table(table_path, files_per_partition=3, properties={"delta.appendOnly": "true"})
+    before = read_with_deltars(table_path)
+    assert t.optimize().metrics["numFilesRemoved"] == 6
+    assert_oracles_read(table_path, before)
+
+
+@settings(max_examples=100)
+@given(st.lists(st.integers(1, 500), max_size=60), st.integers(1, 800))
+def test_bins_are_deltas_greedy_packing(sizes: list[int], max_size: int) -> None:
+    from airflow_delta.engine.operations.optimize import _pack
+
+    ordered = np.sort(np.array(sizes, dtype=np.int64))
+    bins = _pack(ordered, max_size, one_bin=False)
+    covered = np.concatenate(bins).tolist() if bins else []
+    assert covered == list(range(len(sizes)))  # every file once, in order
+    for members in bins:
+        assert ordered[members].sum() <= max_size or len(members) == 1  # only a lone large file passes the limit
+    for current, following in itertools.pairwise(bins):
+        assert ordered[current].sum() + ordered[following[0]] > max_size  # a bin closes only when the next file does not fit
