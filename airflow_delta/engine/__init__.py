@@ -6,7 +6,8 @@ never from the subpackages, whose layout may change.
 
 Tables and their state
     :class:`DeltaTable` (the facade: ``snapshot``, ``history``, ``create``, ``append``,
-    ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``), :class:`Snapshot`
+    ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``, ``vacuum``, ``restore``,
+    ``health``), :class:`Snapshot`
     (``files``, ``plan_files``, ``file_uris``, ``to_arrow``), :class:`TableProperties`.
 
 OPTIMIZE
@@ -30,7 +31,10 @@ Per-file work elsewhere (Spark executors), committed by a driver
     (takes a snapshot or a context), :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
-    :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`.
+    :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`; maintenance:
+    :class:`VacuumResult`, :class:`RestoreResult`, :class:`CheckpointRunResult` (with
+    :class:`CheckpointOptions`), :class:`HealthReport` (:class:`SizeBucket`,
+    :func:`size_histogram_png`).
 
 Actions
     :class:`AddFile`, :class:`RemoveFile`, :class:`AddCDCFile`, :class:`Metadata`,
@@ -102,6 +106,8 @@ from airflow_delta.engine.errors import (
     MissingProtocolError,
     PathOutsideTableError,
     ProtocolChangedException,
+    RestoreFilesMissingError,
+    RetentionTooShortError,
     RowIndexOutOfRangeError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -124,11 +130,18 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
+from airflow_delta.engine.operations.health import size_histogram_png
+from airflow_delta.engine.operations.options import CheckpointOptions
 from airflow_delta.engine.operations.results import (
     AppendResult,
+    CheckpointRunResult,
     DeleteResult,
+    HealthReport,
     OptimizeResult,
     PartitionOptimizePlan,
+    RestoreResult,
+    SizeBucket,
+    VacuumResult,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import TableContext, read_live_rows
@@ -189,7 +202,9 @@ __all__ = [
     "AppendOnlyViolationError",
     "AppendResult",
     "AtomicWriteError",
+    "CheckpointOptions",
     "CheckpointResult",
+    "CheckpointRunResult",
     "ChecksumMismatchError",
     "CommitFailedError",
     "CommitNotSupportedError",
@@ -218,6 +233,7 @@ __all__ = [
     "FileIO",
     "FileIOCommitter",
     "FileInfo",
+    "HealthReport",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidLogError",
@@ -246,11 +262,15 @@ __all__ = [
     "Protocol",
     "ProtocolChangedException",
     "RemoveFile",
+    "RestoreFilesMissingError",
+    "RestoreResult",
+    "RetentionTooShortError",
     "RetryPolicy",
     "RetryableFailure",
     "RowIndexOutOfRangeError",
     "SchemaMismatchError",
     "SetTransaction",
+    "SizeBucket",
     "Snapshot",
     "TableAlreadyExistsError",
     "TableContext",
@@ -261,6 +281,7 @@ __all__ = [
     "TransactionAlreadyCommittedError",
     "UnknownTablePropertyError",
     "UnsupportedFeatureError",
+    "VacuumResult",
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
@@ -273,6 +294,7 @@ __all__ = [
     "read_live_rows",
     "reader_features",
     "rewrite_bin",
+    "size_histogram_png",
     "stage_delete",
     "write_checkpoint",
     "write_data_files",

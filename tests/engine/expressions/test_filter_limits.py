@@ -361,23 +361,18 @@ def test_a_long_list_that_is_not_all_literals_is_declined_by_the_scan_and_bound_
 
 
 @pytest.mark.parametrize("literal", [str, lambda i: f"'v{i}'"])
-def test_a_200_000_value_in_list_binds_in_linear_time(literal: Callable[[int], str]) -> None:
-    """Item 11: binding 200,000 values took ~45 s (quadratic). Linear, 20,000 and 200,000
-    values cost about 1:10 of CPU time; quadratic would be 1:100. The bound (1:40) leaves
-    room for a shared machine's noise, and measuring CPU time, not wall, keeps it steady."""
-    import time
-
-    def cpu_seconds(n: int, repeat: int) -> float:
-        column = "id" if literal is str else "s"
-        best = float("inf")
-        for run in range(repeat):  # other values each run: parsed filters are cached by their text
-            sql = f"{column} IN (" + ", ".join(literal(i + run * n) for i in range(n)) + ")"
-            start = time.process_time()
-            predicate = parse_predicate(sql, IN_SCHEMA)
-            best = min(best, time.process_time() - start)
-            assert isinstance(predicate.root, InList) and len(predicate.root.values) == n
-        return best
-
-    small, large = cpu_seconds(20_000, 3), cpu_seconds(200_000, 1)
-    assert large < 10.0, large
-    assert large < 40 * max(small, 0.01), (small, large)
+def test_a_200_000_value_in_list_never_reaches_sqlglot(literal: Callable[[int], str]) -> None:
+    """Item 11: binding 200,000 values took ~45 s, because sqlglot built and the binder
+    walked a node per value (quadratic in places). The list is now read by one
+    regular-expression pass and coerced in one cast: sqlglot sees a placeholder, so the
+    text it parses stays short whatever the list's length. Checked by what reaches
+    sqlglot, not by timing (benchmarks/filter_in_list.py measures the time)."""
+    n = 200_000
+    column = "id" if literal is str else "s"
+    sql = f"{column} IN (" + ", ".join(literal(i) for i in range(n)) + ")"
+    text, lists = binding._extract_in_lists(sql)
+    assert len(text) < 100 and len(lists) == 1, text
+    (extracted,) = lists.values()
+    assert sum(len(values) for values in extracted.kinds.values()) == n and not extracted.has_null
+    predicate = parse_predicate(sql, IN_SCHEMA)
+    assert isinstance(predicate.root, InList) and len(predicate.root.values) == n
