@@ -511,7 +511,9 @@ def optimize(
             else:
                 written = [list(adds) for adds in rewriter(plan, bins)]
                 if len(written) != len(bins):
-                    raise ValueError(f"the rewriter returned {len(written)} results for {len(bins)} bins")
+                    raise InvalidArgumentError(
+                        "rewriter", rewriter, f"a rewriter returning one list of adds per bin ({len(bins)}), not {len(written)}"
+                    )
             # Files another process wrote are removed with the transaction's own if the commit fails.
             txn.add_files([a for adds in written for a in adds], written_for_this_commit=rewriter is not None)
             txn.remove_files(removed, data_change=False)
@@ -536,15 +538,29 @@ def optimize(
 def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[OptimizeBin], written: WrittenFiles) -> list[list[AddFile]]:
     """The bins rewritten in this process, two at a time: one bin's parquet encoding (which
     releases the GIL) overlaps another's reads. Memory holds at most two bins."""
-
-    def one(bin: OptimizeBin) -> list[AddFile]:
-        return rewrite_bin(snapshot, bin.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size, written=written)
-
     if len(bins) == 1 or plan.zorder_by:  # a Z-order bin is a whole partition: one at a time
-        return [one(b) for b in bins]
-    # A failing bin fails the batch: the pool waits for the others, then the transaction removes every file.
-    with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:
-        return list(pool.map(one, bins))
+        return [
+            rewrite_bin(snapshot, b.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size, written=written)
+            for b in bins
+        ]
+    # Each bin records its files apart (a failing bin removes only its own while others write);
+    # when any fails, the pool waits for the others and every bin's files are removed.
+    per_bin = [WrittenFiles(snapshot.io) for _ in bins]
+
+    def one(i: int) -> list[AddFile]:
+        return rewrite_bin(snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i])
+
+    try:
+        with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:
+            results = list(pool.map(one, range(len(bins))))
+    except BaseException:
+        for files in per_bin:
+            files.remove_all()
+        raise
+    for files in per_bin:
+        for path in files.paths:
+            written.record(path)  # the transaction's now: removed if its commit fails
+    return results
 
 
 def _actual_partitions(plan: OptimizePlan, adds_per_bin: Sequence[Sequence[AddFile]]) -> tuple[PartitionOptimizePlan, ...]:

@@ -480,3 +480,14 @@ def test_bins_are_deltas_greedy_packing(sizes: list[int], max_size: int) -> None
         assert ordered[members].sum() <= max_size or len(members) == 1  # only a lone large file passes the limit
     for current, following in itertools.pairwise(bins):
         assert ordered[current].sum() + ordered[following[0]] > max_size  # a bin closes only when the next file does not fit
+
+
+def test_a_failing_bin_among_parallel_bins_leaves_no_files(table_path: str) -> None:
+    t = small_files_table(table_path, partitions=("a", "b", "c"))
+    version = t.version()
+    os.remove(Path(table_path) / t.snapshot().files("p = 'b'").column("path")[0].as_py())
+    on_disk = data_files_on_disk(table_path)
+    with pytest.raises(DataFileNotFoundError):
+        t.optimize()  # one batch of three bins, rewritten two at a time
+    assert t.version() == version
+    assert data_files_on_disk(table_path) == on_disk  # the bins that succeeded removed their files too
