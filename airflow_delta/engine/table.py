@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -39,6 +39,7 @@ from airflow_delta.engine.operations.results import (
     CheckpointRunResult,
     DeleteResult,
     HealthReport,
+    OptimizeResult,
     RestoreResult,
     VacuumResult,
 )
@@ -55,8 +56,11 @@ from airflow_delta.engine.write.concurrent_commits import (
     conflicting_commits,
 )
 from airflow_delta.engine.write.conflicts import IsolationLevel
-from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
+from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
 from airflow_delta.engine.write.transaction import Transaction
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.operations.optimize import BinRewriter
 
 # The operations are imported by the verbs that use them, not here: writing pulls in
 # sqlglot, pyarrow.dataset and pandas (about a second without compiled bytecode), which
@@ -240,6 +244,36 @@ class DeltaTable:
         check_instance("commit", commit, CommitOptions, optional=True)
         with self.transaction(commit, snapshot=snapshot) as txn:
             return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
+
+    def optimize(
+        self,
+        options: OptimizeOptions | None = None,
+        *,
+        commit: CommitOptions | None = None,
+        snapshot: Snapshot | None = None,
+        rewriter: BinRewriter | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> OptimizeResult:
+        """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (...)]``: compaction, Z-order, DV purge.
+
+        One ``dataChange=false`` commit per batch (blind appends never conflict with it);
+        ``options.dry_run`` returns the plan per partition and commits nothing.
+        ``rewriter`` rewrites each batch's bins elsewhere (the Spark job passes one);
+        ``tags`` go into each commit's ``commitInfo.tags``.
+        """
+        from airflow_delta.engine.operations.optimize import optimize
+
+        check_instance("options", options, OptimizeOptions, optional=True)
+        check_instance("commit", commit, CommitOptions, optional=True)
+        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        if rewriter is not None and not callable(rewriter):
+            raise InvalidArgumentError("rewriter", rewriter, "pass a callable (plan, bins) -> adds per bin, or None")
+        check_str_mapping("tags", tags, optional=True)
+        snapshot = snapshot if snapshot is not None else self.snapshot()
+        return optimize(
+            self.location, snapshot, options or OptimizeOptions(), commit=commit,
+            post_commit=self._post_commit, rewriter=rewriter, tags=tags,
+        )
 
     def checkpoint(self, version: int | None = None, options: CheckpointOptions | None = None) -> CheckpointRunResult:
         """Write a checkpoint of ``version`` (default: latest), of the table's kind or ``options.kind``,
