@@ -97,3 +97,15 @@ def test_dry_run_on_spark_writes_nothing(spark: Any, table_path: str) -> None:
     result = run_optimize(spark, OptimizeSpec(TableRef(table_path), IDENTITY, dry_run=True))
     assert result.version is None and t.version() == version
     assert result.metrics["numFilesRemoved"] == 3  # what it would remove
+
+
+def test_the_job_program_dispatches_optimize(spark: Any, table_path: str) -> None:
+    from airflow_delta.spark.jobs.dml import run_spec
+
+    table = make_table(table_path, files_per_partition=3, rows_per_file=20, partitions=("a",))
+    before = read_with_deltars(table_path)
+    spec = OptimizeSpec(TableRef(table_path), TaskIdentity("nightly", "optimize", "run-dispatch"))
+    result = run_spec(spark, spec)
+    assert result.operation == "OPTIMIZE" and result.version == table.version()
+    assert result.metrics["numFilesRemoved"] == 3 and result.metrics["numFilesAdded"] == 1
+    assert_oracles_read(table_path, before)

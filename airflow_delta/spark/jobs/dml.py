@@ -31,7 +31,7 @@ from airflow_delta.spark.delete import run_delete
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.jobs import ERROR_LINE_PREFIX, EXIT_DELTA_ERROR, RESULT_LINE_PREFIX
 from airflow_delta.spark.session import job_session
-from airflow_delta.spark.specs import DeleteSpec, MergeSpec, Spec, UpdateSpec, spec_from_json
+from airflow_delta.spark.specs import DeleteSpec, MergeSpec, OptimizeSpec, Spec, UpdateSpec, spec_from_json
 from airflow_delta.spark.update import run_update
 
 __all__ = ["main", "run_spec"]
@@ -39,7 +39,7 @@ __all__ = ["main", "run_spec"]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dml.py", description="Run one DELETE, UPDATE or MERGE of airflow-delta on Spark."
+        prog="dml.py", description="Run one DELETE, UPDATE, MERGE or OPTIMIZE of airflow-delta on Spark."
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--spec", help="the job's specification, as JSON")
@@ -69,7 +69,12 @@ def run_spec(spark: SparkSession, spec: Spec) -> JobResult:
 
         result: JobResult = run_merge(spark, spec)
         return result
-    raise InvalidArgumentError("spec", spec, "a DeleteSpec, UpdateSpec or MergeSpec")
+    if isinstance(spec, OptimizeSpec):
+        from airflow_delta.spark.optimize import run_optimize
+
+        optimized: JobResult = run_optimize(spark, spec)
+        return optimized
+    raise InvalidArgumentError("spec", spec, "a DeleteSpec, UpdateSpec, MergeSpec or OptimizeSpec")
 
 
 def _app_name(spec: Spec) -> str:
