@@ -1,0 +1,117 @@
+"""What the DML operator adds to Spark: DeltaDeleteOperator end to end minus a bare spark-submit.
+
+Two cases, each run in a fresh interpreter (imports included, as an Airflow task pays them):
+
+- ``operator delete on spark``: ``DeltaDeleteOperator(execution="spark").execute(context)``
+  on a 20-row table with DVs, one row deleted, through the real ``DeltaHook`` and the
+  apache-spark provider's ``SparkSubmitHook`` (``local[2]``); the context is the one the
+  operator tests build (``tests/airflow_layer.context``);
+- ``bare spark-submit``: ``spark-submit --master local[2]`` of a PySpark program that
+  starts a SparkSession and stops it, with the same interpreter for the driver and workers.
+
+The harness's CPU time is that of the measuring Python process only; each function also
+returns the CPU time of its child processes (the spark-submit JVM and the Python driver
+and workers), so that the summary can show where the machine's time went.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._harness import Case, Result, data_dir
+
+EMPTY_PROGRAM = """\
+from pyspark.sql import SparkSession
+
+SparkSession.builder.appName("empty").getOrCreate().stop()
+"""
+
+_SCRATCH = data_dir("operator_overhead")
+
+
+def cases() -> list[Case]:
+    return [
+        Case("operator delete on spark", ours="operator_delete", setup="fresh_table", repeat=3, fresh=True),
+        Case("bare spark-submit", ours="bare_spark_submit", setup="empty_program", repeat=3, fresh=True),
+    ]
+
+
+def fresh_table() -> tuple[str, str]:
+    """A new 20-row table with DVs (the operator changes it) and a new AIRFLOW_HOME."""
+    from tests.airflow_layer import make_table
+
+    run_dir = Path(tempfile.mkdtemp(dir=_SCRATCH))
+    make_table(run_dir / "table", dvs=True)
+    (run_dir / "airflow_home").mkdir()
+    return str(run_dir / "table"), str(run_dir / "airflow_home")
+
+
+def empty_program() -> tuple[str]:
+    path = _SCRATCH / "empty_program.py"
+    path.write_text(EMPTY_PROGRAM)
+    return (str(path),)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def operator_delete(table_path: str, airflow_home: str) -> dict[str, Any]:
+    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
+        del os.environ[key]
+    os.environ["AIRFLOW_HOME"] = airflow_home
+    os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    os.environ["AIRFLOW_CONN_DELTA_DEFAULT"] = json.dumps(
+        {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}
+    )
+    children_before = _children_cpu()
+    from airflow_delta.operators.dml import DeltaDeleteOperator
+    from tests.airflow_layer import context
+
+    operator = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7", execution="spark")
+    result = operator.execute(context())
+    # A broken operator must not look fast: it deleted exactly the one row, on Spark.
+    assert result["operation"] == "DELETE" and result["metrics"]["numDeletedRows"] == 1, result
+    shutil.rmtree(Path(table_path).parent, ignore_errors=True)
+    return {"childrenCpuSeconds": _children_cpu() - children_before, **result["metrics"]}
+
+
+def bare_spark_submit(program: str) -> dict[str, Any]:
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    children_before = _children_cpu()
+    started = time.perf_counter()
+    subprocess.run(
+        [spark_submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false", program],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return {"childrenCpuSeconds": _children_cpu() - children_before, "submitSeconds": time.perf_counter() - started}
+
+
+def summarize(results: list[Result]) -> None:
+    by_name = {r.case.name: r for r in results}
+    operator, bare = by_name.get("operator delete on spark"), by_name.get("bare spark-submit")
+    if operator is None or bare is None:
+        return
+    op_cpu = operator.ours.cpu_seconds + float(operator.ours.detail.get("childrenCpuSeconds", 0.0))
+    bare_cpu = bare.ours.cpu_seconds + float(bare.ours.detail.get("childrenCpuSeconds", 0.0))
+    print(
+        f"# operator overhead: {operator.ours.seconds - bare.ours.seconds:.2f} s wall "
+        f"(operator {operator.ours.seconds:.2f} s, bare spark-submit {bare.ours.seconds:.2f} s; goal < 3 s); "
+        f"CPU incl. children {op_cpu - bare_cpu:.2f} s (operator {op_cpu:.2f} s, bare {bare_cpu:.2f} s); "
+        f"executionTimeMs {operator.ours.detail.get('executionTimeMs')}; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    shutil.rmtree(_SCRATCH, ignore_errors=True)
