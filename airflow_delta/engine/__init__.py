@@ -30,7 +30,10 @@ Actions
     :class:`DeletionVectorDescriptor`; :func:`reader_features`, :func:`writer_features`.
 
 Storage
-    :class:`TableLocation`, :class:`FileIO`, :class:`LocalFileIO`, :class:`FileInfo`.
+    :class:`TableLocation`, :class:`FileIO`, :class:`LocalFileIO`, :class:`FileInfo`;
+    :class:`ObjectStoreFileIO` (``s3://``, ``s3a://``, ``az://``, ``abfss://``, ``gs://``, with
+    delta-rs's storage option keys) and :func:`storage_options_from_airflow_connection`
+    (an Airflow connection's fields as those options).
 
 Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
@@ -93,6 +96,8 @@ from airflow_delta.engine.errors import (
     ProtocolChangedException,
     RowIndexOutOfRangeError,
     SchemaMismatchError,
+    StorageAccessError,
+    StorageUnavailableError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
@@ -118,6 +123,8 @@ from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import TableContext, read_live_rows
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
+from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
+from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.conflicts import IsolationLevel
@@ -199,6 +206,7 @@ __all__ = [
     "MetadataChangedException",
     "MissingMetadataError",
     "MissingProtocolError",
+    "ObjectStoreFileIO",
     "PathOutsideTableError",
     "PostCommitHook",
     "Protocol",
@@ -210,6 +218,8 @@ __all__ = [
     "SchemaMismatchError",
     "SetTransaction",
     "Snapshot",
+    "StorageAccessError",
+    "StorageUnavailableError",
     "TableAlreadyExistsError",
     "TableContext",
     "TableLocation",
@@ -226,6 +236,7 @@ __all__ = [
     "parse_interval",
     "read_live_rows",
     "reader_features",
+    "storage_options_from_airflow_connection",
     "write_checkpoint",
     "write_data_files",
     "writer_features",
