@@ -276,6 +276,12 @@ class ObjectStoreFileIO(FileIO):
             return False
 
     def _refuse_commit(self, exc: BaseException) -> NoReturn:
+        if self._store_config.get("aws_conditional_put") == "disabled":
+            raise CommitNotSupportedError(
+                f"storage_options turn S3's conditional writes off (aws_conditional_put=disabled) for bucket "
+                f"{self.bucket!r}, and without them a commit could silently overwrite a concurrent one; remove the "
+                "option to commit (reading works as it is)"
+            ) from None
         raise CommitNotSupportedError(
             f"{self.store_name} bucket {self.bucket!r} does not support conditional writes "
             f"(create-if-absent: {_CONDITIONAL_WRITE[self.kind]}), so a commit could silently overwrite a concurrent "
@@ -301,14 +307,20 @@ class ObjectStoreFileIO(FileIO):
 
     def delete(self, path: str) -> None:
         """Remove an object; removing one that is not there is not an error on object stores."""
-        self._call(path, lambda: obstore.delete(self.store, self._key(path)))
+        try:
+            self._call(path, lambda: obstore.delete(self.store, self._key(path)))
+        except FileNotFoundError:  # Azure answers 404 where S3 and GCS answer success
+            pass
 
     def delete_many(self, paths: Sequence[str]) -> None:
         """Remove many objects, in batched requests (S3's DeleteObjects: up to 1000 keys a request)."""
         keys = [self._key(p) for p in paths]
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
-            self._call(paths[start], lambda batch=batch: obstore.delete(self.store, batch))
+            try:
+                self._call(paths[start], lambda batch=batch: obstore.delete(self.store, batch))
+            except FileNotFoundError:  # some were gone already (Azure reports it); the rest went
+                pass
 
 
 class _RangedObject(io.RawIOBase):
