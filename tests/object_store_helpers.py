@@ -132,12 +132,12 @@ def s3_client(endpoint: str) -> Any:
 
 
 def start_moto(tmp: Path) -> ObjectStoreServer:
-    """moto's S3 server (``moto_server``, from the test extra) on a free port."""
+    """moto's S3 server (``tests/moto_s3_server.py``: moto's app, writes serialised as S3 makes
+    conditional creates atomic) on a free port."""
     port = free_port()
     log = tmp / "moto.log"
-    binary = Path(sys.executable).with_name("moto_server")
-    process = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(port)], stdout=log.open("wb"),
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen([sys.executable, "-m", "tests.moto_s3_server", str(port)], stdout=log.open("wb"),
+                               stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     _wait_for_port(port, process, log, "moto_server")
     endpoint = f"http://127.0.0.1:{port}"
     bucket = f"delta-{uuid.uuid4().hex[:12]}"
