@@ -58,9 +58,9 @@ from airflow_delta.engine.storage.options import (
 
 T = TypeVar("T")
 
-# Objects up to this size are fetched whole when opened for reading (log files, checkpoint
+# Objects up to this size are fetched whole when opened for reading (log files, small checkpoint
 # parts, DV files, small data files): one request instead of one per read.
-WHOLE_OBJECT_READ_LIMIT = 8 << 20
+WHOLE_OBJECT_READ_LIMIT = 2 << 20
 # Writes through a stream go out as multipart uploads in parts of this size.
 MULTIPART_PART_SIZE = 16 << 20
 # How many keys one batched delete request carries (S3's DeleteObjects limit).

@@ -125,7 +125,7 @@ def test_listing_metadata_and_reads(object_store: ObjectStoreServer) -> None:
         fio.open_input_file(f"{root}/nope.json")
 
 
-@pytest.mark.parametrize("whole_object_limit", [8 << 20, 0], ids=["fetched-whole", "ranged-reads"])
+@pytest.mark.parametrize("whole_object_limit", [2 << 20, 0], ids=["fetched-whole", "ranged-reads"])
 def test_parquet_through_input_and_output_files(
     object_store: ObjectStoreServer, monkeypatch: pytest.MonkeyPatch, whole_object_limit: int
 ) -> None:
