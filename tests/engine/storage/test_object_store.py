@@ -172,6 +172,17 @@ def test_delete_many_removes_more_than_one_batch(object_store: ObjectStoreServer
     assert object_store.keys(prefix) == keys[1005:-1]
 
 
+def test_a_table_at_the_root_of_a_bucket(object_store: ObjectStoreServer) -> None:
+    bucket = object_store.new_bucket()
+    uri = f"{object_store.scheme}://{bucket}"
+    table = DeltaTable.create(uri, pa.schema([("id", pa.int64())]), storage_options=object_store.storage_options)
+    table.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+    assert table.root == bucket
+    assert sorted(f.name for f in table.io.walk(bucket) if f.name.endswith(".json")) == [f"{0:020d}.json", f"{1:020d}.json"]
+    assert table.io.is_dir(f"{bucket}/_delta_log")
+    assert DeltaTable(uri, object_store.storage_options).snapshot().to_arrow().column("id").to_pylist() == [1, 2]
+
+
 # ------------------------------------------------------------------ errors
 
 
@@ -200,6 +211,14 @@ def test_a_missing_bucket_fails_at_once_naming_it(object_store: ObjectStoreServe
     assert time.monotonic() - started < 5
     assert not caught.value.retryable
     assert f"no-such-bucket-{object_store.kind}" in str(caught.value) and "does not exist" in str(caught.value)
+
+
+def test_a_refused_request_is_not_retried(object_store: ObjectStoreServer, proxy: FaultyProxy) -> None:
+    location = TableLocation.from_uri(object_store.uri(), options_via(object_store, proxy.endpoint))
+    proxy.fail_next(1000, 400, "InvalidRequest")
+    with pytest.raises(StorageAccessError, match="the request was refused") as caught:
+        location.io.read_bytes(f"{location.root}/x.json")
+    assert proxy.requests == 1 and not caught.value.retryable
 
 
 @pytest.mark.parametrize("status", [503, 500, 429])
