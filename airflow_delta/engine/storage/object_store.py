@@ -32,6 +32,7 @@ import posixpath
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
@@ -65,6 +66,8 @@ WHOLE_OBJECT_READ_LIMIT = 2 << 20
 MULTIPART_PART_SIZE = 16 << 20
 # How many keys one batched delete request carries (S3's DeleteObjects limit).
 DELETE_BATCH = 1000
+# Requests in flight when objects are deleted one by one.
+DELETE_THREADS = 16
 
 _BACKOFF = {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=15), "base": 2.0}
 
@@ -151,9 +154,6 @@ class ObjectStoreFileIO(FileIO):
         """The key prefix of everything below the directory ``path`` (a table may sit at the bucket's root)."""
         key = "" if path.rstrip("/") == self.bucket else self._key(path).rstrip("/")
         return key + "/" if key else ""
-
-    def _path(self, key: str) -> str:
-        return f"{self.bucket}/{key}"
 
     def _call(self, path: str, operation: Callable[[], T]) -> T:
         """Run one store request; map obstore's errors to the engine's (see the module doc)."""
@@ -311,14 +311,20 @@ class ObjectStoreFileIO(FileIO):
             pass
 
     def delete_many(self, paths: Sequence[str]) -> None:
-        """Remove many objects, in batched requests (S3's DeleteObjects: up to 1000 keys a request)."""
+        """Remove many objects, in batched requests (S3's DeleteObjects: up to 1000 keys a request).
+
+        Azure reports a key already gone as a failure of the batch, and whether the batch's
+        other keys went is then unknown: that batch is deleted again key by key, on at most
+        :data:`DELETE_THREADS` threads, each missing key ignored.
+        """
         keys = [self._key(p) for p in paths]
         for start in range(0, len(keys), DELETE_BATCH):
             batch = keys[start:start + DELETE_BATCH]
             try:
                 self._call(paths[start], lambda batch=batch: obstore.delete(self.store, batch))
-            except FileNotFoundError:  # some were gone already (Azure reports it); the rest went
-                pass
+            except FileNotFoundError:
+                with ThreadPoolExecutor(DELETE_THREADS) as pool:
+                    list(pool.map(self.delete, paths[start:start + DELETE_BATCH]))
 
 
 class _RangedObject(io.RawIOBase):
@@ -365,7 +371,9 @@ class _MappedWriter(io.RawIOBase):
         return True
 
     def write(self, data: Any) -> int:
-        return self._io._call(self._path, lambda: self._writer.write(bytes(data)))
+        chunk = bytes(data)
+        self._io._call(self._path, lambda: self._writer.write(chunk))
+        return len(chunk)
 
     def close(self) -> None:
         if not self.closed:

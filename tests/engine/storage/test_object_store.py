@@ -170,6 +170,9 @@ def test_delete_many_removes_more_than_one_batch(object_store: ObjectStoreServer
     location.io.delete(f"{object_store.bucket}/{keys[-1]}")
     location.io.delete(f"{object_store.bucket}/{keys[-1]}")  # already gone: not an error on object stores
     assert object_store.keys(prefix) == keys[1005:-1]
+    # A batch naming keys already gone removes the others all the same.
+    location.io.delete_many([f"{object_store.bucket}/{key}" for key in keys[1000:1008]])
+    assert object_store.keys(prefix) == keys[1008:-1]
 
 
 def test_a_table_at_the_root_of_a_bucket(object_store: ObjectStoreServer) -> None:
