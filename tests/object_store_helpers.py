@@ -236,7 +236,8 @@ class FaultyProxy:
     """An HTTP proxy on loopback in front of a server that fails requests the way stores do.
 
     ``fail_next(n, status)`` answers the next ``n`` requests with ``status`` (503 Slow Down,
-    500, 429 throttling) instead of forwarding them; ``reject_conditional_puts`` answers
+    500, 429 throttling; 0 closes the connection without an answer, as a reset does) instead
+    of forwarding them; ``reject_conditional_puts`` answers
     every PUT with ``If-None-Match`` with 501 Not Implemented, like an S3-compatible server
     without conditional writes. ``requests`` counts what reached the proxy.
     """
@@ -277,6 +278,10 @@ class FaultyProxy:
                     "If-None-Match" in self.headers
                 ):
                     status = 501
+                if status == 0:  # a connection reset: closed without a response
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
                 if status is not None:
                     payload = f"<Error><Code>{code}</Code><Message>injected by the test proxy</Message></Error>".encode()
                     self.send_response(status)

@@ -224,7 +224,7 @@ def test_a_refused_request_is_not_retried(object_store: ObjectStoreServer, proxy
     assert proxy.requests == 1 and not caught.value.retryable
 
 
-@pytest.mark.parametrize("status", [503, 500, 429])
+@pytest.mark.parametrize("status", [503, 500, 429, 0], ids=["503", "500", "429", "connection-reset"])
 def test_transient_errors_are_retried_with_backoff(object_store: ObjectStoreServer, proxy: FaultyProxy, status: int) -> None:
     location = _location(object_store)
     location.io.write_bytes(f"{location.root}/x.json", b"payload")
