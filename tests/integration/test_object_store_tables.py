@@ -122,3 +122,18 @@ def test_we_read_and_extend_what_deltars_writes(object_store: ObjectStoreServer)
     table.delete("id = 41")
     expected += [r for r in _batch(range(40, 45)) if r["id"] != 41]
     _check(table, server, expected)
+
+
+def test_azurite_through_the_emulator_option_as_delta_rs_takes_it(
+    azure_server: ObjectStoreServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # AZURE_STORAGE_USE_EMULATOR alone: the well-known account and key, and the emulator's
+    # address from AZURITE_BLOB_STORAGE_URL (object_store's variable; default port 10000).
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", azure_server.endpoint.rsplit("/", 1)[0])
+    options = {"AZURE_STORAGE_USE_EMULATOR": "true"}
+    uri = azure_server.uri()
+    table = DeltaTable.create(uri, SCHEMA, storage_options=options)
+    rows = _batch(range(5))
+    table.append(pa.Table.from_pylist(rows, schema=SCHEMA))
+    assert _sorted(read_with_deltars(uri, storage_options=options)) == _sorted(rows)
+    assert _ours(DeltaTable(uri, options)) == _sorted(rows)
