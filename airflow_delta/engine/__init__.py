@@ -48,7 +48,9 @@ Errors
 
 :func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
-only reads should not pay for at import.
+only reads should not pay for at import. So is :class:`ObjectStoreFileIO`: obstore is
+needed only where a table on an object store is opened (a Spark executor working on a
+local table runs without it).
 """
 
 from __future__ import annotations
@@ -123,7 +125,6 @@ from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import TableContext, read_live_rows
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
-from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
 from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
@@ -133,9 +134,11 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
+    "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "write_data_files": "airflow_delta.engine.write.data_files",
 }

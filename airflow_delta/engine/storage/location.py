@@ -14,7 +14,6 @@ from typing import Any
 
 from airflow_delta.engine.errors import InvalidArgumentError
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
-from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
 from airflow_delta.engine.storage.options import is_object_store_uri, parse_object_store_uri
 
 
@@ -54,6 +53,10 @@ class TableLocation:
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise InvalidArgumentError("storage_options", storage_options, "pass a mapping of option names to values, or None")
         if is_object_store_uri(table_uri):
+            # Imported here: obstore is needed only where a table on an object store is
+            # opened, so an executor working on a local table runs without it.
+            from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
+
             parsed = parse_object_store_uri(table_uri)
             return cls(ObjectStoreFileIO(parsed, storage_options), parsed.root, table_uri)
         io, root = resolve_table_uri(table_uri, storage_options)
