@@ -46,7 +46,10 @@ Errors
     argument to any public verb or option is an :class:`InvalidArgumentError`; a bad
     file path in an action is an :class:`InvalidPathError`.
 
-:func:`write_data_files` and :func:`add_file_from_parquet` are loaded on first use:
+:func:`stage_delete` stages a DELETE in an open transaction without committing it (for a
+caller that commits with its own appId, tags and retries: the Spark jobs).
+
+:func:`write_data_files`, :func:`add_file_from_parquet` and :func:`stage_delete` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
 only reads should not pay for at import. So is :class:`ObjectStoreFileIO`: obstore is
 needed only where a table on an object store is opened (a Spark executor working on a
@@ -134,12 +137,14 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.delete import stage_delete
     from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
     "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
+    "stage_delete": "airflow_delta.engine.operations.delete",
     "write_data_files": "airflow_delta.engine.write.data_files",
 }
 
@@ -239,6 +244,7 @@ __all__ = [
     "parse_interval",
     "read_live_rows",
     "reader_features",
+    "stage_delete",
     "storage_options_from_airflow_connection",
     "write_checkpoint",
     "write_data_files",

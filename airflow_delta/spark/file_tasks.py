@@ -26,12 +26,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from airflow_delta.engine import (
     AddFile,
+    DeltaTable,
     InvalidArgumentError,
     TableContext,
     error_from_report,
@@ -176,17 +178,45 @@ def write_dataframe(
     if repartition_by_partition_columns and context.partition_columns:
         rows = rows.repartition(*context.partition_columns)
 
+    # The add actions of every task that finished: when another task fails the job, the
+    # driver never sees the collected rows, so the files of the finished tasks are found here
+    # (Spark merges a task's accumulator updates once, when the task succeeds).
+    finished = data.sparkSession.sparkContext.accumulator([], _ListParam())
+
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         first = next(batches, None)
         if first is None:
             return
         stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches))
-        adds = write_data_files(context, stream, target_file_size=target_file_size)
-        yield pa.RecordBatch.from_arrays([pa.array([json.dumps(a.to_json()) for a in adds], pa.string())], [_ADD_COLUMN])
+        adds = [json.dumps(a.to_json()) for a in write_data_files(context, stream, target_file_size=target_file_size)]
+        finished.add(adds)
+        yield pa.RecordBatch.from_arrays([pa.array(adds, pa.string())], [_ADD_COLUMN])
 
-    with engine_errors_from_executors():
-        written = rows.mapInArrow(write, StructType([StructField(_ADD_COLUMN, StringType(), False)])).collect()
+    try:
+        with engine_errors_from_executors():
+            written = rows.mapInArrow(write, StructType([StructField(_ADD_COLUMN, StringType(), False)])).collect()
+    except BaseException:
+        _remove_written(context, [AddFile.from_json(json.loads(text)) for text in finished.value])
+        raise
     return [AddFile.from_json(json.loads(row[_ADD_COLUMN])) for row in written]
+
+
+class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
+    def zero(self, value: list[str]) -> list[str]:
+        return []
+
+    def addInPlace(self, value1: list[str], value2: list[str]) -> list[str]:  # noqa: N802 (Spark's name)
+        value1.extend(value2)
+        return value1
+
+
+def _remove_written(context: TableContext, adds: list[AddFile]) -> None:
+    """Remove data files a failed write job left: staged as this process's own files in a transaction that aborts."""
+    if not adds:
+        return
+    txn = DeltaTable(context.uri, context.storage_options or None).transaction()
+    txn.add_files(adds, written_for_this_commit=True)
+    txn.abort()
 
 
 def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -129,6 +129,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
 
     # Snapshot reads
     each("Snapshot.files.filter", NOT_STR, lambda v: snap.files(v))
+    each("Snapshot.files.stats", NOT_BOOL, lambda v: snap.files(stats=v))
     each("Snapshot.plan_files.filter", NOT_STR, lambda v: snap.plan_files(v))
     each("Snapshot.file_uris.filter", NOT_STR, lambda v: snap.file_uris(v))
     each("Snapshot.to_arrow.columns", NOT_STR_SEQUENCE, lambda v: snap.to_arrow(columns=v))

@@ -125,7 +125,7 @@ def test_deltars_sees_our_stats_and_partition_values(table_path: str, partition_
     ours.append(_rows(0, 50), writer=WriterOptions(target_file_size=2048))
     theirs = pa.table(deltalake.DeltaTable(table_path).get_add_actions(flatten=True))
     their_rows = {unquote(r["path"]): r for r in theirs.to_pylist()}  # delta-rs keeps log (URI) form
-    files = ours.snapshot().files().to_pylist()
+    files = ours.snapshot().files(stats=True).to_pylist()
     assert len(files) > 2 and sorted(their_rows) == sorted(f["path"] for f in files)
     compared = 0
     for f in files:

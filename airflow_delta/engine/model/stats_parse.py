@@ -35,6 +35,7 @@ from airflow_delta.engine.model.partition_values import quantize_decimal
 from airflow_delta.engine.model.stats_columns import StatsField, data_fields
 
 __all__ = [
+    "parse_num_records",
     "parse_stats",
     "stats_type",
 ]
@@ -111,30 +112,10 @@ def parse_stats(stats: pa.Array | pa.ChunkedArray | Sequence[str | None], metada
     fields = data_fields(metadata)
     logical_type = _stats_struct(fields, physical=False)
     physical_type = _stats_struct(fields, physical=True)
-    array = _as_string_array(stats)
-    n = len(array)
-    if n == 0:
+    raw, missing = _read_documents(stats, _raw_read_type(physical_type))
+    if raw is None:
         return pa.nulls(0, logical_type)
-    # Blank documents (empty or only whitespace) have no statistics. Surrounding whitespace
-    # is left alone (the JSON reader skips it): no copy of the (large) strings is made
-    # unless some document needs changing.
-    blank = pc.or_(pc.equal(pc.binary_length(array), int64_scalar(0).cast(pa.int32())), pc.utf8_is_space(array))
-    present = pc.and_(pc.is_valid(array), pc.invert(blank)).fill_null(bool_scalar(False))
-    lines = array
-    # Raw newlines can only be whitespace between JSON tokens: flatten each document
-    # onto one line so the batch can be read as newline-delimited JSON.
-    has_breaks = _may_have_line_breaks(lines) and bool(
-        pc.any(pc.or_(pc.match_substring(lines, "\n"), pc.match_substring(lines, "\r"))).as_py()
-    )
-    if has_breaks:
-        lines = pc.replace_substring_regex(lines, r"[\r\n]+", " ")
-    all_present = present.false_count == 0
-    if not all_present:
-        lines = pc.if_else(present, lines, string_scalar("{}"))
-    read_type = _raw_read_type(physical_type)
-    raw = _read_lines(lines, read_type)
     # Rows without statistics (or with a document that is not a JSON object) are null rows.
-    missing = raw.is_null() if all_present else pc.or_(pc.invert(present), raw.is_null())
     any_missing = missing.true_count > 0
     raw_children = [
         pc.if_else(missing, null_scalar(raw.type.field(i).type), pc.struct_field(raw, [i]))
@@ -147,6 +128,53 @@ def parse_stats(stats: pa.Array | pa.ChunkedArray | Sequence[str | None], metada
     ]
     children = _forget_unparsable_dates(raw_children, children, logical_type)
     return pa.StructArray.from_arrays(children, fields=list(logical_type), mask=missing)
+
+
+_NUM_RECORDS_ONLY = pa.struct([pa.field("numRecords", pa.int64())])
+
+
+def parse_num_records(stats: pa.Array | pa.ChunkedArray | Sequence[str | None]) -> pa.Array:
+    """``numRecords`` of N ``stats`` JSON strings (int64), exactly as :func:`parse_stats` reads it.
+
+    The same read with only ``numRecords`` declared: the documents are still parsed (so a
+    document that is no valid JSON gives null, as in the full parse), but no min/max
+    values are built, which is most of the full parse's cost.
+    """
+    raw, missing = _read_documents(stats, _NUM_RECORDS_ONLY)
+    if raw is None:
+        return pa.nulls(0, pa.int64())
+    counts = pc.struct_field(raw, [0])
+    return pc.if_else(missing, null_scalar(pa.int64()), counts) if missing.true_count else counts
+
+
+def _read_documents(stats: pa.Array | pa.ChunkedArray | Sequence[str | None], read_type: pa.StructType
+                    ) -> tuple[pa.StructArray | None, pa.BooleanArray]:
+    """Read N ``stats`` documents as ``read_type`` (None for no documents), and which rows have none."""
+    array = _as_string_array(stats)
+    if len(array) == 0:
+        return None, pa.nulls(0, pa.bool_())
+    # Blank documents (empty or only whitespace) have no statistics. Surrounding whitespace
+    # is left alone (the JSON reader skips it): no copy of the (large) strings is made
+    # unless some document needs changing.
+    blank = pc.or_(pc.equal(pc.binary_length(array), int64_scalar(0).cast(pa.int32())), pc.utf8_is_space(array))
+    # A document that is no JSON object has no statistics either; it never reaches the JSON
+    # reader, which crashes (SIGSEGV, pyarrow 26) on a top-level ``null`` under an explicit schema.
+    is_object = pc.match_substring_regex(array, r"^\s*\{")
+    present = pc.and_(pc.and_(pc.is_valid(array), pc.invert(blank)), is_object).fill_null(bool_scalar(False))
+    lines = array
+    # Raw newlines can only be whitespace between JSON tokens: flatten each document
+    # onto one line so the batch can be read as newline-delimited JSON.
+    has_breaks = _may_have_line_breaks(lines) and bool(
+        pc.any(pc.or_(pc.match_substring(lines, "\n"), pc.match_substring(lines, "\r"))).as_py()
+    )
+    if has_breaks:
+        lines = pc.replace_substring_regex(lines, r"[\r\n]+", " ")
+    all_present = present.false_count == 0
+    if not all_present:
+        lines = pc.if_else(present, lines, string_scalar("{}"))
+    raw = _read_lines(lines, read_type)
+    missing = raw.is_null() if all_present else pc.or_(pc.invert(present), raw.is_null())
+    return raw, missing
 
 
 def _may_have_line_breaks(array: pa.StringArray) -> bool:

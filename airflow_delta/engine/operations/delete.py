@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from airflow_delta.engine.write.options import WriterOptions
     from airflow_delta.engine.write.transaction import Transaction
 
-__all__ = ["DeleteResult", "delete", "matching_row_indexes", "matching_rows"]
+__all__ = ["DeleteResult", "delete", "delete_operation_parameters", "matching_row_indexes", "matching_rows", "stage_delete"]
 
 # ------------------------------------------------------------------ finding rows
 
@@ -165,6 +165,35 @@ def delete(
     is committed then (DV or data files already written stay orphaned for VACUUM).
     When no row matches, nothing is committed and the transaction is aborted.
     """
+    snapshot = txn.snapshot
+    metrics = stage_delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
+    if not txn.has_staged_actions:
+        txn.abort()
+        return DeleteResult(None, snapshot.version if snapshot is not None else -1, MappingProxyType(metrics))
+    assert snapshot is not None  # stage_delete raised otherwise
+    version = txn.commit("DELETE", delete_operation_parameters(predicate), metrics)
+    return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
+
+
+def delete_operation_parameters(predicate: str | None) -> dict[str, Any]:
+    """DELETE's ``operationParameters`` as Delta writes them: the condition in a JSON list, ``[]`` for none."""
+    return {"predicate": [predicate] if predicate is not None else []}
+
+
+def stage_delete(
+    txn: Transaction,
+    predicate: str | None = None,
+    *,
+    use_deletion_vectors: bool | None = None,
+    writer: WriterOptions | None = None,
+) -> dict[str, int]:
+    """Stage ``DELETE FROM table [WHERE predicate]`` in ``txn`` without committing; Delta's DELETE metrics.
+
+    The same work as :func:`delete` (arguments and errors alike), for a caller that
+    commits itself (with its own ``txn`` appId, tags or retries). When no row matches,
+    nothing is staged and the metrics say so (``numDeletedRows`` 0, no file removed);
+    whether to commit is the caller's call. The metrics come in the order Spark writes them.
+    """
     started = time.monotonic()
     snapshot = txn.snapshot
     if snapshot is None:
@@ -178,18 +207,10 @@ def delete(
     scan_ms = _elapsed_ms(started)
     rewrite_started = time.monotonic()
     metrics = _execute(txn, snapshot, plan, bool(use_deletion_vectors), target_file_size)
-    if not txn.has_staged_actions:
-        txn.abort()
-        return DeleteResult(None, snapshot.version, MappingProxyType(metrics))
     metrics["scanTimeMs"] = scan_ms
     metrics["rewriteTimeMs"] = _elapsed_ms(rewrite_started)
     metrics["executionTimeMs"] = _elapsed_ms(started)
-    version = txn.commit(
-        "DELETE",
-        {"predicate": [predicate] if predicate is not None else []},
-        _ordered_metrics(metrics),
-    )
-    return DeleteResult(version, snapshot.version, MappingProxyType(metrics))
+    return _ordered_metrics(metrics)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ checkpoints alike. Non-file action bodies are checked by
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -496,18 +497,13 @@ def _parse_all_lines_chunked(log: LogLines, seq_start: int, partition_keys: Iter
     lines = log.lines
     n = len(lines)
     pkeys = sorted(set(partition_keys))
-    # Keys no metaData announced (the protocol has none): then every row's partitionValues
-    # is read as a whole map, never as a struct whose columns would be guessed keys.
-    exact_partition_maps = not _sampled_partition_keys(lines, np.flatnonzero(mask_to_numpy(log.is_file_line))) <= set(pkeys)
-    if exact_partition_maps:
-        pkeys = []
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)[lines.offset:lines.offset + n + 1]
     parts: list[pa.Table] = []
     a = 0
     while a < n:
         b = int(np.searchsorted(offsets, offsets[a] + chunk_bytes, side="right")) - 1
         b = min(max(b, a + 1), n)
-        part = _parse_all_lines_fast(log, a, b, seq_start, pkeys, exact_partition_maps)
+        part = _parse_all_lines_fast(log, a, b, seq_start, pkeys)
         if part.num_rows:
             parts.append(part)
         if b < n:
@@ -525,10 +521,16 @@ def _line_bytes(log: LogLines, a: int, b: int) -> pa.Buffer:
     return log.data.slice(start, end - start)
 
 
-def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: Sequence[str],
-                          exact_partition_maps: bool = False) -> pa.Table:
+def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: Sequence[str]) -> pa.Table:
     """Parse lines ``[a, b)`` of ``log`` in one ``read_json``; the add/remove rows become
-    FILE_ACTIONS rows with ``seq`` = ``seq_start`` + line index."""
+    FILE_ACTIONS rows with ``seq`` = ``seq_start`` + line index.
+
+    ``partitionValues`` is parsed as a struct of the announced keys ``pkeys``, which drops
+    any other key unseen; so every line is also matched against
+    :func:`_partition_values_deviation`, and when one line of the run has a key not
+    announced or a value that is no string, the run's maps are read exactly (and checked)
+    by :func:`_object_maps`.
+    """
     lines = log.lines.slice(a, b - a)
     row_line = np.flatnonzero(~_blank_lines(lines)) + a  # pyarrow skips blank lines: row i is line row_line[i]
     if row_line.size == 0:
@@ -543,10 +545,10 @@ def _parse_all_lines_fast(log: LogLines, a: int, b: int, seq_start: int, pkeys: 
                                  f"{table.num_rows} JSON objects were parsed from {len(row_line)} lines")
     try:
         _check_one_action_per_line(table, log.is_file_line.take(int64_array(row_line)))
-        row_lines = log.lines.take(int64_array(row_line))
-        maps = {"tags": _object_maps(row_lines, table, "tags", keep_null_values=False)}
-        if exact_partition_maps:
-            maps["partition_values"] = _object_maps(row_lines, table, "partitionValues", keep_null_values=True)
+        # The lines themselves are taken only where a map is read exactly (no copy of every line).
+        maps = {"tags": _object_maps(log.lines, row_line, table, "tags", keep_null_values=False)}
+        if _partition_values_deviate(log.lines.slice(a, b - a), pkeys):  # blank lines never match
+            maps["partition_values"] = _object_maps(log.lines, row_line, table, "partitionValues", keep_null_values=True)
         versions = log.versions[log.file_of_line[row_line]]
         seqs = row_line.astype(np.int64) + seq_start
         return file_actions_from_json_table(table, versions, seqs, maps)
@@ -572,10 +574,12 @@ def _raise_first_bad_line(log: LogLines, row_line: np.ndarray, pkeys: Sequence[s
         return
     except _PARSE_ERRORS as exc:
         message = re.sub(r"\s+in row \d+$", "", str(exc).removeprefix("JSON parse error: "))
-        names_a_field = "Column(" in message
-        # pyarrow says "Column(/add/size) changed from number to string": the schema's kind, then the line's.
-        message = re.sub(r"Column\(/([^)]*)\) changed from (\w+) to (\w+)",
-                         lambda m: f"{m[1].replace('/', '.')} is a JSON {m[3]} where the protocol has a JSON {m[2]}", message)
+    names_a_field = "Column(" in message
+    # pyarrow says "Column(/add/size) changed from number to string": the schema's kind, then the line's.
+    message = re.sub(r"Column\(/([^)]*)\) changed from (\w+) to (\w+)",
+                     lambda m: f"{m[1].replace('/', '.')} is a JSON {m[3]} where the protocol has a JSON {m[2]}", message)
+    if lo:  # the lines before it parse, but the rules checked after the parse may refuse one of them first
+        _parse_all_lines_fast(log, int(row_line[0]), int(row_line[lo - 1]) + 1, 0, pkeys)
     file, number = log.where(int(row_line[lo]))
     if not names_a_field:
         try:  # with no field declared, only the JSON text itself can fail (e.g. a lone surrogate escape)
@@ -636,19 +640,74 @@ def _blank_lines(lines: pa.LargeStringArray) -> np.ndarray:
 # regular expression (RE2: linear time), rewritten into a JSON array of
 # ``{"k": key, "v": value}`` objects, and parsed with an explicit ``list<struct>``
 # schema, which becomes the map. Memory follows the bytes of the maps. ``tags`` are read
-# so always; ``partitionValues`` only when lines carry keys no ``metaData`` announced
-# (otherwise its declared keys are an explicit struct, which is faster).
+# so always; ``partitionValues`` only in runs of lines where one line's object has a key
+# no ``metaData`` announced or a value that is no string (otherwise its announced keys
+# are an explicit struct, which is faster). Which lines those are is one RE2 match over
+# every line (:func:`_partition_values_deviation`), never a sample: a line skipped by a
+# sample would have its broken map dropped unseen.
 
 _JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 _MAP_PAIR = _JSON_STRING + r"\s*:\s*(?:" + _JSON_STRING + r"|null)"
 _MAP_OBJECT = r"\{\s*(?:" + _MAP_PAIR + r"\s*(?:,\s*" + _MAP_PAIR + r"\s*)*)?\}"
 _MAP_ENTRIES_SCHEMA = pa.schema([("t", pa.list_(pa.struct([("k", pa.string()), ("v", pa.string())])))])
 
+# A JSON string's content (as in _JSON_STRING), and an RE2 escape any character can take.
+_JSON_CHAR = r'(?:[^"\\]|\\.)'
+_DEVIATION_REGEX_MAX = 1 << 16  # characters; announced keys beyond this read every map exactly
 
-def _object_maps(row_lines: pa.LargeStringArray, table: pa.Table, field: str, *, keep_null_values: bool
-                 ) -> dict[str, pa.Array] | None:
-    """The ``field`` objects of every add/remove row as ``map<string,string>`` (None: no row
-    has a non-empty one, so the parsed empty objects already say all)."""
+
+def _regex_char(ch: str) -> str:
+    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):x}}}"
+
+
+def _other_key_regex(keys: Sequence[str]) -> str:
+    """RE2 for a JSON object key (written without escapes) that is none of ``keys``: for each
+    prefix of a key, that prefix followed by a character no key continues with (then any
+    content), or the prefix ending there when it is no key itself."""
+    prefixes = {key[:i] for key in keys for i in range(len(key) + 1)}
+    alternatives = []
+    for prefix in sorted(prefixes):
+        literal = "".join(_regex_char(c) for c in prefix)
+        nexts = sorted({key[len(prefix)] for key in keys if len(key) > len(prefix) and key.startswith(prefix)})
+        excluded = "".join(_regex_char(c) for c in ['"', "\\", *nexts])
+        alternatives.append(literal + r"(?:[^" + excluded + r"]|\\.)" + _JSON_CHAR + "*")
+        if prefix not in keys:
+            alternatives.append(literal)
+    return '"(?:' + "|".join(alternatives) + ')"'
+
+
+@functools.lru_cache(maxsize=16)
+def _partition_values_deviation(keys: tuple[str, ...]) -> str | None:
+    """RE2 matching a line where some ``"partitionValues"`` object is not an object of
+    ``keys`` (written plainly) to strings or nulls: the value is no object, or a key is
+    another, or a value is neither a string nor null. Lines are valid JSON (parsed
+    already), so a deviation shows at the first character that leaves that grammar; nested
+    occurrences (an unknown field) match too, which only sends their lines to the exact
+    reading. None: every line is to be read exactly (keys that need JSON escapes)."""
+    if any(not k.isprintable() or '"' in k or "\\" in k for k in keys):
+        return None
+    key = '"(?:' + "|".join("".join(_regex_char(c) for c in k) for k in keys) + ')"' if keys else None
+    head = r'"partitionValues"\s*:\s*(?:[^\s{]|\{\s*'
+    if key is None:
+        return head + '")'  # an object with any key at all
+    pair = key + r'\s*:\s*(?:"' + _JSON_CHAR + r'*"|null)'
+    regex = head + r"(?:" + pair + r"\s*,\s*)*(?:" + _other_key_regex(keys) + "|" + key + r'\s*:\s*[^\s"n]))'
+    return regex if len(regex) <= _DEVIATION_REGEX_MAX else None
+
+
+def _partition_values_deviate(lines: pa.LargeStringArray, keys: Sequence[str]) -> bool:
+    """Whether a line's ``partitionValues`` may hold more than the struct of ``keys`` parsed."""
+    regex = _partition_values_deviation(tuple(keys))
+    if regex is None:
+        return True
+    return pc.any(pc.match_substring_regex(lines, regex)).as_py() is True
+
+
+def _object_maps(lines: pa.LargeStringArray, line_of_row: np.ndarray, table: pa.Table, field: str, *,
+                 keep_null_values: bool) -> dict[str, pa.Array] | None:
+    """The ``field`` objects of every add/remove row of ``table`` (row i parsed from
+    ``lines[line_of_row[i]]``) as ``map<string,string>`` (None: no row has a non-empty one,
+    so the parsed empty objects already say all)."""
     key_regex = f'"{field}"' + r"\s*:"
     present_by_key = {}
     for key in FILE_ACTION_KEYS:
@@ -658,7 +717,7 @@ def _object_maps(row_lines: pa.LargeStringArray, table: pa.Table, field: str, *,
     if not present.any():
         return None
     candidates = np.flatnonzero(present)
-    cand_lines = row_lines.take(int64_array(candidates))
+    cand_lines = lines.take(int64_array(line_of_row[candidates]))
     non_empty = mask_to_numpy(pc.match_substring_regex(cand_lines, key_regex + r'\s*\{\s*"'))
     candidates, cand_lines = candidates[non_empty], cand_lines.filter(bool_array(non_empty))
     if not candidates.size:
@@ -737,29 +796,6 @@ def _object_maps_parsed(lines: pa.LargeStringArray, rows: np.ndarray, present_by
 
 def _row_key(row: int, present_by_key: Mapping[str, np.ndarray]) -> str:
     return "add" if present_by_key["add"][row] else "remove"
-
-
-def _sampled_partition_keys(lines: pa.LargeStringArray, candidates: np.ndarray, samples: int = 64) -> set[str]:
-    """Partition value keys seen in a spread of the ``candidates`` lines: a guard for keys no
-    ``metaData`` announced (an explicit struct of the announced keys would drop them)."""
-    n = len(candidates)
-    if n == 0:
-        return set()
-    # Sorted distinct positions (not np.unique: it imports numpy.ma, ~30 ms).
-    positions = np.linspace(0, n - 1, min(n, samples)).astype(np.int64)
-    idx = candidates[positions[np.r_[True, positions[1:] != positions[:-1]]]]
-    keys: set[str] = set()
-    for text in lines.take(int64_array(idx)).to_pylist():
-        try:
-            obj = log_json.loads(text)
-        except ValueError:
-            continue  # the full parse will fail and report it
-        for key in FILE_ACTION_KEYS:
-            body = obj.get(key) if isinstance(obj, dict) else None
-            pv = body.get("partitionValues") if isinstance(body, dict) else None
-            if isinstance(pv, dict):
-                keys.update(k for k in pv if isinstance(k, str))
-    return keys
 
 
 def struct_to_map(arr: pa.Array, *, keep_null_values: bool) -> pa.Array:

@@ -919,9 +919,15 @@ class Transaction:
             ahead = [cp for cp in listing.checkpoints if cp.version > version]
             # A checkpoint can anchor a cleanup once its last file is written.
             earlier = [cp.version for cp in ahead if max(f.modification_time for f in cp.files) < ours.modification_time]
-            if earlier and version == 0 and written_now:
-                # A checkpoint past version 0 before our version 0 existed: another table
-                # was there and its version 0 was cleaned up. Ours is removed again.
+            # A commit past ours that is older than ours was written while another commit held
+            # our version: put-if-absent found it free only because a cleanup had removed that
+            # one. This holds even when the checkpoint that anchored the cleanup was written
+            # again after our commit (same version, new time, built without ours).
+            earlier_commits = sorted(v for v, info in listing.commits.items()
+                                     if v > version and info.modification_time < ours.modification_time)
+            if (earlier or earlier_commits) and version == 0 and written_now:
+                # A checkpoint or commit past version 0 before our version 0 existed: another
+                # table was there and its version 0 was cleaned up. Ours is removed again.
                 self._remove_own_commit(path)
                 raise TableAlreadyExistsError(self.location.uri)
             if earlier:
@@ -929,6 +935,12 @@ class Transaction:
                     self.location.uri, version, self.txn_id,
                     f"the checkpoint of version {earlier[0]} was written before it, so a log cleanup may have "
                     "removed another commit at this version just before",
+                )
+            if earlier_commits:
+                raise CommitOutcomeUnknownError(
+                    self.location.uri, version, self.txn_id,
+                    f"commit {earlier_commits[0]} was written before it, so a log cleanup removed another commit "
+                    "at this version just before, and readers may start past it",
                 )
             started = [min(f.modification_time for f in cp.files) for cp in ahead]
             if all(begun > ours.modification_time for begun in started):

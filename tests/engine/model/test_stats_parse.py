@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from airflow_delta.engine.model.stats_parse import parse_stats, stats_type
+from airflow_delta.engine.model.stats_parse import parse_num_records, parse_stats, stats_type
 from tests.engine.model.stats_builders import ALL_TYPES, UTC, _field, _log_actions, _metadata
 
 # --------------------------------------------------------------------------- stats_type
@@ -121,3 +123,28 @@ def test_parse_every_stats_string_of_real_tables(shared_tables: Path, table_name
     assert len(parsed) == len(docs)
     records = parsed.field("numRecords").to_pylist()
     assert records == [json.loads(d)["numRecords"] if d else None for d in docs]
+
+
+# ------------------------------------------------------------------ numRecords alone
+
+_NUM_RECORDS_DOCS = st.one_of(
+    st.none(),
+    st.sampled_from(["", "  ", "{}", "[]", "7", "null", '{"numRecords": null}', '{"numRecords": "12"}',
+                     '{"numRecords": 1.5}', '{"numRecords": 1e3}', '{"numRecords": 99999999999999999999}',
+                     '{"numRecords": 123456789012345678}', '{"numRecords": -3}', '{"numRecords":5}',
+                     '\n{ "numRecords" :\n 8 ,"minValues":{}}', '{"minValues": {"numRecords": 4}, "numRecords": 9}',
+                     '{"numRecords": 2, "numRecords": 3}', '{"numRecords": 6', '{"numRecords": 10}x']),
+    st.builds(lambda n, first, spaced: json.dumps(
+        {"numRecords": n, "minValues": {"a": 1}} if first else {"minValues": {"a": 1}, "numRecords": n},
+        separators=(", ", ": ") if spaced else (",", ":")),
+        st.integers(-(2**63), 2**63 - 1), st.booleans(), st.booleans()),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs=st.lists(_NUM_RECORDS_DOCS, max_size=12))
+def test_num_records_alone_equal_the_full_parse(docs: list[str | None]) -> None:
+    """Taking numRecords without parsing the documents gives, row for row, what the full parse says."""
+    metadata = _metadata([_field("a", "long")])
+    full = pa.compute.struct_field(parse_stats(docs, metadata), "numRecords") if docs else pa.nulls(0, pa.int64())
+    assert parse_num_records(docs).to_pylist() == full.to_pylist()

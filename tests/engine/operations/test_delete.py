@@ -436,3 +436,23 @@ def test_delta_table_delete_shortcut(table_path: str) -> None:
     result = table.delete("id % 2 = 0")
     assert result.version == 2 and result.num_deleted_rows == 5
     assert sorted(table.snapshot().to_arrow()["id"].to_pylist()) == [1, 3, 5, 7, 9]
+
+
+def test_stage_delete_stages_without_committing(table_path: str) -> None:
+    from airflow_delta.engine import stage_delete
+
+    t = make_table(table_path, DV)
+    with t.transaction() as txn:
+        txn.set_app_transaction("job-1", 1)
+        metrics = stage_delete(txn, "p = 'b' OR id = 3")
+        assert t.version() == 3  # staged only
+        assert metrics["numDeletedRows"] == 21 and metrics["numRemovedFiles"] == 1
+        assert metrics["numDeletionVectorsAdded"] == 1
+        version = txn.commit("DELETE", {"predicate": ["p = 'b' OR id = 3"]}, metrics, tags={"job": "1"})
+    assert version == 4 and t.snapshot().transaction_version("job-1") == 1
+    info = commit(t, version)[0]["commitInfo"]  # type: ignore[arg-type]
+    assert info["tags"] == {"job": "1"} and info["operationMetrics"]["numDeletedRows"] == "21"
+    both_agree(t, [i for i in range(40) if i != 3])
+    with t.transaction() as txn:
+        assert stage_delete(txn, "id > 1000")["numDeletedRows"] == 0
+        assert not txn.has_staged_actions

@@ -354,3 +354,63 @@ def test_a_map_that_gives_a_key_twice_is_corrupt(field: str) -> None:
     with pytest.raises(CorruptCommitError) as err:
         parse_log_bytes([_lines(good, good) + bad], ["c.json"], [0])
     assert err.value.line == 3 and field in str(err.value)
+
+
+# ------------------------------------------------------------------ partitionValues: every line checked
+
+_PV_KEYS = st.sampled_from(["p", "day", "da", "d", "x", "p2", "é", "a b", "\u00e9t\u00e9", "-", "[", "\U0001f600", ""])
+_PV_VALUES = st.none() | st.text(max_size=3) | st.integers(-2, 2) | st.booleans() | st.just([1]) | st.just({"k": "v"})
+
+
+def _deviates(pv: dict, announced: list[str]) -> bool:
+    return any(k not in announced or not (v is None or isinstance(v, str)) for k, v in pv.items())
+
+
+@settings(max_examples=300, deadline=None)
+@given(announced=st.lists(_PV_KEYS, max_size=4, unique=True), pv=st.dictionaries(_PV_KEYS, _PV_VALUES, max_size=4),
+       spaced=st.booleans(), ascii_only=st.booleans())
+def test_partition_values_deviation_regex_finds_every_object_the_struct_would_misread(
+    announced: list[str], pv: dict, spaced: bool, ascii_only: bool
+) -> None:
+    """The regex that decides whether a run of lines is read exactly matches every line whose
+    partitionValues holds a key not announced or a value that is no string, however it is
+    written; and, for objects written plainly, nothing else (so the fast path stays the rule)."""
+    sep = (" , ", " : ") if spaced else (",", ":")
+    line = json.dumps({"add": {"path": "a", "partitionValues": pv}}, separators=sep, ensure_ascii=ascii_only)
+    regex = cr._partition_values_deviation(tuple(announced))
+    matched = regex is None or pa.compute.match_substring_regex(pa.array([line], pa.large_string()), regex)[0].as_py()
+    if _deviates(pv, announced):
+        assert matched, (line, regex)
+    elif not ascii_only or all(k.isascii() for k in pv):
+        assert not matched, (line, regex)
+
+
+@settings(max_examples=150, deadline=None)
+@given(announced=st.lists(_PV_KEYS, max_size=3, unique=True),
+       values=st.lists(st.dictionaries(_PV_KEYS, _PV_VALUES, max_size=3), min_size=1, max_size=8),
+       bad_at=st.integers(0, 100), nested=st.booleans())
+def test_every_partition_values_object_is_checked_or_read_whole(
+    announced: list[str], values: list[dict], bad_at: int, nested: bool
+) -> None:
+    """Whatever metaData announces and wherever a line sits: a value that is no string is a
+    CorruptCommitError naming its line; otherwise every key is read (none dropped unseen).
+    ``nested``: each line also carries an unknown field holding a well-formed partitionValues
+    object, which must not vouch for the real one."""
+    actions = [b.metadata(partition_columns=announced)]
+    for i, pv in enumerate(values):
+        body = b.add(f"f{i}")["add"] if i % 2 else b.remove(f"f{i}", size=1)["remove"]
+        body = {**({"future": {"partitionValues": {k: "x" for k in announced}}} if nested else {}), **body,
+                "partitionValues": pv}
+        actions.append({"add" if i % 2 else "remove": body})
+    goods = [b.add(f"g{i}") for i in range(bad_at)]  # push the lines to any position
+    data = _lines(*actions[:1], *goods, *actions[1:])
+    broken = [i for i, pv in enumerate(values) if any(not (v is None or isinstance(v, str)) for v in pv.values())]
+    if broken:
+        with pytest.raises(CorruptCommitError) as err:
+            parse_log_bytes([data], ["c.json"], [0])
+        assert err.value.line == 2 + bad_at + broken[0] and "partitionValues" in str(err.value)
+        return
+    rows = parse_log_bytes([data], ["c.json"], [0]).file_actions.to_pylist()[bad_at:]
+    # A key announced but absent reads as null, as the protocol's readers take it.
+    read = [{k: v for k, v in r["partition_values"] if v is not None} for r in rows]
+    assert read == [{k: v for k, v in pv.items() if v is not None} for pv in values]

@@ -35,6 +35,8 @@ out = {"import": [m for m in HEAVY if m in sys.modules]}
 snapshot = DeltaTable(path).snapshot()
 files = snapshot.files()
 out["files()"] = [m for m in HEAVY if m in sys.modules]
+snapshot.files(stats=True)
+out["files(stats=True)"] = [m for m in HEAVY if m in sys.modules]
 rows = snapshot.to_arrow()
 out["to_arrow()"] = [m for m in HEAVY if m in sys.modules]
 out["file_uris()"] = (len(snapshot.file_uris()), [m for m in HEAVY if m in sys.modules])
@@ -60,6 +62,7 @@ def _heavy_imports(path: str, filters: list[str]) -> dict[str, object]:
 def _assert_light(found: dict[str, object], filters: list[str]) -> None:
     assert found["import"] == [], found
     assert found["files()"] == [], found
+    assert found["files(stats=True)"] == [], found
     assert found["to_arrow()"] == [], found
     assert found["file_uris()"][1] == [], found  # type: ignore[index]
     for text in filters:

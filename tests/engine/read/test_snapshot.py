@@ -468,19 +468,22 @@ def test_a_snapshot_whose_checkpoint_a_concurrent_cleanup_removed_still_reads(ta
     ("table-with-dv-small", ["value > 3"]),
 ])
 @pytest.mark.parametrize("stats_first", [False, True])
-def test_filtered_files_are_the_matching_rows_of_all_files(table: str, filters: list[str], stats_first: bool) -> None:
-    # files(filter) parses statistics only for the files a partition filter keeps, unless
-    # they were parsed already: either way each row equals that file's row in files().
+@pytest.mark.parametrize("with_stats", [False, True])
+def test_filtered_files_are_the_matching_rows_of_all_files(table: str, filters: list[str], stats_first: bool,
+                                                           with_stats: bool) -> None:
+    # files(filter) parses statistics only for the files a partition filter keeps (or none,
+    # without stats=True), unless they were parsed already: either way each row equals that
+    # file's row in files(), num_records whether read alone or with the statistics.
     from tests.conftest import shared_tables_dir
 
     path = shared_tables_dir() / table
-    everything = load_snapshot(IO, str(path)).files()
+    everything = load_snapshot(IO, str(path)).files(stats=with_stats)
     by_path = {row["path"]: row for row in everything.to_pylist()}
     for text in filters:
         snap = load_snapshot(IO, str(path))
         if stats_first:
-            snap.files()
-        kept = snap.files(text)
+            snap.files(stats=True)
+        kept = snap.files(text, stats=with_stats)
         assert kept.schema == everything.schema, text
         mask = snap._file_mask(text)
         assert sorted(kept.column("path").to_pylist()) == sorted(
@@ -519,3 +522,40 @@ def test_decode_paths_is_the_strict_path_rule_for_every_path(paths: list[str]) -
             decode_paths(column)
     else:
         assert decode_paths(column).to_pylist() == expected == [unquote(p) for p in paths]
+
+
+@pytest.mark.parametrize(("name", "has_counts"), [
+    ("simple_table", False), ("delta-0.8.0-partitioned", False), ("table-with-dv-small", True),
+    ("checkpoint-v2-table", True), ("delta-1.2.1-only-struct-stats", True), ("http_requests", True),
+])
+def test_files_parse_statistics_only_when_asked(shared_tables: Path, name: str, has_counts: bool) -> None:
+    """files() carries num_records (read alone) and no stats column; files(stats=True) adds the
+    typed statistics, whose numRecords are the same counts; every other column is the same."""
+    plain = load_snapshot(IO, str(shared_tables / name)).files()
+    full = load_snapshot(IO, str(shared_tables / name)).files(stats=True)
+    assert "stats" not in plain.column_names and full.column_names == [
+        "path", "partition_values", "size", "modification_time", "num_records", "stats", "deletion_vector", "tags"]
+    assert full.drop_columns(["stats"]).equals(plain)
+    assert full.column("num_records").to_pylist() == [
+        None if s is None else s["numRecords"] for s in full.column("stats").to_pylist()]
+    assert plain.num_rows and any(n is not None for n in plain.column("num_records").to_pylist()) == has_counts
+
+
+_HOSTILE_PATH_TEXT = st.lists(
+    st.sampled_from(["a", "b.parquet", "/", ".", "..", "./", "../", "/.", "\\", "\x00", "\x1f", "\x7f", " ", "%", ":",
+                     "s3:", "C:", "=", "é", "\t"]),
+    max_size=6,
+).map("".join)
+
+
+@given(paths=st.lists(_HOSTILE_PATH_TEXT, min_size=1, max_size=8))
+def test_the_byte_prescreen_of_paths_never_misses_one_the_full_rule_checks(paths: list[str]) -> None:
+    """relative_paths skips the NEEDS_FULL_CHECK regex when a pass over the bytes finds nothing
+    it could match: whenever the regex matches some path, the pre-screen must say so."""
+    import re
+
+    from airflow_delta.engine.read.snapshot import _may_need_full_check
+    from airflow_delta.engine.storage.paths import NEEDS_FULL_CHECK
+
+    if any(re.search(NEEDS_FULL_CHECK, p) for p in paths):
+        assert _may_need_full_check(pa.array(paths, pa.string()))

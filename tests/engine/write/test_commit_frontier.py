@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine import DeltaTable
@@ -227,6 +227,9 @@ OPS = st.lists(st.sampled_from(["append", "checkpoint", "cleanup", "advance"]), 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(before=st.integers(0, 2), between=OPS, before_put=OPS, after_put=OPS)
+# Found by this test: the checkpoint that anchored the cleanup, written again after our commit,
+# made that commit look confirmed while readers never replay it.
+@example(before=0, between=[], before_put=["advance"], after_put=["checkpoint"])
 def test_any_interleaving_of_appends_checkpoints_and_cleanups_with_a_commit(
     tmp_path_factory: pytest.TempPathFactory, before: int, between: list[str], before_put: list[str],
     after_put: list[str],
@@ -478,6 +481,23 @@ def test_a_foreign_cleaner_deleting_out_of_order_cannot_hide_a_commit(
 
     txn = stale_transaction(table, HookedCommitter(table, before=others))
     with pytest.raises(CommitOutcomeUnknownError, match="checkpoint of version 3 was written before it"):
+        txn.commit("WRITE")
+    assert ids_of(table) == [1, 2, 3]  # readers start at checkpoint 3: our v2 is not among them
+
+
+def test_a_checkpoint_written_again_after_our_commit_does_not_confirm_it(table: DeltaTable) -> None:
+    # Between our check and our write, v2 and v3 are committed and checkpointed and cleanup
+    # removes v0..v2, so our put of v2 succeeds; then the checkpoint of v3 is written again.
+    # Its new time says "after our commit", but it was built from the old one, without ours:
+    # commit 3, older than ours, gives it away.
+    def others() -> None:
+        append(table, [2])
+        append(table, [3])
+        table.checkpoint(3)
+        clean(table)
+
+    txn = stale_transaction(table, HookedCommitter(table, before=others, after=lambda: table.checkpoint(3)))
+    with pytest.raises(CommitOutcomeUnknownError, match="commit 3 was written before it"):
         txn.commit("WRITE")
     assert ids_of(table) == [1, 2, 3]  # readers start at checkpoint 3: our v2 is not among them
 

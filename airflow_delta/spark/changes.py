@@ -1,0 +1,367 @@
+"""The driver-side machinery that DELETE, UPDATE and MERGE share.
+
+- :func:`run_with_retries`: one job's life on the driver. It opens the target table,
+  returns the earlier commit's result when the task's ``txn`` appId is already in the
+  table (exactly-once across Airflow retries), and otherwise runs attempts: a fresh
+  snapshot, a transaction at WriteSerializable carrying ``txn(appId, 1)``, the
+  operation's own work (``attempt_fn``) staging actions, and a commit tagged with the
+  task's identity. A logical conflict (another writer added rows where the job read,
+  or removed a file it read or removes) makes the job plan again from the new snapshot,
+  inside the same Spark application, after a backoff; when the attempts run out the
+  engine's typed conflict error propagates.
+- :func:`stage_row_changes`: how a row-level change reaches the log. Rows leave their
+  files either through deletion vectors (positions collected on the driver and merged
+  with the DVs there) or by rewriting each touched file with its surviving rows; new rows
+  (updated or inserted) are written as new files on the executors. It returns the
+  file-level metrics under Delta's names.
+
+Nothing here evaluates SQL: the operations build the DataFrames (``target_dataframe``
+filtered by their predicate, joined with a source) and hand them over.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F  # noqa: N812
+
+from airflow_delta.engine import (
+    CommitOptions,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    DeletionVectorsNotEnabledError,
+    DeltaTable,
+    InvalidArgumentError,
+    Snapshot,
+    TableContext,
+    Transaction,
+    TransactionAlreadyCommittedError,
+    UnsupportedFeatureError,
+)
+from airflow_delta.spark.file_tasks import (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    engine_errors_from_executors,
+    spark_schema,
+    target_dataframe,
+    write_dataframe,
+)
+from airflow_delta.spark.job_result import (
+    TAG_APP_ID,
+    TAG_ATTEMPTS,
+    TAG_DAG_ID,
+    TAG_MAP_INDEX,
+    TAG_RUN_ID,
+    TAG_TASK_ID,
+    JobResult,
+    find_job_commit,
+)
+from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, MergeSpec, Spec, TableRef, UpdateSpec
+
+__all__ = [
+    "LOGICAL_CONFLICTS",
+    "AttemptFn",
+    "ChangeMetrics",
+    "StagedOperation",
+    "backoff_seconds",
+    "open_target",
+    "run_with_retries",
+    "stage_row_changes",
+    "uses_deletion_vectors",
+]
+
+log = logging.getLogger(__name__)
+
+# The conflicts that planning again on a newer snapshot can resolve (Delta's own advice
+# for them): another writer added files where the job read, or removed files it read or
+# removes. Metadata and protocol changes are not retried: the job's plan (columns,
+# constraints) may no longer make sense, so they fail the job with the engine's error.
+LOGICAL_CONFLICTS: tuple[type[Exception], ...] = (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    ConcurrentDeleteDeleteException,
+)
+
+_OPERATION_OF_SPEC = {DeleteSpec: "DELETE", UpdateSpec: "UPDATE", MergeSpec: "MERGE"}
+
+
+class StagedOperation(NamedTuple):
+    """What one attempt staged: Delta's operation name, its ``operationParameters`` and ``operationMetrics``.
+
+    ``commit=False`` says the attempt found nothing to change (no row matched): the job
+    commits nothing and reports these metrics with version None.
+    """
+
+    operation: str
+    parameters: Mapping[str, Any]
+    metrics: Mapping[str, int]
+    commit: bool = True
+
+
+AttemptFn = Callable[[Transaction, Snapshot, TableContext], "StagedOperation | None"]
+"""One attempt of an operation: stage its actions in the open transaction (planned on the
+snapshot, per-file work through the context) and say what it staged; None commits nothing."""
+
+
+class ChangeMetrics(dict[str, int]):
+    """The file-level metrics of :func:`stage_row_changes` under Delta's names, plus
+    ``removed_rows``: how many target rows left their files (deleted, or replaced by their
+    updated version). It is an attribute, not a key, so that the dict can go into
+    ``operationMetrics`` as it is."""
+
+    removed_rows: int = 0
+
+
+def open_target(ref: TableRef) -> DeltaTable:
+    """The table a DML job changes: always its latest version, so ``ref.version`` must be None."""
+    if ref.version is not None:
+        raise InvalidArgumentError(
+            "spec.table.version", ref.version, "None: DELETE, UPDATE and MERGE change the latest version of a table"
+        )
+    return DeltaTable(ref.uri, ref.storage_options or None)
+
+
+def backoff_seconds(options: ExecutionOptions, failed_attempts: int) -> float:
+    """The wait before the attempt after ``failed_attempts`` failed ones (see :class:`ExecutionOptions`)."""
+    wait = options.backoff_initial_seconds * options.backoff_multiplier ** max(failed_attempts - 1, 0)
+    return float(min(wait, options.backoff_max_seconds))
+
+
+def uses_deletion_vectors(context: TableContext, options: ExecutionOptions) -> bool:
+    """Whether the job removes rows through DVs: the table's ``delta.enableDeletionVectors``
+    unless ``options.use_deletion_vectors`` says otherwise; True on a table without DVs fails."""
+    enabled = bool(context.properties.enable_deletion_vectors)
+    if options.use_deletion_vectors is None:
+        return enabled
+    if options.use_deletion_vectors and not enabled:
+        raise DeletionVectorsNotEnabledError(context.uri)
+    return options.use_deletion_vectors
+
+
+def _target_ref(spec: Spec) -> TableRef:
+    return spec.target if isinstance(spec, MergeSpec) else spec.table
+
+
+def _tags(spec: Spec, attempt: int) -> dict[str, str]:
+    identity = spec.identity
+    return {
+        TAG_APP_ID: identity.app_id,
+        TAG_ATTEMPTS: str(attempt),
+        TAG_DAG_ID: identity.dag_id,
+        TAG_TASK_ID: identity.task_id,
+        TAG_RUN_ID: identity.run_id,
+        TAG_MAP_INDEX: str(identity.map_index),
+    }
+
+
+def _earlier_result(table: DeltaTable, app_id: str, cause: Exception | None = None) -> JobResult:
+    found = find_job_commit(table, app_id)
+    if found is None:
+        # The txn says the task committed, but its commit is gone from the log (log
+        # cleanup): the change is in the table, only its metrics cannot be shown.
+        raise TransactionAlreadyCommittedError(app_id, 1, 1) from cause
+    return found
+
+
+def run_with_retries(
+    spec: Spec,
+    attempt_fn: AttemptFn,
+    *,
+    before_commit: Callable[[int], None] | None = None,
+) -> JobResult:
+    """Run ``attempt_fn`` until its commit lands, a non-retryable error, or ``max_attempts``; see the module docstring.
+
+    ``before_commit(attempt)`` runs after an attempt staged its actions and before it
+    commits (tests use it to let another writer commit in between). ``executionTimeMs``
+    is filled in (time of the attempt that committed) unless the attempt set it.
+    """
+    table = open_target(_target_ref(spec))
+    app_id = spec.identity.app_id
+    options = spec.options
+    default_operation = _OPERATION_OF_SPEC[type(spec)]
+    # The table's delta.isolationLevel: WriteSerializable unless the table asks for Serializable.
+    commit_options = CommitOptions()
+    attempt = 0
+    while True:
+        attempt += 1
+        started = time.monotonic()
+        snapshot = table.snapshot()
+        if snapshot.transaction_version(app_id) is not None:
+            return _earlier_result(table, app_id)
+        context = table.context(snapshot)
+        try:
+            # The block aborts the transaction on any error: files it wrote are removed.
+            with table.transaction(commit_options, snapshot=snapshot) as txn:
+                txn.set_app_transaction(app_id, 1)
+                staged = attempt_fn(txn, snapshot, context)
+                if staged is None or not staged.commit:
+                    txn.abort()
+                    operation = default_operation if staged is None else staged.operation
+                    metrics = {} if staged is None else dict(staged.metrics)
+                    return JobResult(None, snapshot.version, operation, metrics, attempt)
+                metrics = dict(staged.metrics)
+                metrics.setdefault("executionTimeMs", int((time.monotonic() - started) * 1000))
+                if before_commit is not None:
+                    before_commit(attempt)
+                version = txn.commit(staged.operation, dict(staged.parameters), metrics, tags=_tags(spec, attempt))
+                return JobResult(version, snapshot.version, staged.operation, metrics, attempt)
+        except (TransactionAlreadyCommittedError, ConcurrentTransactionException) as error:
+            # Another try of this task instance committed first: its commit is the result.
+            return _earlier_result(table, app_id, error)
+        except LOGICAL_CONFLICTS as error:
+            if attempt >= options.max_attempts:
+                raise
+            wait = backoff_seconds(options, attempt)
+            log.warning(
+                "attempt %d of %d of %s on %s conflicted (%s); planning again in %.1f s",
+                attempt, options.max_attempts, default_operation, table.table_uri, error, wait,
+            )
+            if wait > 0:
+                time.sleep(wait)
+
+
+def _zero_metrics() -> ChangeMetrics:
+    metrics = ChangeMetrics()
+    for key in (
+        "numRemovedFiles",
+        "numRemovedBytes",
+        "numAddedFiles",
+        "numAddedBytes",
+        "numCopiedRows",
+        "numDeletionVectorsAdded",
+        "numDeletionVectorsRemoved",
+        "numDeletionVectorsUpdated",
+        "numAddedChangeFiles",
+        "scanTimeMs",
+        "rewriteTimeMs",
+    ):
+        metrics[key] = 0
+    return metrics
+
+
+def _refuse_change_data_feed(context: TableContext) -> None:
+    if context.properties.enable_change_data_feed:
+        raise UnsupportedFeatureError(
+            ["changeDataFeed (cdc files for row-level changes)"],
+            access="write",
+            detail="the table has delta.enableChangeDataFeed=true and this operation changes some rows of a "
+            "file, which needs change data files that airflow-delta does not write yet",
+        )
+
+
+def _positions_by_file(removed: pa.Table) -> dict[str, np.ndarray]:
+    """``{log path: sorted distinct physical positions}`` from (file, row) pairs, grouped in Arrow."""
+    if removed.num_rows == 0:
+        return {}
+    grouped = removed.group_by(FILE_COLUMN).aggregate([(ROW_COLUMN, "distinct")])
+    paths = grouped.column(FILE_COLUMN).to_pylist()
+    lists = grouped.column(f"{ROW_COLUMN}_distinct").combine_chunks()
+    # One slice per file (not per row): the positions stay in numpy.
+    offsets = lists.offsets.to_numpy()
+    values = lists.flatten().to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return {path: np.sort(values[offsets[i] : offsets[i + 1]]) for i, path in enumerate(paths)}
+
+
+def stage_row_changes(
+    txn: Transaction,
+    context: TableContext,
+    files: pa.Table,
+    removed_rows: DataFrame,
+    new_rows: DataFrame | None,
+    use_deletion_vectors: bool,
+) -> ChangeMetrics:
+    """Stage in ``txn`` the removal of ``removed_rows`` and the addition of ``new_rows``; Delta's file metrics.
+
+    The metrics: numRemovedFiles, numRemovedBytes, numAddedFiles, numAddedBytes,
+    numCopiedRows, numDeletionVectorsAdded/Removed/Updated, numAddedChangeFiles (0),
+    scanTimeMs (finding the removed rows) and rewriteTimeMs (DVs and files written);
+    ``removed_rows`` (an attribute) counts the target rows that left their files.
+
+    ``files`` are the file actions the rows were read from (``txn.read_files``; the
+    caller recorded the read). ``removed_rows`` has :data:`FILE_COLUMN` and
+    :data:`ROW_COLUMN` (from ``target_dataframe``): each pair a live target row that
+    leaves the table (a deleted row, or the old version of an updated one).
+    ``new_rows`` has the table's logical columns: updated and inserted rows.
+
+    With ``use_deletion_vectors`` the positions are collected on the driver and
+    marked in DVs (merged with the DVs already there; a file that loses every live row
+    is removed whole), and ``new_rows`` are written as new files. Without, every file
+    with a removed row is rewritten on the executors with its surviving rows, together
+    with ``new_rows``, and removed. Every Spark action runs under
+    :func:`engine_errors_from_executors`, so a constraint violation in a new row fails
+    with the engine's :class:`ConstraintViolationError`. Nothing is committed.
+    """
+    started = time.monotonic()
+    metrics = _zero_metrics()
+    removed = removed_rows.select(FILE_COLUMN, ROW_COLUMN)
+    new_data = None if new_rows is None else new_rows.select(*spark_schema(context).names)
+    copied: Observation | None = None
+    with engine_errors_from_executors():
+        if use_deletion_vectors:
+            _mark_in_deletion_vectors(txn, context, removed, metrics)
+            located = time.monotonic()
+            to_write = new_data
+        else:
+            # Kept for the anti-join of the rewrite, so the candidate files are not read and filtered twice.
+            removed = removed.persist()
+            try:
+                counts = removed.groupBy(FILE_COLUMN).count().toArrow()
+                located = time.monotonic()
+                metrics.removed_rows = int(pc.sum(counts.column("count")).as_py() or 0)
+                touched = files.filter(pc.is_in(files.column("path"), value_set=counts.column(FILE_COLUMN).combine_chunks()))
+                to_write = new_data
+                if touched.num_rows:
+                    _refuse_change_data_feed(context)
+                    survivors = target_dataframe(removed_rows.sparkSession, context, touched).join(
+                        removed, [FILE_COLUMN, ROW_COLUMN], "left_anti"
+                    )
+                    copied = Observation()
+                    survivors = survivors.observe(copied, F.count(F.lit(1)).alias("rows")).drop(FILE_COLUMN, ROW_COLUMN)
+                    to_write = survivors if new_data is None else survivors.unionByName(new_data)
+                    txn.remove_files(touched)
+                    metrics["numRemovedFiles"] += touched.num_rows
+                    metrics["numRemovedBytes"] += int(pc.sum(touched.column("size")).as_py() or 0)
+                    metrics["numDeletionVectorsRemoved"] += touched.num_rows - touched.column("deletion_vector").null_count
+                _write_new_files(txn, context, to_write, metrics)
+            finally:
+                removed.unpersist()
+            to_write = None
+        _write_new_files(txn, context, to_write, metrics)
+        if copied is not None:
+            metrics["numCopiedRows"] += int(copied.get.get("rows", 0))
+    # Delta's split: finding the rows that change, then writing DVs and files.
+    metrics["scanTimeMs"] = int((located - started) * 1000)
+    metrics["rewriteTimeMs"] = int((time.monotonic() - located) * 1000)
+    return metrics
+
+
+def _mark_in_deletion_vectors(txn: Transaction, context: TableContext, removed: DataFrame, metrics: ChangeMetrics) -> None:
+    deletes = _positions_by_file(removed.toArrow())
+    if not deletes:
+        return
+    _refuse_change_data_feed(context)
+    summary = txn.delete_rows(deletes)  # log paths: the transaction finds the live files by them
+    metrics.removed_rows = summary.num_deleted_rows
+    metrics["numRemovedFiles"] += summary.num_removed_files
+    metrics["numRemovedBytes"] += summary.num_removed_bytes
+    metrics["numDeletionVectorsAdded"] += summary.num_deletion_vectors_added
+    metrics["numDeletionVectorsUpdated"] += summary.num_deletion_vectors_updated
+    metrics["numDeletionVectorsRemoved"] += summary.num_deletion_vectors_removed
+
+
+def _write_new_files(txn: Transaction, context: TableContext, data: DataFrame | None, metrics: ChangeMetrics) -> None:
+    if data is None:
+        return
+    adds = write_dataframe(context, data)
+    txn.add_files(adds, written_for_this_commit=True)
+    metrics["numAddedFiles"] += len(adds)
+    metrics["numAddedBytes"] += sum(add.size for add in adds)

@@ -1,0 +1,107 @@
+"""``DELETE FROM table [WHERE predicate]`` as a Spark job, committed through the engine.
+
+Three cases, as in Delta's ``DeleteCommand``:
+
+- no predicate: every file is removed, from the log alone;
+- a predicate on partition columns only: a metadata-only delete, decided per file from
+  the log by the engine (:func:`airflow_delta.engine.stage_delete`); no Spark job runs;
+- otherwise: the engine prunes the files (and records the read), Spark reads the
+  candidate files through the engine on the executors and keeps the rows where
+  ``(predicate) IS TRUE`` (a row where it is NULL stays), and
+  :func:`~airflow_delta.spark.changes.stage_row_changes` marks them in deletion vectors
+  or rewrites the touched files.
+
+A DELETE that matches no row commits nothing (version None). Every commit carries the
+task's ``txn`` appId, so a task that runs again commits nothing twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from airflow_delta.engine import InvalidFilterError, Snapshot, TableContext, Transaction, stage_delete
+from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
+from airflow_delta.spark.file_tasks import target_dataframe
+from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.plan import check_predicate, is_partition_predicate, read_candidates
+from airflow_delta.spark.specs import DeleteSpec
+
+__all__ = ["DELETE_METRICS", "run_delete"]
+
+# DELETE's operationMetrics, as Delta names them (the engine's in-worker DELETE writes the same).
+DELETE_METRICS = (
+    "numRemovedFiles",
+    "numRemovedBytes",
+    "numCopiedRows",
+    "numDeletionVectorsAdded",
+    "numDeletionVectorsRemoved",
+    "numAddedChangeFiles",
+    "executionTimeMs",
+    "numDeletionVectorsUpdated",
+    "numDeletedRows",
+    "scanTimeMs",
+    "numAddedFiles",
+    "numAddedBytes",
+    "rewriteTimeMs",
+)
+
+
+def _parameters(predicate: str | None) -> dict[str, Any]:
+    # Delta writes the condition as a JSON list of strings: ["(id = 1)"], [] for none.
+    return {"predicate": [predicate] if predicate is not None else []}
+
+
+def _changes_anything(metrics: dict[str, int]) -> bool:
+    return bool(
+        metrics.get("numDeletedRows")
+        or metrics.get("numRemovedFiles")
+        or metrics.get("numDeletionVectorsAdded")
+        or metrics.get("numDeletionVectorsUpdated")
+    )
+
+
+def run_delete(
+    spark: SparkSession, spec: DeleteSpec, *, before_commit: Callable[[int], None] | None = None
+) -> JobResult:
+    """Run ``spec`` on ``spark``; the committed version (None if no row matched) and Delta's DELETE metrics.
+
+    Raises :class:`~airflow_delta.engine.InvalidFilterError` for a predicate Spark
+    cannot analyze against the table (before any file is read), the engine's conflict
+    error when a logical conflict outlasts ``spec.options.max_attempts``, and
+    :class:`~airflow_delta.engine.DeletionVectorsNotEnabledError` when the options
+    require DVs on a table without them. ``before_commit`` is for tests (see
+    :func:`~airflow_delta.spark.changes.run_with_retries`).
+    """
+    predicate = spec.predicate
+
+    def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
+        started = time.monotonic()
+        use_dvs = uses_deletion_vectors(context, spec.options)
+        metrics = None
+        if predicate is None:
+            metrics = stage_delete(txn, None, use_deletion_vectors=use_dvs)
+        else:
+            check_predicate(spark, context, predicate)
+            if is_partition_predicate(spark, context, predicate):
+                try:
+                    metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
+                except InvalidFilterError:
+                    metrics = None  # Spark SQL the engine cannot parse: Spark evaluates it below
+        if metrics is None:
+            assert predicate is not None
+            files = read_candidates(txn, predicate)
+            planned_ms = int((time.monotonic() - started) * 1000)
+            target = target_dataframe(spark, context, files)
+            matched = target.filter(f"({predicate}) IS TRUE")
+            changes = stage_row_changes(txn, context, files, matched, None, use_dvs)
+            metrics = {**changes, "numDeletedRows": changes.removed_rows}
+            metrics["scanTimeMs"] += planned_ms
+        metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
+        ordered = {key: int(metrics.get(key, 0)) for key in DELETE_METRICS}
+        return StagedOperation("DELETE", _parameters(predicate), ordered, commit=_changes_anything(ordered))
+
+    return run_with_retries(spec, attempt, before_commit=before_commit)

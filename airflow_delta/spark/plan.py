@@ -1,0 +1,83 @@
+"""The driver's plan of a DELETE or UPDATE: checking the statement, and which files to read.
+
+Spark SQL is the language of predicates and SET expressions, so Spark's analyzer
+decides whether they are valid, against an empty DataFrame of the table's schema:
+analysis runs no Spark job, and a bad column or a non-boolean predicate fails before any
+file is read, as the engine's :class:`InvalidFilterError` / :class:`InvalidArgumentError`.
+
+The engine decides which files to read: ``txn.read_files(predicate)`` prunes on
+partition values and statistics and records the read for Delta's conflict checks, so
+an append into partitions the job did not read does not conflict with it. The engine's
+SQL parser knows most of Spark SQL but not all of it (Spark's whole function library);
+a predicate it cannot parse makes the job read, and depend on, the whole table, which is
+correct but conflicts with any concurrent append.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from airflow_delta.engine import InvalidFilterError, TableContext, Transaction
+from airflow_delta.spark.file_tasks import spark_schema
+
+__all__ = ["check_predicate", "empty_target", "is_partition_predicate", "read_candidates"]
+
+log = logging.getLogger(__name__)
+
+
+def empty_target(spark: SparkSession, context: TableContext, schema: StructType | None = None) -> DataFrame:
+    """An empty DataFrame of the table's logical schema (or ``schema``): Spark analyzes expressions against it without a job."""
+    return spark.createDataFrame([], schema if schema is not None else spark_schema(context))
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def check_predicate(spark: SparkSession, context: TableContext, predicate: str) -> None:
+    """Raise :class:`InvalidFilterError` unless ``predicate`` is a boolean Spark SQL expression over the table's columns."""
+    try:
+        empty_target(spark, context).filter(predicate)
+    except AnalysisException as error:  # ParseException is one too
+        raise InvalidFilterError(predicate, f"Spark cannot use it as a condition on the table: {_first_line(error)}") from None
+
+
+def is_partition_predicate(spark: SparkSession, context: TableContext, predicate: str) -> bool:
+    """Whether ``predicate`` (already checked) reads partition columns only, so the log alone decides each file.
+
+    The columns come from Spark's analyzed plan of the predicate (no job runs). Any
+    doubt (a plan Spark does not expose) answers False: the data path is right for
+    every predicate, the metadata-only path only saves work.
+    """
+    if not context.partition_columns:
+        return False
+    try:
+        analyzed = empty_target(spark, context).filter(predicate)._jdf.queryExecution().analyzed()
+        references = analyzed.references().iterator()
+        names = set()
+        while references.hasNext():
+            names.add(references.next().name())
+    except Exception as error:  # a private JVM surface: never let it fail the job
+        log.info("treating %r as a data predicate: its columns are not available (%s)", predicate, error)
+        return False
+    partition = {name.casefold() for name in context.partition_columns}
+    return all(name.casefold() in partition for name in names)
+
+
+def read_candidates(txn: Transaction, predicate: str | None) -> pa.Table:
+    """The live files ``predicate`` may match, recorded as read in ``txn`` (the whole table when the engine cannot prune on it)."""
+    if predicate is None:
+        return txn.read_files()
+    try:
+        return txn.read_files(predicate)
+    except InvalidFilterError as error:
+        # Spark accepted the predicate (check_predicate ran first); the engine's parser
+        # does not know all of Spark SQL, so it reads everything instead of pruning.
+        log.info("reading every file: the engine cannot prune on %r (%s)", predicate, error)
+        return txn.read_files()
