@@ -6,6 +6,10 @@
 * ``airflow-delta history PATH [--limit N]``: the commit history, newest first.
 * ``airflow-delta files PATH [--filter SQL]``: the live data files, optionally pruned by
   a SQL predicate over partition values and statistics.
+* ``airflow-delta health PATH [--json] [--png FILE]``: the maintenance report
+  (``DeltaTable.health()``): small files and their distribution, deletion vectors,
+  tombstones awaiting vacuum, the log, the protocol, what maintenance would gain and
+  recommendations; ``--png`` writes the file-size distribution as a bar chart.
 
 A table that cannot be read prints one line, ``PATH: error: <ErrorClass>: <message>``, and
 the command moves on to the next table; the exit code is 1 when any table failed, 2 for a
@@ -26,10 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_delta.engine import DeltaError, DeltaTable, reader_features, writer_features
+from airflow_delta.engine import DeltaError, DeltaTable, reader_features, size_histogram_png, writer_features
 
 if TYPE_CHECKING:
-    from airflow_delta.engine import Snapshot
+    from airflow_delta.engine import HealthReport, Snapshot
 
 HISTORY_IN_DESCRIBE = 5
 MAX_PROPERTIES_SHOWN = 12
@@ -339,6 +343,83 @@ def cmd_files(path: str, filter_sql: str | None, out: TextIO) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ health
+
+
+def _bucket_label(lower: int, upper: int | None) -> str:
+    return f">= {human_bytes(lower)}" if upper is None else f"{human_bytes(lower)} - {human_bytes(upper)}"
+
+
+def health_lines(report: HealthReport, path: str) -> list[str]:
+    """The report as text: a summary block, the size distribution, partitions, recommendations."""
+    total_rows = "?" if report.total_rows is None else format_count(report.total_rows)
+    summary = [
+        ["version", str(report.version)],
+        ["files", f"{format_count(report.num_files)} ({human_bytes(report.size_in_bytes)})"],
+        [
+            "small files",
+            f"{format_count(report.small_files)} ({report.small_file_ratio:.0%}) below half the target "
+            f"{human_bytes(report.target_file_size)}",
+        ],
+        ["after optimize", f"about {format_count(report.files_after_optimize)} files"],
+        [
+            "deletion vectors",
+            f"{format_count(report.files_with_deletion_vectors)} files ({report.deletion_vector_coverage:.0%}), "
+            f"{format_count(report.deleted_rows)} of {total_rows} rows deleted, "
+            f"{format_count(report.files_above_purge_ratio)} above the {report.max_deleted_rows_ratio:g} purge ratio",
+        ],
+        [
+            "tombstones",
+            f"{format_count(report.tombstones)} ({human_bytes(report.tombstone_bytes)}), oldest "
+            f"{format_ms(report.oldest_tombstone_ms) if report.oldest_tombstone_ms is not None else '-'}; "
+            f"{format_count(report.vacuumable_tombstones)} ({human_bytes(report.vacuumable_bytes)}) past retention",
+        ],
+        [
+            "log",
+            f"{format_count(report.log_files)} files ({human_bytes(report.log_size_in_bytes)}), "
+            f"{report.commits_since_checkpoint} commits "
+            + ("and no checkpoint" if report.last_checkpoint_version is None
+               else f"since the checkpoint of version {report.last_checkpoint_version}"),
+        ],
+        [
+            "protocol",
+            f"reader {report.min_reader_version}{_features(report.reader_features, implied=False)}, "
+            f"writer {report.min_writer_version}{_features(report.writer_features, implied=False)}",
+        ],
+    ]
+    lines = [path, *align(summary, indent="  ")]
+    lines.append("  file sizes")
+    peak = max((b.files for b in report.size_histogram), default=0)
+    rows = []
+    for bucket in report.size_histogram:
+        bar = "#" * (round(30 * bucket.files / peak) if peak else 0)
+        rows.append([_bucket_label(bucket.lower, bucket.upper), format_count(bucket.files), bar])
+    lines += align(rows, indent="    ", right=[1])
+    if report.partitions_with_most_small_files:
+        lines.append("  partitions with the most small files")
+        lines += align([[p or "(unpartitioned)", format_count(n)] for p, n in report.partitions_with_most_small_files],
+                       indent="    ", right=[1])
+    lines.append("  recommendations")
+    lines += [f"    - {r}" for r in report.recommendations] or ["    none: nothing to gain"]
+    return lines
+
+
+def cmd_health(path: str, as_json: bool, png: str | None, out: TextIO) -> int:
+    try:
+        report = DeltaTable(path).health()
+        if png is not None:
+            with open(png, "wb") as image:
+                image.write(size_histogram_png(report))
+    except Exception as exc:
+        print(_error_line(path, exc), file=out)
+        return 1
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2), file=out)
+    else:
+        print("\n".join(health_lines(report, path)), file=out)
+    return 0
+
+
 # ------------------------------------------------------------------ entry point
 
 
@@ -353,6 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
     files = sub.add_parser("files", help="live data files of the latest version")
     files.add_argument("path", metavar="PATH")
     files.add_argument("--filter", dest="filter_sql", default=None, metavar="SQL", help="SQL predicate, e.g. \"year = 2024\"")
+    health = sub.add_parser("health", help="maintenance report: small files, DVs, tombstones, log, recommendations")
+    health.add_argument("path", metavar="PATH")
+    health.add_argument("--json", dest="as_json", action="store_true", help="print the report as JSON")
+    health.add_argument("--png", default=None, metavar="FILE", help="write the file-size distribution as a PNG")
     return parser
 
 
@@ -370,6 +455,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         "describe": lambda: cmd_describe(args.paths, stream),
         "history": lambda: cmd_history(args.path, args.limit, stream),
         "files": lambda: cmd_files(args.path, args.filter_sql, stream),
+        "health": lambda: cmd_health(args.path, args.as_json, args.png, stream),
     }
     try:
         return commands[args.command]()

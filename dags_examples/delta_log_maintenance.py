@@ -117,7 +117,7 @@ def delta_log_maintenance() -> None:
         if pending <= threshold:
             log.info("%d commits since the last checkpoint (threshold %d): no checkpoint needed", pending, threshold)
             return None
-        version = DeltaTable(params["table_uri"]).checkpoint(inspected["version"])
+        version = DeltaTable(params["table_uri"]).checkpoint(inspected["version"]).version
         log.info("wrote a checkpoint of version %d (%d commits since the last one)", version, pending)
         return version
 

@@ -6,7 +6,8 @@ never from the subpackages, whose layout may change.
 
 Tables and their state
     :class:`DeltaTable` (the facade: ``snapshot``, ``history``, ``create``, ``append``,
-    ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``), :class:`Snapshot`
+    ``delete``, ``transaction``, ``checkpoint``, ``cleanup_log``, ``vacuum``, ``restore``,
+    ``health``), :class:`Snapshot`
     (``files``, ``plan_files``, ``file_uris``, ``to_arrow``), :class:`TableProperties`.
 
 Committing
@@ -22,7 +23,10 @@ Per-file work elsewhere (Spark executors), committed by a driver
     (takes a snapshot or a context), :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
-    :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`.
+    :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`; maintenance:
+    :class:`VacuumResult`, :class:`RestoreResult`, :class:`CheckpointRunResult` (with
+    :class:`CheckpointOptions`), :class:`HealthReport` (:class:`SizeBucket`,
+    :func:`size_histogram_png`).
 
 Actions
     :class:`AddFile`, :class:`RemoveFile`, :class:`AddCDCFile`, :class:`Metadata`,
@@ -99,6 +103,8 @@ from airflow_delta.engine.errors import (
     MissingProtocolError,
     PathOutsideTableError,
     ProtocolChangedException,
+    RestoreFilesMissingError,
+    RetentionTooShortError,
     RowIndexOutOfRangeError,
     SchemaMismatchError,
     StorageAccessError,
@@ -123,7 +129,17 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.operations.results import AppendResult, DeleteResult
+from airflow_delta.engine.operations.health import size_histogram_png
+from airflow_delta.engine.operations.options import CheckpointOptions
+from airflow_delta.engine.operations.results import (
+    AppendResult,
+    CheckpointRunResult,
+    DeleteResult,
+    HealthReport,
+    RestoreResult,
+    SizeBucket,
+    VacuumResult,
+)
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import TableContext, read_live_rows
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
@@ -167,7 +183,9 @@ __all__ = [
     "AppendOnlyViolationError",
     "AppendResult",
     "AtomicWriteError",
+    "CheckpointOptions",
     "CheckpointResult",
+    "CheckpointRunResult",
     "ChecksumMismatchError",
     "CommitFailedError",
     "CommitNotSupportedError",
@@ -196,6 +214,7 @@ __all__ = [
     "FileIO",
     "FileIOCommitter",
     "FileInfo",
+    "HealthReport",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidLogError",
@@ -220,11 +239,15 @@ __all__ = [
     "Protocol",
     "ProtocolChangedException",
     "RemoveFile",
+    "RestoreFilesMissingError",
+    "RestoreResult",
+    "RetentionTooShortError",
     "RetryPolicy",
     "RetryableFailure",
     "RowIndexOutOfRangeError",
     "SchemaMismatchError",
     "SetTransaction",
+    "SizeBucket",
     "Snapshot",
     "StorageAccessError",
     "StorageUnavailableError",
@@ -237,6 +260,7 @@ __all__ = [
     "TransactionAlreadyCommittedError",
     "UnknownTablePropertyError",
     "UnsupportedFeatureError",
+    "VacuumResult",
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
@@ -244,6 +268,7 @@ __all__ = [
     "parse_interval",
     "read_live_rows",
     "reader_features",
+    "size_histogram_png",
     "stage_delete",
     "storage_options_from_airflow_connection",
     "write_checkpoint",

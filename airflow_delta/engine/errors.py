@@ -561,3 +561,39 @@ def error_from_report(class_name: str, message: str) -> DeltaError:
     error = cls.__new__(cls)
     Exception.__init__(error, message)
     return error
+
+
+# ----------------------------------------------------------------- maintenance
+
+
+class RetentionTooShortError(DeltaError):
+    """VACUUM was asked to keep removed files for less than the table's ``delta.deletedFileRetentionDuration``.
+
+    Shorter retention can delete files that readers of older versions, or writers still
+    committing, need; it is refused unless the caller opts out explicitly.
+    """
+
+    def __init__(self, requested_ms: int, default_ms: int) -> None:
+        self.requested_ms = requested_ms
+        self.default_ms = default_ms
+        super().__init__(
+            f"refusing to vacuum with a retention of {requested_ms} ms, shorter than the table's "
+            f"delta.deletedFileRetentionDuration of {default_ms} ms: time travel to older versions and "
+            "concurrent writers may still need those files; pass a longer retention, or "
+            "enforce_retention_duration=False if you are sure"
+        )
+
+
+class RestoreFilesMissingError(DeltaError):
+    """RESTORE needs data or deletion vector files of the target version that no longer exist (vacuumed)."""
+
+    def __init__(self, version: int, missing: Sequence[str], total: int) -> None:
+        self.version = version
+        self.missing = list(missing)
+        self.total = total
+        shown = ", ".join(repr(p) for p in self.missing)
+        more = f" and {total - len(self.missing)} more" if total > len(self.missing) else ""
+        super().__init__(
+            f"cannot restore version {version}: {total} file(s) it needs are gone, probably vacuumed: "
+            f"{shown}{more}; nothing was committed; restore a newer version whose files still exist"
+        )

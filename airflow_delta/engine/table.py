@@ -17,7 +17,7 @@ transaction it opens the post-commit hook (``.crc``, automatic checkpoint, log c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -27,12 +27,21 @@ from airflow_delta.engine.model.arguments import (
     check_bool,
     check_instance,
     check_int,
+    check_number,
     check_str,
     check_str_mapping,
     check_str_sequence,
     check_timestamp,
 )
-from airflow_delta.engine.operations.results import AppendResult, DeleteResult
+from airflow_delta.engine.operations.options import CheckpointOptions
+from airflow_delta.engine.operations.results import (
+    AppendResult,
+    CheckpointRunResult,
+    DeleteResult,
+    HealthReport,
+    RestoreResult,
+    VacuumResult,
+)
 from airflow_delta.engine.read.history import read_history
 from airflow_delta.engine.read.listing import latest_version
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
@@ -189,12 +198,14 @@ class DeltaTable:
         with self.transaction(commit, snapshot=snapshot) as txn:
             return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
 
-    def checkpoint(self, version: int | None = None) -> int:
-        """Write a checkpoint of ``version`` (default: latest); returns the version checkpointed."""
-        from airflow_delta.engine.checkpoint.writer import create_checkpoint
+    def checkpoint(self, version: int | None = None, options: CheckpointOptions | None = None) -> CheckpointRunResult:
+        """Write a checkpoint of ``version`` (default: latest), of the table's kind or ``options.kind``,
+        then clean up the log per retention (``options.cleanup_log``); returns version, kind, files, size."""
+        from airflow_delta.engine.operations.checkpoint_run import run_checkpoint
 
         check_int("version", version, minimum=0, optional=True)
-        return create_checkpoint(self.snapshot(version))
+        check_instance("options", options, CheckpointOptions, optional=True)
+        return run_checkpoint(self.location, self.snapshot(version), options or CheckpointOptions())
 
     def cleanup_log(
         self,
@@ -212,14 +223,103 @@ class DeltaTable:
         check_instance("retention", retention, (timedelta, str), optional=True)
         if isinstance(retention, timedelta) and retention < timedelta(0):
             raise InvalidArgumentError("retention", retention, "pass a retention of zero or more")
-        check_instance("now", now, (datetime, int), optional=True)
-        if isinstance(now, bool) or (isinstance(now, int) and now < 0):
-            raise InvalidArgumentError("now", now, "pass a datetime or epoch milliseconds >= 0")
+        _check_now(now)
         check_bool("dry_run", dry_run)
         return cleanup_log(self.location, self.snapshot(), retention=retention, now=now, dry_run=dry_run)
+
+    # ------------------------------------------------------------------ maintenance
+    def vacuum(
+        self,
+        *,
+        retention: timedelta | None = None,
+        mode: str = "full",
+        dry_run: bool = False,
+        enforce_retention_duration: bool = True,
+        now: datetime | int | None = None,
+        parallelism: int = 8,
+        file_list_path: str | None = None,
+    ) -> VacuumResult:
+        """Delete files no version within ``retention`` (default ``delta.deletedFileRetentionDuration``) needs.
+
+        ``mode`` ``full`` lists the table (orphans too), ``lite`` reads the log only. A retention
+        shorter than the table's is refused unless ``enforce_retention_duration=False``.
+        ``now`` is the clock (datetime or epoch ms); ``file_list_path`` receives the paths.
+        """
+        from airflow_delta.engine.operations.vacuum import VACUUM_MODES, vacuum
+
+        check_instance("retention", retention, timedelta, optional=True)
+        if retention is not None and retention < timedelta(0):
+            raise InvalidArgumentError("retention", retention, "pass a retention of zero or more")
+        if mode not in VACUUM_MODES:
+            raise InvalidArgumentError("mode", mode, f"pass one of {', '.join(VACUUM_MODES)}")
+        check_bool("dry_run", dry_run)
+        check_bool("enforce_retention_duration", enforce_retention_duration)
+        now_ms = _check_now(now)
+        check_int("parallelism", parallelism, minimum=1)
+        check_str("file_list_path", file_list_path, non_empty=True, optional=True)
+        return vacuum(
+            self.snapshot(), self.transaction,
+            retention_ms=None if retention is None else int(retention.total_seconds() * 1000),
+            enforce_retention_duration=enforce_retention_duration, mode=mode, dry_run=dry_run,
+            now_ms=now_ms, parallelism=parallelism, file_list_path=file_list_path,
+        )
+
+    def restore(
+        self,
+        version: int | None = None,
+        timestamp: datetime | str | int | None = None,
+        *,
+        commit: CommitOptions | None = None,
+    ) -> RestoreResult:
+        """``RESTORE TABLE TO VERSION AS OF version | TIMESTAMP AS OF timestamp`` in one commit."""
+        from airflow_delta.engine.operations.restore import restore
+
+        check_int("version", version, minimum=0, optional=True)
+        check_timestamp("timestamp", timestamp, optional=True)
+        if (version is None) == (timestamp is None):
+            raise InvalidArgumentError("version", version, "pass exactly one of version or timestamp")
+        check_instance("commit", commit, CommitOptions, optional=True)
+        target = self.snapshot(version=version, timestamp=timestamp)
+        with self.transaction(commit) as txn:
+            return restore(txn, target, version=version, timestamp=timestamp)
+
+    def health(
+        self,
+        *,
+        now: datetime | int | None = None,
+        target_file_size: int | None = None,
+        max_deleted_rows_ratio: float = 0.05,
+    ) -> HealthReport:
+        """A report on the table's files, deletion vectors, tombstones, log and protocol, with recommendations.
+
+        ``target_file_size`` defaults to ``delta.targetFileSize`` (else 128 MiB); a file whose
+        deletion vector deletes more than ``max_deleted_rows_ratio`` of its rows needs a purge.
+        """
+        from airflow_delta.engine.operations.health import health_report
+
+        now_ms = _check_now(now)
+        check_int("target_file_size", target_file_size, minimum=1, optional=True)
+        check_number("max_deleted_rows_ratio", max_deleted_rows_ratio, minimum=0)
+        if max_deleted_rows_ratio > 1:
+            raise InvalidArgumentError("max_deleted_rows_ratio", max_deleted_rows_ratio, "pass a ratio between 0 and 1")
+        return health_report(
+            self.snapshot(), now_ms=now_ms, target_file_size=target_file_size,
+            max_deleted_rows_ratio=float(max_deleted_rows_ratio),
+        )
 
     # ------------------------------------------------------------------ internals
     def _post_commit(self, version: int, actions: Sequence[Mapping[str, Any]]) -> None:
         from airflow_delta.engine.operations.post_commit import run_post_commit
 
         run_post_commit(self.location, version, actions)
+
+
+def _check_now(now: datetime | int | None) -> int | None:
+    """``now`` (a datetime, naive meaning UTC, or epoch milliseconds) as epoch ms; None is the system clock."""
+    check_instance("now", now, (datetime, int), optional=True)
+    if isinstance(now, bool) or (isinstance(now, int) and now < 0):
+        raise InvalidArgumentError("now", now, "pass a datetime or epoch milliseconds >= 0")
+    if isinstance(now, datetime):
+        # A naive datetime is UTC, as everywhere in the engine.
+        return int((now if now.tzinfo is not None else now.replace(tzinfo=UTC)).timestamp() * 1000)
+    return now

@@ -38,6 +38,9 @@ RETRYABLE = {
     "CorruptCheckpointError": False,
     "ChecksumMismatchError": False,
     "PathOutsideTableError": False,
+    # maintenance: a shorter retention or vacuumed files stay so on a retry
+    "RetentionTooShortError": False,
+    "RestoreFilesMissingError": False,
     "UnsupportedFeatureError": False,
     "InvalidFilterError": False,
     "SchemaMismatchError": False,

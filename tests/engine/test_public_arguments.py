@@ -123,6 +123,29 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.delete.commit", [WriterOptions(), 1], lambda v: table.delete("id = 99", commit=v))
     each("DeltaTable.delete.snapshot", [0, "latest"], lambda v: table.delete("id = 99", snapshot=v))
     each("DeltaTable.checkpoint.version", [*NOT_INT, -1], lambda v: table.checkpoint(v))
+    each("DeltaTable.checkpoint.options", ["v2", {"kind": "v2"}, CommitOptions()], lambda v: table.checkpoint(options=v))
+    each("DeltaTable.vacuum.retention", [7, 7.0, "7 days", -dt.timedelta(hours=1)], lambda v: table.vacuum(retention=v, dry_run=True))
+    each("DeltaTable.vacuum.mode", ["FULL", "deep", 1, None], lambda v: table.vacuum(mode=v, dry_run=True))
+    each("DeltaTable.vacuum.dry_run", NOT_BOOL, lambda v: table.vacuum(dry_run=v))
+    each(
+        "DeltaTable.vacuum.enforce_retention_duration",
+        NOT_BOOL,
+        lambda v: table.vacuum(enforce_retention_duration=v, dry_run=True),
+    )
+    each("DeltaTable.vacuum.now", ["now", 1.5, True, -1], lambda v: table.vacuum(now=v, dry_run=True))
+    each("DeltaTable.vacuum.parallelism", [*NOT_INT, 0, -1], lambda v: table.vacuum(parallelism=v, dry_run=True))
+    each("DeltaTable.vacuum.file_list_path", [*NOT_STR, ""], lambda v: table.vacuum(file_list_path=v, dry_run=True))
+    each("DeltaTable.restore.version", [*NOT_INT, -1], lambda v: table.restore(v))
+    each("DeltaTable.restore.timestamp", [1.5, True, [1], _NotAnything()], lambda v: table.restore(timestamp=v))
+    each("DeltaTable.restore.version (with a timestamp, or neither)", [0, None], lambda v: table.restore(v, 0 if v == 0 else None))
+    each("DeltaTable.restore.commit", [WriterOptions(), 1], lambda v: table.restore(0, commit=v))
+    each("DeltaTable.health.now", ["now", 1.5, True, -1], lambda v: table.health(now=v))
+    each("DeltaTable.health.target_file_size", [*NOT_INT, 0, -1], lambda v: table.health(target_file_size=v))
+    each("DeltaTable.health.max_deleted_rows_ratio", [*NOT_NUMBER, -0.1, 1.5], lambda v: table.health(max_deleted_rows_ratio=v))
+    each("CheckpointOptions.kind", ["V2", "multipart", 2, True], lambda v: engine.CheckpointOptions(kind=v))
+    each("CheckpointOptions.parts", [*NOT_INT, 1, 0, None], lambda v: engine.CheckpointOptions(parts=v))
+    each("CheckpointOptions.cleanup_log", NOT_BOOL, lambda v: engine.CheckpointOptions(cleanup_log=v))
+    each("size_histogram_png.report", [None, {}, table], lambda v: engine.size_histogram_png(v))
     each("DeltaTable.cleanup_log.retention", [7, 7.0, -dt.timedelta(days=1), ["7 days"]], lambda v: table.cleanup_log(retention=v, dry_run=True))
     each("DeltaTable.cleanup_log.now", ["now", 1.5, True, -1], lambda v: table.cleanup_log(now=v, dry_run=True))
     each("DeltaTable.cleanup_log.dry_run", NOT_BOOL, lambda v: table.cleanup_log(dry_run=v))
@@ -254,6 +277,8 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("write_checkpoint.v2_format", ["avro", 1, None], lambda v: write_checkpoint(snap, v2_format=v))
     each("write_checkpoint.now_ms", [*NOT_INT, -1], lambda v: write_checkpoint(snap, now_ms=v))
     each("write_checkpoint.update_last_checkpoint", NOT_BOOL, lambda v: write_checkpoint(snap, update_last_checkpoint=v))
+    each("write_checkpoint.kind", ["V2", 1], lambda v: write_checkpoint(snap, kind=v))
+    each("write_checkpoint.num_parts", [*NOT_INT, 0], lambda v: write_checkpoint(snap, num_parts=v))
     each("TableLocation.from_uri.table_uri", [*NOT_STR, ""], lambda v: TableLocation.from_uri(v))
     each("TableLocation.from_uri.storage_options", NOT_MAPPING, lambda v: TableLocation.from_uri(table.table_uri, v))
     each("TableLocation.io", ["local", None], lambda v: TableLocation(v, table.root, table.table_uri))
@@ -343,6 +368,7 @@ def test_every_public_verb_is_in_the_table(table: DeltaTable) -> None:
                 missing.append(label)
     for function in (
         write_data_files, add_file_from_parquet, write_checkpoint, parse_interval, reader_features, writer_features,
+        engine.size_histogram_png,
     ):
         if not any(label.startswith(function.__name__) for label in labels):
             missing.append(function.__name__)

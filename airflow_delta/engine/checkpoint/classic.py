@@ -46,8 +46,10 @@ def write_classic(
     part_size: int | None,
     batch_rows: int,
     written: WrittenFiles | None = None,
+    num_parts: int | None = None,
 ) -> CheckpointResult:
-    """A classic checkpoint of ``snapshot``, multi-part when it holds more than ``part_size`` file actions."""
+    """A classic checkpoint of ``snapshot``, multi-part when it holds more than ``part_size`` file actions
+    (or in exactly ``num_parts`` parts when given: a forced multi-part checkpoint)."""
     io: FileIO = snapshot.io
     version = snapshot.version
     log_dir = f"{snapshot.table_root}/_delta_log"
@@ -56,7 +58,8 @@ def write_classic(
     # Spark's rule: file actions (live files and kept tombstones) per part; the
     # handful of non-file actions do not count.
     file_actions = adds.num_rows + removes.num_rows
-    num_parts = max(1, math.ceil(file_actions / part_size)) if part_size else 1
+    if num_parts is None:
+        num_parts = max(1, math.ceil(file_actions / part_size)) if part_size else 1
     if snapshot.protocol.has_writer_feature("v2Checkpoint"):
         num_parts = 1  # multi-part checkpoints are forbidden once v2Checkpoint is supported
     schema = checkpoint_schema(layout.add)

@@ -49,7 +49,7 @@ from airflow_delta.engine.checkpoint.spark_hash import spark_murmur3_strings
 from airflow_delta.engine.checkpoint.v2 import DEFAULT_SIDECAR_SIZE, write_v2
 from airflow_delta.engine.errors import InvalidArgumentError, InvalidLogError, UnsupportedFeatureError
 from airflow_delta.engine.model.actions import DomainMetadata, Protocol, SetTransaction
-from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int
+from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int, check_str
 from airflow_delta.engine.model.arrow_numpy import int64_scalar
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.table_features import check_readable, writer_features
@@ -86,8 +86,14 @@ def _sorted_domains(snapshot: Snapshot) -> list[DomainMetadata]:
     return [d for k, d in sorted(snapshot.domain_metadata.items()) if not d.removed]
 
 
-def _uses_v2(snapshot: Snapshot) -> bool:
+CHECKPOINT_KINDS = ("classic", "multi-part", "v2")
+
+
+def _uses_v2(snapshot: Snapshot, kind: str | None = None) -> bool:
     props: TableProperties = snapshot.properties
+    if kind is not None:
+        _check_forced_kind(snapshot, kind)
+        return kind == "v2"
     if props.checkpoint_policy != "v2":
         return False
     if not (snapshot.protocol.has_reader_feature("v2Checkpoint") and snapshot.protocol.has_writer_feature("v2Checkpoint")):
@@ -96,6 +102,26 @@ def _uses_v2(snapshot: Snapshot) -> bool:
         )
         return False
     return True
+
+
+def _check_forced_kind(snapshot: Snapshot, kind: str) -> None:
+    """A forced kind must be one the protocol allows: V2 needs the ``v2Checkpoint`` feature, which in
+    turn forbids multi-part checkpoints; ``delta.checkpointPolicy=v2`` asks for V2 checkpoints only."""
+    if kind not in CHECKPOINT_KINDS:
+        raise InvalidArgumentError("kind", kind, f"pass one of {', '.join(CHECKPOINT_KINDS)}, or None for the table's policy")
+    v2_supported = snapshot.protocol.has_reader_feature("v2Checkpoint") and snapshot.protocol.has_writer_feature(
+        "v2Checkpoint"
+    )
+    if kind == "v2" and not v2_supported:
+        raise InvalidArgumentError(
+            "kind", kind, "the table's protocol lacks the v2Checkpoint feature; set delta.checkpointPolicy=v2 first"
+        )
+    if kind == "multi-part" and snapshot.protocol.has_writer_feature("v2Checkpoint"):
+        raise InvalidArgumentError("kind", kind, "multi-part checkpoints are forbidden once v2Checkpoint is supported")
+    if kind != "v2" and snapshot.properties.checkpoint_policy == "v2":
+        raise InvalidArgumentError(
+            "kind", kind, "delta.checkpointPolicy=v2 allows V2 checkpoints only; force 'v2' or change the policy"
+        )
 
 
 def _require_commit_written(snapshot: Snapshot) -> None:
@@ -124,8 +150,14 @@ def write_checkpoint(
     v2_classic_compat: bool = True,
     now_ms: int | None = None,
     update_last_checkpoint: bool = True,
+    kind: str | None = None,
+    num_parts: int | None = None,
 ) -> CheckpointResult:
     """Write a checkpoint of ``snapshot`` and then ``_last_checkpoint``.
+
+    ``kind`` forces ``classic``, ``multi-part`` (in ``num_parts`` parts, default 2) or ``v2``
+    where the protocol allows it (:class:`InvalidArgumentError` otherwise); None follows
+    the table's policy as below.
 
     * ``delta.checkpointPolicy=v2`` (with the ``v2Checkpoint`` feature): a UUID-named
       top-level file (``v2_format`` ``parquet`` or ``json``) whose file actions live in
@@ -144,6 +176,15 @@ def write_checkpoint(
     check_bool("v2_classic_compat", v2_classic_compat)
     check_int("now_ms", now_ms, minimum=0, optional=True)
     check_bool("update_last_checkpoint", update_last_checkpoint)
+    check_str("kind", kind, optional=True)
+    check_int("num_parts", num_parts, minimum=1, optional=True)
+    use_v2 = _uses_v2(snapshot, kind)
+    if kind == "classic":
+        part_size, num_parts = None, 1
+    elif kind == "multi-part":
+        num_parts = num_parts or 2
+    elif kind is None:
+        num_parts = None
     io: FileIO = snapshot.io
     root: str = snapshot.table_root
     props: TableProperties = snapshot.properties
@@ -170,7 +211,7 @@ def write_checkpoint(
     # files): a stray part or sidecar is at best clutter, at worst an anchor for cleanup.
     written = WrittenFiles(io)
     with written.removed_on_failure():
-        if _uses_v2(snapshot):
+        if use_v2:
             result = write_v2(
                 snapshot, layout, adds, removes, txns, domains, nulls,
                 batch_rows=batch_rows, sidecar_size=sidecar_size, file_format=v2_format,
@@ -179,7 +220,7 @@ def write_checkpoint(
         else:
             result = write_classic(
                 snapshot, layout, adds, removes, txns, domains, nulls,
-                part_size=part_size, batch_rows=batch_rows, written=written,
+                part_size=part_size, batch_rows=batch_rows, written=written, num_parts=num_parts,
             )
 
     if update_last_checkpoint:
@@ -232,6 +273,7 @@ def should_checkpoint(version: int, properties: TableProperties) -> bool:
 
 
 __all__ = [
+    "CHECKPOINT_KINDS",
     "DEFAULT_PART_SIZE",
     "DEFAULT_SIDECAR_SIZE",
     "LAST_CHECKPOINT_NAME",

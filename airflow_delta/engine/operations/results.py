@@ -40,4 +40,140 @@ class DeleteResult:
         return int(self.metrics.get("numDeletedRows", 0))
 
 
-__all__ = ["AppendResult", "DeleteResult"]
+@dataclass(frozen=True, slots=True)
+class VacuumResult:
+    """What a VACUUM found (dry run) or did.
+
+    ``metrics`` are Delta's: ``numFilesToDelete`` and ``sizeOfDataToDelete`` (VACUUM START),
+    ``numDeletedFiles`` and ``numVacuumedDirectories`` (VACUUM END; 0 in a dry run).
+    ``start_version`` / ``end_version`` are the VACUUM START / END commits (None in a dry
+    run). The full file list is never held here: ``sample_paths`` has a few, and
+    ``file_list_path`` names the file it was written to, if one was asked for.
+    ``skipped_outside_root`` counts paths that resolved outside the table (never deleted).
+    """
+
+    mode: str
+    dry_run: bool
+    retention_ms: int
+    delete_before_ms: int
+    metrics: Mapping[str, int] = field(default_factory=lambda: _EMPTY_METRICS)
+    start_version: int | None = None
+    end_version: int | None = None
+    sample_paths: tuple[str, ...] = ()
+    file_list_path: str | None = None
+    skipped_outside_root: int = 0
+
+    @property
+    def num_files_to_delete(self) -> int:
+        return int(self.metrics.get("numFilesToDelete", 0))
+
+    @property
+    def size_of_data_to_delete(self) -> int:
+        return int(self.metrics.get("sizeOfDataToDelete", 0))
+
+    @property
+    def num_deleted_files(self) -> int:
+        return int(self.metrics.get("numDeletedFiles", 0))
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    """What a RESTORE committed: ``version`` (None when the table already equals the target), the
+    ``restored_version`` and Delta's metrics (``tableSizeAfterRestore``, ``numOfFilesAfterRestore``,
+    ``numRemovedFiles``, ``numRestoredFiles``, ``removedFilesSize``, ``restoredFilesSize``)."""
+
+    version: int | None
+    read_version: int
+    restored_version: int
+    metrics: Mapping[str, int] = field(default_factory=lambda: _EMPTY_METRICS)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRunResult:
+    """What ``DeltaTable.checkpoint`` wrote: the ``version`` checkpointed, its ``kind`` (``classic``,
+    ``multi-part`` or ``v2``), the checkpoint ``files`` (parts, top-level file and sidecars), their
+    total ``size_in_bytes``, and the log files that the cleanup after it deleted."""
+
+    version: int
+    kind: str
+    files: tuple[str, ...]
+    size_in_bytes: int
+    cleaned_log_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SizeBucket:
+    """One bar of the file-size distribution: files with ``lower <= size < upper`` bytes (``upper`` None: no bound)."""
+
+    lower: int
+    upper: int | None
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """A table's state as maintenance sees it (``DeltaTable.health()``); every field is a plain value.
+
+    Files: ``num_files``, ``size_in_bytes``, ``small_files`` (smaller than half of
+    ``target_file_size``, as Delta's auto compaction counts them) and ``small_file_ratio``,
+    ``size_histogram``, ``partitions_with_most_small_files`` (partition path, small files).
+    Deletion vectors: ``files_with_deletion_vectors``, ``deleted_rows``, ``total_rows``
+    (from statistics; None when a file has none), ``files_above_purge_ratio`` (deleted
+    rows over ``max_deleted_rows_ratio``). Tombstones: ``tombstones``, ``tombstone_bytes``,
+    ``oldest_tombstone_ms``, and those already past ``delta.deletedFileRetentionDuration``
+    (``vacuumable_tombstones``, ``vacuumable_bytes``: what a lite vacuum reclaims now;
+    a full one also finds orphans). Log: ``commits_since_checkpoint``,
+    ``last_checkpoint_version``, ``log_files``, ``log_size_in_bytes``. Protocol:
+    ``min_reader_version``, ``min_writer_version``, ``reader_features``,
+    ``writer_features``. Gains: ``files_after_optimize``. ``recommendations``: short
+    sentences, most useful first.
+    """
+
+    table_root: str
+    version: int
+    num_files: int
+    size_in_bytes: int
+    target_file_size: int
+    small_files: int
+    small_file_ratio: float
+    size_histogram: tuple[SizeBucket, ...]
+    partitions_with_most_small_files: tuple[tuple[str, int], ...]
+    files_with_deletion_vectors: int
+    deletion_vector_coverage: float
+    deleted_rows: int
+    total_rows: int | None
+    max_deleted_rows_ratio: float
+    files_above_purge_ratio: int
+    tombstones: int
+    tombstone_bytes: int
+    oldest_tombstone_ms: int | None
+    vacuumable_tombstones: int
+    vacuumable_bytes: int
+    commits_since_checkpoint: int
+    last_checkpoint_version: int | None
+    log_files: int
+    log_size_in_bytes: int
+    min_reader_version: int
+    min_writer_version: int
+    reader_features: tuple[str, ...]
+    writer_features: tuple[str, ...]
+    files_after_optimize: int
+    recommendations: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready: buckets as dicts, tuples as lists."""
+        out: dict[str, object] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if name == "size_histogram":
+                value = [{"lower": b.lower, "upper": b.upper, "files": b.files, "bytes": b.bytes} for b in value]
+            elif name == "partitions_with_most_small_files":
+                value = [{"partition": p, "small_files": n} for p, n in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[name] = value
+        return out
+
+
+__all__ = ["AppendResult", "CheckpointRunResult", "DeleteResult", "HealthReport", "RestoreResult", "SizeBucket", "VacuumResult"]

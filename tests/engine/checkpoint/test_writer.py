@@ -233,8 +233,8 @@ def test_checkpoints_of_shared_tables_rebuild_the_same_state(shared_tables: Path
 
 def test_create_checkpoint_through_the_table_facade(table_path: str) -> None:
     make_partitioned_table(table_path, commits=3)
-    assert DeltaTable(table_path).checkpoint() == 3
-    assert DeltaTable(table_path).checkpoint(version=1) == 1
+    assert DeltaTable(table_path).checkpoint().version == 3
+    assert DeltaTable(table_path).checkpoint(version=1).version == 1
     assert {f"{1:020d}.checkpoint.parquet", f"{3:020d}.checkpoint.parquet"} <= set(log_names(table_path))
 
 
@@ -470,7 +470,7 @@ def test_create_checkpoint_refuses_writer_features_that_govern_checkpoints(table
 def test_create_checkpoint_of_a_table_with_identity_columns(shared_tables: Path, tmp_path: Path) -> None:
     # identityColumns constrains data writes only; checkpointing such a table is fine.
     path = copy_shared(shared_tables, "checkpoint-v2-table", str(tmp_path))
-    assert DeltaTable(path).checkpoint() == 9
+    assert DeltaTable(path).checkpoint().version == 9
     assert read_last_checkpoint(IO, path)["version"] == 9
 
 

@@ -1,0 +1,246 @@
+"""The table health report: what maintenance would gain on a table, from its log alone.
+
+Everything is computed from one snapshot's Arrow file actions, vectorised (no loop over
+files), plus one listing of ``_delta_log`` for the log's size. Nothing lists the data
+directories, so the report is cheap enough to run before every maintenance task; the
+bytes a full vacuum would reclaim beyond expired tombstones (orphans) need a listing,
+which ``vacuum(dry_run=True)`` does.
+
+Thresholds follow Delta: a file is small below half the target size (auto compaction's
+``minFileSize`` default), the target is ``delta.targetFileSize`` or 128 MiB, and a file
+needs its deleted rows purged above ``maxDeletedRowsRatio`` (0.05, OPTIMIZE's default).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+import zlib
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.model.arguments import check_instance, check_int
+from airflow_delta.engine.model.arrow_numpy import (
+    bool_array,
+    combined,
+    int64_scalar,
+    int64_to_numpy,
+    mask_to_numpy,
+)
+from airflow_delta.engine.model.table_features import reader_features, writer_features
+from airflow_delta.engine.operations.results import HealthReport, SizeBucket
+from airflow_delta.engine.operations.vacuum import expired_tombstones
+from airflow_delta.engine.read.snapshot import Snapshot
+
+DEFAULT_TARGET_FILE_SIZE = 128 << 20
+DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+# Bucket edges of the size distribution, in bytes.
+SIZE_BUCKET_EDGES = (0, 1 << 20, 8 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20, 1 << 30)
+TOP_PARTITIONS = 10
+# Recommend a checkpoint once this many commits must be replayed on top of the last one.
+COMMITS_BEFORE_CHECKPOINT_ADVICE = 100
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+def partition_keys(partition_values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``col=value/col2=value2`` per file (``""`` for an unpartitioned table), vectorised over the map column."""
+    values = combined(partition_values)
+    if len(values) == 0 or not isinstance(values, pa.MapArray) or len(values.keys) == 0:
+        return pc.cast(pc.fill_null(pc.cast(pa.nulls(len(values)), pa.string()), ""), pa.string())
+    pair = pc.binary_join_element_wise(values.keys, pc.fill_null(values.items, HIVE_NULL), "=")
+    offsets = values.offsets
+    lists = pa.ListArray.from_arrays(pc.subtract(offsets, offsets[0]), pair)
+    return pc.fill_null(pc.binary_join(lists, "/"), "")
+
+
+def _sizes(files: pa.Table) -> np.ndarray:
+    return int64_to_numpy(pc.fill_null(files.column("size"), int64_scalar(0)))
+
+
+def _num_records(stats: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, bool]:
+    """``numRecords`` of each file from its stats JSON (a regex, not a parse); False when any is missing."""
+    stats = combined(stats)
+    if len(stats) == 0:
+        return np.zeros(0, dtype=np.int64), True
+    found = pc.extract_regex(pc.fill_null(stats, ""), r'"numRecords"\s*:\s*(?P<n>\d+)')
+    text = found.field("n")
+    complete = found.null_count == 0
+    return int64_to_numpy(pc.fill_null(pc.cast(text, pa.int64()), int64_scalar(0))), complete
+
+
+def _histogram(sizes: np.ndarray) -> tuple[SizeBucket, ...]:
+    edges = np.array([*SIZE_BUCKET_EDGES, np.iinfo(np.int64).max], dtype=np.int64)
+    bucket = np.searchsorted(edges, sizes, side="right") - 1
+    counts = np.bincount(bucket, minlength=len(SIZE_BUCKET_EDGES))
+    bytes_ = np.bincount(bucket, weights=sizes, minlength=len(SIZE_BUCKET_EDGES))
+    out = []
+    for i, lower in enumerate(SIZE_BUCKET_EDGES):
+        upper = SIZE_BUCKET_EDGES[i + 1] if i + 1 < len(SIZE_BUCKET_EDGES) else None
+        out.append(SizeBucket(lower, upper, int(counts[i]), int(bytes_[i])))
+    return tuple(out)
+
+
+def _log_size(snapshot: Snapshot) -> tuple[int, int]:
+    files = snapshot.io.list_dir(f"{snapshot.table_root}/_delta_log")
+    return len(files), sum(f.size for f in files)
+
+
+def _recommendations(
+    *, files: int, small: int, files_after: int, purge: int, vacuumable: int, vacuumable_bytes: int,
+    retention_ms: int, commits_since_checkpoint: int,
+) -> tuple[str, ...]:
+    out = []
+    if small >= 2 and files_after < files:
+        out.append(f"OPTIMIZE: {small} small files; compaction would leave about {files_after} files instead of {files}")
+    if purge:
+        out.append(f"OPTIMIZE (purge deletion vectors): {purge} files have more deleted rows than the purge ratio")
+    if vacuumable:
+        out.append(
+            f"VACUUM: {vacuumable} removed files ({vacuumable_bytes} bytes) are past the "
+            f"{retention_ms // 3_600_000} h retention"
+        )
+    if commits_since_checkpoint >= COMMITS_BEFORE_CHECKPOINT_ADVICE:
+        out.append(
+            f"CHECKPOINT: {commits_since_checkpoint} commits since the last checkpoint slow down every read of the table"
+        )
+    return tuple(out)
+
+
+def health_report(
+    snapshot: Snapshot,
+    *,
+    now_ms: int | None = None,
+    target_file_size: int | None = None,
+    max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO,
+) -> HealthReport:
+    """The :class:`HealthReport` of ``snapshot``; ``now_ms`` is the clock for tombstone expiry."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    props = snapshot.properties
+    target = target_file_size or props.target_file_size or DEFAULT_TARGET_FILE_SIZE
+    adds = snapshot.add_actions
+    sizes = _sizes(adds)
+    small_mask = sizes < target // 2
+    keys = partition_keys(adds.column("partition_values"))
+
+    # Partitions with the most small files, and what bin-packing them would leave.
+    small_keys = keys.filter(bool_array(small_mask))
+    top: list[tuple[str, int]] = []
+    files_after = int(np.count_nonzero(~small_mask))
+    if len(small_keys):
+        counts = pc.value_counts(small_keys)
+        order = np.argsort(-int64_to_numpy(counts.field("counts").cast(pa.int64())), kind="stable")
+        names, numbers = counts.field("values"), counts.field("counts")
+        top = [(names[int(i)].as_py(), int(numbers[int(i)].as_py())) for i in order[:TOP_PARTITIONS]]
+        # Per partition, the small bytes packed into ceil(bytes / target) files.
+        key_index = int64_to_numpy(pc.index_in(small_keys, value_set=names).cast(pa.int64()))
+        small_bytes = np.bincount(key_index, weights=sizes[small_mask], minlength=len(names))
+        files_after += int(np.ceil(small_bytes / target).clip(min=1).sum())
+
+    # Deletion vectors and the purge ratio.
+    dv = combined(adds.column("deletion_vector"))
+    has_dv = mask_to_numpy(pc.is_valid(dv)) if len(dv) else np.zeros(0, dtype=bool)
+    cardinality = (
+        int64_to_numpy(pc.fill_null(pc.struct_field(dv, "cardinality"), int64_scalar(0))) if len(dv)
+        else np.zeros(0, dtype=np.int64)
+    )
+    records, complete = _num_records(adds.column("stats"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(records > 0, cardinality / np.maximum(records, 1), 0.0)
+    above_purge = int(np.count_nonzero(has_dv & (ratio > max_deleted_rows_ratio)))
+
+    # Tombstones and what vacuum would reclaim now under the table's retention.
+    tombstones = snapshot.tombstones
+    retention_ms = int(props.deleted_file_retention.total_seconds() * 1000)
+    expired = expired_tombstones(tombstones, now - retention_ms)
+    stamps = tombstones.column("deletion_timestamp").drop_null()
+    oldest = pc.min(stamps).as_py() if len(stamps) else None
+
+    log_files, log_bytes = _log_size(snapshot)
+    checkpoint_version = snapshot.log_segment.checkpoint_version
+    since = snapshot.version - (checkpoint_version if checkpoint_version is not None else -1)
+    small = int(np.count_nonzero(small_mask))
+    files_with_dv = int(np.count_nonzero(has_dv))
+    vacuumable_bytes = int(_sizes(expired).sum())
+    return HealthReport(
+        table_root=snapshot.table_root,
+        version=snapshot.version,
+        num_files=adds.num_rows,
+        size_in_bytes=int(sizes.sum()),
+        target_file_size=int(target),
+        small_files=small,
+        small_file_ratio=small / adds.num_rows if adds.num_rows else 0.0,
+        size_histogram=_histogram(sizes),
+        partitions_with_most_small_files=tuple(top),
+        files_with_deletion_vectors=files_with_dv,
+        deletion_vector_coverage=files_with_dv / adds.num_rows if adds.num_rows else 0.0,
+        deleted_rows=int(cardinality.sum()),
+        total_rows=int(records.sum()) if complete else None,
+        max_deleted_rows_ratio=float(max_deleted_rows_ratio),
+        files_above_purge_ratio=above_purge,
+        tombstones=tombstones.num_rows,
+        tombstone_bytes=int(_sizes(tombstones).sum()),
+        oldest_tombstone_ms=oldest,
+        vacuumable_tombstones=expired.num_rows,
+        vacuumable_bytes=vacuumable_bytes,
+        commits_since_checkpoint=since,
+        last_checkpoint_version=checkpoint_version,
+        log_files=log_files,
+        log_size_in_bytes=log_bytes,
+        min_reader_version=snapshot.protocol.min_reader_version,
+        min_writer_version=snapshot.protocol.min_writer_version,
+        reader_features=tuple(sorted(reader_features(snapshot.protocol))),
+        writer_features=tuple(sorted(writer_features(snapshot.protocol))),
+        files_after_optimize=files_after,
+        recommendations=_recommendations(
+            files=adds.num_rows, small=small, files_after=files_after, purge=above_purge,
+            vacuumable=expired.num_rows, vacuumable_bytes=vacuumable_bytes, retention_ms=retention_ms,
+            commits_since_checkpoint=since,
+        ),
+    )
+
+
+# ------------------------------------------------------------------ the picture
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    """An 8-bit RGB PNG of ``pixels`` (height x width x 3 uint8), with zlib only."""
+    height, width, _ = pixels.shape
+    raw = np.concatenate([np.zeros((height, 1), dtype=np.uint8), pixels.reshape(height, width * 3)], axis=1)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw.tobytes(), 9)) + chunk(
+        b"IEND", b""
+    )
+
+
+def size_histogram_png(report: HealthReport, *, width: int = 480, height: int = 240) -> bytes:
+    """A bar chart of the file-size distribution: one bar per bucket (left: smallest), height by file
+    count, small-file buckets in orange; the buckets are those of ``report.size_histogram``."""
+    check_instance("report", report, HealthReport)
+    check_int("width", width, minimum=len(report.size_histogram) * 4 + 20)
+    check_int("height", height, minimum=24)
+    canvas = np.full((height, width, 3), 255, dtype=np.uint8)
+    buckets = report.size_histogram
+    peak = max((b.files for b in buckets), default=0)
+    margin = 10
+    slot = (width - 2 * margin) // max(len(buckets), 1)
+    canvas[height - margin, margin : width - margin] = (0, 0, 0)  # the axis
+    small_below = report.target_file_size // 2
+    for i, bucket in enumerate(buckets):
+        if not bucket.files:
+            continue
+        bar = max(1, math.ceil((height - 2 * margin) * bucket.files / peak))
+        x0 = margin + i * slot + slot // 8
+        x1 = margin + (i + 1) * slot - slot // 8
+        colour = (230, 120, 20) if bucket.lower < small_below else (40, 100, 200)
+        canvas[height - margin - bar : height - margin, x0:x1] = colour
+    return _png(canvas)
+
+
+__all__ = ["health_report", "partition_keys", "size_histogram_png"]

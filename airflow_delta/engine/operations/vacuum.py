@@ -1,0 +1,456 @@
+"""VACUUM: deleting the files that no retained version of a table needs.
+
+The rules are those of Delta's ``VacuumCommand``:
+
+* A file is *retained* when a live ``add`` references it, or a tombstone (``remove``)
+  whose ``deletionTimestamp`` is later than ``now - retention`` (a version inside the
+  retention window may still read it), or when it is the deletion vector file of either.
+* The retention defaults to ``delta.deletedFileRetentionDuration`` (7 days); a shorter
+  one is refused (:class:`RetentionTooShortError`) unless the caller turns the check off.
+* ``full`` lists the table directory recursively and deletes every file that is not
+  retained and was last modified before ``now - retention``: expired tombstones and also
+  orphans no commit ever referenced (files of writers that died before committing). The
+  modification-time test is what keeps the files of a concurrent writer that has not
+  committed yet: they are younger than the retention.
+* ``lite`` reads the log only, no listing: the files of expired tombstones (and their
+  DV files) that are not retained. It cannot see orphans, nor tombstones that a
+  checkpoint already dropped; ``full`` finds those.
+* Hidden paths are skipped as Delta skips them: a path component that starts with ``_``
+  or ``.`` (``_delta_log``, ``_SUCCESS``, ``.part-0.crc``, our ``.<name>.tmp`` files),
+  except partition directories (``<partition column>=...``, whatever the column's first
+  character), ``_change_data`` and ``_delta_index``.
+
+Nothing outside the table root is ever deleted: paths in the log are resolved by the one
+path rule (:func:`relative_paths`, a ``../x`` in the log is a :class:`PathOutsideTableError`
+before anything is deleted), listing never follows symbolic links, and the confined
+:class:`LocalFileIO` refuses to delete through a link that leads out (counted in
+``skipped_outside_root``, never deleted).
+
+A real run records ``VACUUM START`` (parameters ``retentionCheckEnabled``,
+``specifiedRetentionMillis``, ``defaultRetentionMillis``; metrics ``numFilesToDelete``,
+``sizeOfDataToDelete``) before deleting and ``VACUUM END`` (``status``; metrics
+``numDeletedFiles``, ``numVacuumedDirectories``) after, commitInfo-only commits as Delta
+writes them. Deletes run on a bounded thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported, live_tombstones
+from airflow_delta.engine.errors import PathOutsideTableError, RetentionTooShortError, UnsupportedFeatureError
+from airflow_delta.engine.model.arrow_numpy import (
+    bool_array,
+    combined,
+    int64_scalar,
+    int64_to_numpy,
+    mask_to_numpy,
+    string_array,
+)
+from airflow_delta.engine.model.column_mapping import ColumnMapping
+from airflow_delta.engine.model.deletion_vector_files import dv_file_name, split_uuid_path
+from airflow_delta.engine.model.table_features import check_writable
+from airflow_delta.engine.operations.results import VacuumResult
+from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
+from airflow_delta.engine.write.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+VACUUM_MODES = ("full", "lite")
+# Paths kept in a result; the whole list goes to the task log at DEBUG or to a file.
+SAMPLE_PATHS = 10
+# Paths one delete task handles; the pool runs at most ``parallelism`` tasks at once.
+DELETE_CHUNK = 256
+# Names that start with "_" or "." but are data, not hidden (Delta's rule).
+NOT_HIDDEN_PREFIXES = ("_change_data", "_delta_index")
+
+
+@dataclass(frozen=True)
+class VacuumPlan:
+    """What a vacuum would delete: paths relative to the root, their sizes, and how many directories were listed."""
+
+    paths: pa.Array  # string, relative to the table root, decoded
+    sizes: np.ndarray  # int64 bytes
+    directories_scanned: int
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.sizes.sum()) if self.sizes.size else 0
+
+
+# ------------------------------------------------------------------ retained files
+
+
+def partition_dir_prefixes(snapshot: Snapshot) -> tuple[str, ...]:
+    """``"<physical partition column>="``: directory names that are data even when they start with ``_``."""
+    mapping = ColumnMapping.from_metadata(snapshot.metadata, snapshot.protocol)
+    return tuple(f"{mapping.physical_name(c)}=" for c in snapshot.metadata.partition_columns)
+
+
+def is_hidden_name(name: str, partition_prefixes: tuple[str, ...]) -> bool:
+    """Delta's rule for one path component: hidden when it starts with ``_`` or ``.``, unless it is
+    a partition directory, ``_change_data`` or ``_delta_index``."""
+    return name[:1] in ("_", ".") and not name.startswith(NOT_HIDDEN_PREFIXES) and not name.startswith(
+        partition_prefixes
+    )
+
+
+def dv_file_paths(root: str, deletion_vectors: pa.Array | pa.ChunkedArray) -> list[str]:
+    """Relative paths of the DV files (``u`` and ``p`` storage) that ``deletion_vectors`` name, each once."""
+    dvs = combined(deletion_vectors)
+    if len(dvs) == 0 or dvs.null_count == len(dvs):
+        return []
+    storage = pc.struct_field(dvs, "storageType")
+    where = pc.struct_field(dvs, "pathOrInlineDv")
+    out: list[str] = []
+    # Loops over distinct DV files, not rows: packed DV files are shared by many rows.
+    for value in pc.unique(where.filter(pc.equal(storage, "u"))).to_pylist():
+        prefix, file_id = split_uuid_path(value)
+        out.append(posixpath.join(prefix, dv_file_name(file_id)) if prefix else dv_file_name(file_id))
+    absolute = pc.unique(where.filter(pc.equal(storage, "p")))
+    if len(absolute):
+        out.extend(relative_paths(root, absolute).to_pylist())
+    return out
+
+
+def retained_paths(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
+    """Relative paths of every file a retained version may read: live adds, unexpired tombstones, their DV files."""
+    root = snapshot.table_root
+    adds = snapshot.add_actions
+    tombstones = unexpired_tombstones(snapshot.tombstones, delete_before_ms)
+    parts = [relative_paths(root, adds.column("path")), relative_paths(root, tombstones.column("path"))]
+    dvs = dv_file_paths(root, adds.column("deletion_vector")) + dv_file_paths(
+        root, tombstones.column("deletion_vector")
+    )
+    parts.append(string_array(dvs))
+    return pc.unique(pa.concat_arrays([p.cast(pa.string()) for p in parts]))
+
+
+def unexpired_tombstones(tombstones: pa.Table, delete_before_ms: int) -> pa.Table:
+    """Tombstones removed after ``delete_before_ms`` (the rule checkpoints keep tombstones by)."""
+    return live_tombstones(tombstones, 0, delete_before_ms)
+
+
+def expired_tombstones(tombstones: pa.Table, delete_before_ms: int) -> pa.Table:
+    """The other tombstones: removed at or before ``delete_before_ms`` (no timestamp counts as epoch 0)."""
+    ts = pc.fill_null(tombstones.column("deletion_timestamp"), int64_scalar(0))
+    return tombstones.filter(pc.less_equal(ts, int64_scalar(delete_before_ms)))
+
+
+# ------------------------------------------------------------------ listing
+
+
+@dataclass
+class _Listing:
+    """Non-hidden files below the root; ``sizes``/``mtimes`` are None where not known yet (local listing)."""
+
+    paths: list[str]
+    sizes: list[int] | None
+    mtimes: list[int] | None
+    directories: int
+
+
+def list_table_files(io: FileIO, root: str, partition_prefixes: tuple[str, ...]) -> _Listing:
+    """Every non-hidden file below ``root``, relative to it; hidden directories are not entered.
+
+    Symbolic links are not followed (a link to a directory outside the table would
+    otherwise bring outside files into the plan). On local storage only names are read
+    here (the directory entry's type needs no ``stat``); sizes and times are read later
+    for the few files that are candidates (:func:`_stat_candidates`).
+    """
+    local = isinstance(io, LocalFileIO)
+    listing = _Listing([], None if local else [], None if local else [], 0)
+    pending = [""]
+    while pending:
+        relative_dir = pending.pop()
+        listing.directories += 1
+        directory = f"{root}/{relative_dir}" if relative_dir else root
+        prefix = f"{relative_dir}/" if relative_dir else ""
+        if local:
+            files, dirs = _local_entries(directory)
+            listing.paths += [prefix + n for n in files if not is_hidden_name(n, partition_prefixes)]
+        else:
+            dirs = []
+            for name, is_dir, size, mtime in _store_entries(io, directory):
+                if is_dir:
+                    dirs.append(name)
+                elif not is_hidden_name(name, partition_prefixes):
+                    listing.paths.append(prefix + name)
+                    listing.sizes.append(size)  # type: ignore[union-attr]
+                    listing.mtimes.append(mtime)  # type: ignore[union-attr]
+        pending += [prefix + d for d in dirs if not is_hidden_name(d, partition_prefixes)]
+    return listing
+
+
+def _local_entries(directory: str) -> tuple[list[str], list[str]]:
+    """Names of the regular files and of the directories in ``directory``; links are neither."""
+    try:
+        with os.scandir(directory) as entries:
+            files, dirs = [], []
+            for entry in entries:
+                # is_dir/is_file without following links read the entry's type: no stat call.
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(entry.name)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(entry.name)
+            return files, dirs
+    except (FileNotFoundError, NotADirectoryError):
+        return [], []
+
+
+def _store_entries(io: FileIO, directory: str) -> list[tuple[str, bool, int, int]]:
+    """(name, is directory, size, mtime ms) of each entry of an object store "directory"."""
+    selector = pafs.FileSelector(directory, allow_not_found=True, recursive=False)
+    out = []
+    for info in io.filesystem.get_file_info(selector):
+        if info.type == pafs.FileType.Directory:
+            out.append((info.base_name, True, 0, 0))
+        elif info.type == pafs.FileType.File:
+            mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+            out.append((info.base_name, False, info.size or 0, mtime))
+    return out
+
+
+def _stat_candidates(root: str, relative: list[str], parallelism: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sizes and modification times (ms) of local files, without following links; a file gone
+    meanwhile gets mtime ``int64 max`` (never old enough to delete)."""
+
+    never = np.iinfo(np.int64).max
+
+    def stat_chunk(chunk: Sequence[str]) -> list[tuple[int, int]]:
+        out = []
+        for path in chunk:
+            try:
+                st = os.lstat(f"{root}/{path}")
+                out.append((st.st_size, st.st_mtime_ns // 1_000_000))
+            except FileNotFoundError:
+                out.append((0, never))
+        return out
+
+    if not relative:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    chunks = [relative[i : i + DELETE_CHUNK] for i in range(0, len(relative), DELETE_CHUNK)]
+    with ThreadPoolExecutor(max_workers=min(parallelism, len(chunks)), thread_name_prefix="vacuum-stat") as pool:
+        stats = [pair for chunk in pool.map(stat_chunk, chunks) for pair in chunk]
+    values = np.array(stats, dtype=np.int64).reshape(-1, 2)
+    return values[:, 0], values[:, 1]
+
+
+# ------------------------------------------------------------------ planning
+
+
+def _not_hidden(paths: pa.Array, partition_prefixes: tuple[str, ...]) -> np.ndarray:
+    """Mask of paths none of whose components is hidden (a log may name ``_delta_log/...``; never deleted)."""
+    if len(paths) == 0:
+        return np.zeros(0, dtype=bool)
+    components = pc.split_pattern(paths, "/")
+    flat = pc.list_flatten(components)
+    starts_hidden = pc.or_(pc.starts_with(flat, "_"), pc.starts_with(flat, "."))
+    for prefix in (*NOT_HIDDEN_PREFIXES, *partition_prefixes):
+        starts_hidden = pc.and_(starts_hidden, pc.invert(pc.starts_with(flat, prefix)))
+    parents = pc.list_parent_indices(components)
+    hidden_rows = int64_to_numpy(parents.filter(starts_hidden)) if len(flat) else np.zeros(0, dtype=np.int64)
+    mask = np.ones(len(paths), dtype=bool)
+    mask[hidden_rows] = False
+    return mask
+
+
+def plan_full(snapshot: Snapshot, delete_before_ms: int, parallelism: int = 8) -> VacuumPlan:
+    """Files below the root that are neither retained nor younger than the retention (orphans included)."""
+    prefixes = partition_dir_prefixes(snapshot)
+    listing = list_table_files(snapshot.io, snapshot.table_root, prefixes)
+    paths = string_array(listing.paths)
+    unretained = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
+    candidates = paths.filter(bool_array(unretained))
+    if listing.sizes is None:  # local: stat only the candidates
+        sizes, mtimes = _stat_candidates(snapshot.table_root, candidates.to_pylist(), parallelism)
+    else:
+        sizes = np.asarray(listing.sizes, dtype=np.int64)[unretained]
+        mtimes = np.asarray(listing.mtimes, dtype=np.int64)[unretained]
+    old = mtimes < delete_before_ms
+    return VacuumPlan(candidates.filter(bool_array(old)), sizes[old], listing.directories)
+
+
+def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
+    """The files of expired tombstones (and their DV files) that no retained version needs; no listing."""
+    root = snapshot.table_root
+    expired = expired_tombstones(snapshot.tombstones, delete_before_ms)
+    data_paths = relative_paths(root, expired.column("path")).cast(pa.string())
+    data_sizes = int64_to_numpy(pc.fill_null(expired.column("size"), int64_scalar(0)))
+    dv_paths = string_array(dv_file_paths(root, expired.column("deletion_vector")))
+    paths = pa.concat_arrays([data_paths, dv_paths])
+    # DV files' sizes are not in the log (only each DV's slice of them): counted as 0 bytes.
+    sizes = np.concatenate([data_sizes, np.zeros(len(dv_paths), dtype=np.int64)])
+    # One entry per path (a file removed twice, with and without a DV, appears twice).
+    unique = pc.unique(paths)
+    first = int64_to_numpy(pc.index_in(unique, value_set=paths).cast(pa.int64()))
+    paths, sizes = unique, sizes[first]
+    delete = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
+    delete &= _not_hidden(paths, partition_dir_prefixes(snapshot))
+    return VacuumPlan(paths.filter(bool_array(delete)), sizes[delete], 0)
+
+
+# ------------------------------------------------------------------ deleting
+
+
+def delete_files(io: FileIO, root: str, relative: Sequence[str], parallelism: int) -> tuple[int, int]:
+    """Delete ``relative`` paths on at most ``parallelism`` threads; returns (deleted, refused as outside the root).
+
+    A file already gone (a concurrent vacuum) is neither an error nor counted.
+    """
+
+    def delete_chunk(chunk: Sequence[str]) -> tuple[int, int]:
+        deleted = refused = 0
+        for path in chunk:
+            try:
+                io.delete(f"{root}/{path}")
+                deleted += 1
+            except FileNotFoundError:
+                pass
+            except PathOutsideTableError as exc:
+                refused += 1
+                log.warning("vacuum: not deleting %s: %s", path, exc)
+        return deleted, refused
+
+    chunks = [relative[i : i + DELETE_CHUNK] for i in range(0, len(relative), DELETE_CHUNK)]
+    if not chunks:
+        return 0, 0
+    with ThreadPoolExecutor(max_workers=min(parallelism, len(chunks)), thread_name_prefix="vacuum") as pool:
+        results = list(pool.map(delete_chunk, chunks))
+    return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+def _write_file_list(path: str, relative: Sequence[str]) -> None:
+    """The plan's paths, one per line, to a local file that appears only when complete."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.writelines(line + "\n" for line in relative)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+# ------------------------------------------------------------------ the operation
+
+
+def _can_commit(snapshot: Snapshot) -> bool:
+    """Whether this engine may commit to the table. VACUUM's commits hold only commitInfo, but a
+    table with a writer feature we do not implement (change data feed, ...) refuses every commit:
+    its files are still vacuumed, without the VACUUM START / END record (optional in Delta too)."""
+    try:
+        check_writable(snapshot.protocol, snapshot.metadata)
+    except UnsupportedFeatureError as exc:
+        log.warning("vacuum of %s: not recording VACUUM START / END: %s", snapshot.table_root, exc)
+        return False
+    return True
+
+
+
+def vacuum(
+    snapshot: Snapshot,
+    open_transaction: Callable[[], Transaction],
+    *,
+    retention_ms: int | None,
+    enforce_retention_duration: bool,
+    mode: str,
+    dry_run: bool,
+    now_ms: int | None,
+    parallelism: int,
+    file_list_path: str | None,
+) -> VacuumResult:
+    """Plan and (unless ``dry_run``) run a vacuum of ``snapshot``'s table; see the module docstring."""
+    check_log_maintenance_supported(snapshot.protocol)  # reader and writer features: vacuumProtocolCheck
+    default_ms = int(snapshot.properties.deleted_file_retention.total_seconds() * 1000)
+    effective_ms = default_ms if retention_ms is None else retention_ms
+    if enforce_retention_duration and effective_ms < default_ms:
+        raise RetentionTooShortError(effective_ms, default_ms)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    delete_before = now - effective_ms
+    plan = plan_full(snapshot, delete_before, parallelism) if mode == "full" else plan_lite(snapshot, delete_before)
+    relative = plan.paths.to_pylist()
+    if file_list_path is not None:
+        _write_file_list(file_list_path, relative)
+    if log.isEnabledFor(logging.DEBUG):
+        for path in relative:
+            log.debug("vacuum %s: %s", "would delete" if dry_run else "deletes", path)
+    log.info(
+        "vacuum (%s, dry_run=%s) of %s: %d files, %d bytes not needed by versions after %d",
+        mode, dry_run, snapshot.table_root, len(relative), plan.total_bytes, delete_before,
+    )
+    metrics = {"numFilesToDelete": len(relative), "sizeOfDataToDelete": plan.total_bytes}
+    common = {
+        "mode": mode,
+        "retention_ms": effective_ms,
+        "delete_before_ms": delete_before,
+        "sample_paths": tuple(relative[:SAMPLE_PATHS]),
+        "file_list_path": file_list_path,
+    }
+    if dry_run:
+        return VacuumResult(
+            dry_run=True, metrics={**metrics, "numDeletedFiles": 0, "numVacuumedDirectories": plan.directories_scanned},
+            **common,
+        )
+
+    parameters = {
+        "retentionCheckEnabled": enforce_retention_duration,
+        "specifiedRetentionMillis": retention_ms,
+        "defaultRetentionMillis": default_ms,
+    }
+    if retention_ms is None:
+        del parameters["specifiedRetentionMillis"]
+    record = _can_commit(snapshot)
+    start_version = end_version = None
+    if record:
+        with open_transaction() as txn:
+            start_version = txn.commit("VACUUM START", parameters, metrics)
+    deleted = refused = 0
+    status = "FAILED"
+    try:
+        deleted, refused = delete_files(snapshot.io, snapshot.table_root, relative, parallelism)
+        status = "COMPLETED"
+    finally:
+        end_metrics = {"numDeletedFiles": deleted, "numVacuumedDirectories": plan.directories_scanned}
+        if record:
+            with open_transaction() as txn:
+                end_version = txn.commit("VACUUM END", {"status": status}, end_metrics)
+    return VacuumResult(
+        dry_run=False,
+        metrics={**metrics, **end_metrics},
+        start_version=start_version,
+        end_version=end_version,
+        skipped_outside_root=refused,
+        **common,
+    )
+
+
+__all__ = [
+    "VACUUM_MODES",
+    "VacuumPlan",
+    "delete_files",
+    "dv_file_paths",
+    "expired_tombstones",
+    "is_hidden_name",
+    "list_table_files",
+    "plan_full",
+    "plan_lite",
+    "retained_paths",
+    "unexpired_tombstones",
+    "vacuum",
+]
