@@ -84,7 +84,7 @@ def test_engine_verbs_on_an_object_store_read_the_same_in_deltars(object_store: 
     _check(table, server, expected)
 
     # CHECKPOINT, then log cleanup anchored on it: older commits go, every reader still agrees.
-    version = table.checkpoint()
+    version = table.checkpoint().version
     log_prefix = f"{server.key_of(table.table_uri)}/_delta_log/"
     log_keys = {key[len(log_prefix):] for key in server.keys(log_prefix)}
     assert f"{version:020d}.checkpoint.parquet" in log_keys and "_last_checkpoint" in log_keys
