@@ -1,10 +1,17 @@
-"""Provider metadata for Airflow's ``apache_airflow_provider`` entry point."""
+"""Provider metadata for Airflow's ``apache_airflow_provider`` entry point.
+
+The ``delta`` connection's own fields are declared here (``conn-fields``, stored in the
+connection's extra) as Airflow 3 providers declare them, so the UI and the API show them
+without importing the hook.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from airflow_delta import __version__
+
+_INTEGRATION = "Delta Lake"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -13,5 +20,59 @@ def get_provider_info() -> dict[str, Any]:
         "name": "Delta Lake maintenance",
         "description": "Delta Lake DELETE/UPDATE/MERGE and table maintenance on plain Apache Spark.",
         "versions": [__version__],
-        "connection-types": [],
+        "integrations": [
+            {
+                "integration-name": _INTEGRATION,
+                "external-doc-url": "https://delta.io/",
+                "tags": ["software"],
+            }
+        ],
+        "hooks": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.hooks.delta"]}],
+        "operators": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_delta.operators.dml", "airflow_delta.operators.retry"],
+            }
+        ],
+        "sensors": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.sensors.delta"]}],
+        "triggers": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.triggers.delta"]}],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_delta.hooks.delta.DeltaHook",
+                "hook-name": "Delta Lake",
+                "connection-type": "delta",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["host", "port", "schema", "login", "password", "extra"],
+                    "relabeling": {},
+                    "placeholders": {
+                        "storage_options": '{"AWS_REGION": "eu-west-1"}',
+                        "spark_conn_id": "spark_default",
+                        "spark_conf": '{"spark.executor.memory": "4g"}',
+                        "deploy_mode": "client",
+                    },
+                },
+                "conn-fields": {
+                    "storage_options": {
+                        "label": "Storage options",
+                        "description": "JSON object: storage options of the table root (credentials, region, endpoint).",
+                        "schema": {"type": ["string", "null"], "format": "json"},
+                    },
+                    "spark_conn_id": {
+                        "label": "Spark connection id",
+                        "description": "The Spark connection the DML jobs are submitted to.",
+                        "schema": {"type": ["string", "null"], "default": "spark_default"},
+                    },
+                    "spark_conf": {
+                        "label": "Default Spark conf",
+                        "description": "JSON object of Spark conf for every job; an operator's conf overrides it.",
+                        "schema": {"type": ["string", "null"], "format": "json"},
+                    },
+                    "deploy_mode": {
+                        "label": "Deploy mode",
+                        "description": "client or cluster (empty: the Spark connection's). Standalone masters: client only.",
+                        "schema": {"type": ["string", "null"], "enum": ["client", "cluster", None]},
+                    },
+                },
+            }
+        ],
     }

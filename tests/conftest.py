@@ -48,6 +48,10 @@ def table_path(tmp_path: Path) -> str:
     return str(path)
 
 
+# The Spark standalone master and worker of the Airflow layer's tests (tests/hooks,
+# tests/operators), started once per session by the first test that asks for it.
+from tests.standalone_cluster import standalone_cluster  # noqa: E402, F401
+
 # --------------------------------------------------------------- object-store servers
 # moto's S3 server and Azurite, started once per session (per xdist worker) on loopback
 # (tests/object_store_helpers.py). A server that cannot start fails its tests with the reason.

@@ -10,6 +10,19 @@ Tables and their state
     ``health``), :class:`Snapshot`
     (``files``, ``plan_files``, ``file_uris``, ``to_arrow``), :class:`TableProperties`.
 
+Watching the log (schedulers, sensors)
+    ``DeltaTable.commits_since`` (:class:`CommitSummary` per commit after a version,
+    reading only those commit files), ``DeltaTable.conflicting_commits`` and
+    :class:`ConflictWatch` (:class:`CommitConflict`: would a commit conflict with work
+    planned at a read version, by the commit path's own rules).
+OPTIMIZE
+    ``DeltaTable.optimize`` with :class:`OptimizeOptions`, returning :class:`OptimizeResult`
+    (per partition :class:`PartitionOptimizePlan`); for a driver that rewrites elsewhere,
+    :func:`plan_optimize` (:class:`OptimizePlan` of :class:`OptimizeBin`) and
+    :func:`rewrite_bin` (one bin's files rewritten, where they are read), and Delta's
+    Z-value pieces :func:`range_bounds`, :func:`range_ids_from_bounds`, :func:`interleave_bits`
+    and :data:`ZORDER_NUM_RANGES`.
+
 Committing
     :class:`Transaction`, :class:`CommitOptions`, :class:`RetryPolicy`,
     :class:`IsolationLevel`, :class:`AppTransaction`, the committer interface
@@ -101,6 +114,7 @@ from airflow_delta.engine.errors import (
     MetadataChangedException,
     MissingMetadataError,
     MissingProtocolError,
+    MultipleSourceRowsMatchedError,
     PathOutsideTableError,
     ProtocolChangedException,
     RestoreFilesMissingError,
@@ -136,29 +150,50 @@ from airflow_delta.engine.operations.results import (
     CheckpointRunResult,
     DeleteResult,
     HealthReport,
+    OptimizeResult,
+    PartitionOptimizePlan,
     RestoreResult,
     SizeBucket,
     VacuumResult,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import TableContext, read_live_rows
+from airflow_delta.engine.read.table_context import TableContext, read_live_rows, split_by_row_groups
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
+from airflow_delta.engine.write.concurrent_commits import CommitConflict, CommitSummary, ConflictWatch
 from airflow_delta.engine.write.conflicts import IsolationLevel
-from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
+from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
 from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
     from airflow_delta.engine.operations.delete import stage_delete
+    from airflow_delta.engine.operations.optimize import (
+        ZORDER_NUM_RANGES,
+        OptimizeBin,
+        OptimizePlan,
+        interleave_bits,
+        plan_optimize,
+        range_bounds,
+        range_ids_from_bounds,
+        rewrite_bin,
+    )
     from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
     "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
+    "ZORDER_NUM_RANGES": "airflow_delta.engine.operations.optimize",
+    "interleave_bits": "airflow_delta.engine.operations.optimize",
+    "OptimizeBin": "airflow_delta.engine.operations.optimize",
+    "OptimizePlan": "airflow_delta.engine.operations.optimize",
+    "plan_optimize": "airflow_delta.engine.operations.optimize",
+    "range_bounds": "airflow_delta.engine.operations.optimize",
+    "range_ids_from_bounds": "airflow_delta.engine.operations.optimize",
+    "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "stage_delete": "airflow_delta.engine.operations.delete",
     "write_data_files": "airflow_delta.engine.write.data_files",
@@ -177,6 +212,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ZORDER_NUM_RANGES",
     "AddCDCFile",
     "AddFile",
     "AppTransaction",
@@ -187,10 +223,12 @@ __all__ = [
     "CheckpointResult",
     "CheckpointRunResult",
     "ChecksumMismatchError",
+    "CommitConflict",
     "CommitFailedError",
     "CommitNotSupportedError",
     "CommitOptions",
     "CommitOutcomeUnknownError",
+    "CommitSummary",
     "Committed",
     "Committer",
     "ConcurrentAppendException",
@@ -198,6 +236,7 @@ __all__ = [
     "ConcurrentDeleteReadException",
     "ConcurrentModificationError",
     "ConcurrentTransactionException",
+    "ConflictWatch",
     "Conflicted",
     "ConstraintViolationError",
     "CorruptCheckpointError",
@@ -233,7 +272,13 @@ __all__ = [
     "MetadataChangedException",
     "MissingMetadataError",
     "MissingProtocolError",
+    "MultipleSourceRowsMatchedError",
     "ObjectStoreFileIO",
+    "OptimizeBin",
+    "OptimizeOptions",
+    "OptimizePlan",
+    "OptimizeResult",
+    "PartitionOptimizePlan",
     "PathOutsideTableError",
     "PostCommitHook",
     "Protocol",
@@ -265,10 +310,16 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "error_from_report",
+    "interleave_bits",
     "parse_interval",
+    "plan_optimize",
+    "range_bounds",
+    "range_ids_from_bounds",
     "read_live_rows",
     "reader_features",
+    "rewrite_bin",
     "size_histogram_png",
+    "split_by_row_groups",
     "stage_delete",
     "storage_options_from_airflow_connection",
     "write_checkpoint",

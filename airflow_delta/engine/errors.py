@@ -186,6 +186,29 @@ class AppendOnlyViolationError(DeltaError):
     """A transaction removes data from a table with ``delta.appendOnly=true``."""
 
 
+class MultipleSourceRowsMatchedError(DeltaError):
+    """A MERGE found target rows that more than one source row matches on the ON condition.
+
+    Delta refuses such a MERGE (unless its only WHEN MATCHED clause is an unconditional
+    DELETE): which source row should update or delete the target row is ambiguous. The
+    same source fails again, so it is not retryable.
+    """
+
+    def __init__(self, target_rows: int, example: Mapping[str, Any] | None = None) -> None:
+        self.target_rows = target_rows
+        self.example = dict(example) if example is not None else None
+        msg = (
+            f"cannot MERGE: {target_rows} target row(s) match more than one source row on the ON condition, "
+            "so which source row updates or deletes them is ambiguous"
+        )
+        if self.example is not None:
+            msg += f" (for example the target row {self.example})"
+        super().__init__(
+            msg + "; deduplicate the source (one row per key), or make the ON condition match at most one "
+            "source row per target row"
+        )
+
+
 # ---------------------------------------------------------------- commits
 
 

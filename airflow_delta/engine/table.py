@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -39,6 +39,7 @@ from airflow_delta.engine.operations.results import (
     CheckpointRunResult,
     DeleteResult,
     HealthReport,
+    OptimizeResult,
     RestoreResult,
     VacuumResult,
 )
@@ -48,8 +49,18 @@ from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
-from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
+from airflow_delta.engine.write.concurrent_commits import (
+    CommitConflict,
+    CommitSummary,
+    commits_since,
+    conflicting_commits,
+)
+from airflow_delta.engine.write.conflicts import IsolationLevel
+from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
 from airflow_delta.engine.write.transaction import Transaction
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.operations.optimize import BinRewriter
 
 # The operations are imported by the verbs that use them, not here: writing pulls in
 # sqlglot, pyarrow.dataset and pandas (about a second without compiled bytecode), which
@@ -115,6 +126,42 @@ class DeltaTable:
         """commitInfo of each commit, newest first, each with its ``version``."""
         check_int("limit", limit, minimum=1, optional=True)
         return read_history(self.io, self.root, limit=limit)
+
+    def commits_since(
+        self, version: int | None = None, *, since: datetime | str | int | None = None
+    ) -> list[CommitSummary]:
+        """The commits after ``version``, oldest first, listing the log and reading only those commit files.
+
+        ``since`` (a datetime, ISO-8601 string or epoch ms) starts instead (or also) at
+        the first commit whose file was written at or after it. One of the two is needed.
+        """
+        from airflow_delta.engine.read.history import to_epoch_ms
+
+        check_int("version", version, minimum=-1, optional=True)
+        check_timestamp("since", since, optional=True)
+        if version is None and since is None:
+            raise InvalidArgumentError("version", version, "pass a version, a since timestamp, or both")
+        return commits_since(self.location, version, since_ms=None if since is None else to_epoch_ms(since))
+
+    def conflicting_commits(
+        self,
+        read_version: int,
+        predicate: str | None = None,
+        *,
+        isolation_level: str | IsolationLevel | None = None,
+        changes_data: bool = True,
+    ) -> list[CommitConflict]:
+        """Each commit after ``read_version``, judged against work that reads ``predicate`` (None: the whole table).
+
+        A commit conflicts exactly when a transaction that read ``predicate`` at
+        ``read_version`` and then committed would raise; the verdict names the exception.
+        ``changes_data=False`` is work that only rearranges data (OPTIMIZE-like). See
+        :class:`ConflictWatch`, which keeps its place in the log between polls.
+        """
+        check_instance("isolation_level", isolation_level, (str, IsolationLevel), optional=True)
+        return conflicting_commits(
+            self.location, read_version, predicate, isolation_level=isolation_level, changes_data=changes_data
+        )
 
     # ------------------------------------------------------------------ writing
     @classmethod
@@ -197,6 +244,36 @@ class DeltaTable:
         check_instance("commit", commit, CommitOptions, optional=True)
         with self.transaction(commit, snapshot=snapshot) as txn:
             return delete(txn, predicate, use_deletion_vectors=use_deletion_vectors, writer=writer)
+
+    def optimize(
+        self,
+        options: OptimizeOptions | None = None,
+        *,
+        commit: CommitOptions | None = None,
+        snapshot: Snapshot | None = None,
+        rewriter: BinRewriter | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> OptimizeResult:
+        """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (...)]``: compaction, Z-order, DV purge.
+
+        One ``dataChange=false`` commit per batch (blind appends never conflict with it);
+        ``options.dry_run`` returns the plan per partition and commits nothing.
+        ``rewriter`` rewrites each batch's bins elsewhere (the Spark job passes one);
+        ``tags`` go into each commit's ``commitInfo.tags``.
+        """
+        from airflow_delta.engine.operations.optimize import optimize
+
+        check_instance("options", options, OptimizeOptions, optional=True)
+        check_instance("commit", commit, CommitOptions, optional=True)
+        check_instance("snapshot", snapshot, Snapshot, optional=True)
+        if rewriter is not None and not callable(rewriter):
+            raise InvalidArgumentError("rewriter", rewriter, "pass a callable (plan, bins) -> adds per bin, or None")
+        check_str_mapping("tags", tags, optional=True)
+        snapshot = snapshot if snapshot is not None else self.snapshot()
+        return optimize(
+            self.location, snapshot, options or OptimizeOptions(), commit=commit,
+            post_commit=self._post_commit, rewriter=rewriter, tags=tags,
+        )
 
     def checkpoint(self, version: int | None = None, options: CheckpointOptions | None = None) -> CheckpointRunResult:
         """Write a checkpoint of ``version`` (default: latest), of the table's kind or ``options.kind``,

@@ -165,11 +165,13 @@ def _tags(spec: Spec, attempt: int) -> dict[str, str]:
 
 def _earlier_result(table: DeltaTable, app_id: str, cause: Exception | None = None) -> JobResult:
     found = find_job_commit(table, app_id)
-    if found is None:
-        # The txn says the task committed, but its commit is gone from the log (log
-        # cleanup): the change is in the table, only its metrics cannot be shown.
-        raise TransactionAlreadyCommittedError(app_id, 1, 1) from cause
-    return found
+    if found is not None:
+        return found
+    if cause is not None and table.snapshot().transaction_version(app_id) is None:
+        raise cause  # the conflict was not our task's commit after all
+    # The txn says the task committed, but its commit is gone from the log (log
+    # cleanup): the change is in the table, only its metrics cannot be shown.
+    raise TransactionAlreadyCommittedError(app_id, 1, 1) from cause
 
 
 def run_with_retries(

@@ -27,7 +27,7 @@ from airflow_delta.engine import InvalidFilterError, Snapshot, TableContext, Tra
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
 from airflow_delta.spark.file_tasks import target_dataframe
 from airflow_delta.spark.job_result import JobResult
-from airflow_delta.spark.plan import check_predicate, is_partition_predicate, read_candidates
+from airflow_delta.spark.plan import check_predicate, is_partition_predicate, predicate_columns, read_candidates
 from airflow_delta.spark.specs import DeleteSpec
 
 __all__ = ["DELETE_METRICS", "run_delete"]
@@ -93,9 +93,13 @@ def run_delete(
                     metrics = None  # Spark SQL the engine cannot parse: Spark evaluates it below
         if metrics is None:
             assert predicate is not None
-            files = read_candidates(txn, predicate)
+            files, engine_filter = read_candidates(txn, predicate)
             planned_ms = int((time.monotonic() - started) * 1000)
-            target = target_dataframe(spark, context, files)
+            # Only the predicate's columns of the row groups it may match are read to find the
+            # rows (a rewrite reads the rest itself). A predicate on no column ("1 = 1") still
+            # needs the rows: then every column is read.
+            columns = predicate_columns(spark, context, predicate) or None
+            target = target_dataframe(spark, context, files, columns, row_group_filter=engine_filter)
             matched = target.filter(f"({predicate}) IS TRUE")
             changes = stage_row_changes(txn, context, files, matched, None, use_dvs)
             metrics = {**changes, "numDeletedRows": changes.removed_rows}

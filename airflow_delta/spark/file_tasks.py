@@ -38,6 +38,7 @@ from airflow_delta.engine import (
     TableContext,
     error_from_report,
     read_live_rows,
+    split_by_row_groups,
     write_data_files,
 )
 
@@ -50,6 +51,10 @@ _SHIPPED_ACTION_COLUMNS = ("path", "partition_values", "size", "deletion_vector"
 # few enough that a 100,000-file table does not become 100,000 tiny records.
 _TASKS_PER_CORE = 4
 _ADD_COLUMN = "add"
+# Files larger than this are read by several tasks, a range of row groups each.
+_SPLIT_BYTES = 64 * 1024 * 1024
+_GROUPS_START = "_row_groups_start"
+_GROUPS_STOP = "_row_groups_stop"
 
 # How an engine error raised on an executor appears in the traceback text Spark gives the driver.
 _ENGINE_ERROR_LINE = re.compile(r"airflow_delta\.engine\.errors\.([A-Za-z_][A-Za-z0-9_]*): ([^\n]*)")
@@ -106,9 +111,20 @@ def _arrow_schema_for(spark: SparkSession, schema: StructType) -> pa.Schema:
     )
 
 
-def _file_batches(files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
-    """``files`` cut into ``num_slices`` Arrow IPC streams, one input row each."""
+def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
+    """``files`` cut into about ``num_slices`` Arrow IPC streams, one input row each.
+
+    A file larger than :data:`_SPLIT_BYTES` is shared by several tasks, a range of its row
+    groups each (:func:`~airflow_delta.engine.split_by_row_groups`), so that one large
+    file does not leave every core but one idle.
+    """
     shipped = files.select([c for c in _SHIPPED_ACTION_COLUMNS if c in files.column_names])
+    splits = split_by_row_groups(context, shipped, _SPLIT_BYTES)
+    if any(groups is not None for _, groups in splits):
+        shipped = shipped.take(pa.array([i for i, _ in splits], pa.int64()))
+    starts = pa.array([None if g is None else g.start for _, g in splits], pa.int32())
+    stops = pa.array([None if g is None else g.stop for _, g in splits], pa.int32())
+    shipped = shipped.append_column(_GROUPS_START, starts).append_column(_GROUPS_STOP, stops)
     per_slice = max(1, math.ceil(shipped.num_rows / max(1, num_slices)))
     out = []
     for index, start in enumerate(range(0, shipped.num_rows, per_slice)):
@@ -121,20 +137,28 @@ def _file_batches(files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
 
 
 def target_dataframe(
-    spark: SparkSession, context: TableContext, files: pa.Table, columns: Sequence[str] | None = None
+    spark: SparkSession,
+    context: TableContext,
+    files: pa.Table,
+    columns: Sequence[str] | None = None,
+    *,
+    row_group_filter: str | None = None,
 ) -> DataFrame:
     """The live rows of ``files`` (file actions of ``context``'s snapshot), read by the engine on executors.
 
     Columns: the table's logical columns (or ``columns``, in that order), then
     :data:`FILE_COLUMN` and :data:`ROW_COLUMN`. A file that the snapshot no longer has,
     or that fails its checks, fails the job with the engine's typed error.
+    ``row_group_filter`` (SQL the engine parses) leaves out row groups whose statistics
+    rule it out: the rows are then a superset of those matching it, for a caller that
+    filters them by that condition anyway.
     """
     data_schema = spark_schema(context, columns)
     names = data_schema.names
     out_schema = StructType([*data_schema.fields, StructField(FILE_COLUMN, StringType(), False), StructField(ROW_COLUMN, LongType(), False)])
     arrow_out = _arrow_schema_for(spark, out_schema)
     cores = spark.sparkContext.defaultParallelism
-    slices = _file_batches(files, min(files.num_rows, cores * _TASKS_PER_CORE)) if files.num_rows else []
+    slices = _file_batches(context, files, cores * _TASKS_PER_CORE) if files.num_rows else []
     rdd = spark.sparkContext.parallelize(slices, max(1, len(slices)))
     inputs = spark.createDataFrame(rdd, "slice int, actions binary")
 
@@ -144,7 +168,12 @@ def target_dataframe(
                 actions = pa.ipc.open_stream(payload).read_all()
                 for i in range(actions.num_rows):
                     one = actions.slice(i, 1)
-                    rows, positions = read_live_rows(context, one, names)
+                    start, stop = one.column(_GROUPS_START)[0].as_py(), one.column(_GROUPS_STOP)[0].as_py()
+                    groups = None if start is None else range(start, stop)
+                    one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
+                    rows, positions = read_live_rows(
+                        context, one, names, row_group_filter=row_group_filter, row_groups=groups
+                    )
                     path = one.column("path")[0]
                     rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
                     rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))

@@ -16,6 +16,7 @@ correct but conflicts with any concurrent append.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import pyarrow as pa
 from pyspark.errors import AnalysisException
@@ -25,7 +26,7 @@ from pyspark.sql.types import StructType
 from airflow_delta.engine import InvalidFilterError, TableContext, Transaction
 from airflow_delta.spark.file_tasks import spark_schema
 
-__all__ = ["check_predicate", "empty_target", "is_partition_predicate", "read_candidates"]
+__all__ = ["Candidates", "check_predicate", "empty_target", "is_partition_predicate", "predicate_columns", "read_candidates"]
 
 log = logging.getLogger(__name__)
 
@@ -48,36 +49,56 @@ def check_predicate(spark: SparkSession, context: TableContext, predicate: str) 
         raise InvalidFilterError(predicate, f"Spark cannot use it as a condition on the table: {_first_line(error)}") from None
 
 
-def is_partition_predicate(spark: SparkSession, context: TableContext, predicate: str) -> bool:
-    """Whether ``predicate`` (already checked) reads partition columns only, so the log alone decides each file.
+def predicate_columns(spark: SparkSession, context: TableContext, predicate: str) -> list[str] | None:
+    """The table columns ``predicate`` (already checked) reads, in table order; None when Spark does not say.
 
-    The columns come from Spark's analyzed plan of the predicate (no job runs). Any
-    doubt (a plan Spark does not expose) answers False: the data path is right for
-    every predicate, the metadata-only path only saves work.
+    From Spark's analyzed plan of the predicate (no job runs): a DELETE reads only these
+    columns of its candidate files to find the rows to delete.
     """
-    if not context.partition_columns:
-        return False
     try:
         analyzed = empty_target(spark, context).filter(predicate)._jdf.queryExecution().analyzed()
         references = analyzed.references().iterator()
         names = set()
         while references.hasNext():
-            names.add(references.next().name())
+            # A reference keeps the spelling of the predicate; Spark resolved it ignoring case.
+            names.add(references.next().name().casefold())
     except Exception as error:  # a private JVM surface: never let it fail the job
-        log.info("treating %r as a data predicate: its columns are not available (%s)", predicate, error)
+        log.info("the columns of %r are not available (%s)", predicate, error)
+        return None
+    return [name for name in spark_schema(context).names if name.casefold() in names]
+
+
+def is_partition_predicate(spark: SparkSession, context: TableContext, predicate: str) -> bool:
+    """Whether ``predicate`` (already checked) reads partition columns only, so the log alone decides each file.
+
+    Any doubt answers False: the data path is right for every predicate, the
+    metadata-only path only saves work.
+    """
+    if not context.partition_columns:
         return False
-    partition = {name.casefold() for name in context.partition_columns}
-    return all(name.casefold() in partition for name in names)
+    columns = predicate_columns(spark, context, predicate)
+    return columns is not None and all(name in context.partition_columns for name in columns)
 
 
-def read_candidates(txn: Transaction, predicate: str | None) -> pa.Table:
+class Candidates(NamedTuple):
+    """The files a statement reads (recorded in its transaction), and the filter the engine pruned them with.
+
+    ``engine_filter`` is the predicate when the engine's parser understood it (it can also
+    skip row groups on the executors: ``target_dataframe(row_group_filter=...)``), else None.
+    """
+
+    files: pa.Table
+    engine_filter: str | None
+
+
+def read_candidates(txn: Transaction, predicate: str | None) -> Candidates:
     """The live files ``predicate`` may match, recorded as read in ``txn`` (the whole table when the engine cannot prune on it)."""
     if predicate is None:
-        return txn.read_files()
+        return Candidates(txn.read_files(), None)
     try:
-        return txn.read_files(predicate)
+        return Candidates(txn.read_files(predicate), predicate)
     except InvalidFilterError as error:
         # Spark accepted the predicate (check_predicate ran first); the engine's parser
         # does not know all of Spark SQL, so it reads everything instead of pruning.
         log.info("reading every file: the engine cannot prune on %r (%s)", predicate, error)
-        return txn.read_files()
+        return Candidates(txn.read_files(), None)

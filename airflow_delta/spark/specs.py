@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from airflow_delta.engine import InvalidArgumentError
+from airflow_delta.engine import InvalidArgumentError, OptimizeOptions
 
 __all__ = [
     "APP_ID_PREFIX",
@@ -36,6 +36,7 @@ __all__ = [
     "MergeClauseKind",
     "MergeSource",
     "MergeSpec",
+    "OptimizeSpec",
     "Spec",
     "TableRef",
     "TaskIdentity",
@@ -691,12 +692,124 @@ def _merge_from(obj: _JsonObject) -> MergeSpec:
     )
 
 
-Spec = DeleteSpec | UpdateSpec | MergeSpec
+@dataclass(frozen=True)
+class OptimizeSpec:
+    """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]``, with DV purge.
+
+    The fields are the engine's :class:`~airflow_delta.engine.OptimizeOptions` (checked by
+    it: ``where`` on partition columns only, sizes and budget >= 1, the ratio in [0, 1]);
+    the table is always optimized at its latest version, so ``table.version`` is refused.
+    ``options.max_attempts`` bounds the re-plans after a conflict (a concurrent DELETE of
+    a file being compacted); ``options.use_deletion_vectors`` has no meaning here.
+    """
+
+    OPERATION: ClassVar[str] = "optimize"
+
+    table: TableRef
+    identity: TaskIdentity
+    where: str | None = None
+    zorder_by: tuple[str, ...] = ()
+    target_file_size: int | None = None
+    min_file_size: int | None = None
+    max_file_size: int | None = None
+    max_deleted_rows_ratio: float = OptimizeOptions().max_deleted_rows_ratio
+    max_files: int | None = None
+    max_bytes: int | None = None
+    batch_size: int | None = None
+    dry_run: bool = False
+    options: ExecutionOptions = field(default_factory=ExecutionOptions)
+
+    def __post_init__(self) -> None:
+        _check_instance("OptimizeSpec.table", self.table, TableRef)
+        if self.table.version is not None:
+            raise InvalidArgumentError(
+                "OptimizeSpec.table.version", self.table.version, "None: OPTIMIZE rewrites the latest version only"
+            )
+        _check_instance("OptimizeSpec.identity", self.identity, TaskIdentity)
+        _check_text("OptimizeSpec.where", self.where, optional=True)
+        if isinstance(self.zorder_by, list):
+            object.__setattr__(self, "zorder_by", tuple(self.zorder_by))
+        _check_instance("OptimizeSpec.zorder_by", self.zorder_by, tuple)
+        for index, column in enumerate(self.zorder_by):
+            _check_text(f"OptimizeSpec.zorder_by[{index}]", column)
+        _check_instance("OptimizeSpec.options", self.options, ExecutionOptions)
+        self.optimize_options()  # the engine's checks, with the engine's messages
+
+    def optimize_options(self) -> OptimizeOptions:
+        """The engine's options for this spec."""
+        return OptimizeOptions(
+            where=self.where,
+            zorder_by=self.zorder_by,
+            target_file_size=self.target_file_size,
+            min_file_size=self.min_file_size,
+            max_file_size=self.max_file_size,
+            max_deleted_rows_ratio=self.max_deleted_rows_ratio,
+            max_files=self.max_files,
+            max_bytes=self.max_bytes,
+            batch_size=self.batch_size,
+            dry_run=self.dry_run,
+        )
+
+    def to_json(self) -> str:
+        return _dump_document(
+            self.OPERATION,
+            {
+                "table": self.table.to_obj(),
+                "identity": self.identity.to_obj(),
+                "where": self.where,
+                "zorderBy": list(self.zorder_by),
+                "targetFileSize": self.target_file_size,
+                "minFileSize": self.min_file_size,
+                "maxFileSize": self.max_file_size,
+                "maxDeletedRowsRatio": self.max_deleted_rows_ratio,
+                "maxFiles": self.max_files,
+                "maxBytes": self.max_bytes,
+                "batchSize": self.batch_size,
+                "dryRun": self.dry_run,
+                "options": self.options.to_obj(),
+            },
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> OptimizeSpec:
+        return _optimize_from(_load_document(text, cls.OPERATION))
+
+
+_OPTIMIZE_FIELDS = {
+    "where": "where",
+    "targetFileSize": "target_file_size",
+    "minFileSize": "min_file_size",
+    "maxFileSize": "max_file_size",
+    "maxDeletedRowsRatio": "max_deleted_rows_ratio",
+    "maxFiles": "max_files",
+    "maxBytes": "max_bytes",
+    "batchSize": "batch_size",
+    "dryRun": "dry_run",
+}
+
+
+def _optimize_from(obj: _JsonObject) -> OptimizeSpec:
+    obj.expect(("specVersion", "operation", "table", "identity", "zorderBy", "options", *_OPTIMIZE_FIELDS))
+    zorder_by = obj.optional("zorderBy", [])
+    if not isinstance(zorder_by, list):
+        raise InvalidArgumentError("spec.zorderBy", zorder_by, "a JSON array of column names")
+    present = {name: obj.optional(key) for key, name in _OPTIMIZE_FIELDS.items() if obj.optional(key) is not None}
+    return OptimizeSpec(
+        table=TableRef.from_obj("spec.table", obj.required("table")),
+        identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
+        zorder_by=tuple(zorder_by),
+        options=_options_from(obj),
+        **present,
+    )
+
+
+Spec = DeleteSpec | UpdateSpec | MergeSpec | OptimizeSpec
 
 _READERS: dict[str, Callable[[_JsonObject], Spec]] = {
     DeleteSpec.OPERATION: _delete_from,
     UpdateSpec.OPERATION: _update_from,
     MergeSpec.OPERATION: _merge_from,
+    OptimizeSpec.OPERATION: _optimize_from,
 }
 
 

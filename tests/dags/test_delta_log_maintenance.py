@@ -145,7 +145,7 @@ def test_dag_file_parses_with_the_expected_tasks_and_params() -> None:
     bag = DagBag(dag_folder=str(DAGS_FOLDER))
 
     assert bag.import_errors == {}
-    assert sorted(bag.dag_ids) == [DAG_ID]
+    assert DAG_ID in bag.dag_ids  # beside the DML example DAGs of the same folder
     dag = bag.dags[DAG_ID]
     assert dag.task_ids == TASK_IDS
     upstream = {task.task_id: task.upstream_task_ids for task in dag.tasks}

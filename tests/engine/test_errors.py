@@ -47,6 +47,7 @@ RETRYABLE = {
     "InvalidTablePropertyError": False,
     "ConstraintViolationError": False,
     "AppendOnlyViolationError": False,
+    "MultipleSourceRowsMatchedError": False,  # the same source matches the same rows again
     "CommitNotSupportedError": False,
     "TransactionAlreadyCommittedError": False,  # the work is done already
     "CorruptDeletionVectorError": False,

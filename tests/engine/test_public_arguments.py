@@ -31,6 +31,7 @@ from airflow_delta.engine import (
     DeltaTable,
     FileIOCommitter,
     InvalidArgumentError,
+    OptimizeOptions,
     RemoveFile,
     RetryPolicy,
     RowIndexOutOfRangeError,
@@ -96,6 +97,14 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.snapshot.timestamp", [1.5, True, [1], b"2024", _NotAnything()], lambda v: table.snapshot(timestamp=v))
     each("DeltaTable.snapshot.timestamp (with a version)", [0], lambda v: table.snapshot(version=v, timestamp=0))
     each("DeltaTable.history.limit", [*NOT_INT, 0, -1], lambda v: table.history(limit=v))
+    each("DeltaTable.commits_since.version", [*NOT_INT, -2], lambda v: table.commits_since(v))
+    each("DeltaTable.commits_since.since", [1.5, True, [1], b"2024", _NotAnything()], lambda v: table.commits_since(since=v))
+    each("DeltaTable.commits_since.version (neither given)", [None], lambda v: table.commits_since(v))
+    each("DeltaTable.conflicting_commits.read_version", [*NOT_INT, -1, None], lambda v: table.conflicting_commits(v))
+    each("DeltaTable.conflicting_commits.predicate", NOT_STR, lambda v: table.conflicting_commits(0, v))
+    each("DeltaTable.conflicting_commits.isolation_level", [1, True, b"Serializable", _NotAnything()],
+         lambda v: table.conflicting_commits(0, isolation_level=v))
+    each("DeltaTable.conflicting_commits.changes_data", NOT_BOOL, lambda v: table.conflicting_commits(0, changes_data=v))
     each("DeltaTable.context.snapshot", ["latest", 1, table], lambda v: table.context(v))
     each("DeltaTable.create.schema", [{"id": "long"}, "id long", None], lambda v: DeltaTable.create(table.table_uri + "-x", v))
     each(
@@ -149,6 +158,11 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.cleanup_log.retention", [7, 7.0, -dt.timedelta(days=1), ["7 days"]], lambda v: table.cleanup_log(retention=v, dry_run=True))
     each("DeltaTable.cleanup_log.now", ["now", 1.5, True, -1], lambda v: table.cleanup_log(now=v, dry_run=True))
     each("DeltaTable.cleanup_log.dry_run", NOT_BOOL, lambda v: table.cleanup_log(dry_run=v))
+    each("DeltaTable.optimize.options", [CommitOptions(), {"where": "p = 'a'"}, 1], lambda v: table.optimize(v))
+    each("DeltaTable.optimize.commit", [WriterOptions(), 1], lambda v: table.optimize(commit=v))
+    each("DeltaTable.optimize.snapshot", [0, "latest"], lambda v: table.optimize(snapshot=v))
+    each("DeltaTable.optimize.rewriter", ["spark", 1], lambda v: table.optimize(rewriter=v))
+    each("DeltaTable.optimize.tags", NOT_MAPPING, lambda v: table.optimize(tags=v))
 
     # Snapshot reads
     each("Snapshot.files.filter", NOT_STR, lambda v: snap.files(v))
@@ -254,6 +268,13 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("CommitOptions.engine_info", [*NOT_STR, "", None], lambda v: CommitOptions(engine_info=v))
     each("CommitOptions.seed", NOT_INT, lambda v: CommitOptions(seed=v))
     each("WriterOptions.target_file_size", [*NOT_INT, 0, -1], lambda v: WriterOptions(target_file_size=v))
+    each("OptimizeOptions.where", [*NOT_STR, ""], lambda v: OptimizeOptions(where=v))
+    each("OptimizeOptions.zorder_by", [*NOT_STR_SEQUENCE, ["a", "A"]], lambda v: OptimizeOptions(zorder_by=v))
+    for size in ("target_file_size", "min_file_size", "max_file_size", "max_files", "max_bytes", "batch_size"):
+        each(f"OptimizeOptions.{size}", [*NOT_INT, 0, -1], lambda v, size=size: OptimizeOptions(**{size: v}))
+    each("OptimizeOptions.max_deleted_rows_ratio", [*NOT_NUMBER, -0.1, 1.5], lambda v: OptimizeOptions(max_deleted_rows_ratio=v))
+    each("OptimizeOptions.dry_run", NOT_BOOL, lambda v: OptimizeOptions(dry_run=v))
+    each("OptimizeOptions.min_file_size (above max_file_size)", [11], lambda v: OptimizeOptions(min_file_size=v, max_file_size=10))
     each("AppTransaction.app_id", [*NOT_STR, "", None], lambda v: AppTransaction(v, 1))
     each("AppTransaction.version", [*NOT_INT, -1, None], lambda v: AppTransaction("app", v))
 

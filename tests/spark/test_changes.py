@@ -222,3 +222,20 @@ def test_nothing_to_change_commits_nothing(spark, table_path: str) -> None:
 def test_backoff_grows_to_its_ceiling() -> None:
     options = ExecutionOptions(backoff_initial_seconds=1, backoff_multiplier=3, backoff_max_seconds=5)
     assert [backoff_seconds(options, n) for n in (1, 2, 3)] == [1, 3, 5]
+
+
+def test_a_try_that_commits_first_wins_and_the_late_one_returns_its_commit(spark, table_path: str) -> None:
+    _make_table(table_path, dvs=True)
+    before = _rows(table_path)
+    spec = _spec(table_path)
+    results = []
+
+    def other_try_commits(attempt: int) -> None:
+        # Another try of the same task instance plans, runs and commits while this one waits to commit.
+        results.append(run_with_retries(spec, _update_attempt(spark, "id = 7", use_dvs=True)))
+
+    late = run_with_retries(spec, _update_attempt(spark, "id = 8", use_dvs=True), before_commit=other_try_commits)
+    assert late == results[0] and late.version == 4
+    assert DeltaTable(table_path).version() == 4  # the late try committed nothing
+    assert_oracles_read(table_path, [row | {"value": 107} if row["id"] == 7 else row for row in before])
+    assert _data_files_on_disk(table_path) == _data_files_ever_added(table_path)

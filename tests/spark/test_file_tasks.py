@@ -171,3 +171,24 @@ def test_reading_a_vanished_file_fails_with_the_engines_error(spark, tmp_path: P
         f.unlink()
     with pytest.raises(DataFileNotFoundError), engine_errors_from_executors():
         target_dataframe(spark, table.context(snapshot), snapshot.add_actions).collect()
+
+
+def test_a_large_file_is_shared_by_tasks_and_reads_the_same(spark, table_path: str, monkeypatch) -> None:
+    import deltalake
+
+    from airflow_delta.spark import file_tasks
+
+    data = pa.table({"id": pa.array(range(20_000), pa.int64())})
+    deltalake.write_deltalake(
+        table_path, data, configuration={"delta.enableDeletionVectors": "true"},
+        writer_properties=deltalake.WriterProperties(max_row_group_size=2_000),
+    )
+    table = DeltaTable(table_path)
+    table.delete("id % 3 = 0")
+    snapshot = table.snapshot()
+    whole = sorted((r[FILE_COLUMN], r[ROW_COLUMN], r["id"]) for r in target_dataframe(spark, table.context(snapshot), snapshot.add_actions).collect())
+    monkeypatch.setattr(file_tasks, "_SPLIT_BYTES", 1)
+    split = target_dataframe(spark, table.context(snapshot), snapshot.add_actions)
+    assert split.rdd.getNumPartitions() > 1
+    assert sorted((r[FILE_COLUMN], r[ROW_COLUMN], r["id"]) for r in split.collect()) == whole
+    assert [row_id for _, _, row_id in whole] == sorted(r["id"] for r in read_with_kernel(table_path))

@@ -227,6 +227,23 @@ def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
     return [resolve_in_table(table_root, p) for p in paths]
 
 
+def row_group_sizes(snapshot: ScanSource, file: pa.Table) -> np.ndarray:
+    """Compressed bytes of each row group of one data file (a one-row table of file actions), from its footer."""
+    path = _absolute_paths(file, snapshot.table_root)[0]
+    try:
+        with snapshot.io.open_input_file(path) as source:
+            metadata = pq.ParquetFile(source).metadata
+    except FileNotFoundError as exc:
+        raise DataFileNotFoundError(f"data file {path} referenced by the log does not exist") from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptDataFileError(path, str(exc)) from exc
+    sizes = np.zeros(metadata.num_row_groups, np.int64)
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        sizes[g] = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+    return sizes
+
+
 def deleted_rows_of_file(snapshot: ScanSource, file: pa.Table) -> np.ndarray | None:
     """The sorted physical row indexes that the deletion vector of one file (a one-row table) removes; None without one."""
     return _deleted_rows(snapshot, file, workers=1)[0]
@@ -536,8 +553,12 @@ def read_with_row_positions(
     predicate: Predicate | None = None,
     *,
     use_threads: bool = True,
+    row_groups: range | None = None,
 ) -> PositionedRows:
     """The rows of one file (a one-row table of file actions) that ``predicate`` may match, deletion vector ignored.
+
+    ``row_groups`` limits the read to those row groups of the file (by index), so that
+    several tasks can share one large file.
 
     Only the row groups whose parquet statistics do not rule the predicate out are read
     (:func:`~.row_groups.row_groups_may_match`), and only ``columns`` (top-level logical
@@ -566,7 +587,7 @@ def read_with_row_positions(
         {name: partitions.field(name)[0] for name in partition_names if name in output_schema.names},
     )
     try:
-        return _read_with_row_positions(plan, task, predicate, use_threads)
+        return _read_with_row_positions(plan, task, predicate, use_threads, row_groups)
     except DeltaError:
         raise
     except FileNotFoundError as exc:
@@ -579,7 +600,7 @@ def read_with_row_positions(
 
 
 def _read_with_row_positions(
-    plan: _FilePlan, task: _FileTask, predicate: Predicate | None, use_threads: bool
+    plan: _FilePlan, task: _FileTask, predicate: Predicate | None, use_threads: bool, row_groups: range | None = None
 ) -> PositionedRows:
     data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
     with plan.io.open_input_file(task.path) as source:
@@ -589,10 +610,16 @@ def _read_with_row_positions(
         resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
         matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
         group_rows = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)], np.int64)
+        if row_groups is not None and (row_groups.start < 0 or row_groups.stop > metadata.num_row_groups):
+            raise CorruptDataFileError(
+                task.path, f"it has {metadata.num_row_groups} row groups, fewer than the planned {row_groups.stop}"
+            )
         if predicate is None:
             groups = list(range(metadata.num_row_groups))
         else:
             groups = row_groups_may_match(predicate, metadata, _leaf_columns(plan.read_schema, file_schema, metadata, matches))
+        if row_groups is not None:
+            groups = [g for g in groups if g in row_groups]
         to_read = sorted({i for i in matches.values() if i is not None})
         if groups:
             raw = parquet.read_row_groups(

@@ -14,6 +14,7 @@ files on a driver and on executors.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -25,14 +26,14 @@ from airflow_delta.engine.model.actions import Metadata, Protocol
 from airflow_delta.engine.model.arguments import check_instance, check_int, check_str
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.schema import schema_to_arrow
-from airflow_delta.engine.read.scan import deleted_rows_of_file, read_with_row_positions
+from airflow_delta.engine.read.scan import deleted_rows_of_file, read_with_row_positions, row_group_sizes
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
 
-__all__ = ["TableContext", "read_live_rows"]
+__all__ = ["TableContext", "read_live_rows", "split_by_row_groups"]
 
 @dataclass(frozen=True)
 class TableContext:
@@ -109,8 +110,23 @@ class TableContext:
         )
 
 
-def read_live_rows(source: TableContext, file: pa.Table, columns: Sequence[str] | None = None) -> tuple[pa.Table, np.ndarray]:
+def read_live_rows(
+    source: TableContext,
+    file: pa.Table,
+    columns: Sequence[str] | None = None,
+    *,
+    row_group_filter: str | None = None,
+    row_groups: range | None = None,
+) -> tuple[pa.Table, np.ndarray]:
     """The live rows of one data file and the physical position of each.
+
+    ``row_group_filter`` (a SQL condition over the table's columns) skips the row groups
+    whose parquet statistics prove that no row matches it, as the engine's DELETE does:
+    the rows returned are a superset of the matching ones, never filtered row by row, so
+    the caller still evaluates its condition on them.
+
+    ``row_groups`` (a range of row-group indexes) reads only those row groups, so that
+    several tasks can share one large file.
 
     ``file`` is one row of file actions (``FILE_ACTIONS_SCHEMA``, as
     ``Snapshot.add_actions`` or ``Transaction.read_files()`` give them). The rows have
@@ -123,11 +139,50 @@ def read_live_rows(source: TableContext, file: pa.Table, columns: Sequence[str] 
     check_instance("file", file, pa.Table)
     if file.num_rows != 1:
         raise ValueError(f"expected exactly one file action, got {file.num_rows}")
+    check_str("row_group_filter", row_group_filter, optional=True)
     names = list(source.schema.names) if columns is None else list(columns)
-    read = read_with_row_positions(source, file, names)
+    bound = None
+    if row_group_filter is not None:
+        from airflow_delta.engine.expressions import parse_predicate
+
+        bound = parse_predicate(row_group_filter, source.schema)
+    check_instance("row_groups", row_groups, range, optional=True)
+    read = read_with_row_positions(source, file, names, bound, row_groups=row_groups)
     positions = read.positions(np.arange(read.rows.num_rows, dtype=np.int64))
     deleted = deleted_rows_of_file(source, file)
     if deleted is None or deleted.size == 0:
         return read.rows, positions
     keep = ~np.isin(positions, deleted, assume_unique=True)
     return read.rows.filter(pa.array(keep)), positions[keep]
+
+
+def split_by_row_groups(source: TableContext, files: pa.Table, target_bytes: int) -> list[tuple[int, range | None]]:
+    """How to share large files among tasks: per file, None (read it whole) or ranges of its row groups.
+
+    Files no larger than ``target_bytes`` (their ``size`` in the log) are read whole. A
+    larger file's footer is read (in parallel with the others) and its row groups are cut
+    into consecutive ranges of about ``target_bytes`` compressed bytes each; a file of one
+    row group stays whole. Returns (index in ``files``, range or None) pairs, in file order.
+    """
+    check_instance("source", source, TableContext)
+    check_instance("files", files, pa.Table)
+    check_int("target_bytes", target_bytes, minimum=1)
+    sizes = np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype=np.int64) if files.num_rows else np.empty(0, np.int64)
+    large = [int(i) for i in np.flatnonzero(sizes > target_bytes)]
+    if not large:
+        return [(i, None) for i in range(files.num_rows)]
+    with ThreadPoolExecutor(max_workers=min(8, len(large)), thread_name_prefix="delta-footers") as pool:
+        footers = dict(zip(large, pool.map(lambda i: row_group_sizes(source, files.slice(i, 1)), large), strict=True))
+    out: list[tuple[int, range | None]] = []
+    for i in range(files.num_rows):
+        groups = footers.get(i)
+        if groups is None or len(groups) <= 1:
+            out.append((i, None))
+            continue
+        start, taken = 0, 0
+        for g, size in enumerate(groups):
+            taken += int(size)
+            if taken >= target_bytes or g == len(groups) - 1:
+                out.append((i, range(start, g + 1)))
+                start, taken = g + 1, 0
+    return out

@@ -15,8 +15,10 @@ from airflow_delta.engine import (
     ConcurrentAppendException,
     DeltaTable,
     InvalidArgumentError,
+    InvalidFilterError,
     TableContext,
     read_live_rows,
+    split_by_row_groups,
     write_data_files,
 )
 from tests.conftest import shared_tables_dir
@@ -99,3 +101,58 @@ def test_files_written_elsewhere_for_a_commit_are_removed_when_it_certainly_fail
         txn.add_files(adds)
         txn.commit("WRITE")
     assert (Path(table_path) / adds[0].path).exists()
+
+
+def test_a_row_group_filter_skips_row_groups_and_keeps_positions(table_path: str) -> None:
+    # One file of four row groups (ids in order): the filter's row group is read, the others skipped.
+    deltalake.write_deltalake(
+        table_path,
+        pa.table({"id": pa.array(range(400), pa.int64())}),
+        writer_properties=deltalake.WriterProperties(max_row_group_size=100),
+    )
+    table = DeltaTable(table_path)
+    files = table.snapshot().add_actions
+    path = Path(table_path, files.column("path")[0].as_py())
+    assert pq.ParquetFile(path).metadata.num_row_groups == 4
+    rows, positions = read_live_rows(table.context(), files, ["id"], row_group_filter="id = 250")
+    assert rows.column("id").to_pylist() == list(range(200, 300))
+    assert positions.tolist() == list(range(200, 300))
+    rows, _ = read_live_rows(table.context(), files, ["id"], row_group_filter="id < 0")
+    assert rows.num_rows == 0
+    with pytest.raises(InvalidFilterError):
+        read_live_rows(table.context(), files, ["id"], row_group_filter="")
+
+
+def _many_row_groups(table_path: str) -> DeltaTable:
+    data = pa.table({"id": pa.array(range(10_000), pa.int64()), "p": ["a", "b"] * 5_000})
+    deltalake.write_deltalake(
+        table_path, data, configuration={"delta.enableDeletionVectors": "true"},
+        writer_properties=deltalake.WriterProperties(max_row_group_size=1_000),
+    )
+    table = DeltaTable(table_path)
+    table.delete("id % 7 = 0")
+    return table
+
+
+def test_row_group_ranges_cover_each_large_file_once_in_order(table_path: str) -> None:
+    table = _many_row_groups(table_path)
+    files = table.snapshot().add_actions
+    context = table.context()
+    assert split_by_row_groups(context, files, 10**12) == [(i, None) for i in range(files.num_rows)]
+    splits = split_by_row_groups(context, files, 1)
+    groups = pq.ParquetFile(Path(table_path) / files.column("path")[0].as_py()).metadata.num_row_groups
+    assert groups > 1 and [g for _, g in splits] == [range(g, g + 1) for g in range(groups)]
+    coarse = split_by_row_groups(context, files, 3 * int(files.column("size")[0].as_py()) // groups)
+    covered = [g for _, r in coarse for g in r]
+    assert covered == list(range(groups)) and 1 < len(coarse) < groups
+
+
+def test_reading_by_row_group_ranges_gives_the_whole_files_rows_and_positions(table_path: str) -> None:
+    table = _many_row_groups(table_path)
+    files = table.snapshot().add_actions
+    context = table.context()
+    whole_rows, whole_positions = read_live_rows(context, files.slice(0, 1))
+    parts = [read_live_rows(context, files.slice(i, 1), row_groups=r) for i, r in split_by_row_groups(context, files, 1)]
+    assert pa.concat_tables([rows for rows, _ in parts]).equals(whole_rows)
+    assert [int(p) for _, positions in parts for p in positions] == [int(p) for p in whole_positions]
+    assert sorted(whole_rows.column("id").to_pylist()) == sorted(r["id"] for r in read_with_kernel(table_path))

@@ -1,0 +1,673 @@
+"""OPTIMIZE: bin-packing, Z-order and deletion-vector purge, committed with ``dataChange=false``.
+
+The reference is Delta's ``OptimizeTableCommand`` / ``OptimizeExecutor`` and its
+``MultiDimClustering`` / ``ZOrderClustering``:
+
+1. **Plan** (:func:`plan_optimize`, from the log alone). The candidate files are the live
+   files that ``where`` (partition columns only, as Delta requires) selects. Without
+   Z-order a file is rewritten when it is smaller than ``min_file_size`` or when its
+   deletion vector deletes more than ``max_deleted_rows_ratio`` of its rows (always when
+   it has a DV and no ``numRecords`` statistic); with Z-order every candidate is. Per
+   partition the files, smallest first, are packed greedily into bins of at most
+   ``max_file_size`` bytes (Z-order: one bin per partition). A bin of one file without a
+   DV would be rewritten into itself and is skipped. Bins are then cut to the run's
+   budget (``max_files``, ``max_bytes``) and grouped into batches of ``batch_size``
+   bytes.
+2. **Rewrite** (:func:`rewrite_bin`): a bin's live rows are read through the engine (DVs
+   applied) and written back as one file, or, for Z-order, sorted by the Z-value of the
+   per-column range ids and cut into ``max(1, bytes // max_file_size)`` files of
+   consecutive Z-values (Delta's ``repartitionByRange`` on that value). The same function
+   runs in the worker and on Spark executors.
+3. **Commit** each batch in its own transaction: ``remove`` of the bin's files and ``add``
+   of the new ones, all ``dataChange=false``, operation ``OPTIMIZE``. Such a commit is
+   checked at SnapshotIsolation, so blind appends never conflict with it; a concurrent
+   commit that removed one of its files does (``ConcurrentDeleteReadException``). A batch
+   that fails loses only itself: earlier batches are committed, its own files are removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_delta.engine.errors import InvalidArgumentError, TableNotFoundError
+from airflow_delta.engine.model.actions import AddFile
+from airflow_delta.engine.model.arrow_numpy import group_row_indices, int64_array, mask_to_numpy
+from airflow_delta.engine.model.column_mapping import ColumnMapping
+from airflow_delta.engine.model.stats_columns import indexed_columns
+from airflow_delta.engine.model.stats_parse import parse_stats
+from airflow_delta.engine.operations.results import OptimizeResult, PartitionOptimizePlan
+from airflow_delta.engine.read.scan import read_data
+from airflow_delta.engine.storage.written_files import WrittenFiles
+from airflow_delta.engine.write.data_files import write_data_files
+from airflow_delta.engine.write.options import CommitOptions, OptimizeOptions
+from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.read.table_context import TableContext
+    from airflow_delta.engine.storage.location import TableLocation
+
+__all__ = [
+    "ZORDER_NUM_RANGES",
+    "BinRewriter",
+    "OptimizeBin",
+    "OptimizePlan",
+    "interleave_bits",
+    "optimize",
+    "plan_optimize",
+    "range_bounds",
+    "range_ids_from_bounds",
+    "range_partition_ids",
+    "rewrite_bin",
+    "zorder_permutation",
+]
+
+# Delta's spark.databricks.delta.optimize.zorder.numRanges: range ids per Z-order column.
+ZORDER_NUM_RANGES = 1000
+# Rows whose Z-values are computed at once: the bit matrix takes 32 bytes per row and column.
+_ZORDER_CHUNK_ROWS = 1 << 20
+# Bins rewritten at once in the worker.
+_PARALLEL_BINS = 2
+# write_data_files cuts files by an in-memory size estimate; OPTIMIZE decides the cut itself.
+_ONE_FILE = 1 << 62
+
+
+# ------------------------------------------------------------------ the plan
+
+
+@dataclass(frozen=True)
+class OptimizeBin:
+    """Files of one partition rewritten together. ``files``: ``FILE_ACTIONS_SCHEMA`` rows."""
+
+    partition_values: Mapping[str, str | None]  # logical column name -> value as the log writes it
+    files: pa.Table
+    size: int  # bytes of the files
+    deleted_rows: int  # rows their deletion vectors delete (the descriptors' cardinality)
+    live_fraction: float  # estimated share of the bytes that survives the purge
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+
+@dataclass(frozen=True)
+class OptimizePlan:
+    """What an OPTIMIZE of snapshot ``read_version`` rewrites; see the module docstring."""
+
+    read_version: int
+    where: str | None
+    zorder_by: tuple[str, ...]
+    min_file_size: int
+    max_file_size: int
+    max_deleted_rows_ratio: float
+    bins: tuple[OptimizeBin, ...]
+    batches: tuple[tuple[int, ...], ...]  # indexes into ``bins``, one tuple per commit
+    considered_files: int  # live files ``where`` selects
+    bins_over_budget: int  # bins left for a later run by max_files / max_bytes
+
+    def output_files(self, bin: OptimizeBin) -> int:
+        """How many files a bin is written as (estimated from bytes for Z-order)."""
+        if not self.zorder_by:
+            return 1
+        return max(1, bin.size // self.max_file_size)
+
+    def partitions(self) -> tuple[PartitionOptimizePlan, ...]:
+        """The estimated plan per partition (what a dry run reports)."""
+        rows: dict[tuple[tuple[str, str | None], ...], list[OptimizeBin]] = {}
+        for bin in self.bins:
+            rows.setdefault(tuple(bin.partition_values.items()), []).append(bin)
+        return tuple(
+            PartitionOptimizePlan(
+                partition_values=MappingProxyType(dict(key)),
+                num_bins=len(bins),
+                files_in=sum(b.num_files for b in bins),
+                bytes_in=sum(b.size for b in bins),
+                files_out=sum(self.output_files(b) for b in bins if b.live_fraction > 0),
+                bytes_out=int(sum(b.size * b.live_fraction for b in bins)),
+            )
+            for key, bins in rows.items()
+        )
+
+
+def plan_optimize(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
+    """The bins and batches an OPTIMIZE of ``snapshot`` with ``options`` rewrites (no data is read).
+
+    Raises :class:`InvalidArgumentError` for a ``where`` that references non-partition
+    columns, and for Z-order columns that are unknown, partition columns or without
+    statistics.
+    """
+    min_size, max_size = options.file_sizes(snapshot.properties.target_file_size)
+    zorder_by = _checked_zorder_columns(snapshot, options.zorder_by)
+    files = _candidate_files(snapshot, options.where)
+    sizes = _int64(files.column("size"))
+    deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
+    has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
+    records = _num_records(snapshot, files)  # NaN where the statistic is missing
+    with np.errstate(invalid="ignore", divide="ignore"):
+        deleted_ratio = np.where(has_dv, deleted / records, 0.0)
+    if zorder_by:
+        selected = np.ones(files.num_rows, dtype=bool)
+    else:
+        # Delta compacts a DV file without numRecords too: its ratio cannot be known, and the new file has stats.
+        too_many_deleted = has_dv & (np.isnan(records) | (deleted_ratio > options.max_deleted_rows_ratio))
+        selected = (sizes < min_size) | too_many_deleted
+    live = np.where(has_dv & ~np.isnan(records) & (records > 0), 1.0 - np.nan_to_num(deleted_ratio), 1.0)
+
+    bins: list[OptimizeBin] = []
+    mapping = ColumnMapping.from_metadata(snapshot.metadata, snapshot.protocol)
+    for partition, rows in _partitions(snapshot, files, np.flatnonzero(selected), mapping):
+        # Smallest first, as Delta packs them (a stable sort keeps the log's order among equal sizes).
+        rows = rows[np.argsort(sizes[rows], kind="stable")]
+        for members in _pack(sizes[rows], max_size, one_bin=bool(zorder_by)):
+            chosen = rows[members]
+            if len(chosen) == 1 and not has_dv[chosen[0]] and not zorder_by:
+                continue  # rewriting one file without deleted rows gains nothing
+            size = int(sizes[chosen].sum())
+            bins.append(
+                OptimizeBin(
+                    partition_values=partition,
+                    files=files.take(int64_array(chosen)),
+                    size=size,
+                    deleted_rows=int(deleted[chosen][has_dv[chosen]].sum()),
+                    live_fraction=float((sizes[chosen] * live[chosen]).sum() / size) if size else 1.0,
+                )
+            )
+    kept, over_budget = _within_budget(bins, options.max_files, options.max_bytes)
+    return OptimizePlan(
+        read_version=snapshot.version,
+        where=options.where,
+        zorder_by=zorder_by,
+        min_file_size=min_size,
+        max_file_size=max_size,
+        max_deleted_rows_ratio=float(options.max_deleted_rows_ratio),
+        bins=tuple(kept),
+        batches=_batches(kept, options.batch_size),
+        considered_files=files.num_rows,
+        bins_over_budget=over_budget,
+    )
+
+
+def _int64(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An int64 column as numpy, nulls as 0 (from the buffers: ``fill_null(column, 0)`` would import pandas)."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if len(array) == 0:
+        return np.zeros(0, dtype=np.int64)
+    values = np.frombuffer(array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8).copy()
+    if array.null_count:
+        values[mask_to_numpy(pc.is_null(array))] = 0
+    return values
+
+
+def _num_records(snapshot: Snapshot, files: pa.Table) -> np.ndarray:
+    if files.num_rows == 0:
+        return np.zeros(0, dtype=np.float64)
+    counts = pc.struct_field(parse_stats(files.column("stats"), snapshot.metadata), "numRecords")
+    missing = mask_to_numpy(pc.is_null(counts))
+    values = _int64(counts).astype(np.float64)
+    values[missing] = np.nan
+    return values
+
+
+def _candidate_files(snapshot: Snapshot, where: str | None) -> pa.Table:
+    files = snapshot.add_actions
+    if where is None:
+        return files
+    # Loaded only for a WHERE: the SQL parser costs about a second of imports.
+    from airflow_delta.engine.expressions import parse_predicate, references_only
+    from airflow_delta.engine.operations.delete import _partition_predicate_mask
+
+    predicate = parse_predicate(where, snapshot.schema)
+    if not references_only(predicate, snapshot.partition_columns):
+        others = sorted(c for c in predicate.columns if c.casefold() not in {p.casefold() for p in snapshot.partition_columns})
+        raise InvalidArgumentError(
+            "where",
+            where,
+            f"a predicate on partition columns only ({list(snapshot.partition_columns)}); it references "
+            f"{others}, and OPTIMIZE rewrites whole files, so it cannot select rows by them (Delta refuses this too)",
+        )
+    return files.filter(_partition_predicate_mask(snapshot, files, predicate))
+
+
+def _checked_zorder_columns(snapshot: Snapshot, columns: Sequence[str]) -> tuple[str, ...]:
+    if not columns:
+        return ()
+    by_name = {name.casefold(): name for name in snapshot.schema.names}
+    partitions = {c.casefold() for c in snapshot.partition_columns}
+    with_stats = {f.logical.casefold() for f in indexed_columns(snapshot.metadata) if f.has_min_max}
+    resolved = []
+    for column in columns:
+        name = by_name.get(column.casefold())
+        if name is None:
+            raise InvalidArgumentError(
+                "zorder_by", list(columns), f"top-level columns of the table; {column!r} is not one of {snapshot.schema.names}"
+            )
+        if column.casefold() in partitions:
+            raise InvalidArgumentError(
+                "zorder_by",
+                list(columns),
+                f"data columns: {name!r} is a partition column, whose value is the same in every file of a "
+                "partition, so Z-ordering by it clusters nothing",
+            )
+        if column.casefold() not in with_stats:
+            raise InvalidArgumentError(
+                "zorder_by",
+                list(columns),
+                f"columns with min/max statistics: the table collects none for {name!r} "
+                "(delta.dataSkippingNumIndexedCols / delta.dataSkippingStatsColumns), so no reader could skip "
+                "files by it; add it to the statistics columns first",
+            )
+        resolved.append(name)
+    return tuple(resolved)
+
+
+def _partitions(
+    snapshot: Snapshot, files: pa.Table, rows: np.ndarray, mapping: ColumnMapping
+) -> list[tuple[Mapping[str, str | None], np.ndarray]]:
+    """The selected ``rows`` of ``files`` per partition, partitions in the order of their values."""
+    if rows.size == 0:
+        return []
+    if not snapshot.partition_columns:
+        return [(MappingProxyType({}), rows)]
+    from airflow_delta.engine.model.partition_values import parse_partition_values
+
+    selected = files.take(int64_array(rows))
+    typed = parse_partition_values(selected.column("partition_values"), snapshot.metadata, snapshot.protocol)
+    keys = list(snapshot.partition_columns)
+    groups = group_row_indices(pa.Table.from_struct_array(typed), keys)
+    groups = groups.sort_by([(k, "ascending") for k in keys])
+    raw = selected.column("partition_values")
+    out = []
+    for members in groups.column("__row_list").to_pylist():  # one entry per partition, not per row
+        members_array = np.asarray(members, dtype=np.int64)
+        first = dict(raw[int(members_array[0])].as_py() or [])
+        values = {c: first.get(mapping.physical_name(c)) or None for c in keys}
+        out.append((MappingProxyType(values), rows[members_array]))
+    return out
+
+
+def _pack(sizes: np.ndarray, max_size: int, *, one_bin: bool) -> list[np.ndarray]:
+    """Delta's greedy bins over ``sizes`` (ascending): a bin closes when the next file would pass ``max_size``.
+
+    A loop over files, not rows: the greedy reset has no closed vectorised form, and a
+    partition's files are few next to its rows.
+    """
+    if one_bin or sizes.size == 0:
+        return [np.arange(sizes.size)] if sizes.size else []
+    bins: list[np.ndarray] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes.tolist()):
+        if total + size > max_size and i > start:
+            bins.append(np.arange(start, i))
+            start, total = i, 0
+        total += size
+    bins.append(np.arange(start, sizes.size))
+    return bins
+
+
+def _within_budget(bins: list[OptimizeBin], max_files: int | None, max_bytes: int | None) -> tuple[list[OptimizeBin], int]:
+    """The bins, in plan order, that fit the run's budget; a bin that does not fit ends the run."""
+    files = size = 0
+    for i, bin in enumerate(bins):
+        files += bin.num_files
+        size += bin.size
+        if (max_files is not None and files > max_files) or (max_bytes is not None and size > max_bytes):
+            return bins[:i], len(bins) - i
+    return bins, 0
+
+
+def _batches(bins: Sequence[OptimizeBin], batch_size: int | None) -> tuple[tuple[int, ...], ...]:
+    if not bins:
+        return ()
+    if batch_size is None:
+        return (tuple(range(len(bins))),)
+    batches: list[tuple[int, ...]] = []
+    current: list[int] = []
+    total = 0
+    for i, bin in enumerate(bins):
+        if current and total + bin.size > batch_size:
+            batches.append(tuple(current))
+            current, total = [], 0
+        current.append(i)
+        total += bin.size
+    batches.append(tuple(current))
+    return tuple(batches)
+
+
+# ------------------------------------------------------------------ Z-order
+
+
+def range_partition_ids(values: pa.Array | pa.ChunkedArray, num_ranges: int = ZORDER_NUM_RANGES) -> np.ndarray:
+    """Delta's ``range_partition_id(col, num_ranges)``: each value's range among ``num_ranges`` equal-count ranges.
+
+    An approximate rank scaled to ``[0, num_ranges)``: Delta samples the boundaries,
+    here they are exact (the rank of the value's first occurrence). Equal values share an
+    id; nulls sort first, so they get the lowest ids (Delta's ascending, nulls-first range
+    order).
+    """
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(array)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint32)
+    rank = _min_ranks(array)
+    return ((rank - 1) * num_ranges // n).astype(np.uint32)
+
+
+def range_bounds(sample: pa.Array | pa.ChunkedArray, num_ranges: int = ZORDER_NUM_RANGES) -> pa.Array:
+    """The ``num_ranges - 1`` upper bounds of equal-count ranges of ``sample`` (nulls left out), ascending.
+
+    What Spark's ``RangePartitioner`` derives from its sample for Delta's
+    ``range_partition_id``; with :func:`range_ids_from_bounds` the ids of rows spread
+    over many tasks agree, where :func:`range_partition_ids` needs every row at once.
+    """
+    array = sample.combine_chunks() if isinstance(sample, pa.ChunkedArray) else sample
+    values = array.drop_null()
+    ordered = values.take(pc.sort_indices(values))
+    if len(ordered) == 0:
+        return ordered
+    positions = (np.arange(1, num_ranges, dtype=np.int64) * len(ordered)) // num_ranges
+    return ordered.take(int64_array(positions))
+
+
+def range_ids_from_bounds(values: pa.Array | pa.ChunkedArray, bounds: pa.Array) -> np.ndarray:
+    """Per value, how many ``bounds`` are strictly below it (nulls: 0), as Spark's RangePartitioner assigns ids.
+
+    Type-generic without a per-row loop: a value's min-rank among bounds and values
+    together, minus its min-rank among the values alone, counts the bounds before it.
+    """
+    array = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    n = len(array)
+    if n == 0 or len(bounds) == 0:
+        return np.zeros(n, dtype=np.uint32)
+    combined = pa.concat_arrays([bounds.cast(array.type), array])
+    together = _min_ranks(combined)[len(bounds):]
+    alone = _min_ranks(array)
+    return (together - alone).astype(np.uint32)
+
+
+def _min_ranks(array: pa.Array) -> np.ndarray:
+    ranks = pc.rank(array, sort_keys=[("", "ascending", "at_start")], tiebreaker="min")
+    return np.frombuffer(ranks.buffers()[1], dtype=np.uint64, count=len(array), offset=ranks.offset * 8).astype(np.int64)
+
+
+def interleave_bits(ids: Sequence[np.ndarray]) -> np.ndarray:
+    """Delta's ``interleave_bits``: the 32-bit ints of each row interleaved, most significant bit first.
+
+    Returns a ``(rows, 4 * len(ids))`` uint8 matrix: bit 31 of every column (first column
+    first), then bit 30, and so on, packed into bytes; the bytes compare like Delta's
+    binary Z-values.
+    """
+    if not ids:
+        raise ValueError("interleave_bits needs at least one column")
+    rows = len(ids[0])
+    big_endian = np.ascontiguousarray(np.stack([np.asarray(i, dtype=np.uint32) for i in ids], axis=1), dtype=">u4")
+    bits = np.unpackbits(big_endian.view(np.uint8).reshape(rows, len(ids), 4), axis=2)  # (rows, n, 32)
+    return np.packbits(bits.transpose(0, 2, 1).reshape(rows, 32 * len(ids)), axis=1)
+
+
+def zorder_permutation(data: pa.Table, columns: Sequence[str], num_ranges: int = ZORDER_NUM_RANGES) -> np.ndarray:
+    """Row order of ``data`` by the Z-value of ``columns`` (Delta's ZOrderClustering key), stable."""
+    ids = [range_partition_ids(data.column(c), num_ranges) for c in columns]
+    words = np.empty((data.num_rows, len(columns)), dtype=np.uint32)
+    for start in range(0, data.num_rows, _ZORDER_CHUNK_ROWS):
+        stop = min(data.num_rows, start + _ZORDER_CHUNK_ROWS)
+        packed = interleave_bits([i[start:stop] for i in ids])
+        # Each 4 bytes of the Z-value as one big-endian word: the words compare like the bytes.
+        words[start:stop] = packed.view(">u4").astype(np.uint32)
+    # lexsort: the last key is the primary one.
+    return np.lexsort([words[:, k] for k in range(len(columns) - 1, -1, -1)])
+
+
+# ------------------------------------------------------------------ rewriting one bin
+
+
+def rewrite_bin(
+    source: Snapshot | TableContext,
+    files: pa.Table,
+    *,
+    zorder_by: Sequence[str] = (),
+    max_file_size: int,
+    written: WrittenFiles | None = None,
+) -> list[AddFile]:
+    """Read the live rows of ``files`` (one bin) and write them back; the ``add`` actions, ``dataChange=false``.
+
+    Compaction writes one file. Z-order sorts the rows by Z-value and writes
+    ``max(1, bytes // max_file_size)`` files of consecutive Z-values. Memory holds one
+    bin. On failure the files this call wrote are removed (``written`` records them for
+    the caller's transaction too).
+    """
+    data = read_data(source, files)  # DVs applied: purged rows are not rewritten
+    if data.num_rows == 0:
+        return []
+    slices = [data]
+    if zorder_by:
+        data = data.take(int64_array(zorder_permutation(data, zorder_by)))
+        size = int(pc.sum(files.column("size")).as_py() or 0)
+        num_files = min(data.num_rows, max(1, size // max_file_size))
+        bounds = np.linspace(0, data.num_rows, num_files + 1).astype(np.int64)
+        slices = [data.slice(int(a), int(b - a)) for a, b in itertools.pairwise(bounds)]
+    own = written if written is not None else WrittenFiles(source.io)
+    adds: list[AddFile] = []
+    with own.removed_on_failure():
+        for rows in slices:
+            adds.extend(write_data_files(source, rows, target_file_size=_ONE_FILE, written=own))
+    return [dataclasses.replace(add, data_change=False) for add in adds]
+
+
+# ------------------------------------------------------------------ running it
+
+BinRewriter = Callable[[OptimizePlan, Sequence[OptimizeBin]], Sequence[Sequence[AddFile]]]
+"""Rewrites the bins of one batch elsewhere (a Spark job): for each bin, the ``add`` actions
+(``dataChange=false``) of the files written for it, which the commit removes again if it fails."""
+
+
+def optimize(
+    location: TableLocation,
+    snapshot: Snapshot | None,
+    options: OptimizeOptions,
+    *,
+    commit: CommitOptions | None = None,
+    post_commit: PostCommitHook | None = None,
+    rewriter: BinRewriter | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> OptimizeResult:
+    """Plan and run an OPTIMIZE of ``snapshot``, one commit per batch; see the module docstring.
+
+    ``rewriter`` rewrites a batch's bins elsewhere (default: :func:`rewrite_bin` here);
+    ``tags`` go into every batch's ``commitInfo.tags`` (a job's identity).
+    """
+    started_ms = _now_ms()
+    if snapshot is None:
+        raise TableNotFoundError(location.uri, "OPTIMIZE needs an existing table")
+    plan = plan_optimize(snapshot, options)
+    if options.dry_run or not plan.bins:
+        return OptimizeResult(
+            versions=(),
+            read_version=snapshot.version,
+            metrics=MappingProxyType(_metrics(plan, None, plan.bins, started_ms, _now_ms())),
+            plan=plan.partitions(),
+            dry_run=options.dry_run,
+        )
+    versions: list[int] = []
+    adds_per_bin: list[list[AddFile]] = []
+    for batch in plan.batches:
+        bins = [plan.bins[i] for i in batch]
+        with Transaction(location, snapshot=snapshot, options=commit, post_commit=post_commit) as txn:
+            removed = pa.concat_tables([b.files for b in bins])
+            # The files rewritten are what this commit depends on: a concurrent commit removing one conflicts.
+            txn.mark_files_read(removed)
+            if rewriter is None:
+                written = _rewrite_here(snapshot, plan, bins, txn.written_files)
+            else:
+                written = [list(adds) for adds in rewriter(plan, bins)]
+                if len(written) != len(bins):
+                    raise InvalidArgumentError(
+                        "rewriter", rewriter, f"a rewriter returning one list of adds per bin ({len(bins)}), not {len(written)}"
+                    )
+            # Files another process wrote are removed with the transaction's own if the commit fails.
+            txn.add_files([a for adds in written for a in adds], written_for_this_commit=rewriter is not None)
+            txn.remove_files(removed, data_change=False)
+            version = txn.commit(
+                "OPTIMIZE",
+                {"predicate": [options.where] if options.where else [], "zOrderBy": list(plan.zorder_by), "auto": False},
+                _commit_metrics(bins, [a for adds in written for a in adds]),
+                tags=tags,
+            )
+        versions.append(version)
+        adds_per_bin.extend(written)
+    metrics = _metrics(plan, adds_per_bin, plan.bins, started_ms, _now_ms(), num_batches=len(versions))
+    return OptimizeResult(
+        versions=tuple(versions),
+        read_version=snapshot.version,
+        metrics=MappingProxyType(metrics),
+        plan=_actual_partitions(plan, adds_per_bin),
+        dry_run=False,
+    )
+
+
+def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[OptimizeBin], written: WrittenFiles) -> list[list[AddFile]]:
+    """The bins rewritten in this process, two at a time: one bin's parquet encoding (which
+    releases the GIL) overlaps another's reads. Memory holds at most two bins."""
+    if len(bins) == 1 or plan.zorder_by:  # a Z-order bin is a whole partition: one at a time
+        return [
+            rewrite_bin(snapshot, b.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size, written=written)
+            for b in bins
+        ]
+    # Each bin records its files apart (a failing bin removes only its own while others write);
+    # when any fails, the pool waits for the others and every bin's files are removed.
+    per_bin = [WrittenFiles(snapshot.io) for _ in bins]
+
+    def one(i: int) -> list[AddFile]:
+        return rewrite_bin(snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i])
+
+    try:
+        with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:
+            results = list(pool.map(one, range(len(bins))))
+    except BaseException:
+        for files in per_bin:
+            files.remove_all()
+        raise
+    for files in per_bin:
+        for path in files.paths:
+            written.record(path)  # the transaction's now: removed if its commit fails
+    return results
+
+
+def _actual_partitions(plan: OptimizePlan, adds_per_bin: Sequence[Sequence[AddFile]]) -> tuple[PartitionOptimizePlan, ...]:
+    estimated = plan.partitions()
+    out: dict[tuple[tuple[str, str | None], ...], list[int]] = {}
+    for bin, adds in zip(plan.bins, adds_per_bin, strict=True):
+        counts = out.setdefault(tuple(bin.partition_values.items()), [0, 0])
+        counts[0] += len(adds)
+        counts[1] += sum(a.size for a in adds)
+    return tuple(
+        dataclasses.replace(p, files_out=out[tuple(p.partition_values.items())][0], bytes_out=out[tuple(p.partition_values.items())][1])
+        for p in estimated
+    )
+
+
+def _file_sizes(sizes: Sequence[int]) -> dict[str, Any]:
+    """Delta's FileSizeMetrics: min, max, avg, totalFiles, totalSize."""
+    if not sizes:
+        return {"min": None, "max": None, "avg": 0.0, "totalFiles": 0, "totalSize": 0}
+    total = int(sum(sizes))
+    return {"min": int(min(sizes)), "max": int(max(sizes)), "avg": total / len(sizes), "totalFiles": len(sizes), "totalSize": total}
+
+
+def _metrics(
+    plan: OptimizePlan,
+    adds_per_bin: Sequence[Sequence[AddFile]] | None,
+    bins: Sequence[OptimizeBin],
+    started_ms: int,
+    ended_ms: int,
+    *,
+    num_batches: int | None = None,
+) -> dict[str, Any]:
+    """Delta's ``OptimizeMetrics`` (the result of OPTIMIZE in Spark) under its names.
+
+    ``adds_per_bin`` None (a dry run): what the plan would remove, and the files it would
+    add estimated from the bins' sizes (see :meth:`OptimizePlan.partitions`).
+    """
+    removed = [s for b in bins for s in _sizes(b.files)]
+    if adds_per_bin is None:
+        added = [
+            int(b.size * b.live_fraction / plan.output_files(b))
+            for b in bins
+            if b.live_fraction > 0
+            for _ in range(plan.output_files(b))
+        ]
+        num_batches = len(plan.batches)
+    else:
+        added = [a.size for adds in adds_per_bin for a in adds]
+    num_dvs = sum(b.num_files - b.files.column("deletion_vector").null_count for b in bins)
+    dv_rows = sum(b.deleted_rows for b in bins)
+    partitions = len({tuple(b.partition_values.items()) for b in bins})
+    metrics: dict[str, Any] = {
+        "numFilesAdded": len(added),
+        "numFilesRemoved": len(removed),
+        "filesAdded": _file_sizes(added),
+        "filesRemoved": _file_sizes(removed),
+        "partitionsOptimized": partitions,
+        "zOrderStats": None,
+        "numBatches": num_batches or 0,
+        "totalConsideredFiles": plan.considered_files,
+        "totalFilesSkipped": plan.considered_files - len(removed),
+        "preserveInsertionOrder": False,
+        "numDeletionVectorsRemoved": num_dvs,
+        "deletionVectorStats": {"numDeletionVectorsRemoved": num_dvs, "numDeletionVectorRowsRemoved": dv_rows},
+        "numTableColumns": None,
+        "numTableColumnsWithStats": None,
+        "startTimeMs": started_ms,
+        "endTimeMs": ended_ms,
+    }
+    if plan.zorder_by:
+        # Delta's ZOrderStats for its "all" strategy: every file of a partition is one input,
+        # and each partition becomes one Z-cube.
+        inputs = {"num": len(removed), "size": int(sum(removed))}
+        metrics["zOrderStats"] = {
+            "strategyName": "all",
+            "inputCubeFiles": {"num": 0, "size": 0},
+            "inputOtherFiles": inputs,
+            "inputNumCubes": 0,
+            "mergedFiles": inputs,
+            "numOutputCubes": partitions,
+        }
+    return metrics
+
+
+def _sizes(files: pa.Table) -> list[int]:
+    return _int64(files.column("size")).tolist()
+
+
+def _commit_metrics(bins: Sequence[OptimizeBin], adds: Sequence[AddFile]) -> dict[str, int]:
+    """The ``operationMetrics`` Delta writes into an OPTIMIZE commit, for one batch."""
+    removed = [s for b in bins for s in _sizes(b.files)]
+    added = np.array(sorted(a.size for a in adds), dtype=np.int64)
+    quantile = (lambda q: int(np.percentile(added, q, method="lower"))) if added.size else (lambda q: 0)
+    return {
+        "numRemovedFiles": len(removed),
+        "numRemovedBytes": int(sum(removed)),
+        "p25FileSize": quantile(25),
+        "numDeletionVectorsRemoved": sum(b.num_files - b.files.column("deletion_vector").null_count for b in bins),
+        "minFileSize": int(added.min()) if added.size else 0,
+        "numAddedFiles": int(added.size),
+        "maxFileSize": int(added.max()) if added.size else 0,
+        "p75FileSize": quantile(75),
+        "p50FileSize": quantile(50),
+        "numAddedBytes": int(added.sum()),
+    }
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+

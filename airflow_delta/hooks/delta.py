@@ -1,0 +1,433 @@
+"""``DeltaHook``: the ``delta`` connection, engine tables, and the DML jobs on Spark.
+
+The connection holds what every task on a table needs: the storage options of the table
+root, the Spark connection to submit to, default Spark conf and the deploy mode. The hook
+turns a table URI into an engine :class:`~airflow_delta.engine.DeltaTable`, an operation's
+spec (:mod:`airflow_delta.spark.specs`) into a ``spark-submit`` of the DML program around
+the apache-spark provider's :class:`SparkSubmitHook`, and a task instance's appId back into
+the result of its commit, read from the ``_delta_log``.
+
+The result never comes from the driver's output: the job's commit carries the task
+instance's identity (a ``txn`` action with its appId, commitInfo tags), so the hook finds
+the same result wherever the driver ran, and a retry finds an earlier try's commit. The
+driver's output serves only to re-raise the engine's error class
+(``AIRFLOW_DELTA_ERROR {...}``) and, on failure, to put the driver log's tail in the task
+log.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+
+from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot, error_from_report
+from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
+from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX
+from airflow_delta.spark.packaging import engine_py_files
+from airflow_delta.spark.specs import Spec
+
+__all__ = [
+    "CONN_TYPE",
+    "DEFAULT_CONN_ID",
+    "ERROR_MARKER",
+    "RESULT_MARKER",
+    "DeltaConnectionSettings",
+    "DeltaHook",
+    "DeltaSparkJobError",
+    "error_from_line",
+]
+
+CONN_TYPE = "delta"
+DEFAULT_CONN_ID = "delta_default"
+
+# The lines the DML program prints on stdout: defined once, by the programs' package.
+RESULT_MARKER = RESULT_LINE_PREFIX
+ERROR_MARKER = ERROR_LINE_PREFIX
+
+DEPLOY_MODES = ("client", "cluster")
+DRIVER_LOG_TAIL_LINES = 100
+
+# The history is read newest first in growing windows: the commit a retry looks for is
+# almost always among the newest few, and a table with a long log is never read whole.
+_FIRST_HISTORY_WINDOW = 16
+
+
+class DeltaSparkJobError(AirflowException):
+    """The Spark job failed without reporting a Delta error (a crash, a killed driver, a Spark error).
+
+    The message ends with the tail of the driver log. Whether a retry helps is unknown,
+    so the task's ordinary retry settings decide.
+    """
+
+
+def error_from_line(line: str) -> DeltaError:
+    """The engine error an ``AIRFLOW_DELTA_ERROR {"class": ..., "message": ...}`` line reports.
+
+    Rebuilt by the engine's :func:`~airflow_delta.engine.error_from_report`: the named
+    engine class with exactly the job's message; an unknown name (a newer job than this
+    worker) or an unreadable line gives a plain :class:`DeltaError`.
+    """
+    payload = line.split(ERROR_MARKER, 1)[1].strip()
+    try:
+        report = json.loads(payload)
+        name = str(report["class"])
+        message = str(report["message"])
+    except (ValueError, KeyError, TypeError):
+        name, message = "DeltaError", f"the Spark job reported an unreadable error: {payload}"
+    return error_from_report(name, message)
+
+
+@dataclass(frozen=True)
+class DeltaConnectionSettings:
+    """What a ``delta`` connection holds (all optional).
+
+    ``storage_options`` are the table root's (passed to the engine and to the job);
+    ``spark_conn_id`` the apache-spark connection to submit to; ``spark_conf`` default
+    Spark conf of every job; ``deploy_mode`` overrides the Spark connection's.
+    """
+
+    storage_options: dict[str, str] = field(default_factory=dict)
+    spark_conn_id: str = "spark_default"
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    deploy_mode: str | None = None
+
+    @classmethod
+    def from_extra(cls, conn_id: str, extra: Mapping[str, Any]) -> DeltaConnectionSettings:
+        def where(key: str) -> str:
+            return f"connection {conn_id!r} extra {key}"
+
+        def json_object(key: str) -> dict[str, str]:
+            value = extra.get(key)
+            if value is None or value == "":
+                return {}
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    raise InvalidArgumentError(where(key), value, "a JSON object of string keys and values") from None
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise InvalidArgumentError(where(key), value, "a JSON object of string keys and values")
+            return {k: v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+
+        spark_conn_id = extra.get("spark_conn_id") or "spark_default"
+        if not isinstance(spark_conn_id, str):
+            raise InvalidArgumentError(where("spark_conn_id"), spark_conn_id, "the id of a Spark connection")
+        deploy_mode = extra.get("deploy_mode") or None
+        if deploy_mode is not None and deploy_mode not in DEPLOY_MODES:
+            raise InvalidArgumentError(where("deploy_mode"), deploy_mode, "client, cluster, or empty")
+        return cls(
+            storage_options=json_object("storage_options"),
+            spark_conn_id=spark_conn_id,
+            spark_conf=json_object("spark_conf"),
+            deploy_mode=deploy_mode,
+        )
+
+
+class _DmlSubmitHook(SparkSubmitHook):
+    """``SparkSubmitHook`` that also watches what the driver prints.
+
+    It keeps the tail of the output, the job's result and error lines, runs
+    ``spark-submit`` in a session of its own so that ``on_kill`` ends the whole process
+    tree (in client mode the Python driver is a child of the spark-submit JVM and would
+    otherwise live on, and could still commit), and finds ``spark-submit`` next to the
+    worker's interpreter when it is not on PATH.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.output_tail: deque[str] = deque(maxlen=DRIVER_LOG_TAIL_LINES)
+        self.result_line: str | None = None
+        self.error_line: str | None = None
+
+    def set_application_args(self, args: list[str]) -> None:
+        """The program's arguments, decided once the deploy mode is known (after the connection is resolved)."""
+        self._application_args = list(args)
+
+    @property
+    def master(self) -> str:
+        return str(self._connection["master"])
+
+    @property
+    def deploy_mode(self) -> str:
+        return str(self._connection["deploy_mode"] or "client")
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        super()._process_spark_submit_log(self._watched(itr))
+
+    def _watched(self, itr: Iterator[Any]) -> Iterator[Any]:
+        for raw in itr:
+            line = str(raw).rstrip("\n")
+            self.output_tail.append(line)
+            if line.startswith(RESULT_MARKER):
+                self.result_line = line
+            elif line.startswith(ERROR_MARKER):
+                self.error_line = line
+            yield raw
+
+    def submit(self, application: str = "", **kwargs: Any) -> str | None:
+        env = dict(kwargs.pop("env", None) or os.environ)
+        env["PATH"] = _path_with_spark_submit(env.get("PATH", ""))
+        if "SPARK_HOME" not in env:
+            # spark-submit otherwise asks `python3` where PySpark is, and the system
+            # python3 may not have it: the worker's PySpark is the Spark to run.
+            spark_home = _pyspark_home()
+            if spark_home is not None:
+                env["SPARK_HOME"] = spark_home
+        return super().submit(application, env=env, start_new_session=True, **kwargs)
+
+    def on_kill(self) -> None:
+        process = self._submit_sp
+        super().on_kill()
+        if process is not None:
+            # The session spark-submit leads: its JVM, the Python driver, local executors.
+            # It outlives a leader that is gone already, so it is killed either way.
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass  # already gone
+
+
+def _pyspark_home() -> str | None:
+    """The directory of the worker's PySpark installation (a complete SPARK_HOME), without importing it."""
+    found = importlib.util.find_spec("pyspark")
+    if found is None or found.origin is None:
+        return None
+    return str(Path(found.origin).parent)
+
+
+def _path_with_spark_submit(path: str) -> str:
+    """PATH with the worker interpreter's bin directory appended when spark-submit is not on it."""
+    if shutil.which("spark-submit", path=path):
+        return path
+    bin_dir = str(Path(sys.executable).parent)
+    return f"{path}{os.pathsep}{bin_dir}" if path else bin_dir
+
+
+class DeltaHook(BaseHook):
+    """Interact with Delta tables through the ``delta`` connection.
+
+    :param delta_conn_id: The ``delta`` connection. When it is the default id and does not
+        exist, the defaults apply: no storage options, ``spark_default``, no extra conf.
+    :param spark_conn_id: Overrides the connection's Spark connection.
+    :param deploy_mode: Overrides the connection's deploy mode (``client`` or ``cluster``).
+    """
+
+    conn_name_attr = "delta_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = CONN_TYPE
+    hook_name = "Delta Lake"
+
+    # The DML program spark-submit runs: the installed one, so that the driver runs the
+    # code the operator imported (the same code ships to the executors as py_files).
+    DML_APPLICATION: ClassVar[Path] = Path(DML_PROGRAM).resolve()
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The standard fields a ``delta`` connection does not use are hidden."""
+        return {
+            "hidden_fields": ["host", "port", "schema", "login", "password", "extra"],
+            "relabeling": {},
+            "placeholders": {
+                "storage_options": '{"AWS_REGION": "eu-west-1"}',
+                "spark_conn_id": "spark_default",
+                "spark_conf": '{"spark.executor.memory": "4g"}',
+                "deploy_mode": "client",
+            },
+        }
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """The ``delta`` connection's own fields, stored in its extra."""
+        from flask_appbuilder.fieldwidgets import BS3TextAreaFieldWidget, BS3TextFieldWidget
+        from flask_babel import lazy_gettext
+        from wtforms import StringField, TextAreaField
+        from wtforms.validators import Optional, any_of
+
+        return {
+            "storage_options": TextAreaField(
+                lazy_gettext("Storage options"),
+                widget=BS3TextAreaFieldWidget(),
+                description="JSON object: storage options of the table root (credentials, region, endpoint).",
+                validators=[Optional()],
+            ),
+            "spark_conn_id": StringField(
+                lazy_gettext("Spark connection id"),
+                widget=BS3TextFieldWidget(),
+                description="The Spark connection the DML jobs are submitted to (default spark_default).",
+                validators=[Optional()],
+            ),
+            "spark_conf": TextAreaField(
+                lazy_gettext("Default Spark conf"),
+                widget=BS3TextAreaFieldWidget(),
+                description="JSON object of Spark conf for every job; an operator's conf overrides it.",
+                validators=[Optional()],
+            ),
+            "deploy_mode": StringField(
+                lazy_gettext("Deploy mode"),
+                widget=BS3TextFieldWidget(),
+                description="client or cluster (empty: the Spark connection's). Standalone masters: client only.",
+                validators=[Optional(), any_of(list(DEPLOY_MODES))],
+            ),
+        }
+
+    def __init__(
+        self,
+        delta_conn_id: str = DEFAULT_CONN_ID,
+        *,
+        spark_conn_id: str | None = None,
+        deploy_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if deploy_mode is not None and deploy_mode not in DEPLOY_MODES:
+            raise InvalidArgumentError("deploy_mode", deploy_mode, "client, cluster, or None for the connection's")
+        self.delta_conn_id = delta_conn_id
+        self._spark_conn_id = spark_conn_id
+        self._deploy_mode = deploy_mode
+        self._settings: DeltaConnectionSettings | None = None
+        self._submit_hook: _DmlSubmitHook | None = None
+
+    # ------------------------------------------------------------------ connection
+    @property
+    def settings(self) -> DeltaConnectionSettings:
+        """The connection's settings with this hook's overrides applied (read once)."""
+        if self._settings is None:
+            try:
+                extra = self.get_connection(self.delta_conn_id).extra_dejson
+            except AirflowNotFoundException:
+                if self.delta_conn_id != DEFAULT_CONN_ID:
+                    raise
+                extra = {}
+            settings = DeltaConnectionSettings.from_extra(self.delta_conn_id, extra)
+            if self._spark_conn_id is not None:
+                settings = replace(settings, spark_conn_id=self._spark_conn_id)
+            if self._deploy_mode is not None:
+                settings = replace(settings, deploy_mode=self._deploy_mode)
+            self._settings = settings
+        return self._settings
+
+    def get_conn(self) -> DeltaConnectionSettings:
+        return self.settings
+
+    def table(self, uri: str) -> DeltaTable:
+        """The engine table at ``uri``, opened with the connection's storage options."""
+        return DeltaTable(uri, self.settings.storage_options or None)
+
+    # ------------------------------------------------------------------ the log
+    def find_commit(
+        self, table: DeltaTable, app_id: str, *, snapshot: Snapshot | None = None, operation: str = "UNKNOWN"
+    ) -> JobResult | None:
+        """The result of the commit that ``app_id`` made, read from the log; None if it made none.
+
+        The snapshot's ``txn`` actions say whether the appId committed (without reading any
+        commit). If it did, the commits are read newest first, in growing windows, until
+        the one tagged with the appId; the oldest commit the log retains ends the search.
+        A commit older than that (its JSON cleaned up) still counts as made: the result
+        then has ``version`` None, ``operation`` as given and empty metrics, and a warning
+        says why.
+        """
+        snapshot = table.snapshot() if snapshot is None else snapshot
+        if app_id not in snapshot.transactions:
+            return None
+        window = _FIRST_HISTORY_WINDOW
+        while True:
+            history = table.history(limit=window)
+            for info in history:
+                tags = info.get("tags") or {}
+                if tags.get(TAG_APP_ID) == app_id:
+                    return JobResult.from_commit_info(int(info["version"]), info)
+            if len(history) < window:
+                break
+            window *= 4
+        self.log.warning(
+            "appId %s committed to %s, but its commit is older than the retained log; its metrics are gone",
+            app_id,
+            table.table_uri,
+        )
+        return JobResult(version=None, read_version=snapshot.version, operation=operation, metrics={}, attempts=1)
+
+    # ------------------------------------------------------------------ Spark
+    def spark_submit_hook(self, spec: Spec, *, conf: Mapping[str, str] | None = None) -> _DmlSubmitHook:
+        """The ``SparkSubmitHook`` that runs ``spec`` (its application arguments are set by :meth:`submit`).
+
+        Refuses cluster deploy mode on a standalone master (``spark://``) before anything
+        runs: Spark 4.3 refuses Python applications in cluster mode there.
+        """
+        settings = self.settings
+        merged = {**settings.spark_conf, **dict(conf or {})}
+        # Executors (and a client-mode driver) run the worker's interpreter unless told
+        # otherwise: the system python3 may lack pyarrow and pyroaring.
+        merged.setdefault("spark.pyspark.python", sys.executable)
+        merged.setdefault("spark.pyspark.driver.python", merged["spark.pyspark.python"])
+        hook = _DmlSubmitHook(
+            conf=merged,
+            conn_id=settings.spark_conn_id,
+            py_files=str(engine_py_files()),
+            name=f"airflow-delta {spec.OPERATION} {spec.identity.dag_id}.{spec.identity.task_id}",
+            deploy_mode=settings.deploy_mode,
+        )
+        if hook.master.startswith("spark://") and hook.deploy_mode == "cluster":
+            raise InvalidArgumentError(
+                "deploy_mode",
+                "cluster",
+                f"client on the standalone master {hook.master}: Spark 4.3 refuses cluster deploy mode for "
+                "Python applications on standalone clusters, so airflow-delta runs the driver in client mode "
+                "there; set deploy_mode to client (or leave it empty) in the delta or Spark connection",
+            )
+        return hook
+
+    def submit(
+        self, spec: Spec, *, conf: Mapping[str, str] | None = None, application: str | Path | None = None
+    ) -> JobResult | None:
+        """Run ``spec`` on Spark and wait for it; the result the job printed, if the driver's output is visible.
+
+        Callers take the result from the log (:meth:`find_commit`); the printed one only
+        covers a job that committed nothing. In client mode the spec goes in a file in the
+        driver's own working directory (removed afterwards); in cluster mode, where the
+        driver cannot see the worker's files, as JSON on the command line. A job that
+        reports a Delta error raises that engine error class; any other failure raises
+        :class:`DeltaSparkJobError`. Either way the driver log's tail goes into the task log.
+        """
+        hook = self.spark_submit_hook(spec, conf=conf)
+        self._submit_hook = hook
+        driver_dir = Path(tempfile.mkdtemp(prefix="airflow-delta-driver-"))
+        try:
+            if hook.deploy_mode == "cluster":
+                hook.set_application_args(["--spec", spec.to_json()])
+            else:
+                spec_file = driver_dir / "spec.json"
+                spec_file.write_text(spec.to_json(), encoding="utf-8")
+                hook.set_application_args(["--spec-file", str(spec_file)])
+            try:
+                hook.submit(application=str(application or self.DML_APPLICATION), cwd=str(driver_dir))
+            except AirflowException as exc:
+                tail = "\n".join(hook.output_tail)
+                self.log.error(
+                    "The Spark job failed; the last %d lines of its driver log:\n%s", len(hook.output_tail), tail
+                )
+                if hook.error_line is not None:
+                    raise error_from_line(hook.error_line) from exc
+                raise DeltaSparkJobError(f"the Spark job for {spec.OPERATION} failed: {exc}") from exc
+        finally:
+            shutil.rmtree(driver_dir, ignore_errors=True)
+        if hook.result_line is None:
+            return None
+        return JobResult.from_json(hook.result_line.split(RESULT_MARKER, 1)[1].strip())
+
+    def on_kill(self) -> None:
+        """Kill the running Spark application, in every deploy mode."""
+        if self._submit_hook is not None:
+            self._submit_hook.on_kill()

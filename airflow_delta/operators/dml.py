@@ -1,0 +1,457 @@
+"""DELETE, UPDATE and MERGE on a Delta table from a DAG: ``DeltaDeleteOperator``,
+``DeltaUpdateOperator``, ``DeltaMergeOperator``.
+
+The operators are thin. Each builds its operation's spec (:mod:`airflow_delta.spark.specs`)
+with the task instance's identity, and then:
+
+1. looks in the table's log for an earlier try's commit with the same ``txn`` appId; if it
+   is there, returns that commit's result and submits nothing (exactly once across
+   retries);
+2. runs the operation: on Spark through :class:`~airflow_delta.hooks.delta.DeltaHook`
+   (``spark-submit`` of the DML program), or, for a DELETE that is metadata-only or small,
+   in the worker through the engine's ``DeltaTable.delete``, with the same appId;
+3. returns ``{version, read_version, operation, metrics, attempts}`` read from the log:
+   the same wherever the driver ran.
+
+Delta errors become :class:`~airflow_delta.operators.retry.DeltaRetryableError` (a
+conflict: retry) or :class:`~airflow_delta.operators.retry.DeltaNonRetryableError`
+(fail at once with the engine's message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import pyarrow.compute as pc
+import sqlglot
+from airflow.sdk import BaseOperator
+from sqlglot import exp
+
+from airflow_delta.engine import (
+    DeltaError,
+    DeltaTable,
+    InvalidArgumentError,
+    InvalidFilterError,
+    Snapshot,
+    TableContext,
+    Transaction,
+    stage_delete,
+)
+from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
+from airflow_delta.operators.retry import task_error
+from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.specs import (
+    DeleteSpec,
+    ExecutionOptions,
+    MergeClause,
+    MergeSource,
+    MergeSpec,
+    Spec,
+    TableRef,
+    TaskIdentity,
+    UpdateSpec,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["DeltaDeleteOperator", "DeltaMergeOperator", "DeltaUpdateOperator"]
+
+DEFAULT_WORKER_THRESHOLD_BYTES = 256 << 20
+"""``execution="auto"`` runs a DELETE in the worker when its candidate files total less."""
+
+
+def _task_identity(context: Context) -> TaskIdentity:
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return TaskIdentity(
+        dag_id=ti.dag_id,
+        task_id=ti.task_id,
+        run_id=context["run_id"],
+        map_index=-1 if map_index is None else int(map_index),
+    )
+
+
+def _as_dict(result: JobResult) -> dict[str, Any]:
+    return {
+        "version": result.version,
+        "read_version": result.read_version,
+        "operation": result.operation,
+        "metrics": dict(result.metrics),
+        "attempts": result.attempts,
+    }
+
+
+class _DeltaDmlOperator(BaseOperator):
+    """What the three DML operators share: the connection, exactly-once, Spark, errors."""
+
+    OPERATION: ClassVar[str]
+    template_fields: Sequence[str] = ("table", "conf")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"conf": "json"}
+    ui_color = "#00add4"
+    ui_fgcolor = "#ffffff"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        delta_conn_id: str = DEFAULT_CONN_ID,
+        conf: dict[str, str] | None = None,
+        max_attempts: int = 3,
+        use_deletion_vectors: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.delta_conn_id = delta_conn_id
+        self.conf = conf
+        self.max_attempts = max_attempts
+        self.use_deletion_vectors = use_deletion_vectors
+        self._options()  # a bad max_attempts or use_deletion_vectors fails when the DAG is parsed
+        self._hook: DeltaHook | None = None
+
+    # ------------------------------------------------------------------ parts
+    def _options(self) -> ExecutionOptions:
+        return ExecutionOptions(max_attempts=self.max_attempts, use_deletion_vectors=self.use_deletion_vectors)
+
+    def _table_ref(self, hook: DeltaHook) -> TableRef:
+        return TableRef(uri=self.table, storage_options=hook.settings.storage_options)
+
+    def build_spec(self, identity: TaskIdentity, hook: DeltaHook) -> Spec:
+        raise NotImplementedError
+
+    def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
+        """Whether this spec runs in the worker instead of on Spark (only a DELETE can)."""
+        return False
+
+    # ------------------------------------------------------------------ execute
+    def execute(self, context: Context) -> dict[str, Any]:
+        identity = _task_identity(context)
+        hook = self._hook = DeltaHook(self.delta_conn_id)
+        try:
+            table = hook.table(self.table)
+            snapshot = table.snapshot()
+            earlier = hook.find_commit(table, identity.app_id, snapshot=snapshot, operation=self.OPERATION)
+            if earlier is not None:
+                self.log.info(
+                    "An earlier try of this task instance already committed version %s (appId %s): "
+                    "returning its result, applying nothing again",
+                    earlier.version,
+                    identity.app_id,
+                )
+                return _as_dict(earlier)
+            spec = self.build_spec(identity, hook)
+            if self.run_in_worker(table, spec, snapshot):
+                result = self._run_in_worker(table, spec, snapshot)
+            else:
+                result = self._run_on_spark(hook, table, spec, snapshot)
+        except DeltaError as error:
+            raise task_error(error) from error
+        self.log.info(
+            "%s on %s: version %s (read %s), %d attempt(s), metrics %s",
+            result.operation,
+            self.table,
+            result.version,
+            result.read_version,
+            result.attempts,
+            dict(result.metrics),
+        )
+        return _as_dict(result)
+
+    def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        printed = hook.submit(spec, conf=self.conf)
+        committed = hook.find_commit(table, spec.identity.app_id, operation=self.OPERATION)
+        if committed is not None:
+            return committed
+        if printed is not None:
+            return printed  # the job matched nothing and committed nothing
+        # The driver's output is not visible here (cluster mode) and nothing was committed.
+        return JobResult(version=None, read_version=snapshot.version, operation=self.OPERATION, metrics={}, attempts=1)
+
+    def _run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        raise NotImplementedError
+
+    def on_kill(self) -> None:
+        """Kill the Spark application, whatever the deploy mode; its commit cannot land afterwards."""
+        if self._hook is not None:
+            self._hook.on_kill()
+
+
+class DeltaDeleteOperator(_DeltaDmlOperator):
+    """``DELETE FROM table [WHERE predicate]`` on a Delta table.
+
+    With no predicate every file is removed; a predicate on partition columns only removes
+    whole files, decided from the log. Otherwise matching rows are marked in deletion
+    vectors (where the table enables them) or their files rewritten. A DELETE that matches
+    no row commits nothing (``version`` None).
+
+    ``execution="auto"`` runs in the Airflow worker, through the engine with no Spark job,
+    when the delete is metadata-only (no predicate, or partition columns only) or when the
+    candidate files left after pruning total less than ``worker_threshold_bytes``;
+    otherwise on Spark. ``"spark"`` and ``"worker"`` force one or the other (a predicate
+    the engine cannot evaluate, such as a Spark function, needs Spark).
+
+    :param table: URI of the Delta table (templated).
+    :param predicate: Spark SQL condition; rows where it is NULL stay. None deletes every
+        row. (templated)
+    :param execution: ``auto``, ``spark`` or ``worker`` (see above).
+    :param worker_threshold_bytes: ``auto`` runs in the worker below this many bytes of
+        candidate files.
+    :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
+        default conf, deploy mode).
+    :param conf: Spark conf for this job, over the connection's. (templated)
+    :param max_attempts: Attempts on a logical conflict (ConcurrentAppend, ConcurrentDeleteRead,
+        ConcurrentDeleteDelete), the first included, before the task fails with a retryable error.
+    :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
+        files; True requires DVs.
+    """
+
+    OPERATION = "DELETE"
+    template_fields: Sequence[str] = ("table", "predicate", "conf")
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        predicate: str | None = None,
+        execution: Literal["auto", "spark", "worker"] = "auto",
+        worker_threshold_bytes: int = DEFAULT_WORKER_THRESHOLD_BYTES,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        if execution not in ("auto", "spark", "worker"):
+            raise InvalidArgumentError("execution", execution, "one of 'auto', 'spark' or 'worker'")
+        if (
+            isinstance(worker_threshold_bytes, bool)
+            or not isinstance(worker_threshold_bytes, int)
+            or worker_threshold_bytes < 0
+        ):
+            raise InvalidArgumentError("worker_threshold_bytes", worker_threshold_bytes, "an int >= 0")
+        self.predicate = predicate
+        self.execution = execution
+        self.worker_threshold_bytes = worker_threshold_bytes
+
+    def build_spec(self, identity: TaskIdentity, hook: DeltaHook) -> DeleteSpec:
+        return DeleteSpec(
+            table=self._table_ref(hook), predicate=self.predicate, identity=identity, options=self._options()
+        )
+
+    def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
+        assert isinstance(spec, DeleteSpec)
+        if self.execution != "auto":
+            return self.execution == "worker"
+        if spec.predicate is None:
+            self.log.info("A DELETE of every row is metadata-only: running in the worker, no Spark job")
+            return True
+        try:
+            candidates = snapshot.plan_files(spec.predicate)
+        except InvalidFilterError as error:
+            if not _references_only(spec.predicate, snapshot.schema.names):
+                raise  # a column the table does not have: Spark would fail the same way, later
+            self.log.info("The engine cannot evaluate the predicate (%s): running on Spark", error)
+            return False
+        if _references_only(spec.predicate, snapshot.partition_columns):
+            self.log.info("A predicate on partition columns only is metadata-only: running in the worker, no Spark job")
+            return True
+        size = int(pc.sum(candidates.column("size")).as_py() or 0)
+        in_worker = size < self.worker_threshold_bytes
+        self.log.info(
+            "%d candidate file(s), %d bytes after pruning (threshold %d): running %s",
+            candidates.num_rows,
+            size,
+            self.worker_threshold_bytes,
+            "in the worker" if in_worker else "on Spark",
+        )
+        return in_worker
+
+    def _run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        """The DELETE through the engine in this process, with the Spark job's attempts, tags and exactly-once.
+
+        The engine stages it (``stage_delete``: pruning, the metadata-only case, DVs or
+        rewrites); the job's driver loop (``run_with_retries``) commits it with the task's
+        appId and tags, plans again on logical conflicts, and returns an earlier try's
+        commit if one lands first. Nothing here starts Spark.
+        """
+        assert isinstance(spec, DeleteSpec)
+        from airflow_delta.spark.changes import StagedOperation, run_with_retries, uses_deletion_vectors
+
+        predicate = spec.predicate
+
+        def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
+            use_dvs = uses_deletion_vectors(context, spec.options)
+            metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
+            changed = bool(metrics.get("numDeletedRows") or metrics.get("numRemovedFiles"))
+            parameters = {"predicate": [predicate] if predicate is not None else []}
+            return StagedOperation("DELETE", parameters, metrics, commit=changed)
+
+        result = run_with_retries(spec, attempt)
+        if result.version is None:
+            return result
+        # The same return value as a job's: read back from the log.
+        committed = self._hook.find_commit(table, spec.identity.app_id, operation="DELETE") if self._hook else None
+        return committed if committed is not None else result
+
+
+class DeltaUpdateOperator(_DeltaDmlOperator):
+    """``UPDATE table SET column = expression, ... [WHERE predicate]`` on a Delta table, on Spark.
+
+    With deletion vectors the old rows are marked in DVs and only the updated rows are
+    written; without, the touched files are rewritten. A SET value is cast to the column's
+    type by Spark's store-assignment rules; updated rows must satisfy the table's CHECK
+    constraints, NOT NULL and invariants.
+
+    :param table: URI of the Delta table (templated).
+    :param set: Column name -> Spark SQL expression. (templated)
+    :param predicate: Spark SQL condition; rows where it is NULL are left alone. None
+        updates every row. (templated)
+    :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
+        default conf, deploy mode).
+    :param conf: Spark conf for this job, over the connection's. (templated)
+    :param max_attempts: Attempts on a logical conflict, the first included.
+    :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
+        files; True requires DVs.
+    """
+
+    OPERATION = "UPDATE"
+    template_fields: Sequence[str] = ("table", "set", "predicate", "conf")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"set": "json", "conf": "json"}
+
+    def __init__(self, *, table: str, set: dict[str, str], predicate: str | None = None, **kwargs: Any) -> None:
+        super().__init__(table=table, **kwargs)
+        self.set = set
+        self.predicate = predicate
+
+    def build_spec(self, identity: TaskIdentity, hook: DeltaHook) -> UpdateSpec:
+        return UpdateSpec(
+            table=self._table_ref(hook),
+            set=self.set,
+            predicate=self.predicate,
+            identity=identity,
+            options=self._options(),
+        )
+
+
+class DeltaMergeOperator(_DeltaDmlOperator):
+    """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark.
+
+    Give either ``merge_sql`` (the whole statement, with ``sources`` naming what its
+    ``USING`` reads; the statement's target is ``table``) or the structured ``source``,
+    ``on`` and ``clauses``. Clauses run in Delta's order (WHEN
+    MATCHED, WHEN NOT MATCHED [BY TARGET], WHEN NOT MATCHED BY SOURCE), each group in the
+    order given. More than one source row matching a target row that a clause modifies
+    fails the task at once, as in Delta.
+
+    :param table: URI of the target Delta table (templated).
+    :param merge_sql: A ``MERGE INTO ... USING ... ON ... WHEN ...`` statement in Spark SQL
+        (``MERGE WITH SCHEMA EVOLUTION INTO`` turns on schema evolution). (templated)
+    :param sources: For ``merge_sql``: each table name its ``USING`` reads (directly or in a
+        subquery) -> a :class:`~airflow_delta.spark.specs.MergeSource` or its JSON form
+        (``{"delta": {"uri": ...}}`` or ``{"parquet": path}``). (templated)
+    :param source: The source: a :class:`~airflow_delta.spark.specs.MergeSource`, or its JSON
+        form ``{"delta": {"uri": ..., "version": ...}}``, ``{"parquet": path}`` or
+        ``{"query": sql, "views": {name: {"delta": ...} | {"parquet": ...}}}``. (templated)
+    :param on: The merge condition over ``source_alias`` and ``target_alias``. (templated)
+    :param clauses: :class:`~airflow_delta.spark.specs.MergeClause` objects or their JSON
+        form ``{"kind": "matched_update", "condition": ..., "assignments": {...}, "star": false}``.
+        (templated)
+    :param source_alias: The source's alias in ``on`` and the clauses.
+    :param target_alias: The target's alias in ``on`` and the clauses.
+    :param schema_evolution: Let ``UPDATE SET *`` and ``INSERT *`` add the source's new columns.
+    :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
+        default conf, deploy mode).
+    :param conf: Spark conf for this job, over the connection's. (templated)
+    :param max_attempts: Attempts on a logical conflict, the first included.
+    :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
+        files; True requires DVs.
+    """
+
+    OPERATION = "MERGE"
+    template_fields: Sequence[str] = ("table", "merge_sql", "sources", "source", "on", "clauses", "conf")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"merge_sql": "sql", "conf": "json"}
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        merge_sql: str | None = None,
+        sources: Mapping[str, MergeSource | Mapping[str, Any]] | None = None,
+        source: MergeSource | Mapping[str, Any] | None = None,
+        on: str | None = None,
+        clauses: Sequence[MergeClause | Mapping[str, Any]] | None = None,
+        source_alias: str = "source",
+        target_alias: str = "target",
+        schema_evolution: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        structured = [
+            name for name, value in (("source", source), ("on", on), ("clauses", clauses)) if value is not None
+        ]
+        if merge_sql is not None and structured:
+            raise InvalidArgumentError(
+                "merge_sql", merge_sql, f"either merge_sql or source/on/clauses, not both (also given: {structured})"
+            )
+        if merge_sql is None and len(structured) != 3:
+            raise InvalidArgumentError("source", source, "a MERGE needs merge_sql, or all of source, on and clauses")
+        if sources is not None and merge_sql is None:
+            raise InvalidArgumentError("sources", sources, "sources only with merge_sql (give source otherwise)")
+        self.merge_sql = merge_sql
+        self.sources = sources
+        self.source = source
+        self.on = on
+        self.clauses = clauses
+        self.source_alias = source_alias
+        self.target_alias = target_alias
+        self.schema_evolution = schema_evolution
+
+    def build_spec(self, identity: TaskIdentity, hook: DeltaHook) -> MergeSpec:
+        target = self._table_ref(hook)
+        if self.merge_sql is not None:
+            from airflow_delta.spark.merge_sql import merge_spec_from_sql
+
+            return merge_spec_from_sql(
+                self.merge_sql,
+                target=target,
+                identity=identity,
+                sources={name: _merge_source(f"sources.{name}", value) for name, value in (self.sources or {}).items()},
+                schema_evolution=self.schema_evolution,
+                options=self._options(),
+            )
+        source = _merge_source("source", self.source)
+        clauses = tuple(
+            clause if isinstance(clause, MergeClause) else MergeClause.from_obj(f"clauses[{i}]", clause)
+            for i, clause in enumerate(self.clauses or ())
+        )
+        return MergeSpec(
+            target=target,
+            source=source,
+            on=str(self.on),
+            clauses=clauses,
+            identity=identity,
+            source_alias=self.source_alias,
+            target_alias=self.target_alias,
+            schema_evolution=self.schema_evolution,
+            options=self._options(),
+        )
+
+
+def _merge_source(name: str, value: object) -> MergeSource:
+    """A MergeSource given as itself or in its JSON form (what a templated dict renders to)."""
+    return value if isinstance(value, MergeSource) else MergeSource.from_obj(name, value)
+
+
+def _references_only(predicate: str, columns: Sequence[str]) -> bool:
+    """Whether a Spark SQL predicate refers to no column outside ``columns`` (compared ignoring case, as Spark does).
+
+    A predicate sqlglot cannot parse is not decided here (False): Spark will say what is wrong.
+    """
+    try:
+        tree = sqlglot.parse_one(predicate, read="spark")
+    except sqlglot.errors.ParseError:
+        return False
+    allowed = {column.casefold() for column in columns}
+    # ``t.c`` (an alias) and ``s.f`` (a struct field) both count by whichever part is a column.
+    return all(
+        any(part.name.casefold() in allowed for part in column.parts) for column in tree.find_all(exp.Column)
+    )

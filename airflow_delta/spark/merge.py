@@ -1,0 +1,638 @@
+"""MERGE on plain Spark, committed through the engine: :func:`run_merge`.
+
+As Delta's ``MergeIntoCommand`` does it, in Spark SQL over engine-read target files:
+
+1. The source (a Delta table read through the engine, a parquet path, or a Spark SQL
+   query over such views) is read once and persisted, so every pass and every attempt
+   after a conflict sees the same rows (Delta materializes the source for the same
+   reason).
+2. The target files the MERGE reads are chosen as Delta chooses them: pruned by the ON
+   condition's target-only conjuncts when there is no WHEN NOT MATCHED BY SOURCE clause,
+   else the whole table; the transaction records them (and the predicate), so an append
+   elsewhere does not conflict.
+3. **Insert-only** (only WHEN NOT MATCHED clauses): source rows that match no target row
+   (a left anti join) are inserted; nothing of the target is rewritten.
+4. Otherwise source and target are joined on ON (inner, left, right or full outer, as
+   the clause groups need), and one ``CASE`` picks, per joined row, the first clause of
+   its group whose condition is TRUE (NULL is not TRUE), and the row's new values. Delta's
+   multiple-match rule is checked on that: a target row that joins more than one source
+   row fails the MERGE (:class:`MultipleSourceRowsMatchedError`), unless the only WHEN
+   MATCHED clause is an unconditional DELETE.
+5. Updated and deleted target rows leave their files, updated and inserted rows are
+   written, through :func:`~airflow_delta.spark.changes.stage_row_changes` (DVs when the
+   table enables them, else rewriting touched files), and the commit, retries on logical
+   conflicts and exactly-once go through :func:`~airflow_delta.spark.changes.run_with_retries`.
+
+Values are cast to the target column's type (Spark's cast under the session's ANSI
+setting). ``UPDATE SET *`` / ``INSERT *`` take the source column of each target column's
+name; without schema evolution every target column must be in the source (extra source
+columns are ignored), with it the source's other columns are added to the table
+(nullable, at the end) and target columns the source lacks keep their value (UPDATE) or
+are NULL (INSERT).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.types import StructField, StructType
+
+from airflow_delta.engine import (
+    DeltaError,
+    DeltaTable,
+    InvalidArgumentError,
+    Metadata,
+    MultipleSourceRowsMatchedError,
+    Snapshot,
+    TableContext,
+    Transaction,
+)
+from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
+from airflow_delta.spark.file_tasks import (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    engine_errors_from_executors,
+    spark_schema,
+    target_dataframe,
+    write_dataframe,
+)
+from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.specs import MergeClause, MergeSource, MergeSpec
+
+__all__ = [
+    "OPERATION",
+    "MergePlan",
+    "load_source",
+    "merge_outcome",
+    "operation_parameters",
+    "run_merge",
+    "target_only_filter",
+]
+
+OPERATION = "MERGE"
+
+# Columns the job adds to the joined rows; the prefix keeps them apart from user columns.
+_SOURCE_PRESENT = "__airflow_delta_merge_source_present"
+_TARGET_PRESENT = "__airflow_delta_merge_target_present"
+ACTION_COLUMN = "__airflow_delta_merge_action"
+MATCHED_COLUMN = "__airflow_delta_merge_matched"
+
+_UPDATE_KINDS = ("matched_update", "not_matched_by_source_update")
+_DELETE_KINDS = ("matched_delete", "not_matched_by_source_delete")
+_METRIC_OF_KIND = {
+    "matched_update": "numTargetRowsMatchedUpdated",
+    "not_matched_by_source_update": "numTargetRowsNotMatchedBySourceUpdated",
+    "matched_delete": "numTargetRowsMatchedDeleted",
+    "not_matched_by_source_delete": "numTargetRowsNotMatchedBySourceDeleted",
+    "not_matched_insert": "numTargetRowsInserted",
+}
+
+
+def _quote(name: str) -> str:
+    """``name`` as a Spark SQL identifier (backticks doubled inside)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _ref(alias: str, name: str) -> Column:
+    return F.col(f"{_quote(alias)}.{_quote(name)}")
+
+
+# ---------------------------------------------------------------------------------------
+# The source
+
+
+def load_source(spark: SparkSession, source: MergeSource) -> DataFrame:
+    """The source rows: a Delta table read through the engine (at its version), a parquet path, or a query over views."""
+    if source.delta is not None:
+        table = DeltaTable(source.delta.uri, source.delta.storage_options or None)
+        snapshot = table.snapshot(source.delta.version)
+        frame = target_dataframe(spark, table.context(snapshot), snapshot.add_actions)
+        return frame.drop(FILE_COLUMN, ROW_COLUMN)
+    if source.parquet is not None:
+        return spark.read.parquet(source.parquet)
+    for name, view in source.views.items():
+        load_source(spark, view).createOrReplaceTempView(name)
+    assert source.query is not None  # MergeSource holds exactly one of the three
+    return spark.sql(source.query)
+
+
+# ---------------------------------------------------------------------------------------
+# Planning: the clauses resolved against the target's and the source's columns
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """A MERGE's clauses resolved against the target schema (evolved when asked) and the source columns.
+
+    ``schema`` is the schema rows are written in: the target's, plus the source columns
+    that schema evolution adds (``added``).
+    """
+
+    spec: MergeSpec
+    target_schema: StructType
+    source_schema: StructType
+    schema: StructType
+    added: tuple[StructField, ...]
+
+    @classmethod
+    def of(cls, spec: MergeSpec, target_schema: StructType, source_schema: StructType) -> MergePlan:
+        target_names = {f.name.casefold() for f in target_schema.fields}
+        added: list[StructField] = []
+        if spec.schema_evolution and any(clause.star for clause in spec.clauses):
+            added = [
+                StructField(f.name, f.dataType, True, f.metadata)
+                for f in source_schema.fields
+                if f.name.casefold() not in target_names
+            ]
+        schema = StructType([*target_schema.fields, *added])
+        plan = cls(spec, target_schema, source_schema, schema, tuple(added))
+        plan._check_clauses()
+        return plan
+
+    @property
+    def insert_only(self) -> bool:
+        return all(clause.kind == "not_matched_insert" for clause in self.spec.clauses)
+
+    @property
+    def only_unconditional_delete(self) -> bool:
+        """Delta's exception to the multiple-match error: every joined pair of a target row deletes it."""
+        matched = [c for c in self.spec.clauses if c.group == "WHEN MATCHED"]
+        return len(matched) == 1 and matched[0].kind == "matched_delete" and matched[0].condition is None
+
+    def _check_clauses(self) -> None:
+        names = {f.name.casefold(): f.name for f in self.schema.fields}
+        for index, clause in enumerate(self.spec.clauses):
+            for column in clause.assignments or {}:
+                if column.casefold() not in names:
+                    raise InvalidArgumentError(
+                        f"MergeSpec.clauses[{index}].assignments",
+                        column,
+                        f"a column of the target table, one of {sorted(names.values())}",
+                    )
+            if clause.star and not self.spec.schema_evolution:
+                source_names = {f.name.casefold() for f in self.source_schema.fields}
+                missing = [f.name for f in self.target_schema.fields if f.name.casefold() not in source_names]
+                if missing:
+                    star = "UPDATE SET *" if clause.kind == "matched_update" else "INSERT *"
+                    raise InvalidArgumentError(
+                        f"MergeSpec.clauses[{index}].star",
+                        True,
+                        f"a source with every target column for {star}; it lacks {missing}: list the assignments, "
+                        "or turn on schema evolution (then UPDATE keeps those columns and INSERT sets them NULL)",
+                    )
+
+    def target_columns_read(self) -> list[str]:
+        """The target columns the MERGE reads: those its expressions name, and those an UPDATE keeps.
+
+        Delta reads only these in its join too. Any identifier part that names a target
+        column counts (``t.s.x`` and ``s.x`` may both mean the struct ``s``): reading a
+        column too many costs little, one too few fails the job. Text sqlglot cannot
+        parse reads every column.
+        """
+        target_names = {f.name.casefold(): f.name for f in self.target_schema.fields}
+        source_names = {f.name.casefold() for f in self.source_schema.fields}
+        texts = [self.spec.on]
+        needed: set[str] = set()
+        for clause in self.spec.clauses:
+            if clause.condition is not None:
+                texts.append(clause.condition)
+            texts.extend((clause.assignments or {}).values())
+            if clause.kind in _UPDATE_KINDS:
+                assigned = {k.casefold() for k in clause.assignments or {}}
+                for key in target_names:
+                    if key not in assigned and not (clause.star and key in source_names):
+                        needed.add(key)  # kept as it was: read to be written again
+        for text in texts:
+            try:
+                tree = sqlglot.parse_one(text, read="spark")
+            except sqlglot.errors.SqlglotError:
+                return list(self.target_schema.names)
+            for column in tree.find_all(sqlglot.exp.Column):
+                for part in column.parts:
+                    if part.name.casefold() in target_names:
+                        needed.add(part.name.casefold())
+        # At least one column: a frame of no columns would lose its rows' count.
+        return [f.name for f in self.target_schema.fields if f.name.casefold() in needed] or self.target_schema.names[:1]
+
+    def values(self, clause: MergeClause) -> list[Column]:
+        """The row ``clause`` writes, one value per column of :attr:`schema`, cast to the column's type."""
+        alias_t, alias_s = self.spec.target_alias, self.spec.source_alias
+        assigned = {k.casefold(): v for k, v in (clause.assignments or {}).items()}
+        source_names = {f.name.casefold(): f.name for f in self.source_schema.fields}
+        target_names = {f.name.casefold() for f in self.target_schema.fields}
+        is_update = clause.kind in _UPDATE_KINDS
+        out = []
+        for field in self.schema.fields:
+            key = field.name.casefold()
+            if key in assigned:
+                value = F.expr(assigned[key])
+            elif clause.star and key in source_names:
+                value = _ref(alias_s, source_names[key])
+            elif is_update and key in target_names:
+                value = _ref(alias_t, field.name)  # an UPDATE keeps what it does not assign
+            else:
+                value = F.lit(None)  # INSERT of an unlisted column; a column the target does not have yet
+            out.append(value.cast(field.dataType))
+        return out
+
+
+def _first_true(conditions: Sequence[tuple[str | None, int]]) -> Column:
+    """The index of the first clause whose condition is TRUE (NULL is not), else NULL."""
+    result: Any = F
+    for condition, index in conditions:
+        test = F.lit(True) if condition is None else F.coalesce(F.expr(condition), F.lit(False))
+        result = result.when(test, F.lit(index))
+    return result if result is not F else F.lit(None).cast("int")
+
+
+def _join_type(plan: MergePlan) -> str:
+    kinds = {clause.group for clause in plan.spec.clauses}
+    inserts = "WHEN NOT MATCHED" in kinds
+    by_source = "WHEN NOT MATCHED BY SOURCE" in kinds
+    if inserts and by_source:
+        return "full_outer"
+    if inserts:
+        return "left_outer"
+    return "right_outer" if by_source else "inner"
+
+
+def merge_outcome(plan: MergePlan, source: DataFrame, target: DataFrame) -> DataFrame:
+    """The joined rows a MERGE acts on, one per joined pair that a clause changes or that matched.
+
+    Columns: :data:`FILE_COLUMN`, :data:`ROW_COLUMN` (of the target row, NULL for a source
+    row that matched none), :data:`ACTION_COLUMN` (the index in ``plan.spec.clauses`` of the
+    clause that applies, NULL for no change), :data:`MATCHED_COLUMN` (the pair matched on
+    ON), then the written values in ``plan.schema``'s columns.
+    """
+    spec = plan.spec
+    src = source.withColumn(_SOURCE_PRESENT, F.lit(True)).alias(spec.source_alias)
+    tgt = target.withColumn(_TARGET_PRESENT, F.lit(True)).alias(spec.target_alias)
+    joined = src.join(tgt, F.expr(spec.on), _join_type(plan))
+    groups: dict[str, list[tuple[str | None, int]]] = {}
+    for index, clause in enumerate(spec.clauses):
+        groups.setdefault(clause.group, []).append((clause.condition, index))
+    source_present = F.col(_SOURCE_PRESENT).isNotNull()
+    target_present = F.col(_TARGET_PRESENT).isNotNull()
+    matched = source_present & target_present
+    action = (
+        F.when(matched, _first_true(groups.get("WHEN MATCHED", [])))
+        .when(~target_present, _first_true(groups.get("WHEN NOT MATCHED", [])))
+        .otherwise(_first_true(groups.get("WHEN NOT MATCHED BY SOURCE", [])))
+    )
+    with_action = joined.select("*", action.alias(ACTION_COLUMN), matched.alias(MATCHED_COLUMN))
+    return with_action.where(F.col(ACTION_COLUMN).isNotNull() | F.col(MATCHED_COLUMN)).select(
+        _ref(spec.target_alias, FILE_COLUMN).alias(FILE_COLUMN),
+        _ref(spec.target_alias, ROW_COLUMN).alias(ROW_COLUMN),
+        F.col(ACTION_COLUMN),
+        F.col(MATCHED_COLUMN),
+        *_written_columns(plan),
+    )
+
+
+def insert_only_rows(plan: MergePlan, source: DataFrame, target: DataFrame) -> DataFrame:
+    """Insert-only MERGE: the rows to insert (source rows that match no target row and take an INSERT clause)."""
+    spec = plan.spec
+    unmatched = source.alias(spec.source_alias).join(target.alias(spec.target_alias), F.expr(spec.on), "left_anti")
+    action = _first_true([(clause.condition, index) for index, clause in enumerate(spec.clauses)])
+    chosen = unmatched.select("*", action.alias(ACTION_COLUMN)).where(F.col(ACTION_COLUMN).isNotNull())
+    return chosen.select(F.col(ACTION_COLUMN), *_written_columns(plan))
+
+
+def _written_columns(plan: MergePlan) -> list[Column]:
+    """Per column of ``plan.schema``, the value the row's clause (:data:`ACTION_COLUMN`) writes; NULL when none applies."""
+    per_clause = [plan.values(clause) for clause in plan.spec.clauses]
+    written = []
+    for position, field in enumerate(plan.schema.fields):
+        value: Any = F
+        for index, values in enumerate(per_clause):
+            value = value.when(F.col(ACTION_COLUMN) == index, values[position])
+        written.append(value.alias(field.name))
+    return written
+
+
+# ---------------------------------------------------------------------------------------
+# Target files
+
+
+def target_only_filter(spec: MergeSpec, partition_and_data_columns: Sequence[str]) -> str | None:
+    """The conjuncts of ON that reference only target columns, as an engine filter text; None if there are none.
+
+    Delta prunes the target's files with these before the join. A conjunct qualifies
+    when each of its columns is qualified with the target alias and names a target
+    column, and it calls no function that could be non-deterministic (a subquery, rand):
+    only such conjuncts are true of the target row alone.
+    """
+    try:
+        condition = sqlglot.parse_one(spec.on, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return None
+    names = {name.casefold() for name in partition_and_data_columns}
+    kept = []
+    for conjunct in condition.flatten() if isinstance(condition, sqlglot.exp.And) else [condition]:
+        columns = list(conjunct.find_all(sqlglot.exp.Column))
+        if not columns or any(
+            column.table.casefold() != spec.target_alias.casefold() or column.name.casefold() not in names
+            for column in columns
+        ):
+            continue
+        if any(isinstance(node, (sqlglot.exp.Subquery, sqlglot.exp.Rand)) for node in conjunct.walk()):
+            continue
+        unqualified = conjunct.copy()
+        for column in unqualified.find_all(sqlglot.exp.Column):
+            column.set("table", None)
+        kept.append(unqualified.sql(dialect="spark"))
+    return " AND ".join(f"({text})" for text in kept) or None
+
+
+def _read_target_files(txn: Transaction, spec: MergeSpec, plan: MergePlan) -> pa.Table:
+    """The target files to join against, recorded as read: pruned by ON's target-only conjuncts where Delta prunes."""
+    if not any(clause.group == "WHEN NOT MATCHED BY SOURCE" for clause in spec.clauses):
+        text = target_only_filter(spec, plan.target_schema.names)
+        if text is not None:
+            try:
+                return txn.read_files(text)
+            except DeltaError:
+                pass  # the engine cannot prune on this text (Spark-only functions): read the whole table
+    return txn.read_files(None)
+
+
+# ---------------------------------------------------------------------------------------
+# Schema evolution
+
+
+def _evolved_metadata(metadata: Metadata, added: Sequence[StructField]) -> Metadata:
+    """``metadata`` with ``added`` columns at the end; under column mapping each gets an id and a physical name."""
+    schema = json.loads(metadata.schema_string)
+    configuration = dict(metadata.configuration)
+    mapping = configuration.get("delta.columnMapping.mode", "none")
+    next_id = int(configuration.get("delta.columnMapping.maxColumnId", "0"))
+    for field in added:
+        as_json = field.jsonValue()
+        if mapping != "none":
+            if isinstance(field.dataType, StructType) or "struct" in field.dataType.simpleString():
+                raise InvalidArgumentError(
+                    "MergeSpec.schema_evolution",
+                    True,
+                    f"source columns of simple types to add to a column-mapped table; {field.name!r} is "
+                    f"{field.dataType.simpleString()}: add it to the table first",
+                )
+            next_id += 1
+            as_json["metadata"] = {
+                **as_json.get("metadata", {}),
+                "delta.columnMapping.id": next_id,
+                "delta.columnMapping.physicalName": f"col-{uuid.uuid4()}",
+            }
+        schema["fields"].append(as_json)
+    if mapping != "none":
+        configuration["delta.columnMapping.maxColumnId"] = str(next_id)
+    return replace(metadata, schema_string=json.dumps(schema), configuration=configuration)
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics and parameters, under Delta's names
+
+
+def operation_parameters(spec: MergeSpec) -> dict[str, str]:
+    """``operationParameters`` as Delta writes them for MERGE (JSON strings of the predicates per group)."""
+
+    def predicates(group: str) -> str:
+        out = []
+        for clause in spec.clauses:
+            if clause.group != group:
+                continue
+            entry = {"actionType": clause.kind.rsplit("_", 1)[1]}
+            if clause.condition is not None:
+                entry = {"predicate": clause.condition, **entry}
+            out.append(entry)
+        return json.dumps(out, separators=(",", ":"))
+
+    return {
+        "predicate": json.dumps([spec.on]),
+        "matchedPredicates": predicates("WHEN MATCHED"),
+        "notMatchedPredicates": predicates("WHEN NOT MATCHED"),
+        "notMatchedBySourcePredicates": predicates("WHEN NOT MATCHED BY SOURCE"),
+    }
+
+
+def _zero_metrics() -> dict[str, int]:
+    names = (
+        "numSourceRows",
+        "numTargetRowsInserted",
+        "numTargetRowsUpdated",
+        "numTargetRowsMatchedUpdated",
+        "numTargetRowsNotMatchedBySourceUpdated",
+        "numTargetRowsDeleted",
+        "numTargetRowsMatchedDeleted",
+        "numTargetRowsNotMatchedBySourceDeleted",
+        "numTargetRowsCopied",
+        "numOutputRows",
+        "numTargetFilesAdded",
+        "numTargetFilesRemoved",
+        "numTargetBytesAdded",
+        "numTargetBytesRemoved",
+        "numTargetDeletionVectorsAdded",
+        "numTargetDeletionVectorsRemoved",
+        "numTargetDeletionVectorsUpdated",
+        "numTargetChangeFilesAdded",
+        "scanTimeMs",
+        "rewriteTimeMs",
+    )
+    return dict.fromkeys(names, 0)
+
+
+# The file metrics of stage_row_changes, renamed as MERGE names them.
+_FILE_METRICS = {
+    "numAddedFiles": "numTargetFilesAdded",
+    "numRemovedFiles": "numTargetFilesRemoved",
+    "numAddedBytes": "numTargetBytesAdded",
+    "numRemovedBytes": "numTargetBytesRemoved",
+    "numDeletionVectorsAdded": "numTargetDeletionVectorsAdded",
+    "numDeletionVectorsRemoved": "numTargetDeletionVectorsRemoved",
+    "numDeletionVectorsUpdated": "numTargetDeletionVectorsUpdated",
+    "numAddedChangeFiles": "numTargetChangeFilesAdded",
+    "numCopiedRows": "numTargetRowsCopied",
+    "rewriteTimeMs": "rewriteTimeMs",
+}
+
+
+@contextmanager
+def _analyzed(spec: MergeSpec) -> Iterator[None]:
+    """Spark's analysis errors (unknown columns, bad expressions, non-boolean conditions) as :class:`InvalidArgumentError`."""
+    try:
+        yield
+    except AnalysisException as error:  # ParseException is one too
+        text = str(error).strip()
+        raise InvalidArgumentError(
+            "MergeSpec",
+            text.splitlines()[0] if text else type(error).__name__,
+            f"ON, conditions and values in Spark SQL over the target ({spec.target_alias}) and source "
+            f"({spec.source_alias}) columns, with boolean conditions",
+        ) from None
+
+
+@contextmanager
+def _persisted(frame: DataFrame) -> Iterator[DataFrame]:
+    persisted = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield persisted
+    finally:
+        persisted.unpersist()
+
+
+# ---------------------------------------------------------------------------------------
+# The job
+
+
+def run_merge(
+    spark: SparkSession, spec: MergeSpec, *, before_commit: Callable[[int], None] | None = None
+) -> JobResult:
+    """Run ``spec`` on ``spark``: plan, join, check, write, and commit through the engine (see the module docstring).
+
+    ``before_commit(attempt)`` runs after an attempt staged its actions, before it commits
+    (tests let another writer commit in between).
+    """
+    run_started = time.monotonic()  # Delta's executionTimeMs covers the whole command, source included
+    with engine_errors_from_executors(), _persisted(load_source(spark, spec.source)) as source:
+        num_source_rows = source.count()  # also fills the persisted copy
+        materialized_ms = _ms_since(run_started)
+
+        def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
+            staged = _attempt(spark, spec, source, num_source_rows, run_started, txn, snapshot, context)
+            return staged._replace(metrics={**staged.metrics, "materializeSourceTimeMs": materialized_ms})
+
+        return run_with_retries(spec, attempt, before_commit=before_commit)
+
+
+def _attempt(
+    spark: SparkSession,
+    spec: MergeSpec,
+    source: DataFrame,
+    num_source_rows: int,
+    run_started: float,
+    txn: Transaction,
+    snapshot: Snapshot,
+    context: TableContext,
+) -> StagedOperation:
+    started = time.monotonic()
+    plan = MergePlan.of(spec, spark_schema(context), source.schema)
+    metrics = _zero_metrics()
+    metrics["numSourceRows"] = num_source_rows
+    write_context = context
+    if plan.added:
+        evolved = _evolved_metadata(context.metadata, plan.added)
+        txn.set_metadata(evolved)
+        write_context = replace(context, metadata=evolved)
+    files = _read_target_files(txn, spec, plan)
+    metrics["numTargetFilesBeforeSkipping"] = snapshot.add_actions.num_rows
+    metrics["numTargetFilesAfterSkipping"] = files.num_rows
+    target = target_dataframe(spark, context, files, plan.target_columns_read())
+    parameters = operation_parameters(spec)
+
+    # Building the frames runs Spark's analyzer (no job): a bad column or expression fails here.
+    with _analyzed(spec):
+        rows = insert_only_rows(plan, source, target) if plan.insert_only else merge_outcome(plan, source, target)
+
+    if plan.insert_only:
+        # Delta's insert-only MERGE: an append of the unmatched source rows; the target is only read.
+        with _persisted(rows) as inserted:
+            counts = _counts_by_action(inserted)
+            metrics["scanTimeMs"] = _ms_since(started)
+            _count_clauses(metrics, spec, counts)
+            if not counts and not plan.added:
+                return _finish(metrics, run_started, parameters, commit=False)
+            rewrite_started = time.monotonic()
+            adds = write_dataframe(write_context, inserted.drop(ACTION_COLUMN)) if counts else []
+        txn.add_files(adds, written_for_this_commit=True)
+        metrics["rewriteTimeMs"] = _ms_since(rewrite_started)
+        changes = {"numAddedFiles": len(adds), "numAddedBytes": sum(add.size for add in adds)}
+        return _finish(_with_file_metrics(metrics, changes), run_started, parameters)
+
+    with _persisted(rows) as outcome:
+        overcount = _check_multiple_matches(plan, outcome)
+        counts = _counts_by_action(outcome)
+        metrics["scanTimeMs"] = _ms_since(started)
+        _count_clauses(metrics, spec, counts)
+        metrics["numTargetRowsMatchedDeleted"] -= overcount
+        metrics["numTargetRowsDeleted"] -= overcount
+        if not counts and not plan.added:
+            return _finish(metrics, run_started, parameters, commit=False)
+        kinds = [clause.kind for clause in spec.clauses]
+        removing = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS or kind in _DELETE_KINDS]
+        writing = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS or kind == "not_matched_insert"]
+        action = F.col(ACTION_COLUMN)
+        removed = outcome.where(action.isin(removing)).select(FILE_COLUMN, ROW_COLUMN)
+        if overcount:
+            removed = removed.distinct()
+        new_rows = outcome.where(action.isin(writing)).select(*plan.schema.names) if writing else None
+        changes = stage_row_changes(
+            txn, write_context, files, removed, new_rows, uses_deletion_vectors(context, spec.options)
+        )
+    return _finish(_with_file_metrics(metrics, changes), run_started, parameters)
+
+
+def _counts_by_action(frame: DataFrame) -> dict[int, int]:
+    rows = frame.where(F.col(ACTION_COLUMN).isNotNull()).groupBy(ACTION_COLUMN).count().collect()
+    return {int(row[ACTION_COLUMN]): int(row["count"]) for row in rows}
+
+
+def _count_clauses(metrics: dict[str, int], spec: MergeSpec, counts: Mapping[int, int]) -> None:
+    for index, count in counts.items():
+        metrics[_METRIC_OF_KIND[spec.clauses[index].kind]] += count
+    metrics["numTargetRowsUpdated"] = (
+        metrics["numTargetRowsMatchedUpdated"] + metrics["numTargetRowsNotMatchedBySourceUpdated"]
+    )
+    metrics["numTargetRowsDeleted"] = (
+        metrics["numTargetRowsMatchedDeleted"] + metrics["numTargetRowsNotMatchedBySourceDeleted"]
+    )
+
+
+def _check_multiple_matches(plan: MergePlan, outcome: DataFrame) -> int:
+    """Delta's rule: a target row joined with more than one source row fails the MERGE; returns the overcount.
+
+    The exception is a MERGE whose only WHEN MATCHED clause is an unconditional DELETE:
+    every pair deletes the same row, so it is not ambiguous; the extra pairs are then
+    the overcount of deleted rows, returned to be subtracted from the metrics.
+    """
+    repeated = outcome.where(F.col(MATCHED_COLUMN)).groupBy(FILE_COLUMN, ROW_COLUMN).count().where(F.col("count") > 1)
+    summary = repeated.agg(F.count(F.lit(1)).alias("rows"), F.sum("count").alias("pairs")).collect()[0]
+    rows, pairs = int(summary["rows"] or 0), int(summary["pairs"] or 0)
+    if rows == 0:
+        return 0
+    if not plan.only_unconditional_delete:
+        raise MultipleSourceRowsMatchedError(rows)
+    return pairs - rows
+
+
+def _with_file_metrics(metrics: dict[str, int], changes: Mapping[str, int]) -> dict[str, int]:
+    for theirs, ours in _FILE_METRICS.items():
+        if theirs in changes:
+            metrics[ours] = int(changes[theirs])
+    # Locating the rows that leave their files is part of Delta's scan, after our join.
+    metrics["scanTimeMs"] += int(changes.get("scanTimeMs", 0))
+    metrics["numOutputRows"] = metrics["numTargetRowsInserted"] + metrics["numTargetRowsUpdated"] + metrics[
+        "numTargetRowsCopied"
+    ]
+    return metrics
+
+
+def _finish(
+    metrics: dict[str, int], run_started: float, parameters: Mapping[str, str], *, commit: bool = True
+) -> StagedOperation:
+    metrics["executionTimeMs"] = _ms_since(run_started)
+    return StagedOperation(OPERATION, dict(parameters), metrics, commit)
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

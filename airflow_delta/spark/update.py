@@ -1,0 +1,156 @@
+"""``UPDATE table SET column = expression, ... [WHERE predicate]`` as a Spark job, committed through the engine.
+
+As Delta's ``UpdateCommand``: the engine prunes the files (on partition values and
+statistics, recording the read), Spark reads the candidate files through the engine on
+the executors, keeps the rows where ``(predicate) IS TRUE`` (all rows without a
+predicate; a row whose predicate is NULL is left alone), and computes the new values.
+Then :func:`~airflow_delta.spark.changes.stage_row_changes` marks the old rows in
+deletion vectors and writes only the updated ones, or rewrites each touched file with its
+updated and untouched rows.
+
+A SET value is stored the way Spark's ANSI store assignment stores it (``Dataset.to``):
+numbers into any numeric column (an overflow fails the job), anything into a string
+column, but never a string into a number, a date or a boolean column: that is refused
+before any file is read, naming the column. The updated rows are written by the engine's
+writer, which checks NOT NULL, CHECK constraints and invariants
+(:class:`~airflow_delta.engine.ConstraintViolationError`). An UPDATE that matches no
+row commits nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from pyspark.errors import AnalysisException
+from pyspark.errors import ArithmeticException as SparkArithmeticException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.types import StructField, StructType
+
+from airflow_delta.engine import InvalidArgumentError, Snapshot, TableContext, Transaction
+from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
+from airflow_delta.spark.file_tasks import spark_schema, target_dataframe
+from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.plan import check_predicate, empty_target, read_candidates
+from airflow_delta.spark.specs import UpdateSpec
+
+__all__ = ["UPDATE_METRICS", "resolve_assignments", "run_update"]
+
+# UPDATE's operationMetrics, as Delta names them (DeltaOperationMetrics.UPDATE).
+UPDATE_METRICS = (
+    "numRemovedFiles",
+    "numRemovedBytes",
+    "numCopiedRows",
+    "numDeletionVectorsAdded",
+    "numDeletionVectorsRemoved",
+    "numAddedChangeFiles",
+    "executionTimeMs",
+    "numDeletionVectorsUpdated",
+    "numUpdatedRows",
+    "scanTimeMs",
+    "numAddedFiles",
+    "numAddedBytes",
+    "rewriteTimeMs",
+)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _nullable(field: StructField) -> StructField:
+    # NOT NULL is the engine writer's check (with Delta's error), not the analyzer's:
+    # Dataset.to would refuse any nullable expression for a NOT NULL column up front.
+    return StructField(field.name, field.dataType, True, field.metadata)
+
+
+def resolve_assignments(spark: SparkSession, context: TableContext, assignments: Mapping[str, str]) -> dict[str, str]:
+    """``assignments`` keyed by the table's own column names, each checked by Spark's analyzer (no job).
+
+    Column names match ignoring case, as Spark resolves them. Raises
+    :class:`InvalidArgumentError` naming ``UpdateSpec.set[column]`` for a column the table
+    does not have, an expression Spark cannot analyze, or a value type Spark's ANSI store
+    assignment refuses for the column (a string into an int column, for example).
+    """
+    schema = spark_schema(context)
+    by_name = {field.name.casefold(): field for field in schema.fields}
+    empty = empty_target(spark, context)
+    resolved: dict[str, str] = {}
+    for column, expression in assignments.items():
+        field = by_name.get(column.casefold())
+        if field is None:
+            raise InvalidArgumentError(
+                f"UpdateSpec.set[{column!r}]", column, f"a top-level column of the table, one of {schema.names}"
+            )
+        try:
+            empty.select(F.expr(expression).alias(field.name)).to(StructType([_nullable(field)]))
+        except AnalysisException as error:
+            raise InvalidArgumentError(
+                f"UpdateSpec.set[{column!r}]",
+                expression,
+                f"a Spark SQL expression over the table's columns whose value Spark can store in "
+                f"{field.name} ({field.dataType.simpleString()}): {_first_line(error)}",
+            ) from None
+        resolved[field.name] = expression
+    return resolved
+
+
+def updated_rows(rows: DataFrame, schema: StructType, assignments: Mapping[str, str]) -> DataFrame:
+    """``rows`` with the SET expressions applied (all of them over the old values), in the table's columns and types."""
+    columns: list[Column] = [
+        (F.expr(assignments[field.name]) if field.name in assignments else F.col(_quoted(field.name))).alias(field.name)
+        for field in schema.fields
+    ]
+    return rows.select(*columns).to(StructType([_nullable(field) for field in schema.fields]))
+
+
+def run_update(
+    spark: SparkSession, spec: UpdateSpec, *, before_commit: Callable[[int], None] | None = None
+) -> JobResult:
+    """Run ``spec`` on ``spark``; the committed version (None if no row matched) and Delta's UPDATE metrics.
+
+    Raises :class:`InvalidArgumentError` for a bad SET (see :func:`resolve_assignments`)
+    or a value that does not fit its column (an overflow, found while writing),
+    :class:`~airflow_delta.engine.InvalidFilterError` for a bad predicate (both before
+    any file is read where Spark's analyzer can tell),
+    :class:`~airflow_delta.engine.ConstraintViolationError` for updated rows that break a
+    constraint, and the engine's conflict error when a logical conflict outlasts
+    ``spec.options.max_attempts``.
+    """
+    predicate = spec.predicate
+
+    def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
+        started = time.monotonic()
+        use_dvs = uses_deletion_vectors(context, spec.options)
+        assignments = resolve_assignments(spark, context, spec.set)
+        if predicate is not None:
+            check_predicate(spark, context, predicate)
+        files, engine_filter = read_candidates(txn, predicate)
+        planned_ms = int((time.monotonic() - started) * 1000)
+        # Row groups the predicate cannot match are skipped: a rewrite reads the untouched rows itself.
+        target = target_dataframe(spark, context, files, row_group_filter=engine_filter)
+        # Kept: the positions and the new values must come from the same rows, read once.
+        matched = (target if predicate is None else target.filter(f"({predicate}) IS TRUE")).persist()
+        try:
+            new_rows = updated_rows(matched, spark_schema(context), assignments)
+            changes = stage_row_changes(txn, context, files, matched, new_rows, use_dvs)
+        except SparkArithmeticException as error:
+            raise InvalidArgumentError(
+                "UpdateSpec.set", dict(spec.set), f"values that fit their columns: {_first_line(error)}"
+            ) from None
+        finally:
+            matched.unpersist()
+        metrics = {**changes, "numUpdatedRows": changes.removed_rows}
+        metrics["scanTimeMs"] += planned_ms
+        metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
+        ordered = {key: int(metrics.get(key, 0)) for key in UPDATE_METRICS}
+        parameters = {"predicate": [predicate] if predicate is not None else []}
+        return StagedOperation("UPDATE", parameters, ordered, commit=changes.removed_rows > 0)
+
+    return run_with_retries(spec, attempt, before_commit=before_commit)

@@ -1,0 +1,85 @@
+"""The DELETE job behind the DML program's contract, with hooks for tests.
+
+Like ``airflow_delta/spark/jobs/dml.py`` it takes ``--spec-file PATH`` or ``--spec JSON``,
+runs the spec (``airflow_delta.spark.delete.run_delete``, the real DELETE job), prints
+``AIRFLOW_DELTA_RESULT <json>`` on success and ``AIRFLOW_DELTA_ERROR <json>`` with exit
+status 3 on a Delta error. Before the work it prints where an executor imported the
+engine from (``AIRFLOW_DELTA_STAND_IN planned; executor engine from <path>``), which
+shows whether the py_files zip reached the executors.
+
+Test hooks, as Spark conf (the real program has none), run between staging and commit
+through ``run_delete``'s ``before_commit``:
+
+- ``spark.airflowDeltaTest.sleepBeforeCommit``: seconds to wait (a job to kill, or one
+  that commits late);
+- ``spark.airflowDeltaTest.deleteBeforeCommit``: a predicate another writer deletes (a
+  real conflict when it removes a file the job read);
+- ``spark.airflowDeltaTest.stagedMarker``: a file created when the work is staged, so a
+  test knows the driver is about to commit.
+
+No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from airflow_delta.engine import DeltaError, DeltaTable
+from airflow_delta.spark.delete import run_delete
+from airflow_delta.spark.specs import DeleteSpec, spec_from_json
+
+
+def _executor_engine(spark: SparkSession) -> str:
+    def where(partition: object) -> list[str]:
+        import airflow_delta.engine as shipped
+
+        return [shipped.__file__]
+
+    return spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--spec")
+    given.add_argument("--spec-file")
+    args = parser.parse_args()
+    text = args.spec if args.spec is not None else Path(args.spec_file).read_text(encoding="utf-8")
+    spark = SparkSession.builder.appName("airflow-delta stand-in").getOrCreate()
+    conf = spark.sparkContext.getConf()
+    sleep = float(conf.get("spark.airflowDeltaTest.sleepBeforeCommit", "0"))
+    concurrent = conf.get("spark.airflowDeltaTest.deleteBeforeCommit", "")
+    marker = conf.get("spark.airflowDeltaTest.stagedMarker", "")
+    try:
+        spec = spec_from_json(text)
+        assert isinstance(spec, DeleteSpec), "the stand-in runs DELETE specs only"
+        print(f"AIRFLOW_DELTA_STAND_IN planned; executor engine from {_executor_engine(spark)}", flush=True)
+
+        def before_commit(attempt: int) -> None:
+            print(f"AIRFLOW_DELTA_STAND_IN staged attempt {attempt}", flush=True)
+            if marker:
+                Path(marker).touch()
+            if sleep:
+                time.sleep(sleep)
+            if concurrent:
+                DeltaTable(spec.table.uri).delete(concurrent)
+
+        result = run_delete(spark, spec, before_commit=before_commit)
+        print("AIRFLOW_DELTA_RESULT " + result.to_json(), flush=True)
+        return 0
+    except DeltaError as error:
+        report = {"class": type(error).__name__, "message": str(error), "retryable": error.retryable}
+        print("AIRFLOW_DELTA_ERROR " + json.dumps(report), flush=True)
+        return 3
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+"""The DML operators: where a DELETE runs, exactly-once across tries, the return value, errors.
+
+Runs in the worker are checked with delta-rs and delta-kernel-rs. "No Spark started" is
+shown, not assumed: those tests point the ``delta`` connection at a Spark connection
+whose ``spark-submit`` could not run (a master nothing listens on), so any submit would
+fail the test.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from airflow.sdk import RetryAction
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_delta.engine import (
+    ConcurrentDeleteReadException,
+    DeltaTable,
+    InvalidArgumentError,
+    InvalidFilterError,
+    UnsupportedFeatureError,
+)
+from airflow_delta.hooks.delta import DeltaHook
+from airflow_delta.operators.dml import DeltaDeleteOperator, DeltaMergeOperator, DeltaUpdateOperator
+from airflow_delta.operators.retry import (
+    DELTA_RETRY_POLICY,
+    DeltaNonRetryableError,
+    DeltaRetryableError,
+    task_error,
+)
+from airflow_delta.spark.specs import DeleteSpec, TableRef, TaskIdentity
+from tests.airflow_layer import STAND_IN, context, make_table, set_connection
+from tests.oracles import assert_oracles_read
+
+pytestmark = pytest.mark.usefixtures("airflow_home")
+
+RESULT_KEYS = {"version", "read_version", "operation", "metrics", "attempts"}
+
+
+@pytest.fixture
+def no_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delta connection whose Spark cannot be reached: a submit would fail the test."""
+    set_connection(monkeypatch, "spark_unreachable", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
+    set_connection(
+        monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}
+    )
+
+
+@pytest.fixture
+def local_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
+    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+@pytest.mark.parametrize(
+    ("operator", "fields"),
+    [
+        (DeltaDeleteOperator, {"table", "predicate", "conf"}),
+        (DeltaUpdateOperator, {"table", "set", "predicate", "conf"}),
+        (DeltaMergeOperator, {"table", "merge_sql", "sources", "source", "on", "clauses", "conf"}),
+    ],
+)
+def test_operators_template_their_sql_and_document_every_parameter(operator: type, fields: set[str]) -> None:
+    assert set(operator.template_fields) == fields
+    assert operator.ui_color.startswith("#")
+    documented = set(re.findall(r":param (\w+):", operator.__doc__ or ""))
+    own = {name for name in inspect.signature(operator.__init__).parameters if name not in ("self", "kwargs")}
+    shared = {name for name in inspect.signature(DeltaDeleteOperator.__mro__[1].__init__).parameters} - {
+        "self",
+        "kwargs",
+    }
+    assert own | shared <= documented
+
+
+def test_merge_takes_sql_or_structured_arguments_not_both() -> None:
+    with pytest.raises(InvalidArgumentError, match="either merge_sql or source/on/clauses"):
+        DeltaMergeOperator(task_id="m", table="/t", merge_sql="MERGE INTO t USING s ON t.id = s.id", on="x")
+    with pytest.raises(InvalidArgumentError, match="all of source, on and clauses"):
+        DeltaMergeOperator(task_id="m", table="/t", on="target.id = source.id")
+
+
+def test_delete_refuses_an_unknown_execution() -> None:
+    with pytest.raises(InvalidArgumentError, match="'auto', 'spark' or 'worker'"):
+        DeltaDeleteOperator(task_id="d", table="/t", execution="anywhere")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- DELETE in the worker
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_a_partition_delete_runs_in_the_worker_and_returns_the_commit_from_the_log(table_path: str) -> None:
+    rows = make_table(table_path)
+
+    result = DeltaDeleteOperator(task_id="delete_a", table=table_path, predicate="part = 'a'").execute(
+        context(task_id="delete_a")
+    )
+
+    assert set(result) == RESULT_KEYS
+    assert (result["version"], result["read_version"], result["operation"], result["attempts"]) == (3, 2, "DELETE", 1)
+    assert result["metrics"]["numDeletedRows"] == 10
+    assert result["metrics"]["numRemovedFiles"] == 2  # whole files, from the log
+    assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
+    info = DeltaTable(table_path).history(limit=1)[0]
+    app_id = TaskIdentity("dag", "delete_a", "manual__1").app_id
+    assert info["tags"]["airflowDelta.appId"] == app_id
+    assert DeltaTable(table_path).snapshot().transactions[app_id].version == 1
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_a_small_row_delete_runs_in_the_worker_with_deletion_vectors(table_path: str) -> None:
+    rows = make_table(table_path, dvs=True)
+
+    result = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id IN (3, 4) OR value = 'v9'").execute(
+        context()
+    )
+
+    assert result["version"] == 3
+    assert result["metrics"]["numDeletedRows"] == 3
+    assert result["metrics"]["numDeletionVectorsAdded"] >= 1
+    assert_oracles_read(table_path, [r for r in rows if r["id"] not in (3, 4, 9)])
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_a_delete_matching_nothing_commits_nothing(table_path: str) -> None:
+    rows = make_table(table_path)
+
+    result = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id > 1000").execute(context())
+
+    assert (result["version"], result["read_version"], result["metrics"]["numDeletedRows"]) == (None, 2, 0)
+    assert DeltaTable(table_path).version() == 2
+    assert_oracles_read(table_path, rows)
+
+
+def test_auto_chooses_spark_above_the_threshold_or_for_a_predicate_the_engine_cannot_evaluate(
+    table_path: str,
+) -> None:
+    make_table(table_path)
+    table = DeltaTable(table_path)
+    snapshot = table.snapshot()
+    identity = TaskIdentity("dag", "d", "r")
+
+    def in_worker(predicate: str | None, threshold: int) -> bool:
+        operator = DeltaDeleteOperator(task_id="d", table=table_path, worker_threshold_bytes=threshold)
+        spec = DeleteSpec(table=TableRef(uri=table_path), predicate=predicate, identity=identity)
+        return operator.run_in_worker(table, spec, snapshot)
+
+    assert in_worker("id = 3", threshold=1 << 30)
+    assert not in_worker("id = 3", threshold=0)
+    assert in_worker("part = 'a'", threshold=0)  # metadata-only: never Spark
+    assert in_worker(None, threshold=0)
+    assert not in_worker("regexp_like(value, '^v1.$')", threshold=1 << 30)  # Spark SQL only
+    with pytest.raises(InvalidFilterError, match="colour"):  # no such column: fails here, not on Spark
+        in_worker("colour = 'red'", threshold=1 << 30)
+
+
+# --------------------------------------------------------------------------- exactly once
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_a_retry_returns_the_first_try_result_and_applies_nothing_again(table_path: str) -> None:
+    rows = make_table(table_path)
+    first = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id < 5", execution="worker")
+    first_result = first.execute(context(run_id="scheduled__1"))
+    version = DeltaTable(table_path).version()
+
+    # The second try would run on (unreachable) Spark: it must not get that far.
+    retry = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id < 5", execution="spark")
+    assert retry.execute(context(run_id="scheduled__1")) == first_result
+
+    assert DeltaTable(table_path).version() == version
+    assert_oracles_read(table_path, [r for r in rows if r["id"] >= 5])
+    # Another run of the same task is another task instance: it applies its change.
+    other_run = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id < 7", execution="worker")
+    assert other_run.execute(context(run_id="scheduled__2"))["version"] == version + 1
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_a_bad_predicate_fails_the_task_at_once_with_the_engine_message(table_path: str) -> None:
+    rows = make_table(table_path)
+    operator = DeltaDeleteOperator(task_id="d", table=table_path, predicate="no_such_column = 1", execution="worker")
+
+    with pytest.raises(DeltaNonRetryableError) as raised:
+        operator.execute(context())
+
+    assert isinstance(raised.value, AirflowFailException)  # no retry, whatever the task's retries
+    assert raised.value.error_class == "InvalidFilterError"
+    assert isinstance(raised.value.__cause__, InvalidFilterError)
+    assert "no_such_column" in str(raised.value) and "does not exist" in str(raised.value)
+    assert_oracles_read(table_path, rows)
+
+
+def test_retryable_engine_errors_retry_under_the_shipped_policy_and_others_fail() -> None:
+    conflict = ConcurrentDeleteReadException(
+        "a file we read was removed", winning_version=3, winning_operation="DELETE"
+    )
+    retryable = task_error(conflict)
+    fatal = task_error(UnsupportedFeatureError(["columnMapping"], access="write"))
+
+    assert isinstance(retryable, DeltaRetryableError) and retryable.delta_error is conflict
+    assert isinstance(fatal, DeltaNonRetryableError) and isinstance(fatal, AirflowFailException)
+    assert DELTA_RETRY_POLICY.evaluate(retryable, try_number=1, max_tries=3).action is RetryAction.RETRY
+    assert DELTA_RETRY_POLICY.evaluate(ValueError("other"), try_number=1, max_tries=3).action is RetryAction.DEFAULT
+    # The policy survives DAG serialization.
+    serialized = DELTA_RETRY_POLICY.serialize()
+    assert serialized["rules"][0]["exception"] == "airflow_delta.operators.retry.DeltaRetryableError"
+
+
+# --------------------------------------------------------------------------- DELETE on Spark
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_spark")
+def test_a_delete_on_spark_returns_the_commit_from_the_log_and_a_retry_submits_nothing(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not DeltaHook.DML_APPLICATION.is_file():
+        monkeypatch.setattr(DeltaHook, "DML_APPLICATION", STAND_IN)  # until the DML program lands
+    rows = make_table(table_path, dvs=True)
+    operator = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7 OR id = 8", execution="spark")
+
+    result = operator.execute(context())
+
+    assert set(result) == RESULT_KEYS
+    assert (result["version"], result["read_version"], result["operation"]) == (3, 2, "DELETE")
+    assert result["metrics"]["numDeletedRows"] == 2
+    assert_oracles_read(table_path, [r for r in rows if r["id"] not in (7, 8)])
+    # The retry finds the commit before building a submit: an unreachable Spark does not matter.
+    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
+    again = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7 OR id = 8", execution="spark")
+    assert again.execute(context()) == result
+    assert DeltaTable(table_path).version() == 3
+
+
+needs_dml_program = pytest.mark.skipif(
+    not DeltaHook.DML_APPLICATION.is_file(), reason="the DML program (airflow_delta/spark/jobs/dml.py) has not landed"
+)
+
+
+@pytest.mark.slow
+@needs_dml_program
+@pytest.mark.usefixtures("local_spark")
+def test_update_on_spark_returns_delta_metrics_read_from_the_log(table_path: str) -> None:
+    rows = make_table(table_path)
+    operator = DeltaUpdateOperator(
+        task_id="u", table=table_path, set={"value": "concat(value, '!')"}, predicate="part = 'b' AND id < 10"
+    )
+
+    result = operator.execute(context(task_id="u"))
+
+    assert (result["version"], result["read_version"], result["operation"], result["attempts"]) == (3, 2, "UPDATE", 1)
+    assert result["metrics"]["numUpdatedRows"] == 5
+    info = DeltaTable(table_path).history(limit=1)[0]
+    assert info["tags"]["airflowDelta.taskId"] == "u"
+    assert {k: int(v) for k, v in info["operationMetrics"].items()} == result["metrics"]
+    expected = [{**r, "value": r["value"] + "!"} if r["part"] == "b" and r["id"] < 10 else r for r in rows]
+    assert_oracles_read(table_path, expected)
+
+
+@pytest.mark.slow
+@needs_dml_program
+@pytest.mark.usefixtures("local_spark")
+def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_path: str, tmp_path: Path) -> None:
+    import duckdb
+    import pyarrow as pa
+
+    from tests.airflow_layer import SCHEMA
+
+    rows = make_table(table_path)
+    source_path = str(tmp_path / "source")
+    source_rows = [
+        {"id": 1, "part": "b", "value": "new1"},
+        {"id": 4, "part": "a", "value": "gone"},
+        {"id": 100, "part": "a", "value": "v100"},
+    ]
+    DeltaTable.create(source_path, SCHEMA).append(pa.Table.from_pylist(source_rows, schema=SCHEMA))
+    operator = DeltaMergeOperator(
+        task_id="m",
+        table=table_path,
+        source={"delta": {"uri": source_path}},
+        on="t.id = s.id",
+        source_alias="s",
+        target_alias="t",
+        clauses=[
+            {"kind": "matched_delete", "condition": "s.value = 'gone'"},
+            {"kind": "matched_update", "assignments": {"value": "s.value"}},
+            {"kind": "not_matched_insert", "star": True},
+        ],
+    )
+
+    result = operator.execute(context(task_id="m"))
+
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (id BIGINT, part VARCHAR, value VARCHAR)")
+    db.executemany("INSERT INTO t VALUES (?, ?, ?)", [tuple(r.values()) for r in rows])
+    db.register("s", pa.Table.from_pylist(source_rows, schema=SCHEMA))
+    db.execute(
+        "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.value = 'gone' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET value = s.value WHEN NOT MATCHED THEN INSERT (id, part, value) "
+        "VALUES (s.id, s.part, s.value)"
+    )
+    expected = [
+        dict(zip(("id", "part", "value"), row, strict=True)) for row in db.execute("SELECT * FROM t").fetchall()
+    ]
+    assert_oracles_read(table_path, expected)
+    assert (result["version"], result["operation"]) == (3, "MERGE")
+    metrics = result["metrics"]
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"], metrics["numTargetRowsInserted"]) == (
+        1,
+        1,
+        1,
+    )
+
+
+def test_bad_execution_options_fail_when_the_dag_is_parsed() -> None:
+    with pytest.raises(InvalidArgumentError, match="max_attempts"):
+        DeltaUpdateOperator(task_id="u", table="/t", set={"a": "1"}, max_attempts=0)
