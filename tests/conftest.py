@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tests.object_store_helpers import ObjectStoreServer
 
 # Timing is not behaviour: no per-example deadline (machines here are shared and noisy).
 # On CI the examples are derandomised, so a run is reproducible and a landing cannot be
@@ -46,3 +51,29 @@ def table_path(tmp_path: Path) -> str:
 # The Spark standalone master and worker of the Airflow layer's tests (tests/hooks,
 # tests/operators), started once per session by the first test that asks for it.
 from tests.standalone_cluster import standalone_cluster  # noqa: E402, F401
+
+# --------------------------------------------------------------- object-store servers
+# moto's S3 server and Azurite, started once per session (per xdist worker) on loopback
+# (tests/object_store_helpers.py). A server that cannot start fails its tests with the reason.
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStoreServer]:
+    from tests.object_store_helpers import running, start_moto
+
+    with running(start_moto(tmp_path_factory.mktemp("moto"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectStoreServer]:
+    from tests.object_store_helpers import running, start_azurite
+
+    with running(start_azurite(tmp_path_factory.mktemp("azurite"))) as server:
+        yield server
+
+
+@pytest.fixture(params=["s3", "azure"])
+def object_store(request: pytest.FixtureRequest) -> ObjectStoreServer:
+    """Each object-store server in turn (the test runs once per store)."""
+    return request.getfixturevalue(f"{request.param}_server")

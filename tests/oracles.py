@@ -25,14 +25,17 @@ def _file_uri(path: str | Path) -> str:
     return Path(path).resolve().as_uri() + "/"
 
 
-def read_with_deltars(path: str | Path, version: int | None = None) -> list[dict[str, Any]]:
+def read_with_deltars(
+    path: str | Path, version: int | None = None, storage_options: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """The rows delta-rs (``deltalake``) reads, deletion vectors applied.
 
     Through delta-rs's query engine: its ``to_pyarrow_table`` refuses tables with DVs.
+    ``storage_options`` (delta-rs's keys) for a table on an object store.
     """
     import deltalake
 
-    table = deltalake.DeltaTable(str(path), version=version)
+    table = deltalake.DeltaTable(str(path), version=version, storage_options=storage_options)
     reader = deltalake.QueryBuilder().register("t", table).execute("SELECT * FROM t")
     return _sorted_rows(pa.table(reader.read_all()))
 

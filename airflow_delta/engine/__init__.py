@@ -47,7 +47,10 @@ Actions
     :class:`DeletionVectorDescriptor`; :func:`reader_features`, :func:`writer_features`.
 
 Storage
-    :class:`TableLocation`, :class:`FileIO`, :class:`LocalFileIO`, :class:`FileInfo`.
+    :class:`TableLocation`, :class:`FileIO`, :class:`LocalFileIO`, :class:`FileInfo`;
+    :class:`ObjectStoreFileIO` (``s3://``, ``s3a://``, ``az://``, ``abfss://``, ``gs://``, with
+    delta-rs's storage option keys) and :func:`storage_options_from_airflow_connection`
+    (an Airflow connection's fields as those options).
 
 Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
@@ -65,7 +68,9 @@ caller that commits with its own appId, tags and retries: the Spark jobs).
 
 :func:`write_data_files`, :func:`add_file_from_parquet` and :func:`stage_delete` are loaded on first use:
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
-only reads should not pay for at import.
+only reads should not pay for at import. So is :class:`ObjectStoreFileIO`: obstore is
+needed only where a table on an object store is opened (a Spark executor working on a
+local table runs without it).
 """
 
 from __future__ import annotations
@@ -116,6 +121,8 @@ from airflow_delta.engine.errors import (
     RetentionTooShortError,
     RowIndexOutOfRangeError,
     SchemaMismatchError,
+    StorageAccessError,
+    StorageUnavailableError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
@@ -153,6 +160,7 @@ from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import TableContext, read_live_rows, split_by_row_groups
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
+from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
 from airflow_delta.engine.table import DeltaTable
 from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
 from airflow_delta.engine.write.concurrent_commits import CommitConflict, CommitSummary, ConflictWatch
@@ -173,9 +181,11 @@ if TYPE_CHECKING:
         range_ids_from_bounds,
         rewrite_bin,
     )
+    from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
+    "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
     "ZORDER_NUM_RANGES": "airflow_delta.engine.operations.optimize",
     "interleave_bits": "airflow_delta.engine.operations.optimize",
     "OptimizeBin": "airflow_delta.engine.operations.optimize",
@@ -263,6 +273,7 @@ __all__ = [
     "MissingMetadataError",
     "MissingProtocolError",
     "MultipleSourceRowsMatchedError",
+    "ObjectStoreFileIO",
     "OptimizeBin",
     "OptimizeOptions",
     "OptimizePlan",
@@ -283,6 +294,8 @@ __all__ = [
     "SetTransaction",
     "SizeBucket",
     "Snapshot",
+    "StorageAccessError",
+    "StorageUnavailableError",
     "TableAlreadyExistsError",
     "TableContext",
     "TableLocation",
@@ -308,6 +321,7 @@ __all__ = [
     "size_histogram_png",
     "split_by_row_groups",
     "stage_delete",
+    "storage_options_from_airflow_connection",
     "write_checkpoint",
     "write_data_files",
     "writer_features",

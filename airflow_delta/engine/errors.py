@@ -226,7 +226,7 @@ class CommitNotSupportedError(DeltaError):
 
     Committing without it could let two writers both believe they wrote the same
     version, so the engine refuses; reading still works. Use storage with conditional
-    writes (local disk here; object stores once their FileIO lands).
+    writes: local disk, S3, Azure Blob / ADLS Gen2 or GCS (``docs/storage.md``).
     """
 
 
@@ -524,6 +524,45 @@ class AtomicWriteError(DeltaError):
         super().__init__(
             f"could not publish {path}: its temporary file {temporary} {reason}; nothing was written at {path}. "
             "Another process deleted it (a log cleanup that removes temporary files of live writers?); retry"
+        )
+
+
+# ------------------------------------------------------------------ object storage
+
+
+class StorageAccessError(DeltaError):
+    """An object store refused a request in a way no retry fixes: credentials, permissions,
+    a bucket or container that does not exist, a malformed request or configuration.
+
+    ``store`` names the store (``s3``, ``azure``, ``gcs``) and ``location`` the bucket or
+    container and key; the message says what to fix.
+    """
+
+    def __init__(self, store: str, location: str, reason: str, fix: str) -> None:
+        self.store = store
+        self.location = location
+        self.reason = reason
+        super().__init__(f"{store} refused access to {location}: {reason}; {fix}")
+
+
+class StorageUnavailableError(DeltaError, OSError):
+    """An object store kept failing with transient errors (throttling, 5xx, timeouts, connection
+    resets) after every retry the FileIO made with backoff.
+
+    It is an :class:`OSError` too, so a commit that meets it is reported as a storage failure
+    whose outcome is checked, never as a conflict. Running the operation again later can succeed.
+    """
+
+    retryable = True
+
+    def __init__(self, store: str, location: str, reason: str) -> None:
+        self.store = store
+        self.location = location
+        self.reason = reason
+        OSError.__init__(
+            self,
+            f"{store} did not complete a request for {location} after retries with backoff: {reason}; "
+            "the store is throttling, failing or unreachable: run the operation again later",
         )
 
 

@@ -70,6 +70,10 @@ RETRYABLE = {
     "CommitOutcomeUnknownError": False,
     # a temporary file vanished before it was published: nothing written, try again
     "AtomicWriteError": True,
+    # object stores: credentials, a missing bucket, a bad request fail the same way again
+    "StorageAccessError": False,
+    # throttling, 5xx, connection failures that outlasted the FileIO's retries: later can succeed
+    "StorageUnavailableError": True,
 }
 
 

@@ -18,6 +18,7 @@ import multiprocessing as mp
 import random
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,16 +40,25 @@ ROLES = ("append", "append", "delete", "delete", "compact", "compact")
 OPS_PER_WORKER = 8
 
 
-def _worker(root: str, worker: int, role: str, barrier: Any, out_file: str) -> None:
+def _worker(
+    root: str,
+    worker: int,
+    role: str,
+    barrier: Any,
+    out_file: str,
+    storage_options: dict[str, str] | None = None,
+    ops: int = OPS_PER_WORKER,
+) -> None:
     # Import everything before the barrier, so that the workers really start together.
     from airflow_delta.engine.read.scan import read_data
     from airflow_delta.engine.write.data_files import write_data_files
 
-    table = DeltaTable(root)
+    table = DeltaTable(root, storage_options)
+    table.version()  # the store's client is built before the barrier too
     rng = random.Random(worker)
     records: list[dict[str, Any]] = []
     barrier.wait()
-    for op in range(OPS_PER_WORKER):
+    for op in range(ops):
         started = time.monotonic()
         part = rng.choice(PARTITIONS)
         record: dict[str, Any] = {"worker": worker, "role": role, "op": op, "partition": part}
@@ -137,20 +147,46 @@ def test_processes_racing_on_one_table(table_path: str, tmp_path: Path) -> None:
         table.append(pa.table({"id": [ord(part) * 10 + i for i in range(2)], "p": [part, part]}, schema=SCHEMA))
     setup_versions = table.version()
 
+    records = run_racing_workers(table_path, tmp_path)
+    check_race_outcome(
+        records, _read_log(table_path), setup_versions, table,
+        lambda path: pq.read_table(Path(table_path, path), columns=["id"]).column("id").to_pylist(),
+    )
+    for path in pc.unique(table.snapshot().add_actions.column("path")).to_pylist():
+        assert Path(table_path, decode_log_path(path)).is_file()
+
+
+def run_racing_workers(uri: str, tmp_path: Path, storage_options: dict[str, str] | None = None,
+                       roles: tuple[str, ...] = ROLES, ops: int = OPS_PER_WORKER) -> list[dict[str, Any]]:
+    """Start one spawned process per role on the table at ``uri`` together; the records they report."""
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(len(ROLES))
-    outs = [str(tmp_path / f"worker-{i}.json") for i in range(len(ROLES))]
-    procs = [ctx.Process(target=_worker, args=(table_path, i, role, barrier, outs[i])) for i, role in enumerate(ROLES)]
+    barrier = ctx.Barrier(len(roles))
+    outs = [str(tmp_path / f"worker-{i}.json") for i in range(len(roles))]
+    procs = [ctx.Process(target=_worker, args=(uri, i, role, barrier, outs[i], storage_options, ops))
+             for i, role in enumerate(roles)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(timeout=120)
+        p.join(timeout=300)
         assert p.exitcode == 0, f"worker {p.name} exited with {p.exitcode}"
-    records = [r for out in outs for r in json.loads(Path(out).read_text())]
+    return [r for out in outs for r in json.loads(Path(out).read_text())]
+
+
+def check_race_outcome(
+    records: list[dict[str, Any]],
+    log: dict[int, list[dict[str, Any]]],
+    setup_versions: int,
+    table: DeltaTable,
+    ids_in_file: Callable[[str], list[int]],
+) -> None:
+    """What the workers reported against the log (``{version: actions}``) and the final table.
+
+    ``ids_in_file(relative_path)`` reads the ids of a data file with a reader independent
+    of the engine.
+    """
     errors = [r["error"] for r in records if r["outcome"] == "error"]
     assert not errors, errors[0]
 
-    log = _read_log(table_path)
     latest = max(log)
     assert sorted(log) == list(range(latest + 1)), "versions must be contiguous"
     summaries = {v: _summary(actions) for v, actions in log.items()}
@@ -183,9 +219,7 @@ def test_processes_racing_on_one_table(table_path: str, tmp_path: Path) -> None:
     for r in committed:
         if r["role"] == "delete":
             for path in r["read_paths"]:
-                deleted.update(pq.read_table(Path(table_path, path), columns=["id"]).column("id").to_pylist())
+                deleted.update(ids_in_file(path))
     assert not deleted & set(ids), "rows a successful DELETE removed are live again"
-    outcomes = {r["outcome"] for r in records}
-    assert "ok" in outcomes
-    for path in pc.unique(table.snapshot().add_actions.column("path")).to_pylist():
-        assert Path(table_path, decode_log_path(path)).is_file()
+    assert "ok" in {r["outcome"] for r in records}
+

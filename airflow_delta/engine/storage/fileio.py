@@ -2,8 +2,8 @@
 
 The kernel (log replay, conflict rules, planning) never calls ``os`` or ``pyarrow.fs``
 directly; it goes through a :class:`FileIO`. That keeps storage pluggable: the local
-implementation below gives a truly atomic create-if-absent, and object stores with
-conditional writes can plug in their own ``put_if_absent`` later.
+implementation below gives a truly atomic create-if-absent, and object stores plug in
+their conditional writes (``storage/object_store.py``).
 
 Paths handed to a FileIO are absolute, in the filesystem's own form (what
 ``pyarrow.fs.FileSystem.from_uri`` returns as the path part).
@@ -136,7 +136,7 @@ class FileIO:
         raise CommitNotSupportedError(
             f"{type(self.filesystem).__name__} offers no atomic create-if-absent, so committing to it could "
             "lose a concurrent commit; reading works, but commit through a FileIO with conditional writes "
-            "(local storage today)"
+            "(local storage, or s3://, az://, abfss://, gs:// through ObjectStoreFileIO)"
         )
 
     @contextmanager
@@ -152,6 +152,11 @@ class FileIO:
 
     def delete(self, path: str) -> None:
         self.filesystem.delete_file(path)
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Remove several files; object stores override it with batched requests."""
+        for path in paths:
+            self.delete(path)
 
     def open_output_stream(self, path: str) -> pa.NativeFile:
         parent = posixpath.dirname(path)
@@ -558,29 +563,23 @@ def _mtime_ms(info: pafs.FileInfo) -> int:
 
 
 def resolve_table_uri(table_uri: str, storage_options: Mapping[str, Any] | None = None) -> tuple[FileIO, str]:
-    """Return the FileIO for a table URI or local path, and the table root in that FileIO's form.
+    """Return the FileIO for a local path or a ``pyarrow.fs`` URI, and the table root in that FileIO's form.
 
-    Local paths (and ``file://`` URIs) get :class:`LocalFileIO`; other schemes go through
-    ``pyarrow.fs.FileSystem.from_uri`` with ``storage_options`` for credentials.
+    Local paths (and ``file://`` URIs) get :class:`LocalFileIO`. Object-store URIs (``s3://``,
+    ``az://``, ``abfss://``, ``gs://``...) are resolved by
+    :meth:`~airflow_delta.engine.storage.location.TableLocation.from_uri` to an
+    ``ObjectStoreFileIO`` before they reach this function; any other scheme (``hdfs://``...)
+    goes through ``pyarrow.fs.FileSystem.from_uri``, reads only (no atomic create-if-absent).
     """
     if "://" not in table_uri or table_uri.startswith("file://"):
         local = table_uri[len("file://"):] if table_uri.startswith("file://") else table_uri
         root = os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/"
         return LocalFileIO(root), root
     if storage_options:
-        filesystem, root = _filesystem_with_options(table_uri, storage_options)
-    else:
-        filesystem, root = pafs.FileSystem.from_uri(table_uri)
+        scheme = table_uri.split("://", 1)[0].lower()
+        raise DeltaError(
+            f"storage_options are not supported for scheme {scheme!r}; they configure object stores: "
+            "pass an s3://, s3a://, az://, abfss:// or gs:// URI, or a local path without options"
+        )
+    filesystem, root = pafs.FileSystem.from_uri(table_uri)
     return FileIO(filesystem), root.rstrip("/")
-
-
-def _filesystem_with_options(table_uri: str, storage_options: Mapping[str, Any]) -> tuple[pafs.FileSystem, str]:
-    scheme, rest = table_uri.split("://", 1)
-    scheme = scheme.lower()
-    if scheme in ("s3", "s3a"):
-        return pafs.S3FileSystem(**dict(storage_options)), rest
-    if scheme in ("gs", "gcs"):
-        return pafs.GcsFileSystem(**dict(storage_options)), rest
-    raise DeltaError(
-        f"storage_options are not supported for scheme {scheme!r}; pass a local path, or an s3:// or gs:// URI"
-    )

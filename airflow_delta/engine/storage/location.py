@@ -3,7 +3,7 @@
 Lower layers (reading, committing, checkpoints, log cleanup) receive a location, never
 the :class:`~airflow_delta.engine.table.DeltaTable` facade, so that nothing below the
 facade imports it and storage can be swapped (a FileIO with conditional writes for an
-object store) without touching them.
+object store, ``storage/object_store.py``) without touching them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_delta.engine.errors import InvalidArgumentError
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
+from airflow_delta.engine.storage.options import is_object_store_uri, parse_object_store_uri
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,21 @@ class TableLocation:
 
     @classmethod
     def from_uri(cls, table_uri: str, storage_options: Mapping[str, Any] | None = None) -> TableLocation:
-        """Resolve a local path, ``file://`` URI or pyarrow.fs URI to its FileIO and root."""
+        """Resolve a table URI to its FileIO and root: object stores (``s3://``, ``s3a://``, ``az://``,
+        ``abfss://``, ``gs://``...) to an :class:`ObjectStoreFileIO` configured by ``storage_options``
+        (delta-rs's keys), local paths and ``file://`` to a :class:`LocalFileIO`, other pyarrow.fs
+        URIs to a read-only :class:`FileIO`."""
         if not isinstance(table_uri, str) or not table_uri.strip():
             raise InvalidArgumentError("table_uri", table_uri, "pass a non-empty path or URI string")
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise InvalidArgumentError("storage_options", storage_options, "pass a mapping of option names to values, or None")
+        if is_object_store_uri(table_uri):
+            # Imported here: obstore is needed only where a table on an object store is
+            # opened, so an executor working on a local table runs without it.
+            from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
+
+            parsed = parse_object_store_uri(table_uri)
+            return cls(ObjectStoreFileIO(parsed, storage_options), parsed.root, table_uri)
         io, root = resolve_table_uri(table_uri, storage_options)
         return cls(io, root, table_uri)
 
