@@ -32,6 +32,9 @@ EXECUTOR_REQUIREMENTS: tuple[str, ...] = (
     "sqlglot>=26",
     # numpy: the engine builds Arrow arrays from numpy buffers everywhere.
     "numpy>=1.26",
+    # obstore: tables on S3, Azure or GCS are read and written on executors through the
+    # engine's ObjectStoreFileIO (loaded only for those URIs; local tables do not need it).
+    "obstore>=0.8",
 )
 """The Python packages an executor needs besides the zip (pip requirement strings)."""
 
