@@ -74,6 +74,15 @@ class DeltaSparkJobError(AirflowException):
     """
 
 
+def _first_json_document(text: str) -> Any:
+    """The JSON document at the start of ``text``, ignoring what follows it.
+
+    spark-submit merges the driver's stdout (relayed by the JVM in chunks) with its own
+    log on stderr, so another line's text can land after a result line before its newline.
+    """
+    return json.JSONDecoder().raw_decode(text)[0]
+
+
 def error_from_line(line: str) -> DeltaError:
     """The engine error an ``AIRFLOW_DELTA_ERROR {"class": ..., "message": ...}`` line reports.
 
@@ -83,7 +92,7 @@ def error_from_line(line: str) -> DeltaError:
     """
     payload = line.split(ERROR_MARKER, 1)[1].strip()
     try:
-        report = json.loads(payload)
+        report = _first_json_document(payload)
         name = str(report["class"])
         message = str(report["message"])
     except (ValueError, KeyError, TypeError):
@@ -425,7 +434,13 @@ class DeltaHook(BaseHook):
             shutil.rmtree(driver_dir, ignore_errors=True)
         if hook.result_line is None:
             return None
-        return JobResult.from_json(hook.result_line.split(RESULT_MARKER, 1)[1].strip())
+        payload = hook.result_line.split(RESULT_MARKER, 1)[1].strip()
+        try:
+            return JobResult.from_json(json.dumps(_first_json_document(payload)))
+        except (ValueError, DeltaError) as exc:
+            # The printed result is a convenience: callers read the commit from the log.
+            self.log.warning("The job's result line could not be read (%s); the result comes from the log", exc)
+            return None
 
     def on_kill(self) -> None:
         """Kill the running Spark application, in every deploy mode."""

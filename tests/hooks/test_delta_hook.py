@@ -182,6 +182,19 @@ def test_an_error_line_becomes_the_engine_error_class_with_the_job_message() -> 
     assert error.retryable
 
 
+def test_log_text_that_lands_after_an_error_line_is_ignored() -> None:
+    # spark-submit relays the driver's stdout in chunks beside its own stderr log, so a log
+    # line can be glued to the end of ours before its newline (seen in CI).
+    line = (
+        'AIRFLOW_DELTA_ERROR {"class": "ConcurrentAppendException", "message": "files were added", "retryable": true}'
+        "26/11/25 18:36:57 INFO SparkContext: Successfully stopped SparkContext"
+    )
+
+    error = error_from_line(line)
+
+    assert type(error) is ConcurrentAppendException and str(error) == "files were added"
+
+
 def test_an_unknown_or_unreadable_error_line_becomes_a_plain_delta_error() -> None:
     unknown = error_from_line('AIRFLOW_DELTA_ERROR {"class": "os.system", "message": "m", "retryable": false}')
     unreadable = error_from_line("AIRFLOW_DELTA_ERROR {oops")
