@@ -253,7 +253,7 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
         *,
         table: str,
         where: str | None = None,
-        zorder_by: Sequence[str] = (),
+        zorder_by: str | Sequence[str] = (),
         target_file_size: int | None = None,
         min_file_size: int | None = None,
         max_file_size: int | None = None,
@@ -274,7 +274,8 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
             raise InvalidArgumentError("execution", execution, "one of 'auto', 'worker' or 'spark'")
         _check_non_negative_int("worker_threshold_bytes", worker_threshold_bytes)
         self.where = where
-        self.zorder_by = tuple(zorder_by)
+        # One column may come as a plain string (as the engine's OptimizeOptions takes it), not its characters.
+        self.zorder_by = (zorder_by,) if isinstance(zorder_by, str) else tuple(zorder_by)
         self.target_file_size = target_file_size
         self.min_file_size = min_file_size
         self.max_file_size = max_file_size

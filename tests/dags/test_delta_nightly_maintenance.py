@@ -113,6 +113,40 @@ def _data_files(path: Path) -> set[str]:
     return {str(p.relative_to(path)) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts}
 
 
+@pytest.fixture
+def isolated_airflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process Airflow configured to a temporary home; no bytecode written beside the DAG file."""
+    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow_home"))
+    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+
+
+@pytest.mark.usefixtures("isolated_airflow")
+def test_dag_file_parses_into_a_chain_where_a_skip_does_not_stop_the_next_step() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS_FOLDER))
+
+    assert bag.import_errors == {}
+    dag = bag.dags[DAG_ID]
+    upstream = {task.task_id: task.upstream_task_ids for task in dag.tasks}
+    assert upstream == {
+        "health_report": set(),
+        "optimize": {"health_report"},
+        "vacuum": {"optimize"},
+        "checkpoint": {"vacuum"},
+    }
+    assert {t.task_id: t.trigger_rule for t in dag.tasks if t.task_id in ("vacuum", "checkpoint")} == {
+        "vacuum": "none_failed",
+        "checkpoint": "none_failed",
+    }
+    assert all(t.only_if_needed for t in dag.tasks if t.task_id != "health_report")
+    assert not dag.params.get_param("table_uri").has_value
+
+
 @pytest.mark.slow
 def test_the_nightly_run_optimizes_vacuums_and_checkpoints_then_skips_what_is_not_needed(
     airflow_home: Path, tmp_path: Path

@@ -70,6 +70,11 @@ def test_every_parameter_is_documented(operator: type) -> None:
     assert parameters <= documented
 
 
+def test_one_zorder_column_may_be_a_plain_string() -> None:
+    assert OptimizeOperator(task_id="o", table="/t", zorder_by="id").zorder_by == ("id",)
+    assert OptimizeOperator(task_id="o", table="/t", zorder_by=["id", "value"]).zorder_by == ("id", "value")
+
+
 def test_the_provider_lists_the_maintenance_operators() -> None:
     modules = [m for entry in get_provider_info()["operators"] for m in entry["python-modules"]]
     assert "airflow_delta.operators.maintenance" in modules
