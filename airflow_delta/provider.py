@@ -31,7 +31,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_delta.operators.dml", "airflow_delta.operators.retry"],
+                "python-modules": [
+                    "airflow_delta.operators.dml",
+                    "airflow_delta.operators.maintenance",
+                    "airflow_delta.operators.retry",
+                ],
             }
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.sensors.delta"]}],

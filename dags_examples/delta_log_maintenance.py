@@ -143,9 +143,13 @@ def delta_log_maintenance() -> None:
         log.info(
             "version %d, %d files (%d bytes), reader features %s, writer features %s; "
             "checkpoint written: %s; expired log files deleted: %d",
-            inspected["version"], inspected["num_files"], inspected["size_bytes"],
-            inspected["reader_features"] or "none", inspected["writer_features"] or "none",
-            "none" if checkpointed is None else f"version {checkpointed}", len(deleted),
+            inspected["version"],
+            inspected["num_files"],
+            inspected["size_bytes"],
+            inspected["reader_features"] or "none",
+            inspected["writer_features"] or "none",
+            "none" if checkpointed is None else f"version {checkpointed}",
+            len(deleted),
         )
         return summary
 

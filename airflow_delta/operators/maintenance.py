@@ -1,0 +1,515 @@
+"""Scheduled table care from a DAG: ``VacuumOperator``, ``OptimizeOperator``,
+``CheckpointOperator``, ``RestoreOperator``.
+
+The operators are thin, like the DML ones: each opens the table through
+:class:`~airflow_delta.hooks.delta.DeltaHook` (the ``delta`` connection's storage
+options), calls one engine verb (``vacuum``, ``optimize``, ``checkpoint``, ``restore``)
+and returns a small JSON dict with Delta's metrics. Only a large OPTIMIZE leaves the
+worker: it submits an :class:`~airflow_delta.spark.specs.OptimizeSpec` to Spark.
+
+``only_if_needed=True`` (VACUUM, OPTIMIZE, CHECKPOINT) first asks the engine whether the
+run would gain anything and, if not, skips the task (``AirflowSkipException``) with the
+reason in the task log.
+
+Delta errors become :class:`~airflow_delta.operators.retry.DeltaRetryableError` (a
+conflict: retry) or :class:`~airflow_delta.operators.retry.DeltaNonRetryableError`
+(fail at once with the engine's message), as for the DML operators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_delta.engine import (
+    CheckpointOptions,
+    DeltaError,
+    DeltaTable,
+    InvalidArgumentError,
+    OptimizeOptions,
+    OptimizeResult,
+    parse_interval,
+)
+from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
+from airflow_delta.operators.retry import task_error
+from airflow_delta.spark.specs import ExecutionOptions, OptimizeSpec, TableRef, TaskIdentity
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_delta.spark.job_result import JobResult
+
+__all__ = ["CheckpointOperator", "OptimizeOperator", "RestoreOperator", "VacuumOperator"]
+
+DEFAULT_OPTIMIZE_WORKER_THRESHOLD_BYTES = 1 << 30
+"""``execution="auto"`` compacts in the worker when the planned input totals less."""
+
+_FILE_LIST_LOG_CHUNK = 1000
+"""Paths per task-log line when a vacuum's file list goes to the log."""
+
+
+def _task_identity(context: Context) -> TaskIdentity:
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return TaskIdentity(
+        dag_id=ti.dag_id,
+        task_id=ti.task_id,
+        run_id=context["run_id"],
+        map_index=-1 if map_index is None else int(map_index),
+    )
+
+
+def _check_non_negative_int(name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(name, value, "an int >= 0" + (" or None" if optional else ""))
+
+
+def _retention(value: timedelta | str | None) -> timedelta | None:
+    """A retention given as a timedelta or a Delta interval string (``interval 7 days``), as templates render it."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    if isinstance(value, str):
+        return parse_interval("retention", value)
+    raise InvalidArgumentError("retention", value, "a timedelta, a Delta interval such as 'interval 7 days', or None")
+
+
+class _DeltaMaintenanceOperator(BaseOperator):
+    """What the maintenance operators share: the connection, the table, engine errors as task errors."""
+
+    template_fields: Sequence[str] = ("table",)
+    ui_color = "#5b8c5a"
+    ui_fgcolor = "#ffffff"
+
+    def __init__(self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.delta_conn_id = delta_conn_id
+        self._hook: DeltaHook | None = None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        hook = self._hook = DeltaHook(self.delta_conn_id)
+        try:
+            return self.run(hook, hook.table(self.table), context)
+        except DeltaError as error:
+            raise task_error(error) from error
+
+    def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def skip(self, reason: str) -> None:
+        self.log.info("Skipping: %s", reason)
+        raise AirflowSkipException(reason)
+
+
+class VacuumOperator(_DeltaMaintenanceOperator):
+    """``VACUUM table [RETAIN n HOURS] [LITE | FULL] [DRY RUN]`` on a Delta table, in the worker.
+
+    Deletes the files that no version within the retention needs. ``lite`` reads the log
+    only; ``full`` also lists the table and removes orphans that were never committed. A
+    real run commits VACUUM START and VACUUM END with Delta's metrics. The file list goes
+    to ``file_list_path`` or, without one, to the task log; never to XCom.
+
+    :param table: URI of the Delta table (templated).
+    :param mode: ``lite`` or ``full``.
+    :param retention: A ``timedelta`` or a Delta interval such as ``interval 7 days``
+        (templated); None takes ``delta.deletedFileRetentionDuration``. A shorter retention
+        than the table's is refused unless ``enforce_retention_duration`` is False.
+    :param dry_run: Report what would be deleted; delete and commit nothing.
+    :param enforce_retention_duration: Refuse a retention shorter than the table's.
+    :param file_list_path: A local file the list of deleted (or, in a dry run, deletable)
+        paths is written to, one a line (templated); None logs the list instead.
+    :param parallelism: Concurrent deletes (and listings) in the worker.
+    :param only_if_needed: Skip the task when a dry run finds nothing to delete.
+    :param delta_conn_id: The ``delta`` connection (storage options).
+    """
+
+    template_fields: Sequence[str] = ("table", "retention", "file_list_path")
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        mode: Literal["lite", "full"] = "lite",
+        retention: timedelta | str | None = None,
+        dry_run: bool = False,
+        enforce_retention_duration: bool = True,
+        file_list_path: str | None = None,
+        parallelism: int = 8,
+        only_if_needed: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        if mode not in ("lite", "full"):
+            raise InvalidArgumentError("mode", mode, "one of 'lite' or 'full'")
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise InvalidArgumentError("parallelism", parallelism, "an int >= 1")
+        if not isinstance(retention, (timedelta, str, type(None))):
+            raise InvalidArgumentError("retention", retention, "a timedelta, a Delta interval string, or None")
+        self.mode = mode
+        self.retention = retention
+        self.dry_run = dry_run
+        self.enforce_retention_duration = enforce_retention_duration
+        self.file_list_path = file_list_path
+        self.parallelism = parallelism
+        self.only_if_needed = only_if_needed
+
+    def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
+        arguments: dict[str, Any] = {
+            "retention": _retention(self.retention),
+            "mode": self.mode,
+            "enforce_retention_duration": self.enforce_retention_duration,
+            "parallelism": self.parallelism,
+        }
+        if self.only_if_needed and not self.dry_run:
+            # A dry run, not health(): only it sees orphans (full) and a retention argument.
+            found = table.vacuum(dry_run=True, **arguments)
+            if found.num_files_to_delete == 0:
+                self.skip(f"VACUUM {self.mode} would delete no file of {self.table}")
+        list_path = self.file_list_path
+        to_log = list_path is None
+        if to_log:
+            handle, list_path = tempfile.mkstemp(prefix="vacuum-files-", suffix=".txt")
+            os.close(handle)
+        try:
+            result = table.vacuum(dry_run=self.dry_run, file_list_path=list_path, **arguments)
+            if to_log:
+                self._log_file_list(list_path)
+        finally:
+            if to_log:
+                os.unlink(list_path)
+        self.log.info("VACUUM %s of %s (dry run: %s): metrics %s", self.mode, self.table, self.dry_run, result.metrics)
+        return {
+            "mode": result.mode,
+            "dry_run": result.dry_run,
+            "retention_ms": result.retention_ms,
+            "delete_before_ms": result.delete_before_ms,
+            "start_version": result.start_version,
+            "end_version": result.end_version,
+            "metrics": dict(result.metrics),
+            "file_list_path": self.file_list_path,
+            "skipped_outside_root": result.skipped_outside_root,
+        }
+
+    def _log_file_list(self, path: str) -> None:
+        verb = "would delete" if self.dry_run else "deleted"
+        with open(path, encoding="utf-8") as listing:
+            chunk: list[str] = []
+            for line in listing:
+                chunk.append(line.rstrip("\n"))
+                if len(chunk) == _FILE_LIST_LOG_CHUNK:
+                    self.log.info("VACUUM %s:\n%s", verb, "\n".join(chunk))
+                    chunk = []
+            if chunk:
+                self.log.info("VACUUM %s:\n%s", verb, "\n".join(chunk))
+
+
+class OptimizeOperator(_DeltaMaintenanceOperator):
+    """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]`` with DV purge.
+
+    Small files of each partition are compacted toward the target size (``dataChange=false``
+    commits, one per batch), files whose deletion vectors delete more than
+    ``max_deleted_rows_ratio`` of their rows are rewritten without them, and ``zorder_by``
+    rewrites every selected file in Z-order.
+
+    ``execution="auto"`` plans in the worker (a dry run) and compacts there, with the
+    engine and no Spark job, when the planned input totals less than
+    ``worker_threshold_bytes``; otherwise it submits the OPTIMIZE job to Spark.
+    ``"worker"`` and ``"spark"`` force one or the other. A dry run always stays in the
+    worker.
+
+    :param table: URI of the Delta table (templated).
+    :param where: A predicate on partition columns (templated); others are refused.
+    :param zorder_by: Data columns with statistics to Z-order by.
+    :param target_file_size: Bytes; default ``delta.targetFileSize``, else 1 GiB.
+    :param min_file_size: Files below it are compacted (default: the target).
+    :param max_file_size: The largest bin (default: the target).
+    :param max_deleted_rows_ratio: Purge files whose DVs delete more than this share of rows.
+    :param max_files: Budget: at most this many input files this run.
+    :param max_bytes: Budget: at most this many input bytes this run.
+    :param batch_size: Input bytes per commit (default: one commit).
+    :param dry_run: Return the plan per partition; write and commit nothing.
+    :param execution: ``auto``, ``worker`` or ``spark`` (see above).
+    :param worker_threshold_bytes: ``auto`` compacts in the worker below this many input bytes.
+    :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
+        (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
+    :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
+    :param conf: Spark conf for the job, over the connection's. (templated)
+    :param max_attempts: Plans on a conflict (a concurrent DELETE of a file being compacted).
+    """
+
+    template_fields: Sequence[str] = ("table", "where", "conf")
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        where: str | None = None,
+        zorder_by: str | Sequence[str] = (),
+        target_file_size: int | None = None,
+        min_file_size: int | None = None,
+        max_file_size: int | None = None,
+        max_deleted_rows_ratio: float = OptimizeOptions().max_deleted_rows_ratio,
+        max_files: int | None = None,
+        max_bytes: int | None = None,
+        batch_size: int | None = None,
+        dry_run: bool = False,
+        execution: Literal["auto", "worker", "spark"] = "auto",
+        worker_threshold_bytes: int = DEFAULT_OPTIMIZE_WORKER_THRESHOLD_BYTES,
+        only_if_needed: bool = False,
+        conf: dict[str, str] | None = None,
+        max_attempts: int = 3,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        if execution not in ("auto", "worker", "spark"):
+            raise InvalidArgumentError("execution", execution, "one of 'auto', 'worker' or 'spark'")
+        _check_non_negative_int("worker_threshold_bytes", worker_threshold_bytes)
+        self.where = where
+        # One column may come as a plain string (as the engine's OptimizeOptions takes it), not its characters.
+        self.zorder_by = (zorder_by,) if isinstance(zorder_by, str) else tuple(zorder_by)
+        self.target_file_size = target_file_size
+        self.min_file_size = min_file_size
+        self.max_file_size = max_file_size
+        self.max_deleted_rows_ratio = max_deleted_rows_ratio
+        self.max_files = max_files
+        self.max_bytes = max_bytes
+        self.batch_size = batch_size
+        self.dry_run = dry_run
+        self.execution = execution
+        self.worker_threshold_bytes = worker_threshold_bytes
+        self.only_if_needed = only_if_needed
+        self.conf = conf
+        self.max_attempts = max_attempts
+        self._options()  # bad sizes, ratio or budget fail when the DAG is parsed, with the engine's message
+        ExecutionOptions(max_attempts=max_attempts)
+
+    def _options(self) -> OptimizeOptions:
+        return OptimizeOptions(
+            where=self.where,
+            zorder_by=self.zorder_by,
+            target_file_size=self.target_file_size,
+            min_file_size=self.min_file_size,
+            max_file_size=self.max_file_size,
+            max_deleted_rows_ratio=self.max_deleted_rows_ratio,
+            max_files=self.max_files,
+            max_bytes=self.max_bytes,
+            batch_size=self.batch_size,
+            dry_run=self.dry_run,
+        )
+
+    def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
+        options = self._options()
+        if self.only_if_needed and not self.zorder_by:
+            report = table.health(
+                target_file_size=self.target_file_size, max_deleted_rows_ratio=float(self.max_deleted_rows_ratio)
+            )
+            if report.files_after_optimize >= report.num_files and report.files_above_purge_ratio == 0:
+                self.skip(
+                    f"OPTIMIZE would gain nothing on {self.table}: {report.num_files} file(s), "
+                    f"{report.small_files} small, none above the purge ratio"
+                )
+        if self.dry_run:
+            return self._worker_result(table.optimize(options), "worker")
+        if self._runs_in_worker(table, options):
+            return self._worker_result(table.optimize(options), "worker")
+        return self._run_on_spark(hook, table, context)
+
+    def _runs_in_worker(self, table: DeltaTable, options: OptimizeOptions) -> bool:
+        if self.execution != "auto":
+            return self.execution == "worker"
+        plan = table.optimize(dataclasses.replace(options, dry_run=True))
+        planned = sum(partition.bytes_in for partition in plan.plan)
+        in_worker = planned < self.worker_threshold_bytes
+        self.log.info(
+            "OPTIMIZE plans %d input byte(s) (threshold %d): running %s",
+            planned,
+            self.worker_threshold_bytes,
+            "in the worker" if in_worker else "on Spark",
+        )
+        return in_worker
+
+    def _worker_result(self, result: OptimizeResult, where: str) -> dict[str, Any]:
+        from airflow_delta.spark.optimize import job_result
+
+        flat = job_result(result, attempts=1)
+        self.log.info(
+            "OPTIMIZE of %s (dry run: %s): versions %s, metrics %s",
+            self.table,
+            result.dry_run,
+            list(result.versions),
+            flat.metrics,
+        )
+        return {
+            "versions": list(result.versions),
+            "version": result.version,
+            "read_version": result.read_version,
+            "operation": "OPTIMIZE",
+            "dry_run": result.dry_run,
+            "execution": where,
+            "metrics": dict(flat.metrics),
+            "plan": [
+                {
+                    "partition_values": dict(partition.partition_values),
+                    "num_bins": partition.num_bins,
+                    "files_in": partition.files_in,
+                    "bytes_in": partition.bytes_in,
+                    "files_out": partition.files_out,
+                    "bytes_out": partition.bytes_out,
+                }
+                for partition in result.plan
+            ],
+        }
+
+    def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
+        spec = OptimizeSpec(
+            table=TableRef(uri=self.table, storage_options=hook.settings.storage_options),
+            identity=_task_identity(context),
+            where=self.where,
+            zorder_by=self.zorder_by,
+            target_file_size=self.target_file_size,
+            min_file_size=self.min_file_size,
+            max_file_size=self.max_file_size,
+            max_deleted_rows_ratio=float(self.max_deleted_rows_ratio),
+            max_files=self.max_files,
+            max_bytes=self.max_bytes,
+            batch_size=self.batch_size,
+            options=ExecutionOptions(max_attempts=self.max_attempts),
+        )
+        printed: JobResult | None = hook.submit(spec, conf=self.conf)
+        committed = hook.find_commit(table, spec.identity.app_id, operation="OPTIMIZE")
+        result = printed if printed is not None else committed
+        self.log.info("OPTIMIZE of %s on Spark: %s", self.table, result)
+        return {
+            "versions": None,  # the job prints only its last version
+            "version": None if result is None else result.version,
+            "read_version": None if result is None else result.read_version,
+            "operation": "OPTIMIZE",
+            "dry_run": False,
+            "execution": "spark",
+            "metrics": {} if result is None else dict(result.metrics),
+            "plan": [],
+        }
+
+    def on_kill(self) -> None:
+        """Kill the Spark application, if one runs; batches already committed stay (they changed no data)."""
+        if self._hook is not None:
+            self._hook.on_kill()
+
+
+class CheckpointOperator(_DeltaMaintenanceOperator):
+    """Write a checkpoint of a Delta table, then clean up its expired log.
+
+    :param table: URI of the Delta table (templated).
+    :param version: The version to checkpoint; None: the latest.
+    :param kind: None follows ``delta.checkpointPolicy``; or force ``classic``,
+        ``multi-part`` or ``v2``.
+    :param parts: Parts of a ``multi-part`` checkpoint (at least 2).
+    :param cleanup_log: Delete expired log files afterwards per ``delta.logRetentionDuration``.
+    :param only_if_needed: Skip the task when the version already has the latest checkpoint.
+    :param delta_conn_id: The ``delta`` connection (storage options).
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        version: int | None = None,
+        kind: str | None = None,
+        parts: int = 2,
+        cleanup_log: bool = True,
+        only_if_needed: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        _check_non_negative_int("version", version, optional=True)
+        self.version = version
+        self.kind = kind
+        self.parts = parts
+        self.cleanup_log = cleanup_log
+        self.only_if_needed = only_if_needed
+        self._options()  # a bad kind or parts fails when the DAG is parsed
+
+    def _options(self) -> CheckpointOptions:
+        return CheckpointOptions(kind=self.kind, parts=self.parts, cleanup_log=self.cleanup_log)
+
+    def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
+        if self.only_if_needed:
+            report = table.health()
+            target = report.version if self.version is None else self.version
+            if report.last_checkpoint_version == target:
+                self.skip(f"version {target} of {self.table} already has the latest checkpoint")
+        result = table.checkpoint(self.version, self._options())
+        self.log.info(
+            "CHECKPOINT of %s: version %s (%s), %d file(s), %d bytes; %d log file(s) cleaned",
+            self.table,
+            result.version,
+            result.kind,
+            len(result.files),
+            result.size_in_bytes,
+            len(result.cleaned_log_files),
+        )
+        return {
+            "version": result.version,
+            "kind": result.kind,
+            "files": list(result.files),
+            "size_in_bytes": result.size_in_bytes,
+            "cleaned_log_files": len(result.cleaned_log_files),
+        }
+
+
+class RestoreOperator(_DeltaMaintenanceOperator):
+    """``RESTORE TABLE table TO VERSION AS OF v | TIMESTAMP AS OF t`` in one commit.
+
+    Fails before committing anything (a non-retryable ``RestoreFilesMissingError``) when a
+    file the target version needs was vacuumed. Restoring a table that already equals the
+    target commits nothing (``version`` None).
+
+    :param table: URI of the Delta table (templated).
+    :param version: The version to restore; give this or ``timestamp``.
+    :param timestamp: A datetime, ISO string or epoch ms: the last version committed at or
+        before it (templated).
+    :param delta_conn_id: The ``delta`` connection (storage options).
+    """
+
+    template_fields: Sequence[str] = ("table", "timestamp")
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        version: int | None = None,
+        timestamp: datetime | str | int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        if (version is None) == (timestamp is None):
+            raise InvalidArgumentError("version", version, "exactly one of version or timestamp")
+        _check_non_negative_int("version", version, optional=True)
+        self.version = version
+        self.timestamp = timestamp
+
+    def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
+        result = table.restore(self.version, self.timestamp)
+        self.log.info(
+            "RESTORE of %s to version %s: committed %s, metrics %s",
+            self.table,
+            result.restored_version,
+            result.version,
+            dict(result.metrics),
+        )
+        return {
+            "version": result.version,
+            "read_version": result.read_version,
+            "restored_version": result.restored_version,
+            "operation": "RESTORE",
+            "metrics": dict(result.metrics),
+        }

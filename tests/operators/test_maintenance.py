@@ -1,0 +1,301 @@
+"""The maintenance operators: VACUUM, OPTIMIZE, CHECKPOINT and RESTORE from a task.
+
+Every table is real and every result is checked against delta-rs and delta-kernel-rs.
+Runs that must stay in the worker point the ``delta`` connection at a Spark connection
+nothing listens on, so any submit would fail the test. One test submits OPTIMIZE to a
+local Spark.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import deltalake
+import pytest
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_delta.engine import DeltaTable, InvalidArgumentError
+from airflow_delta.operators.maintenance import (
+    CheckpointOperator,
+    OptimizeOperator,
+    RestoreOperator,
+    VacuumOperator,
+)
+from airflow_delta.operators.retry import DeltaNonRetryableError
+from airflow_delta.provider import get_provider_info
+from tests.airflow_layer import context, make_table, set_connection
+from tests.oracles import assert_oracles_read, read_with_deltars
+
+pytestmark = pytest.mark.usefixtures("airflow_home")
+
+OPERATORS = (VacuumOperator, OptimizeOperator, CheckpointOperator, RestoreOperator)
+
+
+@pytest.fixture
+def no_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delta connection whose Spark cannot be reached: a submit would fail the test."""
+    set_connection(monkeypatch, "spark_unreachable", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
+    set_connection(
+        monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}
+    )
+
+
+@pytest.fixture
+def local_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
+    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
+
+
+def _data_files(path: str) -> set[str]:
+    return {str(p.relative_to(path)) for p in Path(path).rglob("*.parquet") if "_delta_log" not in p.parts}
+
+
+def _delete_partition_a(path: str) -> int:
+    """DELETE WHERE part = 'a' through the engine: two tombstones; returns the new version."""
+    result = DeltaTable(path).delete("part = 'a'")
+    assert result.version is not None
+    return result.version
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+@pytest.mark.parametrize("operator", OPERATORS)
+def test_every_parameter_is_documented(operator: type) -> None:
+    documented = set(re.findall(r":param (\w+):", operator.__doc__ or ""))
+    parameters = set(inspect.signature(operator.__init__).parameters) - {"self", "kwargs"}
+    assert parameters <= documented
+
+
+def test_one_zorder_column_may_be_a_plain_string() -> None:
+    assert OptimizeOperator(task_id="o", table="/t", zorder_by="id").zorder_by == ("id",)
+    assert OptimizeOperator(task_id="o", table="/t", zorder_by=["id", "value"]).zorder_by == ("id", "value")
+
+
+def test_the_provider_lists_the_maintenance_operators() -> None:
+    modules = [m for entry in get_provider_info()["operators"] for m in entry["python-modules"]]
+    assert "airflow_delta.operators.maintenance" in modules
+
+
+@pytest.mark.parametrize(
+    ("build", "argument"),
+    [
+        (lambda: VacuumOperator(task_id="v", table="/t", mode="quick"), "mode"),  # type: ignore[arg-type]
+        (lambda: VacuumOperator(task_id="v", table="/t", parallelism=0), "parallelism"),
+        (lambda: OptimizeOperator(task_id="o", table="/t", execution="cluster"), "execution"),  # type: ignore[arg-type]
+        (lambda: OptimizeOperator(task_id="o", table="/t", target_file_size=0), "target_file_size"),
+        (lambda: OptimizeOperator(task_id="o", table="/t", max_deleted_rows_ratio=2.0), "max_deleted_rows_ratio"),
+        (lambda: CheckpointOperator(task_id="c", table="/t", kind="weekly"), "kind"),
+        (lambda: RestoreOperator(task_id="r", table="/t"), "version"),
+        (lambda: RestoreOperator(task_id="r", table="/t", version=1, timestamp="2026-01-01"), "version"),
+    ],
+)
+def test_bad_arguments_fail_when_the_dag_is_parsed_naming_the_argument(build: object, argument: str) -> None:
+    with pytest.raises(InvalidArgumentError) as raised:
+        build()  # type: ignore[operator]
+    assert argument in str(raised.value)
+
+
+# --------------------------------------------------------------------------- VACUUM
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_vacuum_dry_run_reports_counts_and_writes_the_list_to_a_file_not_xcom(table_path: str, tmp_path: Path) -> None:
+    rows = make_table(table_path)
+    _delete_partition_a(table_path)
+    before = _data_files(table_path)
+    listing = tmp_path / "vacuum.txt"
+
+    result = VacuumOperator(
+        task_id="v",
+        table=table_path,
+        retention="interval 0 hours",
+        enforce_retention_duration=False,
+        dry_run=True,
+        file_list_path=str(listing),
+    ).execute(context())
+
+    removed_a = {f for f in before if f.startswith("part=a")}
+    assert result["metrics"]["numFilesToDelete"] == 2
+    assert result["metrics"]["sizeOfDataToDelete"] == sum((Path(table_path) / f).stat().st_size for f in removed_a)
+    assert result["metrics"]["numDeletedFiles"] == 0
+    assert (result["start_version"], result["end_version"]) == (None, None)
+    assert "paths" not in str(result) and not any(f in str(result) for f in removed_a)
+    assert set(listing.read_text().split()) == removed_a
+    assert _data_files(table_path) == before
+    assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_vacuum_deletes_tombstoned_files_commits_start_and_end_and_logs_the_list(
+    table_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = make_table(table_path)
+    version = _delete_partition_a(table_path)
+    removed_a = {f for f in _data_files(table_path) if f.startswith("part=a")}
+
+    result = VacuumOperator(
+        task_id="v", table=table_path, mode="full", retention=timedelta(0), enforce_retention_duration=False
+    ).execute(context())
+
+    assert result["metrics"]["numDeletedFiles"] == 2
+    assert (result["start_version"], result["end_version"]) == (version + 1, version + 2)
+    assert not any(f.startswith("part=a") for f in _data_files(table_path))
+    task_log = capsys.readouterr().out  # Airflow's task logger writes to stdout here
+    assert all(f in task_log for f in removed_a)
+    operations = [c["operation"] for c in DeltaTable(table_path).history(limit=2)]
+    assert operations == ["VACUUM END", "VACUUM START"]
+    assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_vacuum_refuses_a_retention_shorter_than_the_tables_and_only_if_needed_skips(table_path: str) -> None:
+    make_table(table_path)
+    _delete_partition_a(table_path)
+    before = _data_files(table_path)
+
+    with pytest.raises(DeltaNonRetryableError) as raised:
+        VacuumOperator(task_id="v", table=table_path, retention="interval 1 hour").execute(context())
+    assert raised.value.error_class == "RetentionTooShortError"
+    # The tombstones are minutes old: a default-retention vacuum has nothing to do.
+    with pytest.raises(AirflowSkipException, match="would delete no file"):
+        VacuumOperator(task_id="v", table=table_path, only_if_needed=True).execute(context())
+    assert _data_files(table_path) == before
+    assert DeltaTable(table_path).version() == 3
+
+
+# --------------------------------------------------------------------------- OPTIMIZE
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_optimize_auto_compacts_small_work_in_the_worker_and_then_skips_when_not_needed(table_path: str) -> None:
+    rows = make_table(table_path)  # two appends: two files per partition
+
+    result = OptimizeOperator(task_id="o", table=table_path).execute(context())
+
+    assert result["execution"] == "worker"
+    assert result["version"] == 3 and result["versions"] == [3]
+    metrics = result["metrics"]
+    assert (metrics["numFilesRemoved"], metrics["numFilesAdded"], metrics["partitionsOptimized"]) == (4, 2, 2)
+    assert sorted(p["files_in"] for p in result["plan"]) == [2, 2]
+    assert len(deltalake.DeltaTable(table_path).file_uris()) == 2
+    assert DeltaTable(table_path).history(limit=1)[0]["operation"] == "OPTIMIZE"
+    assert_oracles_read(table_path, rows)
+    with pytest.raises(AirflowSkipException, match="would gain nothing"):
+        OptimizeOperator(task_id="o", table=table_path, only_if_needed=True).execute(context())
+    assert DeltaTable(table_path).version() == 3
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_optimize_dry_run_plans_per_partition_and_commits_nothing(table_path: str) -> None:
+    rows = make_table(table_path)
+    before = _data_files(table_path)
+
+    result = OptimizeOperator(task_id="o", table=table_path, where="part = 'b'", dry_run=True).execute(context())
+
+    assert result["dry_run"] is True and result["version"] is None
+    assert [(p["partition_values"], p["files_in"], p["files_out"]) for p in result["plan"]] == [({"part": "b"}, 2, 1)]
+    assert _data_files(table_path) == before
+    assert DeltaTable(table_path).version() == 2
+    assert_oracles_read(table_path, rows)
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_optimize_where_on_a_data_column_fails_at_once(table_path: str) -> None:
+    make_table(table_path)
+    with pytest.raises(DeltaNonRetryableError, match="partition"):
+        OptimizeOperator(task_id="o", table=table_path, where="id > 3").execute(context())
+    assert DeltaTable(table_path).version() == 2
+
+
+def test_optimize_auto_goes_to_spark_above_the_threshold(
+    table_path: str, monkeypatch: pytest.MonkeyPatch, no_spark: None
+) -> None:
+    make_table(table_path)
+    operator = OptimizeOperator(task_id="o", table=table_path, worker_threshold_bytes=1)
+    # The unreachable Spark makes the submit fail: the operator chose Spark.
+    with pytest.raises(Exception) as raised:  # whatever the submit's failure: not a worker result
+        operator.execute(context())
+    assert not isinstance(raised.value, AirflowSkipException)
+    assert DeltaTable(table_path).version() == 2
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_spark")
+def test_optimize_on_spark_compacts_and_returns_delta_metrics(table_path: str) -> None:
+    rows = make_table(table_path)
+
+    result = OptimizeOperator(task_id="o", table=table_path, execution="spark").execute(context())
+
+    assert result["execution"] == "spark"
+    assert result["version"] == 3
+    assert (result["metrics"]["numFilesRemoved"], result["metrics"]["numFilesAdded"]) == (4, 2)
+    assert len(deltalake.DeltaTable(table_path).file_uris()) == 2
+    assert_oracles_read(table_path, rows)
+
+
+# --------------------------------------------------------------------------- CHECKPOINT
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_checkpoint_writes_the_latest_version_and_only_if_needed_skips_after(table_path: str) -> None:
+    rows = make_table(table_path)
+
+    result = CheckpointOperator(task_id="c", table=table_path).execute(context())
+
+    assert (result["version"], result["kind"]) == (2, "classic")
+    checkpoint = Path(table_path) / "_delta_log" / f"{2:020d}.checkpoint.parquet"
+    assert result["files"] == [checkpoint.name] or checkpoint.name in str(result["files"])
+    assert result["size_in_bytes"] == checkpoint.stat().st_size
+    assert result["cleaned_log_files"] == 0
+    assert DeltaTable(table_path).snapshot().log_segment.checkpoint_version == 2
+    assert_oracles_read(table_path, rows)
+    with pytest.raises(AirflowSkipException, match="already has the latest checkpoint"):
+        CheckpointOperator(task_id="c", table=table_path, only_if_needed=True).execute(context())
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_checkpoint_of_an_earlier_version_in_two_parts(table_path: str) -> None:
+    make_table(table_path)
+    result = CheckpointOperator(task_id="c", table=table_path, version=1, kind="multi-part").execute(context())
+    assert (result["version"], result["kind"], len(result["files"])) == (1, "multi-part", 2)
+    assert DeltaTable(table_path).snapshot(version=2).log_segment.checkpoint_version == 1
+    assert len(read_with_deltars(table_path)) == 20
+
+
+# --------------------------------------------------------------------------- RESTORE
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_restore_brings_back_the_deleted_partition_with_delta_metrics(table_path: str) -> None:
+    rows = make_table(table_path)
+    version = _delete_partition_a(table_path)
+
+    result = RestoreOperator(task_id="r", table=table_path, version=2).execute(context())
+
+    assert (result["version"], result["read_version"], result["restored_version"]) == (version + 1, version, 2)
+    metrics = result["metrics"]
+    assert (metrics["numRestoredFiles"], metrics["numRemovedFiles"], metrics["numOfFilesAfterRestore"]) == (2, 0, 4)
+    assert metrics["tableSizeAfterRestore"] == sum(
+        (Path(table_path) / f).stat().st_size for f in _data_files(table_path)
+    )
+    assert DeltaTable(table_path).history(limit=1)[0]["operation"] == "RESTORE"
+    assert_oracles_read(table_path, rows)
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_restore_fails_before_committing_when_files_were_vacuumed(table_path: str) -> None:
+    rows = make_table(table_path)
+    _delete_partition_a(table_path)
+    DeltaTable(table_path).vacuum(retention=timedelta(0), enforce_retention_duration=False)
+    version = DeltaTable(table_path).version()
+
+    with pytest.raises(DeltaNonRetryableError) as raised:
+        RestoreOperator(task_id="r", table=table_path, version=2).execute(context())
+
+    assert raised.value.error_class == "RestoreFilesMissingError"
+    assert DeltaTable(table_path).version() == version
+    assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
