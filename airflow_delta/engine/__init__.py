@@ -146,6 +146,7 @@ from airflow_delta.engine.model.table_features import reader_features, writer_fe
 from airflow_delta.engine.operations.health import size_histogram_png
 from airflow_delta.engine.operations.options import CheckpointOptions
 from airflow_delta.engine.operations.results import (
+    DELETE_METRIC_NAMES,
     AppendResult,
     CheckpointRunResult,
     DeleteResult,
@@ -212,6 +213,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DELETE_METRIC_NAMES",
     "ZORDER_NUM_RANGES",
     "AddCDCFile",
     "AddFile",

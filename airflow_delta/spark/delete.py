@@ -23,7 +23,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from airflow_delta.engine import InvalidFilterError, Snapshot, TableContext, Transaction, stage_delete
+from airflow_delta.engine import (
+    DELETE_METRIC_NAMES,
+    InvalidFilterError,
+    Snapshot,
+    TableContext,
+    Transaction,
+    stage_delete,
+)
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
 from airflow_delta.spark.file_tasks import target_dataframe
 from airflow_delta.spark.job_result import JobResult
@@ -32,22 +39,8 @@ from airflow_delta.spark.specs import DeleteSpec
 
 __all__ = ["DELETE_METRICS", "run_delete"]
 
-# DELETE's operationMetrics, as Delta names them (the engine's in-worker DELETE writes the same).
-DELETE_METRICS = (
-    "numRemovedFiles",
-    "numRemovedBytes",
-    "numCopiedRows",
-    "numDeletionVectorsAdded",
-    "numDeletionVectorsRemoved",
-    "numAddedChangeFiles",
-    "executionTimeMs",
-    "numDeletionVectorsUpdated",
-    "numDeletedRows",
-    "scanTimeMs",
-    "numAddedFiles",
-    "numAddedBytes",
-    "rewriteTimeMs",
-)
+# DELETE's operationMetrics, as Delta names them: the engine's in-worker DELETE writes the same.
+DELETE_METRICS = DELETE_METRIC_NAMES
 
 
 def _parameters(predicate: str | None) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from airflow_delta.engine.model.arrow_numpy import bool_array, int64_array, mask
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptors_from_arrow, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.stats_parse import parse_stats
-from airflow_delta.engine.operations.results import DeleteResult
+from airflow_delta.engine.operations.results import DELETE_METRIC_NAMES, DeleteResult
 from airflow_delta.engine.read.row_groups import physical_row_counts
 from airflow_delta.engine.read.scan import read_data, read_with_row_positions
 from airflow_delta.engine.storage.paths import resolve_in_table
@@ -402,27 +402,11 @@ def _refuse_change_data_feed(snapshot: Snapshot) -> None:
         )
 
 
-# The order Spark writes DELETE's operationMetrics in (readers do not care; diffs do).
-_METRIC_ORDER = (
-    "numRemovedFiles",
-    "numRemovedBytes",
-    "numCopiedRows",
-    "numDeletionVectorsAdded",
-    "numDeletionVectorsRemoved",
-    "numAddedChangeFiles",
-    "executionTimeMs",
-    "numDeletionVectorsUpdated",
-    "numDeletedRows",
-    "scanTimeMs",
-    "numAddedFiles",
-    "numAddedBytes",
-    "rewriteTimeMs",
-)
 
 
 def _ordered_metrics(metrics: Mapping[str, int]) -> dict[str, int]:
-    return {key: metrics[key] for key in _METRIC_ORDER if key in metrics} | {
-        k: v for k, v in metrics.items() if k not in _METRIC_ORDER
+    return {key: metrics[key] for key in DELETE_METRIC_NAMES if key in metrics} | {
+        k: v for k, v in metrics.items() if k not in DELETE_METRIC_NAMES
     }
 
 

@@ -222,6 +222,7 @@ class HealthReport:
 
 
 __all__ = [
+    "DELETE_METRIC_NAMES",
     "AppendResult",
     "CheckpointRunResult",
     "DeleteResult",
@@ -232,3 +233,22 @@ __all__ = [
     "SizeBucket",
     "VacuumResult",
 ]
+
+
+# DELETE's operationMetrics, in the order Spark writes them (readers do not care; diffs do):
+# the in-worker DELETE and the Spark job write the same names.
+DELETE_METRIC_NAMES: tuple[str, ...] = (
+    "numRemovedFiles",
+    "numRemovedBytes",
+    "numCopiedRows",
+    "numDeletionVectorsAdded",
+    "numDeletionVectorsRemoved",
+    "numAddedChangeFiles",
+    "executionTimeMs",
+    "numDeletionVectorsUpdated",
+    "numDeletedRows",
+    "scanTimeMs",
+    "numAddedFiles",
+    "numAddedBytes",
+    "rewriteTimeMs",
+)
