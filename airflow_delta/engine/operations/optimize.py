@@ -225,7 +225,7 @@ def _candidate_files(snapshot: Snapshot, where: str | None) -> pa.Table:
         return files
     # Loaded only for a WHERE: the SQL parser costs about a second of imports.
     from airflow_delta.engine.expressions import parse_predicate, references_only
-    from airflow_delta.engine.operations.delete import _partition_predicate_mask
+    from airflow_delta.engine.operations.partition_filter import partition_predicate_mask
 
     predicate = parse_predicate(where, snapshot.schema)
     if not references_only(predicate, snapshot.partition_columns):
@@ -236,7 +236,7 @@ def _candidate_files(snapshot: Snapshot, where: str | None) -> pa.Table:
             f"a predicate on partition columns only ({list(snapshot.partition_columns)}); it references "
             f"{others}, and OPTIMIZE rewrites whole files, so it cannot select rows by them (Delta refuses this too)",
         )
-    return files.filter(_partition_predicate_mask(snapshot, files, predicate))
+    return files.filter(partition_predicate_mask(snapshot, files, predicate))
 
 
 def _checked_zorder_columns(snapshot: Snapshot, columns: Sequence[str]) -> tuple[str, ...]:
