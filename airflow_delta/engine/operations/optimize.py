@@ -47,6 +47,7 @@ from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.stats_columns import indexed_columns
 from airflow_delta.engine.model.stats_parse import parse_stats
 from airflow_delta.engine.operations.optimize_progress import (
+    OPTIMIZE_APP_ID_TAG,
     OPTIMIZE_BATCH_TAG,
     EarlierBatches,
     batch_tag,
@@ -512,8 +513,8 @@ def optimize(
     ``tags`` go into every batch's ``commitInfo.tags`` (a job's identity).
 
     ``app_id`` makes the OPTIMIZE resumable and exactly-once across tries of one task:
-    batch ``k`` commits with ``txn(app_id, k)`` and the tag ``airflowDelta.optimizeBatch``
-    ``"k/n"``. A try that finds batches of ``app_id`` in the log plans only what is left
+    batch ``k`` commits with the tags ``airflowDelta.appId`` and ``airflowDelta.optimizeBatch``
+    ``"k/n"``, the first batch with ``txn(app_id, 1)`` too (see ``optimize_progress``). A try that finds batches of ``app_id`` in the log plans only what is left
     (their output files are not rewritten again, Z-ordered partitions are done, their
     input counts against ``max_files`` / ``max_bytes``), continues the batch numbers, and
     returns the metrics of all batches together; when the last batch of a plan is
@@ -557,7 +558,7 @@ def optimize(
             plan=plan.partitions(),
             dry_run=options.dry_run,
         )
-    first_batch = (earlier.committed if earlier is not None else 0) + 1
+    first_batch = (earlier.last_batch if earlier is not None else 0) + 1
     last_batch = first_batch + len(plan.batches) - 1
     versions: list[int] = []
     adds_per_bin: list[list[AddFile]] = []
@@ -566,8 +567,10 @@ def optimize(
         batch_tags = dict(tags or {})
         with Transaction(location, snapshot=snapshot, options=commit, post_commit=post_commit) as txn:
             if app_id is not None:
-                # The txn makes a late commit of another try of this batch conflict instead of landing twice.
-                txn.set_app_transaction(app_id, number)
+                if number == 1:
+                    # Marks the application as started, and makes a late first batch of another try conflict.
+                    txn.set_app_transaction(app_id, 1)
+                batch_tags[OPTIMIZE_APP_ID_TAG] = app_id
                 batch_tags[OPTIMIZE_BATCH_TAG] = batch_tag(number, last_batch)
             removed = pa.concat_tables([b.files for b in bins])
             # The files rewritten are what this commit depends on: a concurrent commit removing one conflicts.

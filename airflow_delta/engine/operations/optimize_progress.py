@@ -1,20 +1,25 @@
-"""What earlier tries of one OPTIMIZE already committed: the batches of its ``txn`` appId.
+"""What earlier tries of one OPTIMIZE already committed, read back from the log.
 
-An OPTIMIZE that runs under an application id (an Airflow task instance) commits batch
-``k`` with ``txn(appId, k)`` and the tag :data:`OPTIMIZE_BATCH_TAG` = ``"k/n"`` (``n``:
-the batches of its plan, counting those of earlier tries). A try that starts after
-another try of the same application committed some batches resumes instead of starting
-over; this module reads back what those batches did, from the log alone:
+An OPTIMIZE that runs under an application id (an Airflow task instance) tags every
+batch it commits with :data:`OPTIMIZE_APP_ID_TAG` (the appId) and
+:data:`OPTIMIZE_BATCH_TAG` (``"k/n"``: batch k of the n its plan has, counting those
+of earlier tries), and its first batch carries ``txn(appId, 1)``. Only the first: every
+batch is committed on the snapshot the plan read, so a ``txn`` on a later batch would
+conflict with the first one's (Delta's rule for a concurrent commit of the same appId).
+A late commit of another try is kept out by the files instead: the batch removes files
+that the other try rewrote already, which is a ``ConcurrentDeleteReadException``.
 
-- the snapshot's ``txn`` version for the appId says how many batches were committed
-  (no commit is read when it is absent);
-- the commits are then read newest first until every one of those batches is found
-  (each is recognised by its ``txn`` action), or until the log ends (log cleanup removed
-  the oldest: the batches still count, their files are simply not known any more);
+A try that starts after another try of the same application committed some batches
+resumes instead of starting over; this module finds those batches:
+
+- the snapshot's ``txn`` for the appId says whether any was committed (nothing is read
+  when none was);
+- the commits are then read newest first until batch 1 (or until the log ends: log
+  cleanup removed the oldest, whose files are then not known any more);
 - their add and remove actions are parsed together, as Arrow.
 
-``complete`` says the last batch was the last of its plan: the OPTIMIZE finished, and a
-retry returns its result without rewriting anything.
+``complete`` says the newest batch was the last of its plan: the OPTIMIZE finished, and
+a retry returns its result without rewriting anything.
 """
 
 from __future__ import annotations
@@ -37,10 +42,12 @@ if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
     from airflow_delta.engine.storage.location import TableLocation
 
-__all__ = ["OPTIMIZE_BATCH_TAG", "EarlierBatches", "batch_tag", "find_earlier_batches"]
+__all__ = ["OPTIMIZE_APP_ID_TAG", "OPTIMIZE_BATCH_TAG", "EarlierBatches", "batch_tag", "find_earlier_batches"]
 
 OPTIMIZE_BATCH_TAG = "airflowDelta.optimizeBatch"
 """``commitInfo.tags`` key of an OPTIMIZE batch committed under an appId: ``"k/n"``, batch k of n."""
+OPTIMIZE_APP_ID_TAG = "airflowDelta.appId"
+"""``commitInfo.tags`` key of the appId; the same key the Spark jobs tag their commits with."""
 
 
 def batch_tag(batch: int, of: int) -> str:
@@ -51,14 +58,15 @@ def batch_tag(batch: int, of: int) -> str:
 class EarlierBatches:
     """The batches an application's earlier tries of one OPTIMIZE committed.
 
-    ``committed``: the application's ``txn`` version, the number of batches committed;
-    ``versions``: the commits found for them, ascending (fewer than ``committed`` when
-    log cleanup removed some); ``added`` / ``removed``: their file actions
-    (``FILE_ACTIONS_SCHEMA``); ``complete``: the newest batch was the last of its plan.
+    ``last_batch``: the number of the newest batch (the next one continues from it);
+    ``versions``: the commits found for the batches, ascending (fewer than
+    ``last_batch`` when log cleanup removed some); ``added`` / ``removed``: their file
+    actions (``FILE_ACTIONS_SCHEMA``); ``complete``: the newest batch was the last of
+    its plan.
     """
 
     app_id: str
-    committed: int
+    last_batch: int
     versions: tuple[int, ...]
     added: pa.Table
     removed: pa.Table
@@ -84,26 +92,23 @@ class EarlierBatches:
 
 def find_earlier_batches(location: TableLocation, snapshot: Snapshot, app_id: str) -> EarlierBatches | None:
     """The batches ``app_id`` committed up to ``snapshot``; None when it committed none (see the module docstring)."""
-    committed = snapshot.transaction_version(app_id)
-    if not committed:
+    if snapshot.transaction_version(app_id) is None:
         return None
     found: list[tuple[int, bytes, str]] = []
-    newest_batch_tag: str | None = None
+    numbers: list[tuple[int, int]] = []  # (k, n) of each batch found, newest first
     version = snapshot.version
-    # One commit at a time, newest first, reading only non-file actions until a batch is found.
-    while version >= 0 and len(found) < committed:
+    # One commit at a time, newest first, parsing only its non-file actions, until batch 1.
+    while version >= 0:
         path = commit_path(location.root, version)
         try:
             data = location.io.read_bytes(path)
         except FileNotFoundError:
-            break  # log cleanup took the rest: the batches count, their files are unknown
-        parsed = parse_log_bytes([data], [path], [version], file_actions=False)
-        batch = _batch_of(parsed.actions, app_id)
+            break  # log cleanup took the rest
+        batch = _batch_of(parse_log_bytes([data], [path], [version], file_actions=False).actions, app_id)
         if batch is not None:
-            if not found:
-                newest_batch_tag = _tag_of(parsed.actions)
             found.append((version, data, path))
-            if batch <= 1:
+            numbers.append(batch)
+            if batch[0] <= 1:
                 break
         version -= 1
     found.reverse()
@@ -116,36 +121,25 @@ def find_earlier_batches(location: TableLocation, snapshot: Snapshot, app_id: st
     else:
         actions = FILE_ACTIONS_SCHEMA.empty_table()
     is_add = mask_to_numpy(actions.column("is_add").combine_chunks()) if actions.num_rows else np.zeros(0, dtype=bool)
+    newest = numbers[0] if numbers else (1, 0)  # the txn says batch 1 committed, its commit is gone
     return EarlierBatches(
         app_id=app_id,
-        committed=committed,
+        last_batch=newest[0],
         versions=tuple(v for v, _, _ in found),
         added=actions.filter(pa.array(is_add, pa.bool_())),
         removed=actions.filter(pa.array(~is_add, pa.bool_())),
-        complete=_is_last(newest_batch_tag),
+        complete=newest[0] == newest[1],
     )
 
 
-def _batch_of(actions: Sequence[LogAction], app_id: str) -> int | None:
+def _batch_of(actions: Sequence[LogAction], app_id: str) -> tuple[int, int] | None:
+    """``(k, n)`` when the commit of ``actions`` is batch k of n of ``app_id``'s OPTIMIZE, else None."""
     for action in actions:
-        if action.key == "txn" and action.body.get("appId") == app_id:
-            version = action.body.get("version")
-            return int(version) if isinstance(version, int) else None
+        if action.key != "commitInfo":
+            continue
+        tags = action.body.get("tags")
+        if not isinstance(tags, dict) or tags.get(OPTIMIZE_APP_ID_TAG) != app_id:
+            return None
+        batch, _, of = str(tags.get(OPTIMIZE_BATCH_TAG, "")).partition("/")
+        return (int(batch), int(of)) if batch.isdigit() and of.isdigit() else None
     return None
-
-
-def _tag_of(actions: Sequence[LogAction]) -> str | None:
-    for action in actions:
-        if action.key == "commitInfo":
-            tags = action.body.get("tags") or {}
-            value = tags.get(OPTIMIZE_BATCH_TAG) if isinstance(tags, dict) else None
-            return value if isinstance(value, str) else None
-    return None
-
-
-def _is_last(tag: str | None) -> bool:
-    """Whether ``"k/n"`` names the last batch of its plan; anything else (no tag, a foreign value) is not."""
-    if tag is None:
-        return False
-    batch, _, of = tag.partition("/")
-    return batch.isdigit() and of.isdigit() and int(batch) == int(of)
