@@ -50,6 +50,7 @@ from airflow_delta.engine import (
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
 from airflow_delta.operators.retry import task_error
+from airflow_delta.operators.task_identity import task_identity
 from airflow_delta.spark.job_result import job_tags
 from airflow_delta.spark.specs import ExecutionOptions, OptimizeSpec, TableRef, TaskIdentity
 
@@ -63,6 +64,9 @@ __all__ = ["CheckpointOperator", "OptimizeOperator", "RestoreOperator", "VacuumO
 DEFAULT_OPTIMIZE_WORKER_THRESHOLD_BYTES = 1 << 30
 """``execution="auto"`` compacts in the worker when the planned input totals less."""
 
+_PARSE_TIME_IDENTITY = TaskIdentity(dag_id="parse", task_id="parse", run_id="parse")
+"""Stands in for the task instance when arguments are checked as the DAG is parsed."""
+
 _FILE_LIST_LOG_CHUNK = 1000
 """Paths per task-log line when a vacuum's file list goes to the log."""
 
@@ -72,17 +76,6 @@ MAX_LISTED_IN_XCOM = 20
 XCom lives in the metadata database: a return value stays a small JSON dict whatever the
 table's size. The counts are always there; the full plan goes to the task log.
 """
-
-
-def _task_identity(context: Context) -> TaskIdentity:
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    return TaskIdentity(
-        dag_id=ti.dag_id,
-        task_id=ti.task_id,
-        run_id=context["run_id"],
-        map_index=-1 if map_index is None else int(map_index),
-    )
 
 
 def _check_non_negative_int(name: str, value: object, *, optional: bool = False) -> None:
@@ -308,25 +301,11 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
         self.only_if_needed = only_if_needed
         self.conf = conf
         self.max_attempts = max_attempts
-        self._options()  # bad sizes, ratio or budget fail when the DAG is parsed, with the engine's message
-        ExecutionOptions(max_attempts=max_attempts)
-
-    def _options(self) -> OptimizeOptions:
-        return OptimizeOptions(
-            where=self.where,
-            zorder_by=self.zorder_by,
-            target_file_size=self.target_file_size,
-            min_file_size=self.min_file_size,
-            max_file_size=self.max_file_size,
-            max_deleted_rows_ratio=self.max_deleted_rows_ratio,
-            max_files=self.max_files,
-            max_bytes=self.max_bytes,
-            batch_size=self.batch_size,
-            dry_run=self.dry_run,
-        )
+        # Bad sizes, ratio, budget or attempts fail when the DAG is parsed, with the engine's messages.
+        self._spec(TableRef(uri=table), _PARSE_TIME_IDENTITY)
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
-        spec = self._spec(hook, context)
+        spec = self._spec(TableRef(uri=self.table, storage_options=hook.settings.storage_options), task_identity(context))
         app_id = spec.identity.app_id
         resuming = table.snapshot().transaction_version(app_id) is not None
         if resuming:
@@ -342,18 +321,19 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
                     f"{report.small_files} small, none above the purge ratio"
                 )
         if self.dry_run:
-            return self._worker_result(table.optimize(self._options(), app_id=app_id), "worker", attempts=1)
-        if self._runs_in_worker(table, app_id):
+            return self._worker_result(table.optimize(spec.optimize_options(), app_id=app_id), "worker", attempts=1)
+        if self._runs_in_worker(table, spec):
             from airflow_delta.spark.optimize import optimize_for_task
 
             result, attempts = optimize_for_task(spec)
             return self._worker_result(result, "worker", attempts=attempts)
         return self._run_on_spark(hook, table, spec)
 
-    def _spec(self, hook: DeltaHook, context: Context) -> OptimizeSpec:
+    def _spec(self, table: TableRef, identity: TaskIdentity) -> OptimizeSpec:
+        """The job's spec; its ``optimize_options()`` are the engine's options wherever OPTIMIZE runs."""
         return OptimizeSpec(
-            table=TableRef(uri=self.table, storage_options=hook.settings.storage_options),
-            identity=_task_identity(context),
+            table=table,
+            identity=identity,
             where=self.where,
             zorder_by=self.zorder_by,
             target_file_size=self.target_file_size,
@@ -367,11 +347,11 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
             options=ExecutionOptions(max_attempts=self.max_attempts),
         )
 
-    def _runs_in_worker(self, table: DeltaTable, app_id: str) -> bool:
+    def _runs_in_worker(self, table: DeltaTable, spec: OptimizeSpec) -> bool:
         if self.execution != "auto":
             return self.execution == "worker"
         # What is left to do: a retry plans only what earlier tries did not commit.
-        plan = table.optimize(dataclasses.replace(self._options(), dry_run=True), app_id=app_id)
+        plan = table.optimize(dataclasses.replace(spec.optimize_options(), dry_run=True), app_id=spec.identity.app_id)
         planned = sum(partition.bytes_in for partition in plan.plan)
         in_worker = planned < self.worker_threshold_bytes
         self.log.info(
@@ -541,7 +521,7 @@ class RestoreOperator(_DeltaMaintenanceOperator):
         self.timestamp = timestamp
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
-        identity = _task_identity(context)
+        identity = task_identity(context)
         earlier = hook.find_commit(table, identity.app_id, operation="RESTORE")
         if earlier is not None:
             self.log.info("An earlier try of this task restored %s in version %s: not restoring again", self.table, earlier.version)

@@ -531,20 +531,11 @@ def optimize(
     else:
         done = frozenset()
     if (earlier is not None and earlier.complete) or remaining is None:
-        # Nothing is left of this application's OPTIMIZE: its earlier result (a dry run: no plan).
-        empty = _empty_plan(snapshot, options)
-        shown = None if options.dry_run else earlier
-        return OptimizeResult(
-            versions=() if shown is None else shown.versions,
-            read_version=snapshot.version,
-            metrics=MappingProxyType(
-                _metrics(empty, [], (), started_ms, _now_ms(), num_batches=0, earlier=shown, earlier_partitions=done)
-            ),
-            plan=(),
-            dry_run=options.dry_run,
-        )
-    plan = plan_optimize(snapshot, remaining, earlier=earlier)
+        plan = _empty_plan(snapshot, options)  # nothing is left of this application's OPTIMIZE
+    else:
+        plan = plan_optimize(snapshot, remaining, earlier=earlier)
     if options.dry_run or not plan.bins:
+        # A dry run shows what is left to do; a run with nothing left, what earlier tries did.
         shown = None if options.dry_run else earlier
         return OptimizeResult(
             versions=() if shown is None else shown.versions,
