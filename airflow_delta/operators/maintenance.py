@@ -238,6 +238,9 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
     ``"worker"`` and ``"spark"`` force one or the other. A dry run always stays in the
     worker.
 
+    A retry of the task resumes: batches an earlier try committed are not rewritten, and
+    when that try finished, its result is returned (see docs/optimize.md).
+
     :param table: URI of the Delta table (templated).
     :param where: A predicate on partition columns (templated); others are refused.
     :param zorder_by: Data columns with statistics to Z-order by.
@@ -495,6 +498,9 @@ class RestoreOperator(_DeltaMaintenanceOperator):
     Fails before committing anything (a non-retryable ``RestoreFilesMissingError``) when a
     file the target version needs was vacuumed. Restoring a table that already equals the
     target commits nothing (``version`` None).
+
+    The commit carries the task instance's ``txn`` appId: a retry whose earlier try
+    committed returns that commit's result and restores nothing again.
 
     :param table: URI of the Delta table (templated).
     :param version: The version to restore; give this or ``timestamp``.

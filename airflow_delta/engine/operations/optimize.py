@@ -23,6 +23,9 @@ The reference is Delta's ``OptimizeTableCommand`` / ``OptimizeExecutor`` and its
    checked at SnapshotIsolation, so blind appends never conflict with it; a concurrent
    commit that removed one of its files does (``ConcurrentDeleteReadException``). A batch
    that fails loses only itself: earlier batches are committed, its own files are removed.
+4. **Resume** (with an ``app_id``): a try that finds batches of the same application in
+   the log plans only what they left and returns the result of all of them
+   (``optimize_progress``).
 """
 
 from __future__ import annotations
