@@ -342,7 +342,7 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
             target_file_size=self.target_file_size,
             min_file_size=self.min_file_size,
             max_file_size=self.max_file_size,
-            max_deleted_rows_ratio=float(self.max_deleted_rows_ratio),
+            max_deleted_rows_ratio=self.max_deleted_rows_ratio,  # checked as given: a bad value names the argument
             max_files=self.max_files,
             max_bytes=self.max_bytes,
             batch_size=self.batch_size,
