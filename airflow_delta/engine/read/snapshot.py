@@ -455,6 +455,7 @@ def _replay_falling_back(
     """
     failures: list[CorruptCheckpointError] = [failure] if failure is not None else []
     if failure is not None:
+        listing = _whole(io, listing)
         segment = _older_segment(listing, segment, failures)
     while True:
         try:
@@ -466,7 +467,14 @@ def _replay_falling_back(
             if segment.checkpoint_version is None:
                 raise
             failures.append(exc)
+            listing = _whole(io, listing)
             segment = _older_segment(listing, segment, failures)
+
+
+def _whole(io: FileIO, listing: LogListing) -> LogListing:
+    """``listing``, or the whole log when it started at ``_last_checkpoint``: the search for an
+    older checkpoint (or the commits from version 0) needs the files before it."""
+    return list_log(io, listing.table_root) if listing.is_partial else listing
 
 
 def _older_segment(listing: LogListing, segment: LogSegment, failures: Sequence[CorruptCheckpointError]) -> LogSegment:
