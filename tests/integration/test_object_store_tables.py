@@ -174,6 +174,7 @@ def test_vacuum_lite_and_full_dry_and_real_on_an_object_store(object_store: Obje
     lite = table.vacuum(mode="lite", retention=timedelta(0), enforce_retention_duration=False, now=later,
                         dry_run=True, file_list_path=str(tmp_path / "lite.txt"))
     assert set((tmp_path / "lite.txt").read_text().split()) == tombstoned
+    assert lite.num_files_to_delete == len(tombstoned) and lite.metrics["numVacuumedDirectories"] == 0
     full = table.vacuum(retention=timedelta(0), enforce_retention_duration=False, now=later, dry_run=True,
                         file_list_path=str(tmp_path / "full.txt"))
     assert set((tmp_path / "full.txt").read_text().split()) == tombstoned | {"p=a/orphan.parquet"}
