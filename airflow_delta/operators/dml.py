@@ -84,7 +84,12 @@ def _as_dict(result: JobResult) -> dict[str, Any]:
 
 
 class _DeltaDmlOperator(BaseOperator):
-    """What the three DML operators share: the connection, exactly-once, Spark, errors."""
+    """What the three DML operators share: the connection, exactly-once, Spark, errors.
+
+    Every DML operator also takes ``storage_conn_id``: an Airflow ``aws``, ``wasb``, ``adls``
+    or ``google_cloud_platform`` connection mapped to the table's storage options (over the
+    ``delta`` connection's; see :class:`~airflow_delta.hooks.delta.DeltaHook`).
+    """
 
     OPERATION: ClassVar[str]
     template_fields: Sequence[str] = ("table", "conf")
@@ -100,11 +105,13 @@ class _DeltaDmlOperator(BaseOperator):
         conf: dict[str, str] | None = None,
         max_attempts: int = 3,
         use_deletion_vectors: bool | None = None,
+        storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
         self.conf = conf
         self.max_attempts = max_attempts
         self.use_deletion_vectors = use_deletion_vectors
@@ -128,7 +135,7 @@ class _DeltaDmlOperator(BaseOperator):
     # ------------------------------------------------------------------ execute
     def execute(self, context: Context) -> dict[str, Any]:
         identity = _task_identity(context)
-        hook = self._hook = DeltaHook(self.delta_conn_id)
+        hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             table = hook.table(self.table)
             snapshot = table.snapshot()

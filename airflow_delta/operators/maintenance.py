@@ -83,20 +83,28 @@ def _retention(value: timedelta | str | None) -> timedelta | None:
 
 
 class _DeltaMaintenanceOperator(BaseOperator):
-    """What the maintenance operators share: the connection, the table, engine errors as task errors."""
+    """What the maintenance operators share: the connection, the table, engine errors as task errors.
+
+    Every maintenance operator also takes ``storage_conn_id``: an Airflow ``aws``, ``wasb``,
+    ``adls`` or ``google_cloud_platform`` connection mapped to the table's storage options
+    (over the ``delta`` connection's; see :class:`~airflow_delta.hooks.delta.DeltaHook`).
+    """
 
     template_fields: Sequence[str] = ("table",)
     ui_color = "#5b8c5a"
     ui_fgcolor = "#ffffff"
 
-    def __init__(self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, storage_conn_id: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
         self._hook: DeltaHook | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        hook = self._hook = DeltaHook(self.delta_conn_id)
+        hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             return self.run(hook, hook.table(self.table), context)
         except DeltaError as error:
