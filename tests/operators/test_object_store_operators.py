@@ -150,5 +150,5 @@ def test_the_hook_maps_a_gcp_connection_and_refuses_other_types(
     assert DeltaHook("delta_gcs").settings.storage_options == {"GOOGLE_SERVICE_ACCOUNT": str(other_key), "max_retries": "2"}
 
     set_connection(monkeypatch, "pg", {"conn_type": "postgres", "host": "db"})
-    with pytest.raises(InvalidArgumentError, match="connection 'pg' conn_type.*aws, wasb, adls, google_cloud_platform"):
+    with pytest.raises(InvalidArgumentError, match=r"connection 'pg' conn_type.*aws, wasb, adls, google_cloud_platform"):
         _ = DeltaHook("delta_default", storage_conn_id="pg").settings
