@@ -127,6 +127,11 @@ class FileIO:
     def check_inside(self, paths: Sequence[str]) -> None:
         """Refuse paths whose real location is outside the table (links); nothing to check on object stores."""
 
+    def uri(self, path: str) -> str:
+        """``path`` as a URI another client can open: the path itself here (local and pyarrow paths);
+        object stores add their scheme (``s3://bucket/key``)."""
+        return path
+
     # ---------------------------------------------------------------- writing
     def mkdirs(self, path: str) -> None:
         self.filesystem.create_dir(path, recursive=True)

@@ -193,6 +193,14 @@ class ObjectStoreFileIO(FileIO):
         raise StorageAccessError(self.store_name, where, f"the request was refused ({reason})",
                                  "check the table URI and storage_options") from None
 
+    def uri(self, path: str) -> str:
+        """``s3://bucket/key``, ``gs://bucket/key``, ``az://container/key`` (``abfss://container@account
+        .dfs.core.windows.net/key`` when the table URI named the account), as delta-rs's file URIs."""
+        if self.kind == "azure" and self.account:
+            container, _, key = path.partition("/")
+            return f"abfss://{container}@{self.account}.dfs.core.windows.net/{key}"
+        return f"{_SCHEME[self.kind]}://{path}"
+
     # ---------------------------------------------------------------- reading
     def list_dir(self, path: str, *, not_files: list[str] | None = None) -> list[FileInfo]:
         """Objects directly below ``path`` (one delimited listing, paginated by the store); empty when none."""

@@ -125,6 +125,23 @@ def test_listing_metadata_and_reads(object_store: ObjectStoreServer) -> None:
         fio.open_input_file(f"{root}/nope.json")
 
 
+@pytest.mark.parametrize(
+    ("table_uri", "expected"),
+    [
+        ("s3://bkt/t", "s3://bkt/t/p=1/f.parquet"),
+        ("s3a://bkt/t", "s3://bkt/t/p=1/f.parquet"),
+        ("gs://bkt/t", "gs://bkt/t/p=1/f.parquet"),
+        ("az://bkt/t", "az://bkt/t/p=1/f.parquet"),
+        ("abfss://bkt@acct.dfs.core.windows.net/t", "abfss://bkt@acct.dfs.core.windows.net/t/p=1/f.parquet"),
+    ],
+)
+def test_a_path_becomes_the_uri_of_its_store(table_uri: str, expected: str) -> None:
+    location = TableLocation.from_uri(table_uri)
+    assert location.io.uri(f"{location.root}/p=1/f.parquet") == expected
+    # The URI opens the same table root again.
+    assert TableLocation.from_uri(expected.rsplit("/p=1/", 1)[0]).root == location.root
+
+
 def test_listing_after_a_name_returns_the_tail_of_a_directory(object_store: ObjectStoreServer) -> None:
     location = _location(object_store)
     fio, log_dir = location.io, location.log_dir
