@@ -84,12 +84,7 @@ def _as_dict(result: JobResult) -> dict[str, Any]:
 
 
 class _DeltaDmlOperator(BaseOperator):
-    """What the three DML operators share: the connection, exactly-once, Spark, errors.
-
-    Every DML operator also takes ``storage_conn_id``: an Airflow ``aws``, ``wasb``, ``adls``
-    or ``google_cloud_platform`` connection mapped to the table's storage options (over the
-    ``delta`` connection's; see :class:`~airflow_delta.hooks.delta.DeltaHook`).
-    """
+    """What the three DML operators share: the connection, exactly-once, Spark, errors."""
 
     OPERATION: ClassVar[str]
     template_fields: Sequence[str] = ("table", "conf")
@@ -207,6 +202,8 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         candidate files.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict (ConcurrentAppend, ConcurrentDeleteRead,
         ConcurrentDeleteDelete), the first included, before the task fails with a retryable error.
@@ -314,6 +311,8 @@ class DeltaUpdateOperator(_DeltaDmlOperator):
         updates every row. (templated)
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
@@ -367,6 +366,8 @@ class DeltaMergeOperator(_DeltaDmlOperator):
     :param schema_evolution: Let ``UPDATE SET *`` and ``INSERT *`` add the source's new columns.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites

@@ -83,12 +83,7 @@ def _retention(value: timedelta | str | None) -> timedelta | None:
 
 
 class _DeltaMaintenanceOperator(BaseOperator):
-    """What the maintenance operators share: the connection, the table, engine errors as task errors.
-
-    Every maintenance operator also takes ``storage_conn_id``: an Airflow ``aws``, ``wasb``,
-    ``adls`` or ``google_cloud_platform`` connection mapped to the table's storage options
-    (over the ``delta`` connection's; see :class:`~airflow_delta.hooks.delta.DeltaHook`).
-    """
+    """What the maintenance operators share: the connection, the table, engine errors as task errors."""
 
     template_fields: Sequence[str] = ("table",)
     ui_color = "#5b8c5a"
@@ -138,6 +133,8 @@ class VacuumOperator(_DeltaMaintenanceOperator):
     :param parallelism: Concurrent deletes (and listings) in the worker.
     :param only_if_needed: Skip the task when a dry run finds nothing to delete.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     template_fields: Sequence[str] = ("table", "retention", "file_list_path")
@@ -250,6 +247,8 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
         (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for the job, over the connection's. (templated)
     :param max_attempts: Plans on a conflict (a concurrent DELETE of a file being compacted).
     """
@@ -424,6 +423,8 @@ class CheckpointOperator(_DeltaMaintenanceOperator):
     :param cleanup_log: Delete expired log files afterwards per ``delta.logRetentionDuration``.
     :param only_if_needed: Skip the task when the version already has the latest checkpoint.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     def __init__(
@@ -486,6 +487,8 @@ class RestoreOperator(_DeltaMaintenanceOperator):
     :param timestamp: A datetime, ISO string or epoch ms: the last version committed at or
         before it (templated).
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     template_fields: Sequence[str] = ("table", "timestamp")

@@ -39,6 +39,8 @@ from typing import Any
 from airflow_delta.engine.errors import (
     CorruptCommitError,
     LogNotContiguousError,
+    StorageAccessError,
+    StorageUnavailableError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -243,7 +245,11 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
 
 
 def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:
-    """Parse ``_last_checkpoint``; any problem (missing, unreadable, malformed) gives None."""
+    """Parse ``_last_checkpoint``; any problem with the file (missing, unreadable, malformed) gives None.
+
+    A store that cannot be reached or refuses the credentials is not a problem of the file:
+    that error is raised (the listing would meet it next, after waiting out the retries again).
+    """
     try:
         raw = log_json.loads(io.read_bytes(f"{directory}/{LAST_CHECKPOINT_FILE}"))
         version = int(raw["version"])
@@ -251,6 +257,8 @@ def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:
         v2 = raw.get("v2Checkpoint")
         v2_path = v2.get("path") if isinstance(v2, dict) else None
         return LastCheckpointHint(version, int(parts) if parts is not None else None, v2_path, raw)
+    except (StorageAccessError, StorageUnavailableError):
+        raise
     except Exception:  # a hint that cannot be read is simply not used
         return None
 
@@ -361,8 +369,15 @@ def _choose(candidates: Sequence[Checkpoint], hint: LastCheckpointHint | None) -
 
 
 def latest_version(io: FileIO, root: str) -> int:
-    """The newest committed version, by listing the log (no replay)."""
-    listing = list_log(io, root)
+    """The newest committed version, by listing the log (no replay).
+
+    Listed from ``_last_checkpoint``'s version when that tail holds any version (every
+    version at or after the hint's is in it, so its newest is the log's); else the whole log.
+    """
+    partial = list_log_from_checkpoint(io, root)
+    if isinstance(partial, LogListing) and partial.latest_version is not None:
+        return partial.latest_version
+    listing = list_log(io, root, hint=partial.hint if isinstance(partial, LogListing) else partial)
     latest = listing.latest_version
     if latest is None:
         raise TableNotFoundError(root)

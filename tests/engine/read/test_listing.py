@@ -10,6 +10,7 @@ import pytest
 from airflow_delta.engine.errors import (
     CorruptCommitError,
     LogNotContiguousError,
+    StorageUnavailableError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -346,6 +347,41 @@ def test_reads_list_from_the_last_checkpoint_and_fall_back_to_the_whole_log(
     # Whichever listing served it, the segment is the one the whole log gives.
     assert _segment_key(seg) == _segment_key(segment_from_listing(list_log(IO, table_path), version))
     assert listing.is_partial == (io.listings[-1] != "whole")
+
+
+@pytest.mark.parametrize(
+    ("hint", "listings"),
+    [
+        ('{"version": 4, "size": 3}', ["after 4"]),
+        ('{"version": 5, "size": 3}', ["after 5"]),  # the tail holds the newest commit: enough for the version
+        ('{"version": 1000000000, "size": 3}', ["after 1000000000", "whole"]),
+        (None, ["whole"]),
+    ],
+)
+def test_the_latest_version_comes_from_the_tail_when_it_holds_any(
+    table_path: str, hint: str | None, listings: list[str]
+) -> None:
+    _table(table_path, range(6))
+    b.write_classic_checkpoint(table_path, 4, _state_actions())
+    if hint is not None:
+        b.write_raw(table_path, "_last_checkpoint", hint)
+    io = _CountingIO()
+    assert latest_version(io, table_path) == 5
+    assert io.listings == listings
+
+
+class _UnreachableHintIO(LocalFileIO):
+    def read_bytes(self, path: str) -> bytes:
+        if path.endswith("_last_checkpoint"):
+            raise StorageUnavailableError("S3", path, "503 Slow Down after 6 retries")
+        return super().read_bytes(path)
+
+
+def test_a_store_that_cannot_be_reached_for_the_hint_is_an_error_not_a_missing_hint(table_path: str) -> None:
+    _table(table_path, range(3))
+    b.write_raw(table_path, "_last_checkpoint", '{"version": 1, "size": 3}')
+    with pytest.raises(StorageUnavailableError):
+        list_log_segment(_UnreachableHintIO(), table_path)
 
 
 def test_a_gap_in_the_tail_is_judged_on_the_whole_log(table_path: str) -> None:
