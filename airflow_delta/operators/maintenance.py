@@ -101,14 +101,17 @@ class _DeltaMaintenanceOperator(BaseOperator):
     ui_color = "#5b8c5a"
     ui_fgcolor = "#ffffff"
 
-    def __init__(self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, storage_conn_id: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
         self._hook: DeltaHook | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        hook = self._hook = DeltaHook(self.delta_conn_id)
+        hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             return self.run(hook, hook.table(self.table), context)
         except DeltaError as error:
@@ -142,6 +145,8 @@ class VacuumOperator(_DeltaMaintenanceOperator):
     :param parallelism: Concurrent deletes (and listings) in the worker.
     :param only_if_needed: Skip the task when a dry run finds nothing to delete.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     template_fields: Sequence[str] = ("table", "retention", "file_list_path")
@@ -257,6 +262,8 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
         (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for the job, over the connection's. (templated)
     :param max_attempts: Plans on a conflict (a concurrent DELETE of a file being compacted).
     """
@@ -441,6 +448,8 @@ class CheckpointOperator(_DeltaMaintenanceOperator):
     :param cleanup_log: Delete expired log files afterwards per ``delta.logRetentionDuration``.
     :param only_if_needed: Skip the task when the version already has the latest checkpoint.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     def __init__(
@@ -507,6 +516,8 @@ class RestoreOperator(_DeltaMaintenanceOperator):
     :param timestamp: A datetime, ISO string or epoch ms: the last version committed at or
         before it (templated).
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     template_fields: Sequence[str] = ("table", "timestamp")
