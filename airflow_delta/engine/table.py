@@ -419,6 +419,8 @@ class DeltaTable:
         check_str("description", description, optional=True)
         check_bool("collect_stats", collect_stats)
         check_int("parallelism", parallelism, minimum=1)
+        if reader is not None and not all(callable(getattr(reader, m, None)) for m in ("schemas", "add_files")):
+            raise InvalidArgumentError("reader", reader, "pass a FooterReader (schemas(plan), add_files(plan, metadata)) or None")
         table = cls(table_uri, storage_options)
         return convert_to_delta(
             table.location, partition_schema, properties=properties, name=name, description=description,
