@@ -70,6 +70,7 @@ _TYPE_NAMES = {
 }
 _DDL_COLUMN = re.compile(r"^\s*`?([^`\s]+)`?\s+([A-Za-z_]+)\s*(\(\s*\d+\s*(?:,\s*\d+\s*)?\))?\s*$")
 _HIVE_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_MAX_FILES_PER_TASK = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,8 +343,12 @@ class ThreadPoolFooterReader:
         self.collect_stats = collect_stats
 
     def _map(self, fn: Callable[[int], Any], count: int) -> list[Any]:
-        with ThreadPoolExecutor(max_workers=max(1, min(self.parallelism, count))) as pool:
-            return list(pool.map(fn, range(count)))
+        # Chunks of files per task, not one future per file: with 100,000 files the futures
+        # themselves would cost more than a footer read.
+        size = max(1, min(_MAX_FILES_PER_TASK, -(-count // (self.parallelism * 4))))
+        chunks = [range(start, min(start + size, count)) for start in range(0, count, size)]
+        with ThreadPoolExecutor(max_workers=max(1, min(self.parallelism, len(chunks)))) as pool:
+            return [item for chunk in pool.map(lambda c: [fn(i) for i in c], chunks) for item in chunk]
 
     def schemas(self, plan: ConvertPlan) -> list[pa.Schema]:
         io, root = plan.location.io, plan.location.root
