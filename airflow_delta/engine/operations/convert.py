@@ -415,6 +415,7 @@ def convert_to_delta(
     post_commit: Callable[[int, Sequence[Mapping[str, Any]]], None] | None = None,
 ) -> ConvertResult:
     """Convert the parquet files below ``location`` into a Delta table; returns version 0's result."""
+    _check_convert_properties(properties)
     plan = plan_convert(location, parse_partition_schema(partition_schema))
     reader = reader if reader is not None else ThreadPoolFooterReader(parallelism, collect_stats)
     schema = merge_file_schemas(plan, reader.schemas(plan))
@@ -447,6 +448,27 @@ def convert_to_delta(
         version=0, num_files=len(adds), schema=schema, partition_columns=plan.partition_columns,
         metrics={"numConvertedFiles": len(adds)},
     )
+
+
+def _check_convert_properties(properties: Mapping[str, str] | None) -> None:
+    """Refuse properties that would make version 0 describe the files wrongly.
+
+    Column mapping would give the columns physical names the files do not have (every value
+    would read as null); a CHECK constraint or invariant would claim rows that were never
+    checked. Both can be added once the table exists.
+    """
+    for key, value in (properties or {}).items():
+        lowered = str(key).lower()
+        if lowered == "delta.columnmapping.mode" and str(value).strip().lower() != "none":
+            raise InvalidArgumentError(
+                "properties", {key: value},
+                "CONVERT keeps the files' column names: convert without column mapping, then enable it",
+            )
+        if lowered.startswith("delta.constraints."):
+            raise InvalidArgumentError(
+                "properties", {key: value},
+                "CONVERT does not check existing rows: convert first, then add the constraint (rows are checked then)",
+            )
 
 
 def publish_version_zero(location: TableLocation, body: bytes) -> None:

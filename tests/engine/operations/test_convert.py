@@ -315,3 +315,44 @@ def test_a_conversion_killed_in_the_middle_leaves_no_delta_log_and_can_be_run_ag
     result = DeltaTable.convert_to_delta(str(table), PARTITION_SCHEMA)
     assert result.num_files == len(PARTITIONS)
     assert_oracles_read(table, expected)
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [{"delta.columnMapping.mode": "name"}, {"delta.constraints.positive": "id > 0"}],
+)
+def test_properties_that_would_make_version_0_lie_about_the_files_are_refused(
+    tmp_path: Path, properties: dict[str, str]
+) -> None:
+    pq.write_table(pa.table({"id": [-1]}), tmp_path / "f.parquet")
+    with pytest.raises(InvalidArgumentError, match="properties"):
+        DeltaTable.convert_to_delta(str(tmp_path), properties=properties)
+    _assert_no_log(tmp_path)
+
+
+def test_convert_on_s3_then_manifests_with_s3_uris(s3_server: Any) -> None:
+    import obstore
+
+    uri = s3_server.uri()
+    prefix = s3_server.key_of(uri)
+    store = s3_server.raw_store()
+    expected = []
+    for part in ("a", "b c"):
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.table({"id": [1, 2]}), sink)
+        obstore.put(store, f"{prefix}/p={part.replace(' ', '%20')}/f.parquet", sink.getvalue().to_pybytes())
+        expected += [{"id": 1, "p": part}, {"id": 2, "p": part}]
+
+    DeltaTable.convert_to_delta(
+        uri, "p STRING", storage_options=s3_server.storage_options,
+        properties={"delta.compatibility.symlinkFormatManifest.enabled": "true"},
+    )
+
+    assert sorted(read_with_deltars(uri, storage_options=s3_server.storage_options), key=str) == sorted(
+        expected, key=str
+    )
+    manifests = [k for k in s3_server.keys(prefix) if "/_symlink_format_manifest/" in k]
+    assert sorted(manifests) == [f"{prefix}/_symlink_format_manifest/p=a/manifest",
+                                 f"{prefix}/_symlink_format_manifest/p=b c/manifest"]
+    assert s3_server.read(manifests[0]).decode() == f"{uri}/p=a/f.parquet\n"
+    assert not [k for k in s3_server.keys(prefix) if k.startswith(f"{prefix}/.airflow-delta-convert")]
