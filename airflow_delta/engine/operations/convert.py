@@ -198,6 +198,8 @@ def _type_from_name(type_name: str, column: str) -> pa.DataType:
 
 def plan_convert(location: TableLocation, partition_schema: pa.Schema) -> ConvertPlan:
     """List the parquet files below the root and read their partition values; refuse what cannot be converted."""
+    if location.io.info(location.root) is not None:
+        raise ConvertSourceError(location.uri, "it is a file, not a directory; pass the directory that holds it")
     if table_exists(location.io, location.root):
         raise TableAlreadyExistsError(location.uri)
     root = posixpath.normpath(location.root)

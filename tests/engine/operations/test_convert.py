@@ -245,6 +245,13 @@ def test_an_empty_directory_is_refused(tmp_path: Path) -> None:
     _assert_no_log(tmp_path)
 
 
+def test_a_file_instead_of_a_directory_is_refused(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "f.parquet")
+    with pytest.raises(ConvertSourceError, match="not a directory"):
+        DeltaTable.convert_to_delta(str(tmp_path / "f.parquet"))
+    _assert_no_log(tmp_path)
+
+
 @pytest.mark.parametrize("spec", ["year", "year INTERVAL", "year INT region STRING", 42])
 def test_a_bad_partition_schema_is_an_argument_error(tmp_path: Path, spec: Any) -> None:
     pq.write_table(pa.table({"id": [1]}), tmp_path / "f.parquet")
