@@ -122,7 +122,6 @@ class ConvertResult:
     schema: pa.Schema
     partition_columns: tuple[str, ...]
     metrics: Mapping[str, int]
-    manifests_written: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
