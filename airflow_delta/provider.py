@@ -32,6 +32,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": _INTEGRATION,
                 "python-modules": [
+                    "airflow_delta.operators.convert",
                     "airflow_delta.operators.dml",
                     "airflow_delta.operators.maintenance",
                     "airflow_delta.operators.retry",
