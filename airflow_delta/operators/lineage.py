@@ -31,6 +31,7 @@ import logging
 import os
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Asset, AssetAlias
@@ -70,7 +71,8 @@ def _is_templated(uri: str) -> bool:
 
 
 def table_asset_uri(table: str) -> str:
-    """The stable asset URI of a table: ``file://`` + the absolute path for a local table,
+    """The stable asset URI of a table: the ``file://`` URI of the absolute path for a local
+    table (percent-encoded, so ``#``, ``?`` and ``%`` in a path survive Airflow's URI rules),
     an object-store URI as given (``s3a://``/``s3n://`` as ``s3://``), no trailing slash.
 
     The same table always gets the same URI, however it was spelled (relative path,
@@ -78,9 +80,9 @@ def table_asset_uri(table: str) -> str:
     """
     parsed = urllib.parse.urlsplit(table)
     scheme = parsed.scheme.lower()
-    if scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt"):  # a path (or a Windows drive)
-        path = parsed.path if scheme == "file" else table
-        return "file://" + os.path.abspath(os.path.expanduser(path)).rstrip("/")
+    if scheme in ("", "file"):
+        path = urllib.parse.unquote(parsed.path) if scheme == "file" else table
+        return Path(os.path.abspath(os.path.expanduser(path))).as_uri()
     scheme = _SCHEME_ALIASES.get(scheme, scheme)
     return urllib.parse.urlunsplit((scheme, parsed.netloc, parsed.path.rstrip("/"), "", ""))
 
@@ -98,7 +100,7 @@ def openlineage_dataset_name(table: str) -> tuple[str, str]:
     uri = table_asset_uri(table)
     parsed = urllib.parse.urlsplit(uri)
     if parsed.scheme == "file":
-        return "file", parsed.path
+        return "file", urllib.parse.unquote(parsed.path)
     return f"{parsed.scheme}://{parsed.netloc}", parsed.path.lstrip("/")
 
 
@@ -128,9 +130,7 @@ def output_statistics(metrics: Mapping[str, Any]) -> dict[str, int]:
     return statistics
 
 
-def asset_event_extra(
-    table: str, operation: str, result: Mapping[str, Any], *, commits: bool = True
-) -> dict[str, Any]:
+def asset_event_extra(table: str, operation: str, result: Mapping[str, Any], *, commits: bool = True) -> dict[str, Any]:
     """The asset event's extra for an operator's return value: JSON only, small.
 
     ``version`` is the commit (VACUUM: its END commit), None when nothing was committed;
