@@ -145,7 +145,7 @@ def asset_event_extra(table: str, operation: str, result: Mapping[str, Any], *, 
         version, read_version = None, result.get("version")
     metrics = result.get("metrics")
     return {
-        "table": table,
+        "table_uri": table,
         "operation": str(result.get("operation") or operation),
         "committed": version is not None,
         "version": version,

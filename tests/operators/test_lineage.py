@@ -187,7 +187,7 @@ def test_a_delete_records_its_commit_on_the_asset_and_lineage_with_what_it_wrote
 
     extra = events[Asset(uri=table_asset_uri(table_path))].extra
     assert extra == {
-        "table": table_path,
+        "table_uri": table_path,
         "operation": "DELETE",
         "committed": True,
         "version": 3,
