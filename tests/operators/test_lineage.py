@@ -239,6 +239,26 @@ def test_a_templated_table_resolves_its_alias_to_the_table_asset(table_path: str
 
 
 @pytest.mark.usefixtures("no_spark")
+def test_a_mapped_delete_records_its_table_through_the_alias_given_in_partial(table_path: str) -> None:
+    make_table(table_path)
+    alias = AssetAlias(name="delta-table:dag.d")
+    with DAG(dag_id="dag", schedule=None):
+        mapped = DeltaDeleteOperator.partial(task_id="d", predicate="part = 'b'", outlets=[alias]).expand(
+            table=[table_path]
+        )
+    assert mapped.outlets == [alias]  # what Airflow knows of the task before it runs
+    # What the task runner builds for map index 0: the operator with its expanded table.
+    with DAG(dag_id="dag", schedule=None):
+        operator = DeltaDeleteOperator(task_id="d", predicate="part = 'b'", table=table_path, outlets=mapped.outlets)
+
+    _, events = _run(operator, "d")
+
+    (alias_event,) = events[alias].asset_alias_events
+    assert alias_event.dest_asset_key.uri == table_asset_uri(table_path)
+    assert alias_event.extra["version"] == 3
+
+
+@pytest.mark.usefixtures("no_spark")
 def test_a_user_outlet_of_the_same_table_gets_the_extra_and_other_outlets_are_left_alone(table_path: str) -> None:
     make_table(table_path)
     table_outlet = Asset(uri=table_asset_uri(table_path), name="events")
