@@ -209,10 +209,14 @@ class DeltaLineageMixin(_OperatorBase):
         from airflow.providers.common.compat.sdk import conf as airflow_conf
 
         spark_conf = dict(getattr(self, "conf", None) or {})
-        if airflow_conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False):
-            spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
-        if airflow_conf.getboolean("openlineage", "spark_inject_transport_info", fallback=False):
-            spark_conf = inject_transport_information_into_spark_properties(spark_conf, context)
+        try:
+            if airflow_conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False):
+                spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
+            if airflow_conf.getboolean("openlineage", "spark_inject_transport_info", fallback=False):
+                spark_conf = inject_transport_information_into_spark_properties(spark_conf, context)
+        except Exception:  # lineage never fails the task: the job runs with the user's conf
+            log.warning("OpenLineage Spark conf could not be injected; submitting without it", exc_info=True)
+            return
         if spark_conf:
             self.conf = spark_conf
 
