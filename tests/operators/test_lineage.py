@@ -433,3 +433,23 @@ def test_a_dag_run_records_asset_events_openlineage_and_passes_spark_conf(tmp_pa
         assert statistics == _written_by_commit(table, version), task
         assert [f["name"] for f in written["facets"]["schema"]["fields"]] == ["id", "part", "value"]
     assert completed["delta_lineage.delete_nothing"]["outputs"] == []
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_an_openlineage_conf_injection_that_fails_leaves_the_task_running_with_the_user_conf(
+    table_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rows = make_table(table_path)
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO", "True")
+    user_conf = {"spark.openlineage.columnLineage.datasetLineageEnabled": "true"}
+    operator = DeltaDeleteOperator(
+        task_id="d", table=table_path, predicate="part = 'a'", execution="worker", conf=dict(user_conf)
+    )
+
+    # The test harness's task instance lacks what OpenLineage's parent-job macros read.
+    result, _ = _run(operator, "d")
+
+    assert result["version"] == 3
+    assert operator.conf == user_conf
+    assert "OpenLineage Spark conf could not be injected" in caplog.text
+    assert_oracles_read(table_path, [row for row in rows if row["part"] != "a"])
