@@ -91,11 +91,13 @@ class _DeltaDmlOperator(BaseOperator):
         conf: dict[str, str] | None = None,
         max_attempts: int = 3,
         use_deletion_vectors: bool | None = None,
+        storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
         self.conf = conf
         self.max_attempts = max_attempts
         self.use_deletion_vectors = use_deletion_vectors
@@ -119,7 +121,7 @@ class _DeltaDmlOperator(BaseOperator):
     # ------------------------------------------------------------------ execute
     def execute(self, context: Context) -> dict[str, Any]:
         identity = _task_identity(context)
-        hook = self._hook = DeltaHook(self.delta_conn_id)
+        hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             table = hook.table(self.table)
             snapshot = table.snapshot()
@@ -191,6 +193,8 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         candidate files.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict (ConcurrentAppend, ConcurrentDeleteRead,
         ConcurrentDeleteDelete), the first included, before the task fails with a retryable error.
@@ -298,6 +302,8 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
         updates every row. (templated)
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
@@ -351,6 +357,8 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     :param schema_evolution: Let ``UPDATE SET *`` and ``INSERT *`` add the source's new columns.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites

@@ -102,14 +102,17 @@ class _DeltaMaintenanceOperator(BaseOperator):
     ui_color = "#5b8c5a"
     ui_fgcolor = "#ffffff"
 
-    def __init__(self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, storage_conn_id: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
         self._hook: DeltaHook | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        hook = self._hook = DeltaHook(self.delta_conn_id)
+        hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             return self.run(hook, hook.table(self.table), context)
         except DeltaError as error:
@@ -143,6 +146,8 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param parallelism: Concurrent deletes (and listings) in the worker.
     :param only_if_needed: Skip the task when a dry run finds nothing to delete.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     LINEAGE_OPERATION = "VACUUM"
@@ -261,6 +266,8 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
         (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for the job, over the connection's. (templated)
     :param max_attempts: Plans on a conflict (a concurrent DELETE of a file being compacted).
     """
@@ -448,6 +455,8 @@ class CheckpointOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param cleanup_log: Delete expired log files afterwards per ``delta.logRetentionDuration``.
     :param only_if_needed: Skip the task when the version already has the latest checkpoint.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     LINEAGE_OPERATION = "CHECKPOINT"
@@ -517,6 +526,8 @@ class RestoreOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param timestamp: A datetime, ISO string or epoch ms: the last version committed at or
         before it (templated).
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     LINEAGE_OPERATION = "RESTORE"
