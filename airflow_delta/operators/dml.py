@@ -39,6 +39,7 @@ from airflow_delta.engine import (
     stage_delete,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
+from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity as _task_identity
 from airflow_delta.spark.job_result import JobResult
@@ -170,7 +171,7 @@ class _DeltaDmlOperator(BaseOperator):
             self._hook.on_kill()
 
 
-class DeltaDeleteOperator(_DeltaDmlOperator):
+class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
     """``DELETE FROM table [WHERE predicate]`` on a Delta table.
 
     With no predicate every file is removed; a predicate on partition columns only removes
@@ -201,7 +202,7 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         files; True requires DVs.
     """
 
-    OPERATION = "DELETE"
+    OPERATION = LINEAGE_OPERATION = "DELETE"
     template_fields: Sequence[str] = ("table", "predicate", "conf")
 
     def __init__(
@@ -287,7 +288,7 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         return committed if committed is not None else result
 
 
-class DeltaUpdateOperator(_DeltaDmlOperator):
+class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
     """``UPDATE table SET column = expression, ... [WHERE predicate]`` on a Delta table, on Spark.
 
     With deletion vectors the old rows are marked in DVs and only the updated rows are
@@ -309,7 +310,7 @@ class DeltaUpdateOperator(_DeltaDmlOperator):
         files; True requires DVs.
     """
 
-    OPERATION = "UPDATE"
+    OPERATION = LINEAGE_OPERATION = "UPDATE"
     template_fields: Sequence[str] = ("table", "set", "predicate", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"set": "json", "conf": "json"}
 
@@ -328,7 +329,7 @@ class DeltaUpdateOperator(_DeltaDmlOperator):
         )
 
 
-class DeltaMergeOperator(_DeltaDmlOperator):
+class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark.
 
     Give either ``merge_sql`` (the whole statement, with ``sources`` naming what its
@@ -364,7 +365,7 @@ class DeltaMergeOperator(_DeltaDmlOperator):
         files; True requires DVs.
     """
 
-    OPERATION = "MERGE"
+    OPERATION = LINEAGE_OPERATION = "MERGE"
     template_fields: Sequence[str] = ("table", "merge_sql", "sources", "source", "on", "clauses", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"merge_sql": "sql", "conf": "json"}
 

@@ -49,6 +49,7 @@ from airflow_delta.engine import (
     parse_interval,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
+from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity
 from airflow_delta.spark.job_result import job_tags
@@ -125,7 +126,7 @@ class _DeltaMaintenanceOperator(BaseOperator):
         raise AirflowSkipException(reason)
 
 
-class VacuumOperator(_DeltaMaintenanceOperator):
+class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``VACUUM table [RETAIN n HOURS] [LITE | FULL] [DRY RUN]`` on a Delta table, in the worker.
 
     Deletes the files that no version within the retention needs. ``lite`` reads the log
@@ -148,6 +149,9 @@ class VacuumOperator(_DeltaMaintenanceOperator):
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
+
+    LINEAGE_OPERATION = "VACUUM"
+    CHANGES_DATA = False  # dataChange=false: no default outlet (docs/maintenance-operators.md)
 
     template_fields: Sequence[str] = ("table", "retention", "file_list_path")
 
@@ -229,7 +233,7 @@ class VacuumOperator(_DeltaMaintenanceOperator):
                 self.log.info("VACUUM %s:\n%s", verb, "\n".join(chunk))
 
 
-class OptimizeOperator(_DeltaMaintenanceOperator):
+class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]`` with DV purge.
 
     Small files of each partition are compacted toward the target size (``dataChange=false``
@@ -267,6 +271,9 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
     :param conf: Spark conf for the job, over the connection's. (templated)
     :param max_attempts: Plans on a conflict (a concurrent DELETE of a file being compacted).
     """
+
+    LINEAGE_OPERATION = "OPTIMIZE"
+    CHANGES_DATA = False  # dataChange=false: no default outlet (docs/maintenance-operators.md)
 
     template_fields: Sequence[str] = ("table", "where", "conf")
 
@@ -437,7 +444,7 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
             self._hook.on_kill()
 
 
-class CheckpointOperator(_DeltaMaintenanceOperator):
+class CheckpointOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """Write a checkpoint of a Delta table, then clean up its expired log.
 
     :param table: URI of the Delta table (templated).
@@ -451,6 +458,9 @@ class CheckpointOperator(_DeltaMaintenanceOperator):
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
+
+    LINEAGE_OPERATION = "CHECKPOINT"
+    CHANGES_DATA = COMMITS = False  # writes a checkpoint, no commit: no default outlet
 
     def __init__(
         self,
@@ -501,7 +511,7 @@ class CheckpointOperator(_DeltaMaintenanceOperator):
         }
 
 
-class RestoreOperator(_DeltaMaintenanceOperator):
+class RestoreOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``RESTORE TABLE table TO VERSION AS OF v | TIMESTAMP AS OF t`` in one commit.
 
     Fails before committing anything (a non-retryable ``RestoreFilesMissingError``) when a
@@ -519,6 +529,8 @@ class RestoreOperator(_DeltaMaintenanceOperator):
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
+
+    LINEAGE_OPERATION = "RESTORE"
 
     template_fields: Sequence[str] = ("table", "timestamp")
 
