@@ -44,6 +44,8 @@ class ConvertToDeltaOperator(_DeltaMaintenanceOperator):
         (a non-retryable ``TableAlreadyExistsError``) or ``skip`` the task (a retry of a
         conversion that committed, or a DAG run twice).
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     template_fields: Sequence[str] = ("table", "partition_schema", "properties")
@@ -100,6 +102,8 @@ class GenerateSymlinkManifestOperator(_DeltaMaintenanceOperator):
 
     :param table: URI of the Delta table (templated).
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
