@@ -60,6 +60,9 @@ Convert-to-Delta and symlink manifests
     :class:`FooterReader`, :class:`ThreadPoolFooterReader`), and
     ``DeltaTable.generate_symlink_manifest`` (:class:`ManifestResult`; regenerated after each
     commit under :data:`SYMLINK_MANIFEST_PROPERTY`).
+    VACUUM's listing for other backends: :func:`list_top_level`, :func:`list_table_files`
+    (``under`` a directory), :func:`merge_listings` into a :class:`TableListing`, handed to
+    ``DeltaTable.vacuum(list_files=...)`` (a :data:`ListFiles`).
 
 Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
@@ -206,6 +209,13 @@ if TYPE_CHECKING:
         range_ids_from_bounds,
         rewrite_bin,
     )
+    from airflow_delta.engine.operations.vacuum import (
+        ListFiles,
+        TableListing,
+        list_table_files,
+        list_top_level,
+        merge_listings,
+    )
     from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
@@ -233,6 +243,11 @@ _LOADED_ON_FIRST_USE = {
     "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "stage_delete": "airflow_delta.engine.operations.delete",
+    "ListFiles": "airflow_delta.engine.operations.vacuum",
+    "TableListing": "airflow_delta.engine.operations.vacuum",
+    "list_table_files": "airflow_delta.engine.operations.vacuum",
+    "list_top_level": "airflow_delta.engine.operations.vacuum",
+    "merge_listings": "airflow_delta.engine.operations.vacuum",
     "write_data_files": "airflow_delta.engine.write.data_files",
 }
 
@@ -279,6 +294,8 @@ __all__ = [
     "Conflicted",
     "ConstraintViolationError",
     "ConvertPlan",
+    "ListFiles",
+    "TableListing",
     "ConvertResult",
     "ConvertSourceError",
     "CorruptCheckpointError",
@@ -357,6 +374,9 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "convert_file",
+    "list_table_files",
+    "list_top_level",
+    "merge_listings",
     "error_from_report",
     "interleave_bits",
     "merge_file_schemas",

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from airflow_delta.engine.operations.convert import ConvertResult, FooterReader
     from airflow_delta.engine.operations.manifest import ManifestResult
     from airflow_delta.engine.operations.optimize import BinRewriter
+    from airflow_delta.engine.operations.vacuum import ListFiles
 
 # The operations are imported by the verbs that use them, not here: writing pulls in
 # sqlglot, pyarrow.dataset and pandas (about a second without compiled bytecode), which
@@ -321,12 +322,15 @@ class DeltaTable:
         now: datetime | int | None = None,
         parallelism: int = 8,
         file_list_path: str | None = None,
+        list_files: ListFiles | None = None,
     ) -> VacuumResult:
         """Delete files no version within ``retention`` (default ``delta.deletedFileRetentionDuration``) needs.
 
         ``mode`` ``full`` lists the table (orphans too), ``lite`` reads the log only. A retention
         shorter than the table's is refused unless ``enforce_retention_duration=False``.
         ``now`` is the clock (datetime or epoch ms); ``file_list_path`` receives the paths.
+        ``list_files`` lists the table for ``full`` elsewhere (the Spark backend's executors);
+        planning and its safety rules stay the engine's.
         """
         from airflow_delta.engine.operations.vacuum import VACUUM_MODES, vacuum
 
@@ -344,7 +348,7 @@ class DeltaTable:
             self.snapshot(), self.transaction,
             retention_ms=None if retention is None else int(retention.total_seconds() * 1000),
             enforce_retention_duration=enforce_retention_duration, mode=mode, dry_run=dry_run,
-            now_ms=now_ms, parallelism=parallelism, file_list_path=file_list_path,
+            now_ms=now_ms, parallelism=parallelism, file_list_path=file_list_path, list_files=list_files,
         )
 
     def restore(

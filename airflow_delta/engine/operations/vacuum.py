@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported, live_tombstones
-from airflow_delta.engine.errors import PathOutsideTableError, RetentionTooShortError, UnsupportedFeatureError
+from airflow_delta.engine.errors import InvalidArgumentError, PathOutsideTableError, RetentionTooShortError, UnsupportedFeatureError
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
@@ -163,10 +163,55 @@ class _Listing:
     directories: int
 
 
+# The listing's public name: another backend (Spark) builds one and hands it to planning.
+TableListing = _Listing
+
+ListFiles = Callable[[FileIO, str, tuple[str, ...], int], _Listing]
+"""How :func:`plan_full` lists a table: ``(io, root, partition_prefixes, parallelism) -> listing``
+(default :func:`list_table_files`). Another backend lists elsewhere; the rules stay here."""
+
+
+def list_top_level(io: FileIO, root: str, partition_prefixes: tuple[str, ...]) -> tuple[_Listing, list[str]]:
+    """The non-hidden files directly under ``root`` (one directory counted) and its non-hidden sub-directories.
+
+    The first step of a listing that another backend spreads out: each returned
+    directory is then listed with :func:`list_table_files` ``(..., under=directory)``, and
+    :func:`merge_listings` joins the pieces into what :func:`list_table_files` gives.
+    """
+    if isinstance(io, LocalFileIO):
+        names, dirs = _local_entries(root)
+        files = [n for n in names if not is_hidden_name(n, partition_prefixes)]
+        top = _Listing(files, None, None, 1)
+    else:
+        infos, dirs = _fileio_entries(io, root, "")
+        kept = [f for f in infos if not is_hidden_name(f.path.rsplit("/", 1)[-1], partition_prefixes)]
+        top = _Listing([f.path[len(root) + 1:] for f in kept], [f.size for f in kept],
+                       [f.modification_time for f in kept], 1)
+    return top, [d for d in dirs if not is_hidden_name(d, partition_prefixes)]
+
+
+def merge_listings(listings: Sequence[_Listing]) -> _Listing:
+    """One listing of several disjoint pieces; sizes and times are known in all of them or in none."""
+    known = [piece.sizes is not None for piece in listings]
+    if any(known) and not all(known):
+        raise InvalidArgumentError(
+            "listings", f"{len(listings)} pieces", "pieces all listed from one storage: with sizes in all or in none"
+        )
+    merged = _Listing([], [] if all(known) else None, [] if all(known) else None, 0)
+    for piece in listings:
+        merged.paths += piece.paths
+        merged.directories += piece.directories
+        if merged.sizes is not None and merged.mtimes is not None:
+            merged.sizes += piece.sizes or []
+            merged.mtimes += piece.mtimes or []
+    return merged
+
+
 def list_table_files(
-    io: FileIO, root: str, partition_prefixes: tuple[str, ...], parallelism: int = 8
+    io: FileIO, root: str, partition_prefixes: tuple[str, ...], parallelism: int = 8, under: str = ""
 ) -> _Listing:
-    """Every non-hidden file below ``root``, relative to it; hidden directories are not entered.
+    """Every non-hidden file below ``root`` (or only below its sub-directory ``under``), relative to
+    ``root``; hidden directories are not entered (``under`` itself is not checked: its caller chose it).
 
     Symbolic links are not followed (a link to a directory outside the table would
     otherwise bring outside files into the plan). On local storage only names are read
@@ -177,10 +222,10 @@ def list_table_files(
     carries sizes and modification times.
     """
     if isinstance(io, LocalFileIO):
-        return _list_local(root, partition_prefixes)
+        return _list_local(root, partition_prefixes, under)
     listing = _Listing([], [], [], 0)
     assert listing.sizes is not None and listing.mtimes is not None
-    level = [""]
+    level = [under]
     with ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="vacuum-list") as pool:
         while level:
             listing.directories += len(level)
@@ -206,10 +251,10 @@ def _fileio_entries(io: FileIO, root: str, relative_dir: str) -> tuple[list[File
     return files, [prefix + name for name in subdirs]
 
 
-def _list_local(root: str, partition_prefixes: tuple[str, ...]) -> _Listing:
+def _list_local(root: str, partition_prefixes: tuple[str, ...], under: str = "") -> _Listing:
     """Names of the non-hidden regular files below a local ``root`` (no sizes or times yet)."""
     listing = _Listing([], None, None, 0)
-    pending = [""]
+    pending = [under]
     while pending:
         relative_dir = pending.pop()
         listing.directories += 1
@@ -281,10 +326,18 @@ def _not_hidden(paths: pa.Array, partition_prefixes: tuple[str, ...]) -> np.ndar
     return mask
 
 
-def plan_full(snapshot: Snapshot, delete_before_ms: int, parallelism: int = 8) -> VacuumPlan:
-    """Files below the root that are neither retained nor younger than the retention (orphans included)."""
+def plan_full(
+    snapshot: Snapshot, delete_before_ms: int, parallelism: int = 8, list_files: ListFiles | None = None
+) -> VacuumPlan:
+    """Files below the root that are neither retained nor younger than the retention (orphans included).
+
+    ``list_files`` lists the table (default :func:`list_table_files`, in this process); it
+    is called after ``snapshot`` was read, as the listing must be, and whatever lists,
+    the retention, retained-path and hidden-path rules are these.
+    """
     prefixes = partition_dir_prefixes(snapshot)
-    listing = list_table_files(snapshot.io, snapshot.table_root, prefixes, parallelism)
+    lister = list_table_files if list_files is None else list_files
+    listing = lister(snapshot.io, snapshot.table_root, prefixes, parallelism)
     paths = string_array(listing.paths)
     unretained = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
     candidates = paths.filter(bool_array(unretained))
@@ -404,6 +457,7 @@ def vacuum(
     now_ms: int | None,
     parallelism: int,
     file_list_path: str | None,
+    list_files: ListFiles | None = None,
 ) -> VacuumResult:
     """Plan and (unless ``dry_run``) run a vacuum of ``snapshot``'s table; see the module docstring."""
     check_log_maintenance_supported(snapshot.protocol)  # reader and writer features: vacuumProtocolCheck
@@ -413,7 +467,10 @@ def vacuum(
         raise RetentionTooShortError(effective_ms, default_ms)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     delete_before = now - effective_ms
-    plan = plan_full(snapshot, delete_before, parallelism) if mode == "full" else plan_lite(snapshot, delete_before)
+    if mode == "full":
+        plan = plan_full(snapshot, delete_before, parallelism, list_files)
+    else:
+        plan = plan_lite(snapshot, delete_before)
     relative = plan.paths.to_pylist()
     if file_list_path is not None:
         _write_file_list(file_list_path, relative)
@@ -472,12 +529,16 @@ def vacuum(
 
 __all__ = [
     "VACUUM_MODES",
+    "ListFiles",
+    "TableListing",
     "VacuumPlan",
     "delete_files",
     "dv_file_paths",
     "expired_tombstones",
     "is_hidden_name",
     "list_table_files",
+    "list_top_level",
+    "merge_listings",
     "plan_full",
     "plan_lite",
     "retained_paths",
