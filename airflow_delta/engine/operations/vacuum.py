@@ -48,7 +48,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported, live_tombstones
-from airflow_delta.engine.errors import InvalidArgumentError, PathOutsideTableError, RetentionTooShortError, UnsupportedFeatureError
+from airflow_delta.engine.errors import (
+    InvalidArgumentError,
+    PathOutsideTableError,
+    RetentionTooShortError,
+    UnsupportedFeatureError,
+)
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
