@@ -34,6 +34,8 @@ from airflow_delta.engine import (
     read_parquet_schema,
 )
 from airflow_delta.spark.file_tasks import engine_errors_from_executors
+from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.specs import ConvertSpec
 
 # Files up to this count are read by the worker's threads: a Spark job costs seconds to schedule.
 SPARK_FILE_THRESHOLD = 5_000
@@ -134,4 +136,20 @@ def run_convert(
     )
 
 
-__all__ = ["SPARK_FILE_THRESHOLD", "SparkFooterReader", "run_convert"]
+def run_convert_spec(spark: SparkSession, spec: ConvertSpec) -> JobResult:
+    """The CONVERT TO DELTA job of ``spec`` (what ``spark-submit`` runs for ``ConvertToDeltaOperator``)."""
+    result = run_convert(
+        spark,
+        spec.table.uri,
+        spec.partition_schema,
+        storage_options=spec.table.storage_options or None,
+        properties=spec.properties or None,
+        collect_stats=spec.collect_stats,
+        local_below=spec.local_below,
+    )
+    metrics = {key: int(value) for key, value in result.metrics.items()}
+    metrics["numFiles"] = result.num_files
+    return JobResult(version=result.version, read_version=result.version, operation="CONVERT", metrics=metrics)
+
+
+__all__ = ["SPARK_FILE_THRESHOLD", "SparkFooterReader", "run_convert", "run_convert_spec"]

@@ -30,6 +30,7 @@ from airflow_delta.engine import InvalidArgumentError, OptimizeOptions
 __all__ = [
     "APP_ID_PREFIX",
     "SPEC_VERSION",
+    "ConvertSpec",
     "DeleteSpec",
     "ExecutionOptions",
     "MergeClause",
@@ -41,6 +42,7 @@ __all__ = [
     "TableRef",
     "TaskIdentity",
     "UpdateSpec",
+    "VacuumSpec",
     "spec_from_json",
 ]
 
@@ -803,13 +805,159 @@ def _optimize_from(obj: _JsonObject) -> OptimizeSpec:
     )
 
 
-Spec = DeleteSpec | UpdateSpec | MergeSpec | OptimizeSpec
+@dataclass(frozen=True)
+class VacuumSpec:
+    """``VACUUM table [RETAIN n HOURS] [LITE | FULL] [DRY RUN]`` with the listing on executors.
+
+    The fields are ``DeltaTable.vacuum``'s (checked by it again on the driver);
+    ``retention_ms`` None takes ``delta.deletedFileRetentionDuration``. The table is
+    vacuumed at its latest version, so ``table.version`` is refused. ``file_list_path`` is
+    a file on the driver's machine (the worker's in client mode); None prints the list in
+    the driver's log. ``options`` has no meaning here (VACUUM never conflicts).
+    """
+
+    OPERATION: ClassVar[str] = "vacuum"
+
+    table: TableRef
+    identity: TaskIdentity
+    mode: Literal["full", "lite"] = "full"
+    retention_ms: int | None = None
+    enforce_retention_duration: bool = True
+    dry_run: bool = False
+    parallelism: int = 8
+    file_list_path: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_instance("VacuumSpec.table", self.table, TableRef)
+        if self.table.version is not None:
+            raise InvalidArgumentError(
+                "VacuumSpec.table.version", self.table.version, "None: VACUUM works on the latest version only"
+            )
+        _check_instance("VacuumSpec.identity", self.identity, TaskIdentity)
+        if self.mode not in ("full", "lite"):
+            raise InvalidArgumentError("VacuumSpec.mode", self.mode, "'full' or 'lite'")
+        _check_int("VacuumSpec.retention_ms", self.retention_ms, minimum=0, optional=True)
+        _check_bool("VacuumSpec.enforce_retention_duration", self.enforce_retention_duration)
+        _check_bool("VacuumSpec.dry_run", self.dry_run)
+        _check_int("VacuumSpec.parallelism", self.parallelism, minimum=1)
+        _check_text("VacuumSpec.file_list_path", self.file_list_path, optional=True)
+
+    def to_json(self) -> str:
+        return _dump_document(
+            self.OPERATION,
+            {
+                "table": self.table.to_obj(),
+                "identity": self.identity.to_obj(),
+                "mode": self.mode,
+                "retentionMillis": self.retention_ms,
+                "enforceRetentionDuration": self.enforce_retention_duration,
+                "dryRun": self.dry_run,
+                "parallelism": self.parallelism,
+                "fileListPath": self.file_list_path,
+            },
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> VacuumSpec:
+        return _vacuum_from(_load_document(text, cls.OPERATION))
+
+
+_VACUUM_FIELDS = {
+    "mode": "mode",
+    "retentionMillis": "retention_ms",
+    "enforceRetentionDuration": "enforce_retention_duration",
+    "dryRun": "dry_run",
+    "parallelism": "parallelism",
+    "fileListPath": "file_list_path",
+}
+
+
+def _vacuum_from(obj: _JsonObject) -> VacuumSpec:
+    obj.expect(("specVersion", "operation", "table", "identity", *_VACUUM_FIELDS))
+    present = {name: obj.optional(key) for key, name in _VACUUM_FIELDS.items() if obj.optional(key) is not None}
+    return VacuumSpec(
+        table=TableRef.from_obj("spec.table", obj.required("table")),
+        identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
+        **present,
+    )
+
+
+@dataclass(frozen=True)
+class ConvertSpec:
+    """``CONVERT TO DELTA parquet.`dir` [NO STATISTICS] [PARTITIONED BY (...)]`` with footers read on executors.
+
+    ``partition_schema`` is Spark DDL (``"year INT, region STRING"``) or ``{name: type}``
+    in directory order (the engine parses it on the driver); ``local_below`` is the file
+    count up to which the driver's threads read the footers instead of a Spark stage.
+    ``table.version`` is refused: the directory has no Delta version yet.
+    """
+
+    OPERATION: ClassVar[str] = "convert"
+
+    table: TableRef
+    identity: TaskIdentity
+    partition_schema: str | dict[str, str] | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    collect_stats: bool = True
+    local_below: int = 0
+
+    def __post_init__(self) -> None:
+        _check_instance("ConvertSpec.table", self.table, TableRef)
+        if self.table.version is not None:
+            raise InvalidArgumentError(
+                "ConvertSpec.table.version", self.table.version, "None: a parquet directory has no Delta version"
+            )
+        _check_instance("ConvertSpec.identity", self.identity, TaskIdentity)
+        if isinstance(self.partition_schema, dict):
+            _check_str_dict("ConvertSpec.partition_schema", self.partition_schema, non_empty=True, sql_values=False)
+        else:
+            _check_text("ConvertSpec.partition_schema", self.partition_schema, optional=True)
+        _check_str_dict("ConvertSpec.properties", self.properties, non_empty=False, sql_values=False)
+        object.__setattr__(self, "properties", dict(self.properties))
+        _check_bool("ConvertSpec.collect_stats", self.collect_stats)
+        _check_int("ConvertSpec.local_below", self.local_below, minimum=0)
+
+    def to_json(self) -> str:
+        return _dump_document(
+            self.OPERATION,
+            {
+                "table": self.table.to_obj(),
+                "identity": self.identity.to_obj(),
+                "partitionSchema": self.partition_schema,
+                "properties": dict(self.properties),
+                "collectStats": self.collect_stats,
+                "localBelow": self.local_below,
+            },
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ConvertSpec:
+        return _convert_from(_load_document(text, cls.OPERATION))
+
+
+def _convert_from(obj: _JsonObject) -> ConvertSpec:
+    keys = ("partitionSchema", "properties", "collectStats", "localBelow")
+    obj.expect(("specVersion", "operation", "table", "identity", *keys))
+    defaults = ConvertSpec(table=TableRef(uri="parse"), identity=TaskIdentity("parse", "parse", "parse"))
+    return ConvertSpec(
+        table=TableRef.from_obj("spec.table", obj.required("table")),
+        identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
+        partition_schema=obj.optional("partitionSchema"),
+        properties=obj.optional("properties", {}),
+        collect_stats=obj.optional("collectStats", defaults.collect_stats),
+        local_below=obj.optional("localBelow", defaults.local_below),
+    )
+
+
+Spec = DeleteSpec | UpdateSpec | MergeSpec | OptimizeSpec | VacuumSpec | ConvertSpec
 
 _READERS: dict[str, Callable[[_JsonObject], Spec]] = {
     DeleteSpec.OPERATION: _delete_from,
     UpdateSpec.OPERATION: _update_from,
     MergeSpec.OPERATION: _merge_from,
     OptimizeSpec.OPERATION: _optimize_from,
+    VacuumSpec.OPERATION: _vacuum_from,
+    ConvertSpec.OPERATION: _convert_from,
 }
 
 

@@ -31,7 +31,16 @@ from airflow_delta.spark.delete import run_delete
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.jobs import ERROR_LINE_PREFIX, EXIT_DELTA_ERROR, RESULT_LINE_PREFIX
 from airflow_delta.spark.session import job_session
-from airflow_delta.spark.specs import DeleteSpec, MergeSpec, OptimizeSpec, Spec, UpdateSpec, spec_from_json
+from airflow_delta.spark.specs import (
+    ConvertSpec,
+    DeleteSpec,
+    MergeSpec,
+    OptimizeSpec,
+    Spec,
+    UpdateSpec,
+    VacuumSpec,
+    spec_from_json,
+)
 from airflow_delta.spark.update import run_update
 
 __all__ = ["main", "run_spec"]
@@ -74,7 +83,12 @@ def run_spec(spark: SparkSession, spec: Spec) -> JobResult:
 
         optimized: JobResult = run_optimize(spark, spec)
         return optimized
-    raise InvalidArgumentError("spec", spec, "a DeleteSpec, UpdateSpec, MergeSpec or OptimizeSpec")
+    if isinstance(spec, (VacuumSpec, ConvertSpec)):  # table care: VACUUM's listing, CONVERT's footers
+        from airflow_delta.spark.convert import run_convert_spec
+        from airflow_delta.spark.vacuum import run_vacuum
+
+        return run_vacuum(spark, spec) if isinstance(spec, VacuumSpec) else run_convert_spec(spark, spec)
+    raise InvalidArgumentError("spec", spec, "a DeleteSpec, UpdateSpec, MergeSpec, OptimizeSpec, VacuumSpec or ConvertSpec")
 
 
 def _app_name(spec: Spec) -> str:
