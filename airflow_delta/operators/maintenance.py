@@ -4,8 +4,9 @@
 The operators are thin, like the DML ones: each opens the table through
 :class:`~airflow_delta.hooks.delta.DeltaHook` (the ``delta`` connection's storage
 options), calls one engine verb (``vacuum``, ``optimize``, ``checkpoint``, ``restore``)
-and returns a small JSON dict with Delta's metrics. Only a large OPTIMIZE leaves the
-worker: it submits an :class:`~airflow_delta.spark.specs.OptimizeSpec` to Spark.
+and returns a small JSON dict with Delta's metrics. Only a large OPTIMIZE or a full VACUUM of
+a large table leaves the worker: it submits an :class:`~airflow_delta.spark.specs.OptimizeSpec`
+or a :class:`~airflow_delta.spark.specs.VacuumSpec` to Spark.
 
 ``only_if_needed=True`` (VACUUM, OPTIMIZE, CHECKPOINT) first asks the engine whether the
 run would gain anything and, if not, skips the task (``AirflowSkipException``) with the
@@ -53,7 +54,7 @@ from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity
 from airflow_delta.spark.job_result import job_tags
-from airflow_delta.spark.specs import ExecutionOptions, OptimizeSpec, TableRef, TaskIdentity
+from airflow_delta.spark.specs import ExecutionOptions, OptimizeSpec, TableRef, TaskIdentity, VacuumSpec
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -64,6 +65,12 @@ __all__ = ["CheckpointOperator", "OptimizeOperator", "RestoreOperator", "VacuumO
 
 DEFAULT_OPTIMIZE_WORKER_THRESHOLD_BYTES = 1 << 30
 """``execution="auto"`` compacts in the worker when the planned input totals less."""
+
+DEFAULT_VACUUM_WORKER_THRESHOLD_FILES = 500_000
+"""``execution="auto"`` lists a ``full`` VACUUM in the worker up to this many live files."""
+
+# What the VACUUM job returns beside Delta's metrics (spark/vacuum.py's job_result).
+_VACUUM_JOB_FIELDS = ("retentionMillis", "deleteBeforeMillis", "startVersion", "skippedOutsideRoot")
 
 _PARSE_TIME_IDENTITY = TaskIdentity(dag_id="parse", task_id="parse", run_id="parse")
 """Stands in for the task instance when arguments are checked as the DAG is parsed."""
@@ -127,12 +134,18 @@ class _DeltaMaintenanceOperator(BaseOperator):
 
 
 class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
-    """``VACUUM table [RETAIN n HOURS] [LITE | FULL] [DRY RUN]`` on a Delta table, in the worker.
+    """``VACUUM table [RETAIN n HOURS] [LITE | FULL] [DRY RUN]`` on a Delta table.
 
     Deletes the files that no version within the retention needs. ``lite`` reads the log
     only; ``full`` also lists the table and removes orphans that were never committed. A
     real run commits VACUUM START and VACUUM END with Delta's metrics. The file list goes
     to ``file_list_path`` or, without one, to the task log; never to XCom.
+
+    ``execution="spark"`` submits a ``full`` VACUUM as a Spark job whose executors list
+    the table's directories (the driver plans with the engine's same rules and deletes on
+    its bounded thread pool); ``"auto"`` does so when the table has more than
+    ``worker_threshold_files`` live files, and runs in the worker otherwise. ``lite``
+    lists nothing and always runs in the worker.
 
     :param table: URI of the Delta table (templated).
     :param mode: ``lite`` or ``full``.
@@ -145,7 +158,10 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         paths is written to, one a line (templated); None logs the list instead.
     :param parallelism: Concurrent deletes (and listings) in the worker.
     :param only_if_needed: Skip the task when a dry run finds nothing to delete.
-    :param delta_conn_id: The ``delta`` connection (storage options).
+    :param execution: ``auto``, ``worker`` or ``spark`` (see above); ``spark`` needs ``full``.
+    :param worker_threshold_files: ``auto`` lists in the worker up to this many live files.
+    :param conf: Spark conf for the job, over the connection's (templated).
+    :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
@@ -153,7 +169,7 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     LINEAGE_OPERATION = "VACUUM"
     CHANGES_DATA = False  # dataChange=false: no default outlet (docs/maintenance-operators.md)
 
-    template_fields: Sequence[str] = ("table", "retention", "file_list_path")
+    template_fields: Sequence[str] = ("table", "retention", "file_list_path", "conf")
 
     def __init__(
         self,
@@ -166,11 +182,21 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         file_list_path: str | None = None,
         parallelism: int = 8,
         only_if_needed: bool = False,
+        execution: Literal["auto", "worker", "spark"] = "auto",
+        worker_threshold_files: int = DEFAULT_VACUUM_WORKER_THRESHOLD_FILES,
+        conf: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
         if mode not in ("lite", "full"):
             raise InvalidArgumentError("mode", mode, "one of 'lite' or 'full'")
+        if execution not in ("auto", "worker", "spark"):
+            raise InvalidArgumentError("execution", execution, "one of 'auto', 'worker' or 'spark'")
+        if execution == "spark" and mode == "lite":
+            raise InvalidArgumentError(
+                "execution", execution, "'worker' or 'auto' with mode='lite': a lite VACUUM lists nothing to spread out"
+            )
+        _check_non_negative_int("worker_threshold_files", worker_threshold_files)
         if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
             raise InvalidArgumentError("parallelism", parallelism, "an int >= 1")
         if not isinstance(retention, (timedelta, str, type(None))):
@@ -182,8 +208,13 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         self.file_list_path = file_list_path
         self.parallelism = parallelism
         self.only_if_needed = only_if_needed
+        self.execution = execution
+        self.worker_threshold_files = worker_threshold_files
+        self.conf = conf
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
+        if self._runs_on_spark(table):
+            return self._run_on_spark(hook, context)
         arguments: dict[str, Any] = {
             "retention": _retention(self.retention),
             "mode": self.mode,
@@ -218,7 +249,62 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
             "metrics": dict(result.metrics),
             "file_list_path": self.file_list_path,
             "skipped_outside_root": result.skipped_outside_root,
+            "execution": "worker",
         }
+
+    def _runs_on_spark(self, table: DeltaTable) -> bool:
+        if self.execution != "auto" or self.mode == "lite":
+            return self.execution == "spark"
+        # The live file count stands for the listing's size: orphans are few next to it.
+        live_files = table.snapshot().num_files
+        on_spark = live_files > self.worker_threshold_files
+        self.log.info(
+            "VACUUM full of %s: %d live file(s) (threshold %d): listing %s",
+            self.table, live_files, self.worker_threshold_files, "on Spark" if on_spark else "in the worker",
+        )
+        return on_spark
+
+    def _run_on_spark(self, hook: DeltaHook, context: Context) -> dict[str, Any]:
+        retention = _retention(self.retention)
+        spec = VacuumSpec(
+            table=TableRef(uri=self.table, storage_options=hook.settings.storage_options),
+            identity=task_identity(context),
+            mode=self.mode,
+            retention_ms=None if retention is None else int(retention.total_seconds() * 1000),
+            enforce_retention_duration=self.enforce_retention_duration,
+            dry_run=self.dry_run,
+            parallelism=self.parallelism,
+            file_list_path=self.file_list_path,
+        )
+        if self.only_if_needed and not self.dry_run:
+            # The check lists on Spark too: a second, dry-run job (its file list in the driver's log).
+            found = hook.submit(dataclasses.replace(spec, dry_run=True, file_list_path=None), conf=self.conf)
+            if found is not None and found.metrics.get("numFilesToDelete") == 0:
+                self.skip(f"VACUUM {self.mode} would delete no file of {self.table}")
+        printed: JobResult | None = hook.submit(spec, conf=self.conf)
+        if printed is None:
+            # Cluster deploy mode: the driver's output is not visible; the commits are in the log.
+            self.log.warning("VACUUM of %s ran on Spark; its result was not visible to the worker", self.table)
+        metrics = {} if printed is None else dict(printed.metrics)
+        self.log.info("VACUUM %s of %s on Spark (dry run: %s): metrics %s", self.mode, self.table, self.dry_run, metrics)
+        extra = {key: metrics.pop(key, None) for key in _VACUUM_JOB_FIELDS}
+        return {
+            "mode": self.mode,
+            "dry_run": self.dry_run,
+            "retention_ms": extra["retentionMillis"],
+            "delete_before_ms": extra["deleteBeforeMillis"],
+            "start_version": extra["startVersion"],
+            "end_version": None if printed is None else printed.version,
+            "metrics": metrics,
+            "file_list_path": self.file_list_path,
+            "skipped_outside_root": extra["skippedOutsideRoot"],
+            "execution": "spark",
+        }
+
+    def on_kill(self) -> None:
+        """Kill the Spark application, if one runs; files deleted so far were not needed by any retained version."""
+        if self._hook is not None:
+            self._hook.on_kill()
 
     def _log_file_list(self, path: str) -> None:
         verb = "would delete" if self.dry_run else "deleted"

@@ -1,4 +1,4 @@
-"""ConvertToDeltaOperator and GenerateSymlinkManifestOperator on real directories, in the worker."""
+"""ConvertToDeltaOperator and GenerateSymlinkManifestOperator on real directories, in the worker and on Spark (local mode, real spark-submit)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from airflow_delta.provider import get_provider_info
 from tests.airflow_layer import context, make_table
 from tests.engine.operations.test_convert import PARTITION_SCHEMA, PARTITIONS, write_hive_dir
 from tests.engine.operations.test_manifest import assert_manifests_match, written_manifests
+from tests.operators.test_maintenance import local_spark  # noqa: F401  (the fixture)
 from tests.oracles import assert_oracles_read
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
@@ -36,7 +37,22 @@ def test_convert_operator_converts_and_returns_the_result(tmp_path: Path) -> Non
     expected = write_hive_dir(tmp_path, PARTITIONS)
     operator = ConvertToDeltaOperator(task_id="c", table=str(tmp_path), partition_schema=PARTITION_SCHEMA)
     result = operator.execute(context())
-    assert result["version"] == 0 and result["numFiles"] == len(PARTITIONS)
+    assert result["version"] == 0 and result["numFiles"] == len(PARTITIONS) and result["execution"] == "worker"
+    assert result["partitionColumns"] == ["day", "region", "bucket"]
+    assert_oracles_read(tmp_path, expected)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_spark")
+def test_convert_operator_auto_above_the_threshold_reads_footers_on_spark(tmp_path: Path) -> None:
+    expected = write_hive_dir(tmp_path, PARTITIONS)
+    operator = ConvertToDeltaOperator(
+        task_id="c", table=str(tmp_path), partition_schema=PARTITION_SCHEMA, worker_threshold_files=0
+    )
+    result = operator.execute(context())
+    assert result["execution"] == "spark"
+    assert (result["version"], result["numFiles"]) == (0, len(PARTITIONS))
+    assert result["metrics"] == {"numConvertedFiles": len(PARTITIONS)}
     assert result["partitionColumns"] == ["day", "region", "bucket"]
     assert_oracles_read(tmp_path, expected)
 
@@ -57,6 +73,10 @@ def test_convert_operator_refuses_bad_arguments_when_the_dag_is_parsed() -> None
         ConvertToDeltaOperator(task_id="c", table="/t", if_delta="overwrite")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="parallelism"):
         ConvertToDeltaOperator(task_id="c", table="/t", parallelism=0)
+    with pytest.raises(InvalidArgumentError, match="execution"):
+        ConvertToDeltaOperator(task_id="c", table="/t", execution="cluster")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="worker_threshold_files"):
+        ConvertToDeltaOperator(task_id="c", table="/t", worker_threshold_files=-1)
 
 
 def test_a_stray_file_fails_the_task_without_retry(tmp_path: Path) -> None:

@@ -417,3 +417,42 @@ def test_a_restore_retry_after_a_committed_try_returns_it_and_does_not_restore_t
     info = _commit_info(table_path, first["version"])
     assert info["operation"] == "RESTORE" and info["tags"]["airflowDelta.taskId"] == "task"
     assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_spark")
+def test_vacuum_auto_above_the_threshold_lists_on_spark_and_deletes_what_the_worker_would(
+    table_path: str, tmp_path: Path
+) -> None:
+    rows = make_table(table_path)
+    version = _delete_partition_a(table_path)
+    removed_a = {f for f in _data_files(table_path) if f.startswith("part=a")}
+    orphan = Path(table_path) / "part=b" / "orphan.parquet"
+    orphan.write_bytes((Path(table_path) / sorted(_data_files(table_path))[0]).read_bytes())
+    arguments = {"table": table_path, "mode": "full", "retention": timedelta(0), "enforce_retention_duration": False}
+    planned = VacuumOperator(
+        task_id="v", dry_run=True, execution="worker", file_list_path=str(tmp_path / "worker.txt"), **arguments
+    ).execute(context())
+    assert planned["execution"] == "worker"
+
+    # Every table has more than zero live files: auto submits the job.
+    result = VacuumOperator(
+        task_id="v", worker_threshold_files=0, file_list_path=str(tmp_path / "spark.txt"), **arguments
+    ).execute(context())
+
+    assert result["execution"] == "spark"
+    assert set((tmp_path / "spark.txt").read_text().split()) == set((tmp_path / "worker.txt").read_text().split())
+    assert set((tmp_path / "spark.txt").read_text().split()) == removed_a | {"part=b/orphan.parquet"}
+    assert result["metrics"]["numDeletedFiles"] == 3 == planned["metrics"]["numFilesToDelete"]
+    assert (result["start_version"], result["end_version"]) == (version + 1, version + 2)
+    assert not orphan.exists() and not any(f.startswith("part=a") for f in _data_files(table_path))
+    assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
+
+
+def test_vacuum_execution_is_checked_when_the_dag_is_parsed() -> None:
+    with pytest.raises(InvalidArgumentError, match="execution"):
+        VacuumOperator(task_id="v", table="/t", execution="cluster")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="lite"):
+        VacuumOperator(task_id="v", table="/t", mode="lite", execution="spark")
+    with pytest.raises(InvalidArgumentError, match="worker_threshold_files"):
+        VacuumOperator(task_id="v", table="/t", worker_threshold_files=-1)
