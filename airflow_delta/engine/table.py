@@ -344,6 +344,8 @@ class DeltaTable:
         now_ms = _check_now(now)
         check_int("parallelism", parallelism, minimum=1)
         check_str("file_list_path", file_list_path, non_empty=True, optional=True)
+        if list_files is not None and not callable(list_files):
+            raise InvalidArgumentError("list_files", list_files, "pass a callable (io, root, prefixes, parallelism) or None")
         return vacuum(
             self.snapshot(), self.transaction,
             retention_ms=None if retention is None else int(retention.total_seconds() * 1000),

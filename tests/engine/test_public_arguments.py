@@ -176,6 +176,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.vacuum.now", ["now", 1.5, True, -1], lambda v: table.vacuum(now=v, dry_run=True))
     each("DeltaTable.vacuum.parallelism", [*NOT_INT, 0, -1], lambda v: table.vacuum(parallelism=v, dry_run=True))
     each("DeltaTable.vacuum.file_list_path", [*NOT_STR, ""], lambda v: table.vacuum(file_list_path=v, dry_run=True))
+    each("DeltaTable.vacuum.list_files", ["listing", 1, [[]]], lambda v: table.vacuum(list_files=v, dry_run=True))
     each("DeltaTable.restore.version", [*NOT_INT, -1], lambda v: table.restore(v))
     each("DeltaTable.restore.timestamp", [1.5, True, [1], _NotAnything()], lambda v: table.restore(timestamp=v))
     each("DeltaTable.restore.version (with a timestamp, or neither)", [0, None], lambda v: table.restore(v, 0 if v == 0 else None))
