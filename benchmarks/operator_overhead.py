@@ -78,7 +78,10 @@ def operator_delete(table_path: str, airflow_home: str) -> dict[str, Any]:
     from airflow_delta.operators.dml import DeltaDeleteOperator
     from tests.airflow_layer import context
 
-    operator = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7", execution="spark")
+    # The bare side's Spark settings (no UI): the difference is what the operator adds, not the UI's start.
+    operator = DeltaDeleteOperator(
+        task_id="d", table=table_path, predicate="id = 7", execution="spark", conf={"spark.ui.enabled": "false"}
+    )
     result = operator.execute(context())
     # A broken operator must not look fast: it deleted exactly the one row, on Spark.
     assert result["operation"] == "DELETE" and result["metrics"]["numDeletedRows"] == 1, result

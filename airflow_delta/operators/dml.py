@@ -24,9 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pyarrow.compute as pc
-import sqlglot
 from airflow.sdk import BaseOperator
-from sqlglot import exp
 
 from airflow_delta.engine import (
     DeltaError,
@@ -52,6 +50,7 @@ from airflow_delta.spark.specs import (
     TaskIdentity,
     UpdateSpec,
 )
+from airflow_delta.spark.sql_columns import references_only
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -247,11 +246,11 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         try:
             candidates = snapshot.plan_files(spec.predicate)
         except InvalidFilterError as error:
-            if not _references_only(spec.predicate, snapshot.schema.names):
+            if not references_only(spec.predicate, snapshot.schema.names):
                 raise  # a column the table does not have: Spark would fail the same way, later
             self.log.info("The engine cannot evaluate the predicate (%s): running on Spark", error)
             return False
-        if _references_only(spec.predicate, snapshot.partition_columns):
+        if references_only(spec.predicate, snapshot.partition_columns):
             self.log.info("A predicate on partition columns only is metadata-only: running in the worker, no Spark job")
             return True
         size = int(pc.sum(candidates.column("size")).as_py() or 0)
@@ -439,19 +438,3 @@ class DeltaMergeOperator(_DeltaDmlOperator):
 def _merge_source(name: str, value: object) -> MergeSource:
     """A MergeSource given as itself or in its JSON form (what a templated dict renders to)."""
     return value if isinstance(value, MergeSource) else MergeSource.from_obj(name, value)
-
-
-def _references_only(predicate: str, columns: Sequence[str]) -> bool:
-    """Whether a Spark SQL predicate refers to no column outside ``columns`` (compared ignoring case, as Spark does).
-
-    A predicate sqlglot cannot parse is not decided here (False): Spark will say what is wrong.
-    """
-    try:
-        tree = sqlglot.parse_one(predicate, read="spark")
-    except sqlglot.errors.ParseError:
-        return False
-    allowed = {column.casefold() for column in columns}
-    # ``t.c`` (an alias) and ``s.f`` (a struct field) both count by whichever part is a column.
-    return all(
-        any(part.name.casefold() in allowed for part in column.parts) for column in tree.find_all(exp.Column)
-    )

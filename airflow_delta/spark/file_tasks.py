@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -63,6 +64,8 @@ __all__ = [
     "FILE_COLUMN",
     "ROW_COLUMN",
     "engine_errors_from_executors",
+    "fits_in_driver",
+    "read_rows_in_driver",
     "spark_schema",
     "target_dataframe",
     "write_dataframe",
@@ -101,6 +104,14 @@ def spark_schema(context: TableContext, columns: Sequence[str] | None = None) ->
     return StructType([by_name[c] for c in columns])
 
 
+def _target_schema(context: TableContext, columns: Sequence[str] | None) -> StructType:
+    """The schema of :func:`target_dataframe`: the data columns, then :data:`FILE_COLUMN` and :data:`ROW_COLUMN`."""
+    data_schema = spark_schema(context, columns)
+    return StructType(
+        [*data_schema.fields, StructField(FILE_COLUMN, StringType(), False), StructField(ROW_COLUMN, LongType(), False)]
+    )
+
+
 def _arrow_schema_for(spark: SparkSession, schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects from ``mapInArrow`` for ``schema`` under this session's settings."""
     conf = spark.conf
@@ -111,10 +122,10 @@ def _arrow_schema_for(spark: SparkSession, schema: StructType) -> pa.Schema:
     )
 
 
-def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
-    """``files`` cut into about ``num_slices`` Arrow IPC streams, one input row each.
+def _split_actions(context: TableContext, files: pa.Table) -> pa.Table:
+    """``files``' shipped columns, one row per unit of read work, with its row-group range.
 
-    A file larger than :data:`_SPLIT_BYTES` is shared by several tasks, a range of its row
+    A file larger than :data:`_SPLIT_BYTES` becomes several rows, a range of its row
     groups each (:func:`~airflow_delta.engine.split_by_row_groups`), so that one large
     file does not leave every core but one idle.
     """
@@ -124,7 +135,12 @@ def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> li
         shipped = shipped.take(pa.array([i for i, _ in splits], pa.int64()))
     starts = pa.array([None if g is None else g.start for _, g in splits], pa.int32())
     stops = pa.array([None if g is None else g.stop for _, g in splits], pa.int32())
-    shipped = shipped.append_column(_GROUPS_START, starts).append_column(_GROUPS_STOP, stops)
+    return shipped.append_column(_GROUPS_START, starts).append_column(_GROUPS_STOP, stops)
+
+
+def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
+    """``files`` (:func:`_split_actions`) cut into about ``num_slices`` Arrow IPC streams, one input row each."""
+    shipped = _split_actions(context, files)
     per_slice = max(1, math.ceil(shipped.num_rows / max(1, num_slices)))
     out = []
     for index, start in enumerate(range(0, shipped.num_rows, per_slice)):
@@ -136,6 +152,48 @@ def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> li
     return out
 
 
+def _read_split_actions(
+    context: TableContext,
+    actions: pa.Table,
+    names: Sequence[str],
+    row_group_filter: str | None,
+    arrow_out: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """The live rows of each unit of :func:`_split_actions`, with :data:`FILE_COLUMN` and
+    :data:`ROW_COLUMN`, cast to ``arrow_out``: the read of a Spark task and of the driver alike."""
+    for i in range(actions.num_rows):
+        one = actions.slice(i, 1)
+        start, stop = one.column(_GROUPS_START)[0].as_py(), one.column(_GROUPS_STOP)[0].as_py()
+        groups = None if start is None else range(start, stop)
+        one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
+        rows, positions = read_live_rows(context, one, names, row_group_filter=row_group_filter, row_groups=groups)
+        path = one.column("path")[0]
+        rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
+        rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
+        yield from rows.cast(arrow_out).to_batches()
+
+
+def _read_in_driver(
+    context: TableContext, files: pa.Table, names: Sequence[str], row_group_filter: str | None, arrow_out: pa.Schema
+) -> pa.Table:
+    actions = _split_actions(context, files)
+    return pa.Table.from_batches(list(_read_split_actions(context, actions, names, row_group_filter, arrow_out)), arrow_out)
+
+
+def read_rows_in_driver(spark: SparkSession, context: TableContext, files: pa.Table) -> pa.Table:
+    """What ``target_dataframe(spark, context, files)`` holds, read in this process as one Arrow table."""
+    schema = _target_schema(context, None)
+    return _read_in_driver(context, files, schema.names[:-2], None, _arrow_schema_for(spark, schema))
+
+
+def fits_in_driver(files: pa.Table, max_bytes: int) -> bool:
+    """Whether file work on ``files`` (file actions) runs in the driver: they total less than ``max_bytes``.
+
+    See :attr:`~airflow_delta.spark.specs.ExecutionOptions.driver_max_bytes`.
+    """
+    return int(pc.sum(files.column("size")).as_py() or 0) < max_bytes
+
+
 def target_dataframe(
     spark: SparkSession,
     context: TableContext,
@@ -143,6 +201,7 @@ def target_dataframe(
     columns: Sequence[str] | None = None,
     *,
     row_group_filter: str | None = None,
+    in_driver: bool = False,
 ) -> DataFrame:
     """The live rows of ``files`` (file actions of ``context``'s snapshot), read by the engine on executors.
 
@@ -151,12 +210,16 @@ def target_dataframe(
     or that fails its checks, fails the job with the engine's typed error.
     ``row_group_filter`` (SQL the engine parses) leaves out row groups whose statistics
     rule it out: the rows are then a superset of those matching it, for a caller that
-    filters them by that condition anyway.
+    filters them by that condition anyway. ``in_driver`` reads the files in this process
+    (for a few small files, see :func:`fits_in_driver`) and hands Spark the rows.
     """
-    data_schema = spark_schema(context, columns)
-    names = data_schema.names
-    out_schema = StructType([*data_schema.fields, StructField(FILE_COLUMN, StringType(), False), StructField(ROW_COLUMN, LongType(), False)])
+    out_schema = _target_schema(context, columns)
+    names = out_schema.names[:-2]
     arrow_out = _arrow_schema_for(spark, out_schema)
+    if in_driver:
+        # The same engine read, in this process: no Spark task (and no Python worker) starts.
+        rows = _read_in_driver(context, files, names, row_group_filter, arrow_out)
+        return spark.createDataFrame(rows, out_schema)
     cores = spark.sparkContext.defaultParallelism
     slices = _file_batches(context, files, cores * _TASKS_PER_CORE) if files.num_rows else []
     rdd = spark.sparkContext.parallelize(slices, max(1, len(slices)))
@@ -166,18 +229,7 @@ def target_dataframe(
         for batch in batches:
             for payload in batch.column("actions").to_pylist():
                 actions = pa.ipc.open_stream(payload).read_all()
-                for i in range(actions.num_rows):
-                    one = actions.slice(i, 1)
-                    start, stop = one.column(_GROUPS_START)[0].as_py(), one.column(_GROUPS_STOP)[0].as_py()
-                    groups = None if start is None else range(start, stop)
-                    one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
-                    rows, positions = read_live_rows(
-                        context, one, names, row_group_filter=row_group_filter, row_groups=groups
-                    )
-                    path = one.column("path")[0]
-                    rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
-                    rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
-                    yield from rows.cast(arrow_out).to_batches()
+                yield from _read_split_actions(context, actions, names, row_group_filter, arrow_out)
 
     return inputs.mapInArrow(read, out_schema)
 
@@ -188,6 +240,7 @@ def write_dataframe(
     *,
     target_file_size: int | None = None,
     repartition_by_partition_columns: bool = True,
+    in_driver: bool = False,
 ) -> list[AddFile]:
     """Write ``data`` (the table's logical columns) as data files on the executors; their ``add`` actions.
 
@@ -198,12 +251,19 @@ def write_dataframe(
     physical names under column mapping); a task that fails removes what it wrote. With
     ``repartition_by_partition_columns`` a partitioned table's rows are first grouped by
     partition, so each partition gets few files, as Delta does before writing.
+    ``in_driver`` collects the rows (few, see :func:`fits_in_driver`) and writes them in this
+    process with the same engine writer, so that no Python worker starts for them.
     """
     names = spark_schema(context).names
     missing = [n for n in names if n not in data.columns]
     if missing:
         raise InvalidArgumentError("data", data.columns, f"a DataFrame with the table's columns; missing {missing}")
     rows = data.select(*names)
+    if in_driver:
+        with engine_errors_from_executors():
+            collected = rows.toArrow()
+        # The engine's writer removes what it wrote when it fails.
+        return write_data_files(context, collected, target_file_size=target_file_size)
     if repartition_by_partition_columns and context.partition_columns:
         rows = rows.repartition(*context.partition_columns)
 
