@@ -20,13 +20,17 @@ never the file list, which travels as Arrow IPC in the rows of the input DataFra
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
+import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import SparkContext
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -57,6 +61,13 @@ _SPLIT_BYTES = 64 * 1024 * 1024
 _GROUPS_START = "_row_groups_start"
 _GROUPS_STOP = "_row_groups_stop"
 
+# The job tag of a write_dataframe call's Spark jobs (the file-name token follows).
+_WRITE_TAG_PREFIX = "airflow-delta-write-"
+# How long a failed write waits for its killed tasks to end before it sweeps their files anyway.
+_TASKS_END_TIMEOUT_SECONDS = 120.0
+
+log = logging.getLogger(__name__)
+
 # How an engine error raised on an executor appears in the traceback text Spark gives the driver.
 _ENGINE_ERROR_LINE = re.compile(r"airflow_delta\.engine\.errors\.([A-Za-z_][A-Za-z0-9_]*): ([^\n]*)")
 
@@ -67,6 +78,7 @@ __all__ = [
     "fits_in_driver",
     "read_rows_in_driver",
     "spark_schema",
+    "sweep_named_files",
     "target_dataframe",
     "write_dataframe",
 ]
@@ -267,27 +279,103 @@ def write_dataframe(
     if repartition_by_partition_columns and context.partition_columns:
         rows = rows.repartition(*context.partition_columns)
 
+    # Every file of this call carries the token in its name, and its Spark jobs the tag: after
+    # a failure the driver ends the job's tasks and then finds and removes every file they wrote.
+    token = uuid.uuid4().hex
+    tag = f"{_WRITE_TAG_PREFIX}{token}"
+    spark_context = data.sparkSession.sparkContext
     # The add actions of every task that finished: when another task fails the job, the
     # driver never sees the collected rows, so the files of the finished tasks are found here
     # (Spark merges a task's accumulator updates once, when the task succeeds).
-    finished = data.sparkSession.sparkContext.accumulator([], _ListParam())
+    finished = spark_context.accumulator([], _ListParam())
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         first = next(batches, None)
         if first is None:
             return
         stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches))
-        adds = [json.dumps(a.to_json()) for a in write_data_files(context, stream, target_file_size=target_file_size)]
+        files = write_data_files(context, stream, target_file_size=target_file_size, name_token=token)
+        adds = [json.dumps(a.to_json()) for a in files]
         finished.add(adds)
         yield pa.RecordBatch.from_arrays([pa.array(adds, pa.string())], [_ADD_COLUMN])
 
+    spark_context.addJobTag(tag)
     try:
         with engine_errors_from_executors():
             written = rows.mapInArrow(write, StructType([StructField(_ADD_COLUMN, StringType(), False)])).collect()
     except BaseException:
         _remove_written(context, [AddFile.from_json(json.loads(text)) for text in finished.value])
+        _end_tasks_and_sweep(spark_context, context, tag, token)
         raise
+    finally:
+        spark_context.removeJobTag(tag)
     return [AddFile.from_json(json.loads(row[_ADD_COLUMN])) for row in written]
+
+
+def _end_tasks_and_sweep(spark_context: SparkContext, context: TableContext, tag: str, token: str) -> None:
+    """After a failed write: end its tasks, then remove every file named with ``token`` that no commit holds.
+
+    When one task fails the job, Spark kills the others, but a killed task can still finish
+    the file it was writing after the driver learns of the failure. So the job's tasks are
+    cancelled and awaited first (Spark reports a task ended only once its Python worker has
+    returned or been destroyed), and only then is the table root searched for the token.
+    """
+    try:
+        spark_context.cancelJobsWithTag(tag)
+        ended = _wait_for_tasks_to_end(spark_context, tag)
+    except Exception as error:  # never hide the write's own error behind a cleanup one
+        log.warning("could not wait for the tasks of failed write %s to end: %s", tag, error)
+        ended = False
+    if not ended:
+        log.warning("tasks of failed write %s may still be running; its files are swept anyway", tag)
+    try:
+        sweep_named_files(context, token)
+    except Exception as error:
+        log.warning("could not remove the files of failed write %s (token %s): %s", tag, token, error)
+
+
+def _wait_for_tasks_to_end(spark_context: SparkContext, tag: str) -> bool:
+    """Whether every task of the jobs tagged ``tag`` ended within :data:`_TASKS_END_TIMEOUT_SECONDS`."""
+    job_ids = list(spark_context._jsc.sc().statusTracker().getJobIdsForTag(tag))
+    tracker = spark_context.statusTracker()
+    deadline = time.monotonic() + _TASKS_END_TIMEOUT_SECONDS
+    while True:
+        running = 0
+        for job_id in job_ids:
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                running += stage.numActiveTasks if stage is not None else 0
+        if running == 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
+def sweep_named_files(context: TableContext, token: str) -> list[str]:
+    """Remove the data files below the table root whose name holds ``token`` and that the latest
+    snapshot does not hold; their paths.
+
+    For a write that failed: its files are in no commit. The check against the latest
+    snapshot is a second guard: a committed file is never removed. The log directory is
+    never searched, and nothing outside the table root is touched (the table's FileIO is
+    confined to it).
+    """
+    io, root = context.io, context.table_root.rstrip("/")
+    log_dir = f"{root}/_delta_log/"
+    found = [info.path for info in io.walk(root) if token in info.name and not info.path.startswith(log_dir)]
+    if not found:
+        return []
+    snapshot = DeltaTable(context.uri, context.storage_options or None).snapshot()
+    # Compared by file name: a log path may be relative, absolute or URL-encoded, a name is a name.
+    committed_names = pc.replace_substring_regex(snapshot.add_actions.column("path"), r"^.*/", "")
+    found_paths = pa.array(found, pa.string())
+    found_names = pc.replace_substring_regex(found_paths, r"^.*/", "")
+    doomed = found_paths.filter(pc.invert(pc.is_in(found_names, value_set=committed_names.combine_chunks())))
+    paths = doomed.to_pylist()
+    io.delete_many(paths)
+    return paths
 
 
 class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
