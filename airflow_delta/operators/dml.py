@@ -158,8 +158,27 @@ class _DeltaDmlOperator(BaseOperator):
         )
         return _as_dict(result)
 
+    def is_small_job(self, spec: Spec, snapshot: Snapshot) -> bool:
+        """Whether the job will read only a few small files (its driver then does the file work).
+
+        Planned from the log here (DELETE and UPDATE): the files the predicate may match
+        total less than ``driver_max_bytes``. A predicate the engine cannot plan is not small.
+        """
+        if not isinstance(spec, (DeleteSpec, UpdateSpec)):
+            return False
+        predicate = spec.predicate
+        if isinstance(spec, DeleteSpec) and (
+            predicate is None or references_only(predicate, snapshot.partition_columns)
+        ):
+            return True  # metadata-only: the job reads no file
+        try:
+            candidates = snapshot.plan_files(predicate)
+        except InvalidFilterError:
+            return False
+        return int(pc.sum(candidates.column("size")).as_py() or 0) < spec.options.driver_max_bytes
+
     def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
-        printed = hook.submit(spec, conf=self.conf)
+        printed = hook.submit(spec, conf=self.conf, small_job=self.is_small_job(spec, snapshot))
         committed = hook.find_commit(table, spec.identity.app_id, operation=self.OPERATION)
         if committed is not None:
             return committed
