@@ -112,7 +112,8 @@ def bare_spark_submit(program: str, *extra: str) -> dict[str, Any]:
 
 
 def bare_spark_submit_c1(program: str) -> dict[str, Any]:
-    from airflow_delta.hooks.delta import SMALL_JOB_DRIVER_JAVA_OPTIONS
+    # From the programs' stdlib-only package: importing the hook would put Airflow's imports on this side.
+    from airflow_delta.spark.jobs import SMALL_JOB_DRIVER_JAVA_OPTIONS
 
     return bare_spark_submit(program, "--conf", f"spark.driver.extraJavaOptions={SMALL_JOB_DRIVER_JAVA_OPTIONS}")
 

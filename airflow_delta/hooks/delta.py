@@ -36,7 +36,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot, error_from_report
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
-from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX
+from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX, SMALL_JOB_DRIVER_JAVA_OPTIONS
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
 
@@ -61,11 +61,6 @@ ERROR_MARKER = ERROR_LINE_PREFIX
 
 DEPLOY_MODES = ("client", "cluster")
 DRIVER_LOG_TAIL_LINES = 100
-
-# The driver JVM of a small job (a few small files, or none) runs the C1 compiler only: such
-# a job ends before C2's compilations pay off, and they cost about as much CPU as the rest of
-# the JVM's start. Large jobs keep the JVM's default, whose C2 code runs their data work faster.
-SMALL_JOB_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 # The history is read newest first in growing windows: the commit a retry looks for is
 # almost always among the newest few, and a table with a long log is never read whole.
