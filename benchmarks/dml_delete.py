@@ -1,16 +1,19 @@
 """DELETE on Spark (``run_delete``): one row of the 10-million-row table, and one partition, beside delta-rs.
 
 Cases, each side one fresh process per run (imports, and for ours the start of a
-``local[2]`` SparkSession, included in the wall time):
+``local[2]`` SparkSession where the DELETE needs one, included in the wall time):
 
+* ``worker dv delete 1 row``: the engine's DV delete in this process, as
+  ``DeltaDeleteOperator(execution="auto")`` runs a small delete (the function of
+  :mod:`benchmarks.delete`), vs delta-rs's delete;
 * ``spark dv delete 1 row``: ``run_delete`` with deletion vectors on the ``dv`` table of
   :mod:`benchmarks.delete` (the same 10,000,000 rows delta-rs wrote), vs delta-rs's delete;
 * ``spark rewrite delete 1 row``: ``run_delete`` with ``useDeletionVectors=false`` (the
   touched file rewritten on the executors), vs delta-rs's delete (which rewrites too);
 * ``metadata-only delete, partition``: ``DELETE ... WHERE part = 'p3'`` on a
   1,000,000-row table of 10 partitions written by delta-rs: ours in the worker through
-  the engine (what the operator does, no Spark), ours through ``run_delete`` on Spark
-  (no Spark job, but a session), and delta-rs's delete.
+  the engine (what the operator does, no Spark), ours through ``run_delete`` with the
+  job's lazy session (no session is built), and delta-rs's delete.
 
 Ours reports the job's ``executionTimeMs``; ``summarize`` prints the DV-over-rewrite
 ratio on execution time and the ratios to delta-rs. Not part of ``make test``: run it with
@@ -63,6 +66,8 @@ def cases() -> list[Case]:
     print(f"# input: {one_row.NUM_ROWS:,} rows written by delta-rs, {one_row._describe(plain)}", flush=True)
     tables = (str(dv), str(plain))
     return [
+        Case("worker dv delete 1 row", ours="worker_dv_delete", theirs="delta_rs_delete",
+             args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark dv delete 1 row", ours="spark_dv_delete", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark rewrite delete 1 row", ours="spark_rewrite_delete", theirs="delta_rs_delete",
@@ -93,10 +98,12 @@ def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None) 
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from airflow_delta.spark.delete import run_delete
-    from airflow_delta.spark.session import job_session
+    from airflow_delta.spark.session import LazySession
     from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
 
-    spark = job_session(
+    # As the job program runs it: the session is built when the DELETE first needs it (a
+    # metadata-only one never does); executionTimeMs leaves the session's start out.
+    spark = LazySession(
         "airflow-delta-bench",
         {
             "spark.master": "local[2]",
@@ -106,7 +113,6 @@ def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None) 
             "spark.pyspark.python": sys.executable,
         },
     )
-    spark.sparkContext.setLogLevel("ERROR")
     try:
         spec = DeleteSpec(
             TableRef(path),
@@ -118,6 +124,10 @@ def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None) 
     finally:
         spark.stop()
     return dict(result.metrics)
+
+
+# The in-worker DV delete is benchmarks/delete.py's (what execution="auto" runs): one implementation.
+worker_dv_delete = one_row.ours_dv_delete
 
 
 def spark_dv_delete(dv: str, plain: str) -> dict[str, Any]:
@@ -161,6 +171,13 @@ def summarize(results: list[Result]) -> None:
         measurement = getattr(result, side)
         return float(measurement.detail.get("executionTimeMs") or float("nan"))
 
+    worker = by_name.get("worker dv delete 1 row")
+    if worker is not None and worker.theirs is not None:
+        print(
+            f"# 1 row in the worker (DVs): {worker.ours.seconds:.2f} s wall ({exec_ms(worker):.0f} ms executionTimeMs), "
+            f"delta-rs {worker.theirs.seconds:.2f} s: ratio {worker.ours.seconds / worker.theirs.seconds:.2f} (goal <= 0.3)",
+            flush=True,
+        )
     dv, rewrite = by_name.get("spark dv delete 1 row"), by_name.get("spark rewrite delete 1 row")
     if dv is not None and rewrite is not None:
         print(

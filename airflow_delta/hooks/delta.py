@@ -43,7 +43,7 @@ from airflow_delta.engine import (
     storage_options_from_airflow_connection,
 )
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
-from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX
+from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX, SMALL_JOB_DRIVER_JAVA_OPTIONS
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
 
@@ -52,6 +52,7 @@ __all__ = [
     "DEFAULT_CONN_ID",
     "ERROR_MARKER",
     "RESULT_MARKER",
+    "SMALL_JOB_DRIVER_JAVA_OPTIONS",
     "DeltaConnectionSettings",
     "DeltaHook",
     "DeltaSparkJobError",
@@ -423,14 +424,21 @@ class DeltaHook(BaseHook):
         return JobResult(version=None, read_version=snapshot.version, operation=operation, metrics={}, attempts=1)
 
     # ------------------------------------------------------------------ Spark
-    def spark_submit_hook(self, spec: Spec, *, conf: Mapping[str, str] | None = None) -> _DmlSubmitHook:
+    def spark_submit_hook(
+        self, spec: Spec, *, conf: Mapping[str, str] | None = None, small_job: bool = False
+    ) -> _DmlSubmitHook:
         """The ``SparkSubmitHook`` that runs ``spec`` (its application arguments are set by :meth:`submit`).
 
         Refuses cluster deploy mode on a standalone master (``spark://``) before anything
-        runs: Spark 4.3 refuses Python applications in cluster mode there.
+        runs: Spark 4.3 refuses Python applications in cluster mode there. ``small_job``
+        (the caller planned a few small files, or none) runs the driver JVM with
+        :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS` unless the conf sets
+        ``spark.driver.extraJavaOptions`` itself.
         """
         settings = self.settings
         merged = {**settings.spark_conf, **dict(conf or {})}
+        if small_job:
+            merged.setdefault("spark.driver.extraJavaOptions", SMALL_JOB_DRIVER_JAVA_OPTIONS)
         # Executors (and a client-mode driver) run the worker's interpreter unless told
         # otherwise: the system python3 may lack pyarrow and pyroaring.
         merged.setdefault("spark.pyspark.python", sys.executable)
@@ -453,7 +461,12 @@ class DeltaHook(BaseHook):
         return hook
 
     def submit(
-        self, spec: Spec, *, conf: Mapping[str, str] | None = None, application: str | Path | None = None
+        self,
+        spec: Spec,
+        *,
+        conf: Mapping[str, str] | None = None,
+        application: str | Path | None = None,
+        small_job: bool = False,
     ) -> JobResult | None:
         """Run ``spec`` on Spark and wait for it; the result the job printed, if the driver's output is visible.
 
@@ -463,8 +476,9 @@ class DeltaHook(BaseHook):
         driver cannot see the worker's files, as JSON on the command line. A job that
         reports a Delta error raises that engine error class; any other failure raises
         :class:`DeltaSparkJobError`. Either way the driver log's tail goes into the task log.
+        ``small_job``: see :meth:`spark_submit_hook`.
         """
-        hook = self.spark_submit_hook(spec, conf=conf)
+        hook = self.spark_submit_hook(spec, conf=conf, small_job=small_job)
         self._submit_hook = hook
         driver_dir = Path(tempfile.mkdtemp(prefix="airflow-delta-driver-"))
         try:

@@ -24,9 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pyarrow.compute as pc
-import sqlglot
 from airflow.sdk import BaseOperator
-from sqlglot import exp
 
 from airflow_delta.engine import (
     DeltaError,
@@ -54,6 +52,7 @@ from airflow_delta.spark.specs import (
     TaskIdentity,
     UpdateSpec,
 )
+from airflow_delta.spark.sql_columns import references_only
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -152,8 +151,27 @@ class _DeltaDmlOperator(BaseOperator):
         )
         return _as_dict(result)
 
+    def is_small_job(self, spec: Spec, snapshot: Snapshot) -> bool:
+        """Whether the job will read only a few small files (its driver then does the file work).
+
+        Planned from the log here (DELETE and UPDATE): the files the predicate may match
+        total less than ``driver_max_bytes``. A predicate the engine cannot plan is not small.
+        """
+        if not isinstance(spec, (DeleteSpec, UpdateSpec)):
+            return False
+        predicate = spec.predicate
+        if isinstance(spec, DeleteSpec) and (
+            predicate is None or references_only(predicate, snapshot.partition_columns)
+        ):
+            return True  # metadata-only: the job reads no file
+        try:
+            candidates = snapshot.plan_files(predicate)
+        except InvalidFilterError:
+            return False
+        return int(pc.sum(candidates.column("size")).as_py() or 0) < spec.options.driver_max_bytes
+
     def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
-        printed = hook.submit(spec, conf=self.conf)
+        printed = hook.submit(spec, conf=self.conf, small_job=self.is_small_job(spec, snapshot))
         committed = hook.find_commit(table, spec.identity.app_id, operation=self.OPERATION)
         if committed is not None:
             return committed
@@ -242,11 +260,11 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         try:
             candidates = snapshot.plan_files(spec.predicate)
         except InvalidFilterError as error:
-            if not _references_only(spec.predicate, snapshot.schema.names):
+            if not references_only(spec.predicate, snapshot.schema.names):
                 raise  # a column the table does not have: Spark would fail the same way, later
             self.log.info("The engine cannot evaluate the predicate (%s): running on Spark", error)
             return False
-        if _references_only(spec.predicate, snapshot.partition_columns):
+        if references_only(spec.predicate, snapshot.partition_columns):
             self.log.info("A predicate on partition columns only is metadata-only: running in the worker, no Spark job")
             return True
         size = int(pc.sum(candidates.column("size")).as_py() or 0)
@@ -438,19 +456,3 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
 def _merge_source(name: str, value: object) -> MergeSource:
     """A MergeSource given as itself or in its JSON form (what a templated dict renders to)."""
     return value if isinstance(value, MergeSource) else MergeSource.from_obj(name, value)
-
-
-def _references_only(predicate: str, columns: Sequence[str]) -> bool:
-    """Whether a Spark SQL predicate refers to no column outside ``columns`` (compared ignoring case, as Spark does).
-
-    A predicate sqlglot cannot parse is not decided here (False): Spark will say what is wrong.
-    """
-    try:
-        tree = sqlglot.parse_one(predicate, read="spark")
-    except sqlglot.errors.ParseError:
-        return False
-    allowed = {column.casefold() for column in columns}
-    # ``t.c`` (an alias) and ``s.f`` (a struct field) both count by whichever part is a column.
-    return all(
-        any(part.name.casefold() in allowed for part in column.parts) for column in tree.find_all(exp.Column)
-    )

@@ -46,11 +46,13 @@ from airflow_delta.engine import (
     Transaction,
     TransactionAlreadyCommittedError,
     UnsupportedFeatureError,
+    write_data_files,
 )
 from airflow_delta.spark.file_tasks import (
     FILE_COLUMN,
     ROW_COLUMN,
     engine_errors_from_executors,
+    read_rows_in_driver,
     spark_schema,
     target_dataframe,
     write_dataframe,
@@ -259,6 +261,8 @@ def stage_row_changes(
     removed_rows: DataFrame,
     new_rows: DataFrame | None,
     use_deletion_vectors: bool,
+    *,
+    in_driver: bool = False,
 ) -> ChangeMetrics:
     """Stage in ``txn`` the removal of ``removed_rows`` and the addition of ``new_rows``; Delta's file metrics.
 
@@ -280,6 +284,8 @@ def stage_row_changes(
     with ``new_rows``, and removed. Every Spark action runs under
     :func:`engine_errors_from_executors`, so a constraint violation in a new row fails
     with the engine's :class:`ConstraintViolationError`. Nothing is committed.
+    ``in_driver`` (few small files, see :func:`~airflow_delta.spark.file_tasks.fits_in_driver`)
+    reads the touched files and writes the new ones in this process: no Python worker starts.
     """
     started = time.monotonic()
     metrics = _zero_metrics()
@@ -291,6 +297,9 @@ def stage_row_changes(
             _mark_in_deletion_vectors(txn, context, removed, metrics)
             located = time.monotonic()
             to_write = new_data
+        elif in_driver:
+            located = _rewrite_in_driver(txn, context, files, removed, new_data, metrics)
+            to_write = None
         else:
             # Kept for the anti-join of the rewrite, so the candidate files are not read and filtered twice.
             removed = removed.persist()
@@ -298,25 +307,20 @@ def stage_row_changes(
                 counts = removed.groupBy(FILE_COLUMN).count().toArrow()
                 located = time.monotonic()
                 metrics.removed_rows = int(pc.sum(counts.column("count")).as_py() or 0)
-                touched = files.filter(pc.is_in(files.column("path"), value_set=counts.column(FILE_COLUMN).combine_chunks()))
+                touched = _remove_touched(txn, context, files, counts.column(FILE_COLUMN), metrics)
                 to_write = new_data
                 if touched.num_rows:
-                    _refuse_change_data_feed(context)
                     survivors = target_dataframe(removed_rows.sparkSession, context, touched).join(
                         removed, [FILE_COLUMN, ROW_COLUMN], "left_anti"
                     )
                     copied = Observation()
                     survivors = survivors.observe(copied, F.count(F.lit(1)).alias("rows")).drop(FILE_COLUMN, ROW_COLUMN)
                     to_write = survivors if new_data is None else survivors.unionByName(new_data)
-                    txn.remove_files(touched)
-                    metrics["numRemovedFiles"] += touched.num_rows
-                    metrics["numRemovedBytes"] += int(pc.sum(touched.column("size")).as_py() or 0)
-                    metrics["numDeletionVectorsRemoved"] += touched.num_rows - touched.column("deletion_vector").null_count
                 _write_new_files(txn, context, to_write, metrics)
             finally:
                 removed.unpersist()
             to_write = None
-        _write_new_files(txn, context, to_write, metrics)
+        _write_new_files(txn, context, to_write, metrics, in_driver=in_driver)
         if copied is not None:
             metrics["numCopiedRows"] += int(copied.get.get("rows", 0))
     # Delta's split: finding the rows that change, then writing DVs and files.
@@ -339,10 +343,64 @@ def _mark_in_deletion_vectors(txn: Transaction, context: TableContext, removed: 
     metrics["numDeletionVectorsRemoved"] += summary.num_deletion_vectors_removed
 
 
-def _write_new_files(txn: Transaction, context: TableContext, data: DataFrame | None, metrics: ChangeMetrics) -> None:
+def _remove_touched(
+    txn: Transaction, context: TableContext, files: pa.Table, touched_paths: pa.ChunkedArray, metrics: ChangeMetrics
+) -> pa.Table:
+    """Stage the removal of the ``files`` whose path is in ``touched_paths`` (they are rewritten); those files."""
+    touched = files.filter(pc.is_in(files.column("path"), value_set=touched_paths.combine_chunks()))
+    if touched.num_rows:
+        _refuse_change_data_feed(context)
+        txn.remove_files(touched)
+        metrics["numRemovedFiles"] += touched.num_rows
+        metrics["numRemovedBytes"] += int(pc.sum(touched.column("size")).as_py() or 0)
+        metrics["numDeletionVectorsRemoved"] += touched.num_rows - touched.column("deletion_vector").null_count
+    return touched
+
+
+def _rewrite_in_driver(
+    txn: Transaction,
+    context: TableContext,
+    files: pa.Table,
+    removed: DataFrame,
+    new_data: DataFrame | None,
+    metrics: ChangeMetrics,
+) -> float:
+    """The rewrite of :func:`stage_row_changes` for a few small files, in this process; when the rows were located.
+
+    One Spark job collects the removed (file, row) pairs; the touched files are read, the
+    pairs anti-joined away and the survivors written by the engine here, in Arrow: no
+    shuffle, no Python worker.
+    """
+    pairs = removed.toArrow()
+    located = time.monotonic()
+    metrics.removed_rows = pairs.num_rows
+    touched_paths = pc.unique(pairs.column(FILE_COLUMN))
+    touched = _remove_touched(txn, context, files, pa.chunked_array([touched_paths]), metrics)
+    parts = []
+    if touched.num_rows:
+        rows = read_rows_in_driver(removed.sparkSession, context, touched)
+        keys = pairs.select([FILE_COLUMN, ROW_COLUMN]).cast(rows.select([FILE_COLUMN, ROW_COLUMN]).schema)
+        survivors = rows.join(keys, [FILE_COLUMN, ROW_COLUMN], join_type="left anti").drop_columns([FILE_COLUMN, ROW_COLUMN])
+        metrics["numCopiedRows"] += survivors.num_rows
+        parts.append(survivors)
+    if new_data is not None:
+        new_rows = new_data.toArrow()
+        parts.append(new_rows if not parts else new_rows.cast(parts[0].schema))
+    data = pa.concat_tables(parts) if parts else None
+    if data is not None and data.num_rows:
+        adds = write_data_files(context, data)
+        txn.add_files(adds, written_for_this_commit=True)
+        metrics["numAddedFiles"] += len(adds)
+        metrics["numAddedBytes"] += sum(add.size for add in adds)
+    return located
+
+
+def _write_new_files(
+    txn: Transaction, context: TableContext, data: DataFrame | None, metrics: ChangeMetrics, *, in_driver: bool = False
+) -> None:
     if data is None:
         return
-    adds = write_dataframe(context, data)
+    adds = write_dataframe(context, data, in_driver=in_driver)
     txn.add_files(adds, written_for_this_commit=True)
     metrics["numAddedFiles"] += len(adds)
     metrics["numAddedBytes"] += sum(add.size for add in adds)

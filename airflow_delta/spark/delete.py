@@ -4,9 +4,11 @@ Three cases, as in Delta's ``DeleteCommand``:
 
 - no predicate: every file is removed, from the log alone;
 - a predicate on partition columns only: a metadata-only delete, decided per file from
-  the log by the engine (:func:`airflow_delta.engine.stage_delete`); no Spark job runs;
+  the log by the engine (:func:`airflow_delta.engine.stage_delete`); no Spark job runs,
+  and given a :class:`~airflow_delta.spark.session.LazySession` no session is built;
 - otherwise: the engine prunes the files (and records the read), Spark reads the
-  candidate files through the engine on the executors and keeps the rows where
+  candidate files through the engine on the executors (or, when they total less than
+  ``ExecutionOptions.driver_max_bytes``, in the driver) and keeps the rows where
   ``(predicate) IS TRUE`` (a row where it is NULL stays), and
   :func:`~airflow_delta.spark.changes.stage_row_changes` marks them in deletion vectors
   or rewrites the touched files.
@@ -32,10 +34,12 @@ from airflow_delta.engine import (
     stage_delete,
 )
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
-from airflow_delta.spark.file_tasks import target_dataframe
+from airflow_delta.spark.file_tasks import fits_in_driver, target_dataframe
 from airflow_delta.spark.job_result import JobResult
-from airflow_delta.spark.plan import check_predicate, is_partition_predicate, predicate_columns, read_candidates
+from airflow_delta.spark.plan import check_predicate, predicate_columns, read_candidates
+from airflow_delta.spark.session import LazySession, session_of
 from airflow_delta.spark.specs import DeleteSpec
+from airflow_delta.spark.sql_columns import references_only
 
 __all__ = ["DELETE_METRICS", "run_delete"]
 
@@ -58,14 +62,16 @@ def _changes_anything(metrics: dict[str, int]) -> bool:
 
 
 def run_delete(
-    spark: SparkSession, spec: DeleteSpec, *, before_commit: Callable[[int], None] | None = None
+    spark: SparkSession | LazySession, spec: DeleteSpec, *, before_commit: Callable[[int], None] | None = None
 ) -> JobResult:
     """Run ``spec`` on ``spark``; the committed version (None if no row matched) and Delta's DELETE metrics.
 
-    Raises :class:`~airflow_delta.engine.InvalidFilterError` for a predicate Spark
-    cannot analyze against the table (before any file is read), the engine's conflict
-    error when a logical conflict outlasts ``spec.options.max_attempts``, and
-    :class:`~airflow_delta.engine.DeletionVectorsNotEnabledError` when the options
+    A metadata-only DELETE (no predicate, or one the engine parses over partition columns
+    only) is decided from the log and never asks a :class:`LazySession` for its session:
+    no SparkSession is built. Raises :class:`~airflow_delta.engine.InvalidFilterError` for
+    a predicate Spark cannot analyze against the table (before any file is read), the
+    engine's conflict error when a logical conflict outlasts ``spec.options.max_attempts``,
+    and :class:`~airflow_delta.engine.DeletionVectorsNotEnabledError` when the options
     require DVs on a table without them. ``before_commit`` is for tests (see
     :func:`~airflow_delta.spark.changes.run_with_retries`).
     """
@@ -75,26 +81,30 @@ def run_delete(
         started = time.monotonic()
         use_dvs = uses_deletion_vectors(context, spec.options)
         metrics = None
-        if predicate is None:
-            metrics = stage_delete(txn, None, use_deletion_vectors=use_dvs)
-        else:
-            check_predicate(spark, context, predicate)
-            if is_partition_predicate(spark, context, predicate):
-                try:
-                    metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
-                except InvalidFilterError:
-                    metrics = None  # Spark SQL the engine cannot parse: Spark evaluates it below
+        if predicate is None or references_only(predicate, context.partition_columns):
+            try:
+                metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
+            except InvalidFilterError:
+                metrics = None  # Spark SQL the engine cannot parse: Spark checks and evaluates it below
         if metrics is None:
             assert predicate is not None
+            building = time.monotonic()
+            session = session_of(spark)
+            # executionTimeMs measures the DELETE, not the start of the JVM's SparkContext.
+            started += time.monotonic() - building
+            check_predicate(session, context, predicate)
             files, engine_filter = read_candidates(txn, predicate)
             planned_ms = int((time.monotonic() - started) * 1000)
             # Only the predicate's columns of the row groups it may match are read to find the
             # rows (a rewrite reads the rest itself). A predicate on no column ("1 = 1") still
             # needs the rows: then every column is read.
-            columns = predicate_columns(spark, context, predicate) or None
-            target = target_dataframe(spark, context, files, columns, row_group_filter=engine_filter)
+            columns = predicate_columns(session, context, predicate) or None
+            in_driver = fits_in_driver(files, spec.options.driver_max_bytes)
+            target = target_dataframe(
+                session, context, files, columns, row_group_filter=engine_filter, in_driver=in_driver
+            )
             matched = target.filter(f"({predicate}) IS TRUE")
-            changes = stage_row_changes(txn, context, files, matched, None, use_dvs)
+            changes = stage_row_changes(txn, context, files, matched, None, use_dvs, in_driver=in_driver)
             metrics = {**changes, "numDeletedRows": changes.removed_rows}
             metrics["scanTimeMs"] += planned_ms
         metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)

@@ -20,12 +20,17 @@ never the file list, which travels as Arrow IPC in the rows of the input DataFra
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
+import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import SparkContext
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -56,6 +61,13 @@ _SPLIT_BYTES = 64 * 1024 * 1024
 _GROUPS_START = "_row_groups_start"
 _GROUPS_STOP = "_row_groups_stop"
 
+# The job tag of a write_dataframe call's Spark jobs (the file-name token follows).
+_WRITE_TAG_PREFIX = "airflow-delta-write-"
+# How long a failed write waits for its killed tasks to end before it sweeps their files anyway.
+_TASKS_END_TIMEOUT_SECONDS = 120.0
+
+log = logging.getLogger(__name__)
+
 # How an engine error raised on an executor appears in the traceback text Spark gives the driver.
 _ENGINE_ERROR_LINE = re.compile(r"airflow_delta\.engine\.errors\.([A-Za-z_][A-Za-z0-9_]*): ([^\n]*)")
 
@@ -63,7 +75,10 @@ __all__ = [
     "FILE_COLUMN",
     "ROW_COLUMN",
     "engine_errors_from_executors",
+    "fits_in_driver",
+    "read_rows_in_driver",
     "spark_schema",
+    "sweep_named_files",
     "target_dataframe",
     "write_dataframe",
 ]
@@ -101,6 +116,14 @@ def spark_schema(context: TableContext, columns: Sequence[str] | None = None) ->
     return StructType([by_name[c] for c in columns])
 
 
+def _target_schema(context: TableContext, columns: Sequence[str] | None) -> StructType:
+    """The schema of :func:`target_dataframe`: the data columns, then :data:`FILE_COLUMN` and :data:`ROW_COLUMN`."""
+    data_schema = spark_schema(context, columns)
+    return StructType(
+        [*data_schema.fields, StructField(FILE_COLUMN, StringType(), False), StructField(ROW_COLUMN, LongType(), False)]
+    )
+
+
 def _arrow_schema_for(spark: SparkSession, schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects from ``mapInArrow`` for ``schema`` under this session's settings."""
     conf = spark.conf
@@ -111,10 +134,10 @@ def _arrow_schema_for(spark: SparkSession, schema: StructType) -> pa.Schema:
     )
 
 
-def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
-    """``files`` cut into about ``num_slices`` Arrow IPC streams, one input row each.
+def _split_actions(context: TableContext, files: pa.Table) -> pa.Table:
+    """``files``' shipped columns, one row per unit of read work, with its row-group range.
 
-    A file larger than :data:`_SPLIT_BYTES` is shared by several tasks, a range of its row
+    A file larger than :data:`_SPLIT_BYTES` becomes several rows, a range of its row
     groups each (:func:`~airflow_delta.engine.split_by_row_groups`), so that one large
     file does not leave every core but one idle.
     """
@@ -124,7 +147,12 @@ def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> li
         shipped = shipped.take(pa.array([i for i, _ in splits], pa.int64()))
     starts = pa.array([None if g is None else g.start for _, g in splits], pa.int32())
     stops = pa.array([None if g is None else g.stop for _, g in splits], pa.int32())
-    shipped = shipped.append_column(_GROUPS_START, starts).append_column(_GROUPS_STOP, stops)
+    return shipped.append_column(_GROUPS_START, starts).append_column(_GROUPS_STOP, stops)
+
+
+def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> list[tuple[int, bytes]]:
+    """``files`` (:func:`_split_actions`) cut into about ``num_slices`` Arrow IPC streams, one input row each."""
+    shipped = _split_actions(context, files)
     per_slice = max(1, math.ceil(shipped.num_rows / max(1, num_slices)))
     out = []
     for index, start in enumerate(range(0, shipped.num_rows, per_slice)):
@@ -136,6 +164,48 @@ def _file_batches(context: TableContext, files: pa.Table, num_slices: int) -> li
     return out
 
 
+def _read_split_actions(
+    context: TableContext,
+    actions: pa.Table,
+    names: Sequence[str],
+    row_group_filter: str | None,
+    arrow_out: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """The live rows of each unit of :func:`_split_actions`, with :data:`FILE_COLUMN` and
+    :data:`ROW_COLUMN`, cast to ``arrow_out``: the read of a Spark task and of the driver alike."""
+    for i in range(actions.num_rows):
+        one = actions.slice(i, 1)
+        start, stop = one.column(_GROUPS_START)[0].as_py(), one.column(_GROUPS_STOP)[0].as_py()
+        groups = None if start is None else range(start, stop)
+        one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
+        rows, positions = read_live_rows(context, one, names, row_group_filter=row_group_filter, row_groups=groups)
+        path = one.column("path")[0]
+        rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
+        rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
+        yield from rows.cast(arrow_out).to_batches()
+
+
+def _read_in_driver(
+    context: TableContext, files: pa.Table, names: Sequence[str], row_group_filter: str | None, arrow_out: pa.Schema
+) -> pa.Table:
+    actions = _split_actions(context, files)
+    return pa.Table.from_batches(list(_read_split_actions(context, actions, names, row_group_filter, arrow_out)), arrow_out)
+
+
+def read_rows_in_driver(spark: SparkSession, context: TableContext, files: pa.Table) -> pa.Table:
+    """What ``target_dataframe(spark, context, files)`` holds, read in this process as one Arrow table."""
+    schema = _target_schema(context, None)
+    return _read_in_driver(context, files, schema.names[:-2], None, _arrow_schema_for(spark, schema))
+
+
+def fits_in_driver(files: pa.Table, max_bytes: int) -> bool:
+    """Whether file work on ``files`` (file actions) runs in the driver: they total less than ``max_bytes``.
+
+    See :attr:`~airflow_delta.spark.specs.ExecutionOptions.driver_max_bytes`.
+    """
+    return int(pc.sum(files.column("size")).as_py() or 0) < max_bytes
+
+
 def target_dataframe(
     spark: SparkSession,
     context: TableContext,
@@ -143,6 +213,7 @@ def target_dataframe(
     columns: Sequence[str] | None = None,
     *,
     row_group_filter: str | None = None,
+    in_driver: bool = False,
 ) -> DataFrame:
     """The live rows of ``files`` (file actions of ``context``'s snapshot), read by the engine on executors.
 
@@ -151,12 +222,16 @@ def target_dataframe(
     or that fails its checks, fails the job with the engine's typed error.
     ``row_group_filter`` (SQL the engine parses) leaves out row groups whose statistics
     rule it out: the rows are then a superset of those matching it, for a caller that
-    filters them by that condition anyway.
+    filters them by that condition anyway. ``in_driver`` reads the files in this process
+    (for a few small files, see :func:`fits_in_driver`) and hands Spark the rows.
     """
-    data_schema = spark_schema(context, columns)
-    names = data_schema.names
-    out_schema = StructType([*data_schema.fields, StructField(FILE_COLUMN, StringType(), False), StructField(ROW_COLUMN, LongType(), False)])
+    out_schema = _target_schema(context, columns)
+    names = out_schema.names[:-2]
     arrow_out = _arrow_schema_for(spark, out_schema)
+    if in_driver:
+        # The same engine read, in this process: no Spark task (and no Python worker) starts.
+        rows = _read_in_driver(context, files, names, row_group_filter, arrow_out)
+        return spark.createDataFrame(rows, out_schema)
     cores = spark.sparkContext.defaultParallelism
     slices = _file_batches(context, files, cores * _TASKS_PER_CORE) if files.num_rows else []
     rdd = spark.sparkContext.parallelize(slices, max(1, len(slices)))
@@ -166,18 +241,7 @@ def target_dataframe(
         for batch in batches:
             for payload in batch.column("actions").to_pylist():
                 actions = pa.ipc.open_stream(payload).read_all()
-                for i in range(actions.num_rows):
-                    one = actions.slice(i, 1)
-                    start, stop = one.column(_GROUPS_START)[0].as_py(), one.column(_GROUPS_STOP)[0].as_py()
-                    groups = None if start is None else range(start, stop)
-                    one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
-                    rows, positions = read_live_rows(
-                        context, one, names, row_group_filter=row_group_filter, row_groups=groups
-                    )
-                    path = one.column("path")[0]
-                    rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
-                    rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
-                    yield from rows.cast(arrow_out).to_batches()
+                yield from _read_split_actions(context, actions, names, row_group_filter, arrow_out)
 
     return inputs.mapInArrow(read, out_schema)
 
@@ -188,6 +252,7 @@ def write_dataframe(
     *,
     target_file_size: int | None = None,
     repartition_by_partition_columns: bool = True,
+    in_driver: bool = False,
 ) -> list[AddFile]:
     """Write ``data`` (the table's logical columns) as data files on the executors; their ``add`` actions.
 
@@ -198,36 +263,119 @@ def write_dataframe(
     physical names under column mapping); a task that fails removes what it wrote. With
     ``repartition_by_partition_columns`` a partitioned table's rows are first grouped by
     partition, so each partition gets few files, as Delta does before writing.
+    ``in_driver`` collects the rows (few, see :func:`fits_in_driver`) and writes them in this
+    process with the same engine writer, so that no Python worker starts for them.
     """
     names = spark_schema(context).names
     missing = [n for n in names if n not in data.columns]
     if missing:
         raise InvalidArgumentError("data", data.columns, f"a DataFrame with the table's columns; missing {missing}")
     rows = data.select(*names)
+    if in_driver:
+        with engine_errors_from_executors():
+            collected = rows.toArrow()
+        # The engine's writer removes what it wrote when it fails.
+        return write_data_files(context, collected, target_file_size=target_file_size)
     if repartition_by_partition_columns and context.partition_columns:
         rows = rows.repartition(*context.partition_columns)
 
+    # Every file of this call carries the token in its name, and its Spark jobs the tag: after
+    # a failure the driver ends the job's tasks and then finds and removes every file they wrote.
+    token = uuid.uuid4().hex
+    tag = f"{_WRITE_TAG_PREFIX}{token}"
+    spark_context = data.sparkSession.sparkContext
     # The add actions of every task that finished: when another task fails the job, the
     # driver never sees the collected rows, so the files of the finished tasks are found here
     # (Spark merges a task's accumulator updates once, when the task succeeds).
-    finished = data.sparkSession.sparkContext.accumulator([], _ListParam())
+    finished = spark_context.accumulator([], _ListParam())
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         first = next(batches, None)
         if first is None:
             return
         stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches))
-        adds = [json.dumps(a.to_json()) for a in write_data_files(context, stream, target_file_size=target_file_size)]
+        files = write_data_files(context, stream, target_file_size=target_file_size, name_token=token)
+        adds = [json.dumps(a.to_json()) for a in files]
         finished.add(adds)
         yield pa.RecordBatch.from_arrays([pa.array(adds, pa.string())], [_ADD_COLUMN])
 
+    spark_context.addJobTag(tag)
     try:
         with engine_errors_from_executors():
             written = rows.mapInArrow(write, StructType([StructField(_ADD_COLUMN, StringType(), False)])).collect()
     except BaseException:
         _remove_written(context, [AddFile.from_json(json.loads(text)) for text in finished.value])
+        _end_tasks_and_sweep(spark_context, context, tag, token)
         raise
+    finally:
+        spark_context.removeJobTag(tag)
     return [AddFile.from_json(json.loads(row[_ADD_COLUMN])) for row in written]
+
+
+def _end_tasks_and_sweep(spark_context: SparkContext, context: TableContext, tag: str, token: str) -> None:
+    """After a failed write: end its tasks, then remove every file named with ``token`` that no commit holds.
+
+    When one task fails the job, Spark kills the others, but a killed task can still finish
+    the file it was writing after the driver learns of the failure. So the job's tasks are
+    cancelled and awaited first (Spark reports a task ended only once its Python worker has
+    returned or been destroyed), and only then is the table root searched for the token.
+    """
+    try:
+        spark_context.cancelJobsWithTag(tag)
+        ended = _wait_for_tasks_to_end(spark_context, tag)
+    except Exception as error:  # never hide the write's own error behind a cleanup one
+        log.warning("could not wait for the tasks of failed write %s to end: %s", tag, error)
+        ended = False
+    if not ended:
+        log.warning("tasks of failed write %s may still be running; its files are swept anyway", tag)
+    try:
+        sweep_named_files(context, token)
+    except Exception as error:
+        log.warning("could not remove the files of failed write %s (token %s): %s", tag, token, error)
+
+
+def _wait_for_tasks_to_end(spark_context: SparkContext, tag: str) -> bool:
+    """Whether every task of the jobs tagged ``tag`` ended within :data:`_TASKS_END_TIMEOUT_SECONDS`."""
+    job_ids = list(spark_context._jsc.sc().statusTracker().getJobIdsForTag(tag))
+    tracker = spark_context.statusTracker()
+    deadline = time.monotonic() + _TASKS_END_TIMEOUT_SECONDS
+    while True:
+        running = 0
+        for job_id in job_ids:
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                running += stage.numActiveTasks if stage is not None else 0
+        if running == 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
+def sweep_named_files(context: TableContext, token: str) -> list[str]:
+    """Remove the data files below the table root whose name holds ``token`` and that the latest
+    snapshot does not hold; their paths.
+
+    For a write that failed: its files are in no commit. The check against the latest
+    snapshot is a second guard: a committed file is never removed. The log directory is
+    never searched, and nothing outside the table root is touched (the table's FileIO is
+    confined to it).
+    """
+    io, root = context.io, context.table_root.rstrip("/")
+    log_dir = f"{root}/_delta_log/"
+    found = [info.path for info in io.walk(root) if token in info.name and not info.path.startswith(log_dir)]
+    if not found:
+        return []
+    snapshot = DeltaTable(context.uri, context.storage_options or None).snapshot()
+    # Compared by file name: a log path may be relative, absolute or URL-encoded, a name is a name.
+    committed_names = pc.replace_substring_regex(snapshot.add_actions.column("path"), r"^.*/", "")
+    found_paths = pa.array(found, pa.string())
+    found_names = pc.replace_substring_regex(found_paths, r"^.*/", "")
+    doomed = found_paths.filter(pc.invert(pc.is_in(found_names, value_set=committed_names.combine_chunks())))
+    paths = doomed.to_pylist()
+    io.delete_many(paths)
+    return paths
 
 
 class _ListParam(AccumulatorParam):  # type: ignore[type-arg]

@@ -26,6 +26,39 @@ _DEFAULT_CONF = {
 }
 
 
+class LazySession:
+    """A job's SparkSession, built by :func:`job_session` on first use.
+
+    A DELETE that the log alone decides (no predicate, or partition columns only) needs no
+    Spark at all: the program hands its operation one of these, and no JVM work happens
+    unless the operation asks for the session.
+    """
+
+    def __init__(self, app_name: str, conf: Mapping[str, str] | None = None) -> None:
+        self.app_name = app_name
+        self.conf = dict(conf or {})
+        self._session: SparkSession | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def get(self) -> SparkSession:
+        if self._session is None:
+            self._session = job_session(self.app_name, self.conf)
+        return self._session
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
+
+
+def session_of(spark: SparkSession | LazySession) -> SparkSession:
+    """The session itself, built now if ``spark`` is a :class:`LazySession`."""
+    return spark.get() if isinstance(spark, LazySession) else spark
+
+
 def job_session(app_name: str, conf: Mapping[str, str] | None = None) -> SparkSession:
     """The session of a job named ``app_name``; ``conf`` (from the spec) goes over the defaults."""
     builder = SparkSession.builder.appName(app_name)

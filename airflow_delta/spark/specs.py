@@ -29,6 +29,7 @@ from airflow_delta.engine import InvalidArgumentError, OptimizeOptions
 
 __all__ = [
     "APP_ID_PREFIX",
+    "DEFAULT_DRIVER_MAX_BYTES",
     "SPEC_VERSION",
     "ConvertSpec",
     "DeleteSpec",
@@ -290,6 +291,10 @@ class TaskIdentity:
         )
 
 
+DEFAULT_DRIVER_MAX_BYTES = 16 << 20
+""":attr:`ExecutionOptions.driver_max_bytes` by default: candidate files below it are read in the driver."""
+
+
 @dataclass(frozen=True)
 class ExecutionOptions:
     """How the job runs: attempts on logical conflicts, backoff between them, DVs.
@@ -306,9 +311,11 @@ class ExecutionOptions:
     backoff_max_seconds: float = 30.0
     backoff_multiplier: float = 2.0
     use_deletion_vectors: bool | None = None
+    driver_max_bytes: int = DEFAULT_DRIVER_MAX_BYTES
 
     def __post_init__(self) -> None:
         _check_int("ExecutionOptions.max_attempts", self.max_attempts, minimum=1)
+        _check_int("ExecutionOptions.driver_max_bytes", self.driver_max_bytes, minimum=0)
         _check_number("ExecutionOptions.backoff_initial_seconds", self.backoff_initial_seconds, minimum=0)
         _check_number("ExecutionOptions.backoff_max_seconds", self.backoff_max_seconds, minimum=0)
         _check_number("ExecutionOptions.backoff_multiplier", self.backoff_multiplier, minimum=1)
@@ -327,11 +334,19 @@ class ExecutionOptions:
             "backoffMaxSeconds": self.backoff_max_seconds,
             "backoffMultiplier": self.backoff_multiplier,
             "useDeletionVectors": self.use_deletion_vectors,
+            "driverMaxBytes": self.driver_max_bytes,
         }
 
     @classmethod
     def from_obj(cls, path: str, value: object) -> ExecutionOptions:
-        keys = ("maxAttempts", "backoffInitialSeconds", "backoffMaxSeconds", "backoffMultiplier", "useDeletionVectors")
+        keys = (
+            "maxAttempts",
+            "backoffInitialSeconds",
+            "backoffMaxSeconds",
+            "backoffMultiplier",
+            "useDeletionVectors",
+            "driverMaxBytes",
+        )
         obj = _JsonObject(path, value, keys)
         defaults = cls()
         return cls(
@@ -340,6 +355,7 @@ class ExecutionOptions:
             backoff_max_seconds=obj.optional("backoffMaxSeconds", defaults.backoff_max_seconds),
             backoff_multiplier=obj.optional("backoffMultiplier", defaults.backoff_multiplier),
             use_deletion_vectors=obj.optional("useDeletionVectors"),
+            driver_max_bytes=obj.optional("driverMaxBytes", defaults.driver_max_bytes),
         )
 
 

@@ -30,7 +30,7 @@ from pyspark.sql.types import StructField, StructType
 
 from airflow_delta.engine import InvalidArgumentError, Snapshot, TableContext, Transaction
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
-from airflow_delta.spark.file_tasks import spark_schema, target_dataframe
+from airflow_delta.spark.file_tasks import fits_in_driver, spark_schema, target_dataframe
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.plan import check_predicate, empty_target, read_candidates
 from airflow_delta.spark.specs import UpdateSpec
@@ -134,12 +134,13 @@ def run_update(
         files, engine_filter = read_candidates(txn, predicate)
         planned_ms = int((time.monotonic() - started) * 1000)
         # Row groups the predicate cannot match are skipped: a rewrite reads the untouched rows itself.
-        target = target_dataframe(spark, context, files, row_group_filter=engine_filter)
+        in_driver = fits_in_driver(files, spec.options.driver_max_bytes)
+        target = target_dataframe(spark, context, files, row_group_filter=engine_filter, in_driver=in_driver)
         # Kept: the positions and the new values must come from the same rows, read once.
         matched = (target if predicate is None else target.filter(f"({predicate}) IS TRUE")).persist()
         try:
             new_rows = updated_rows(matched, spark_schema(context), assignments)
-            changes = stage_row_changes(txn, context, files, matched, new_rows, use_dvs)
+            changes = stage_row_changes(txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver)
         except SparkArithmeticException as error:
             raise InvalidArgumentError(
                 "UpdateSpec.set", dict(spec.set), f"values that fit their columns: {_first_line(error)}"

@@ -158,6 +158,24 @@ def test_the_submit_hook_runs_the_installed_program_with_the_engine_zip_and_the_
     assert Path(py_files).name.startswith("airflow_delta-py-files-") and Path(py_files).is_file()
 
 
+def test_a_small_job_runs_its_driver_jvm_with_c1_only_unless_the_conf_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch, table_path: str
+) -> None:
+    from airflow_delta.hooks.delta import SMALL_JOB_DRIVER_JAVA_OPTIONS
+
+    def java_options(**kwargs: object) -> list[str]:
+        hook = DeltaHook().spark_submit_hook(_spec(table_path, "id = 1"), **kwargs)  # type: ignore[arg-type]
+        command = hook._build_spark_submit_command(str(DeltaHook.DML_APPLICATION))
+        confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+        return [c for c in confs if c.startswith("spark.driver.extraJavaOptions=")]
+
+    _local_connections(monkeypatch, {})
+    assert java_options(small_job=True) == [f"spark.driver.extraJavaOptions={SMALL_JOB_DRIVER_JAVA_OPTIONS}"]
+    assert java_options() == []
+    own = {"spark.driver.extraJavaOptions": "-Xss4m"}
+    assert java_options(small_job=True, conf=own) == ["spark.driver.extraJavaOptions=-Xss4m"]
+
+
 def test_spark_submit_is_found_next_to_the_worker_interpreter_when_not_on_path() -> None:
     import sys
 

@@ -31,7 +31,7 @@ from airflow_delta.operators.retry import (
     DeltaRetryableError,
     task_error,
 )
-from airflow_delta.spark.specs import DeleteSpec, TableRef, TaskIdentity
+from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
 from tests.airflow_layer import STAND_IN, context, make_table, set_connection
 from tests.oracles import assert_oracles_read
 
@@ -135,6 +135,27 @@ def test_a_delete_matching_nothing_commits_nothing(table_path: str) -> None:
     assert (result["version"], result["read_version"], result["metrics"]["numDeletedRows"]) == (None, 2, 0)
     assert DeltaTable(table_path).version() == 2
     assert_oracles_read(table_path, rows)
+
+
+def test_a_small_job_is_one_the_log_plans_below_driver_max_bytes(table_path: str) -> None:
+    make_table(table_path)
+    snapshot = DeltaTable(table_path).snapshot()
+    identity = TaskIdentity("dag", "d", "r")
+
+    def small(predicate: str | None, driver_max_bytes: int = 16 << 20) -> bool:
+        operator = DeltaDeleteOperator(task_id="d", table=table_path, execution="spark")
+        options = ExecutionOptions(driver_max_bytes=driver_max_bytes)
+        spec = DeleteSpec(table=TableRef(uri=table_path), predicate=predicate, identity=identity, options=options)
+        return operator.is_small_job(spec, snapshot)
+
+    assert small("id = 3")
+    assert not small("id = 3", driver_max_bytes=0)
+    assert small("part = 'a'", driver_max_bytes=0)  # metadata-only: the job reads no file
+    assert small(None, driver_max_bytes=0)
+    assert not small("regexp_like(value, '^v1.$')")  # the engine cannot plan it: not known to be small
+    update = DeltaUpdateOperator(task_id="u", table=table_path, set={"value": "'x'"})
+    update_spec = update.build_spec(identity, DeltaHook())
+    assert update.is_small_job(update_spec, snapshot)
 
 
 def test_auto_chooses_spark_above_the_threshold_or_for_a_predicate_the_engine_cannot_evaluate(

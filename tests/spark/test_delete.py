@@ -24,6 +24,7 @@ from airflow_delta.engine import (
     InvalidFilterError,
 )
 from airflow_delta.spark.delete import DELETE_METRICS, run_delete
+from airflow_delta.spark.session import LazySession
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
 from tests.conftest import shared_tables_dir
 from tests.oracles import assert_oracles_read, read_with_deltars, read_with_kernel
@@ -99,12 +100,17 @@ PREDICATES: dict[str, Any] = {
     dvs=st.booleans(),
     partitioned=st.booleans(),
     column_mapping=st.booleans(),
+    in_driver=st.booleans(),
 )
-def test_deleted_rows_are_the_ones_sql_matches(spark, tmp_path_factory, predicate, dvs, partitioned, column_mapping) -> None:
+def test_deleted_rows_are_the_ones_sql_matches(
+    spark, tmp_path_factory, predicate, dvs, partitioned, column_mapping, in_driver
+) -> None:
+    # in_driver: the candidate files (a few KiB) are read and written in the driver, or in Spark tasks.
+    options = {} if in_driver else {"driver_max_bytes": 0}
     path = str(tmp_path_factory.mktemp("delete") / "t")
     _create(path, dvs=dvs, partitioned=partitioned, column_mapping=column_mapping)
     rows = [_row(i) for i in range(24)]
-    result = run_delete(spark, _spec(path, predicate))
+    result = run_delete(spark, _spec(path, predicate, **options))
     keep = [r for r in rows if PREDICATES[predicate](r) is not True]
     assert_oracles_read(path, keep)
     assert result.metrics["numDeletedRows"] == len(rows) - len(keep)
@@ -134,6 +140,26 @@ def test_a_partition_predicate_deletes_from_the_log_without_a_spark_job(spark, t
     assert jobs == 0 and result.version == 5
     assert json.loads(_commit_info(table_path, 5)["operationParameters"]["predicate"]) == []
     assert_oracles_read(table_path, [])
+
+
+def test_a_metadata_only_delete_builds_no_session(spark, table_path: str) -> None:
+    _create(table_path, dvs=True, partitioned=True)
+    lazy = LazySession("never built")
+    result = run_delete(lazy, _spec(table_path, "part = 'a'"))
+    assert result.version == 4 and not lazy.started
+    result = run_delete(lazy, _spec(table_path, None))
+    assert result.version == 5 and not lazy.started
+    assert_oracles_read(table_path, [])
+
+
+def test_a_data_delete_builds_the_lazy_session(spark, table_path: str) -> None:
+    # The counterpart: a data predicate (or one only Spark can parse) asks for the session
+    # (getOrCreate returns the test session, which stays up).
+    _create(table_path, dvs=True, partitioned=True)
+    lazy = LazySession("built on demand")
+    result = run_delete(lazy, _spec(table_path, "part = 'a' AND id = 2"))
+    assert lazy.started and result.metrics["numDeletedRows"] == 1
+    assert_oracles_read(table_path, [_row(i) for i in range(24) if i != 2])
 
 
 def test_a_data_predicate_runs_spark_jobs(spark, table_path: str) -> None:

@@ -21,11 +21,13 @@ from airflow_delta.engine import (
     DeltaTable,
     InvalidArgumentError,
     SchemaMismatchError,
+    write_data_files,
 )
 from airflow_delta.spark.file_tasks import (
     FILE_COLUMN,
     ROW_COLUMN,
     engine_errors_from_executors,
+    sweep_named_files,
     target_dataframe,
     write_dataframe,
 )
@@ -147,6 +149,57 @@ def test_a_constraint_violation_on_an_executor_writes_nothing(spark, table_path:
     assert not err.value.retryable
     data_files = [p for p in Path(table_path).rglob("*.parquet")]
     assert data_files == []
+
+
+def test_a_failed_write_leaves_no_file_of_a_task_still_running(spark, table_path: str) -> None:
+    # Two tasks: the first breaks the constraint at once, the second is still busy (a slow
+    # step before its write) when the job fails. Whether Spark's kill stops it before or
+    # after it writes, no file of the write may stay once write_dataframe has raised.
+    table = DeltaTable.create(table_path, SCHEMA, properties={"delta.constraints.positive": "id > 0"})
+
+    def slow_second_partition(batches):
+        import time
+
+        for batch in batches:
+            if batch.num_rows and batch.column(0)[0].as_py() > 0:
+                time.sleep(1.5)
+            yield batch
+
+    data = spark.createDataFrame([(-1, "x", "a")] + [(i, "x", "a") for i in range(1, 200)], "id long, name string, p string")
+    data = data.repartition(2, "id").sortWithinPartitions("id").mapInArrow(slow_second_partition, data.schema)
+    with pytest.raises(ConstraintViolationError, match="positive"):
+        write_dataframe(table.context(), data)
+    assert list(Path(table_path).rglob("*.parquet")) == []
+
+
+def test_the_sweep_removes_only_uncommitted_files_named_with_the_token(spark, table_path: str) -> None:
+    table = DeltaTable.create(table_path, SCHEMA)
+    snapshot = table.snapshot()
+    token = "0123456789abcdef"
+    rows = pa.table({"id": [1, 2], "name": ["a", "b"], "p": ["x", "y"]}, schema=SCHEMA)
+    with table.transaction(snapshot=snapshot) as txn:
+        committed = write_data_files(table.context(snapshot), rows, name_token=token)
+        txn.add_files(committed, written_for_this_commit=True)
+        txn.commit("WRITE")
+    stray = write_data_files(table.context(snapshot), rows, name_token=token)
+    other = write_data_files(table.context(snapshot), rows, name_token="fedcba9876543210")
+    assert all(token in a.path for a in committed + stray)
+    log_files = sorted(p.name for p in (Path(table_path) / "_delta_log").iterdir())
+    removed = sweep_named_files(table.context(), token)
+    assert sorted(Path(p).name for p in removed) == sorted(Path(a.path).name for a in stray)
+    on_disk = {p.name for p in Path(table_path).rglob("*.parquet")}
+    assert on_disk == {Path(a.path).name for a in committed + other}
+    assert sorted(p.name for p in (Path(table_path) / "_delta_log").iterdir()) == log_files
+    assert_oracles_read(table_path, rows.to_pylist())
+
+
+def test_a_bad_name_token_is_refused(table_path: str) -> None:
+    table = DeltaTable.create(table_path, SCHEMA)
+    rows = pa.table({"id": [1], "name": ["a"], "p": ["x"]}, schema=SCHEMA)
+    for token in ("", "../x", "a/b", "x" * 65):
+        with pytest.raises(InvalidArgumentError, match="name_token"):
+            write_data_files(table.context(), rows, name_token=token)
+    assert list(Path(table_path).rglob("*.parquet")) == []
 
 
 def test_missing_columns_are_refused_before_writing(spark, table_path: str) -> None:

@@ -96,13 +96,18 @@ STATEMENTS: list[tuple[dict[str, str], str | None, Any, Any]] = [
     dvs=st.booleans(),
     partitioned=st.booleans(),
     column_mapping=st.booleans(),
+    in_driver=st.booleans(),
 )
-def test_updated_rows_are_the_ones_sql_computes(spark, tmp_path_factory, statement, dvs, partitioned, column_mapping) -> None:
+def test_updated_rows_are_the_ones_sql_computes(
+    spark, tmp_path_factory, statement, dvs, partitioned, column_mapping, in_driver
+) -> None:
+    # in_driver: the candidate files (a few KiB) are read and written in the driver, or in Spark tasks.
+    options = {} if in_driver else {"driver_max_bytes": 0}
     assignments, predicate, update, matches = STATEMENTS[statement]
     path = str(tmp_path_factory.mktemp("update") / "t")
     _create(path, dvs=dvs, partitioned=partitioned, column_mapping=column_mapping)
     rows = [_row(i) for i in range(24)]
-    result = run_update(spark, _spec(path, assignments, predicate))
+    result = run_update(spark, _spec(path, assignments, predicate, **options))
     expected = [update(r) if matches(r) is True else r for r in rows]
     assert_oracles_read(path, expected)
     updated = sum(1 for r in rows if matches(r) is True)

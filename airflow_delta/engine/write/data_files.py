@@ -17,6 +17,7 @@ unreferenced files, which readers never see and VACUUM deletes.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import string
 import uuid
@@ -61,6 +62,8 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Spark's ExternalCatalogUtils escape set for partition directory names (on POSIX), plus NUL,
 # which no file system accepts in a name.
+# What write_data_files(name_token=...) accepts: safe in any file name and any object key.
+_NAME_TOKEN = re.compile(r"[A-Za-z0-9-]{1,64}")
 _PATH_ESCAPE = frozenset([chr(c) for c in range(0, 0x20)] + list('"#%\'*/:=?\\\x7f{[]^'))
 _COMPRESSION_EXTENSIONS: Mapping[str, str] = {
     "snappy": ".snappy",
@@ -245,13 +248,16 @@ class _WriteLayout:
     compression: str
     target_file_size: int
     tight_bounds: bool  # deletion vectors supported: stats say their bounds are tight, as Delta writes them
+    name_token: str | None = None  # in every file name: a job that failed finds its files by it
 
     @property
     def data_columns(self) -> list[str]:
         return [n for n in self.logical_schema.names if n not in self.partition_columns]
 
 
-def _layout(snapshot: Snapshot | TableContext, target_file_size: int | None) -> _WriteLayout:
+def _layout(
+    snapshot: Snapshot | TableContext, target_file_size: int | None, name_token: str | None = None
+) -> _WriteLayout:
     metadata = snapshot.metadata
     props = snapshot.properties
     mapping = ColumnMapping.from_metadata(metadata, snapshot.protocol)
@@ -274,6 +280,7 @@ def _layout(snapshot: Snapshot | TableContext, target_file_size: int | None) -> 
         compression=props.parquet_compression_codec,
         target_file_size=int(size),
         tight_bounds=snapshot.protocol.has_writer_feature("deletionVectors"),
+        name_token=name_token,
     )
 
 
@@ -292,8 +299,9 @@ def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> st
     )
 
 
-def _file_name(index: int, compression: str) -> str:
-    return f"part-{index:05d}-{uuid.uuid4()}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
+def _file_name(index: int, compression: str, token: str | None = None) -> str:
+    unique = f"{token}-{uuid.uuid4()}" if token else str(uuid.uuid4())
+    return f"part-{index:05d}-{unique}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
 
 
 @dataclass(slots=True)
@@ -352,9 +360,8 @@ class _FileWriter:
 
         layout = self.layout
         directory = _partition_dir(layout, values) if (layout.partition_columns or layout.random_prefix_length) else ""
-        relative = f"{directory}/{_file_name(self.file_index, layout.compression)}" if directory else _file_name(
-            self.file_index, layout.compression
-        )
+        name = _file_name(self.file_index, layout.compression, layout.name_token)
+        relative = f"{directory}/{name}" if directory else name
         self.file_index += 1
         absolute = resolve_in_table(layout.root, encode_log_path(relative))
         data_rows = rows.select(layout.data_columns)
@@ -437,6 +444,7 @@ def write_data_files(
     *,
     target_file_size: int | None = None,
     written: WrittenFiles | None = None,
+    name_token: str | None = None,
 ) -> list[AddFile]:
     """Validate ``data`` against the table and write it as parquet files; returns their ``add`` actions.
 
@@ -445,13 +453,18 @@ def write_data_files(
     for a chunk that fails. Whatever fails, the files this call wrote are removed before
     the error propagates (a stream whose third chunk breaks a constraint leaves nothing of
     the first two). ``written`` records the files for the caller (a transaction removes
-    them if its commit fails).
+    them if its commit fails). ``name_token`` (letters, digits and ``-``) goes into every
+    file name, so that a job whose writers may outlive its own cleanup (Spark tasks being
+    killed) can find and remove the files it wrote.
     """
     check_instance("snapshot", snapshot, (Snapshot, TableContext))
+    check_str("name_token", name_token, optional=True)
+    if name_token is not None and not _NAME_TOKEN.fullmatch(name_token):
+        raise InvalidArgumentError("name_token", name_token, "1 to 64 ASCII letters, digits or '-'")
     check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
     check_int("target_file_size", target_file_size, minimum=1, optional=True)
     check_writable(snapshot.protocol, snapshot.metadata)
-    layout = _layout(snapshot, target_file_size)
+    layout = _layout(snapshot, target_file_size, name_token)
     constraints = table_constraints(snapshot.protocol, snapshot.metadata)
     files = written if written is not None else WrittenFiles(layout.io)
     with files.removed_on_failure():

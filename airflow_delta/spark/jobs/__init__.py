@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DML_PROGRAM", "ERROR_LINE_PREFIX", "EXIT_DELTA_ERROR", "RESULT_LINE_PREFIX"]
+__all__ = ["DML_PROGRAM", "ERROR_LINE_PREFIX", "EXIT_DELTA_ERROR", "RESULT_LINE_PREFIX", "SMALL_JOB_DRIVER_JAVA_OPTIONS"]
 
 DML_PROGRAM = str(Path(__file__).with_name("dml.py"))
 """The path of the DELETE/UPDATE/MERGE program: the application argument of spark-submit."""
@@ -24,3 +24,9 @@ and ``{"class": ..., "message": ..., "retryable": ...}``."""
 
 EXIT_DELTA_ERROR = 3
 """The exit status of a job that failed with an engine error (any other failure exits 1)."""
+
+SMALL_JOB_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The driver JVM's options for a small job (a few small files, or none): the C1 compiler
+only. Such a job ends before C2's compilations pay off, and they cost about as much CPU as
+the rest of the JVM's start; large jobs keep the JVM's default, whose C2 code runs their
+data work faster."""

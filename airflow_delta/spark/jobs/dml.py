@@ -3,8 +3,9 @@
     spark-submit --py-files <engine_py_files() zip> airflow_delta/spark/jobs/dml.py --spec-file PATH
     spark-submit ... airflow_delta/spark/jobs/dml.py --spec JSON
 
-It reads the spec (:func:`~airflow_delta.spark.specs.spec_from_json`), builds the job's
-SparkSession, runs the operation and prints one line on stdout:
+It reads the spec (:func:`~airflow_delta.spark.specs.spec_from_json`), runs the
+operation with the job's SparkSession (built when first needed: a metadata-only DELETE
+builds none) and prints one line on stdout:
 
 - ``AIRFLOW_DELTA_RESULT <JobResult JSON>`` on success (exit status 0);
 - ``AIRFLOW_DELTA_ERROR {"class": ..., "message": ..., "retryable": ...}`` when an engine
@@ -30,7 +31,7 @@ from airflow_delta.engine import DeltaError, InvalidArgumentError
 from airflow_delta.spark.delete import run_delete
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.jobs import ERROR_LINE_PREFIX, EXIT_DELTA_ERROR, RESULT_LINE_PREFIX
-from airflow_delta.spark.session import job_session
+from airflow_delta.spark.session import LazySession, session_of
 from airflow_delta.spark.specs import (
     ConvertSpec,
     DeleteSpec,
@@ -41,7 +42,6 @@ from airflow_delta.spark.specs import (
     VacuumSpec,
     spec_from_json,
 )
-from airflow_delta.spark.update import run_update
 
 __all__ = ["main", "run_spec"]
 
@@ -66,28 +66,36 @@ def _read_spec(args: argparse.Namespace) -> Spec:
     return spec_from_json(text)
 
 
-def run_spec(spark: SparkSession, spec: Spec) -> JobResult:
-    """Run ``spec`` on ``spark`` with the operation's program."""
+def run_spec(spark: SparkSession | LazySession, spec: Spec) -> JobResult:
+    """Run ``spec`` on ``spark`` with the operation's program.
+
+    Given a :class:`LazySession`, a DELETE that the log alone decides builds no session.
+    """
     if isinstance(spec, DeleteSpec):
         return run_delete(spark, spec)
+    # The other programs are imported when used: a DELETE's driver does not load them.
     if isinstance(spec, UpdateSpec):
-        return run_update(spark, spec)
+        from airflow_delta.spark.update import run_update
+
+        updated: JobResult = run_update(session_of(spark), spec)
+        return updated
     if isinstance(spec, MergeSpec):
         # Imported here: MERGE's module (and its SQL parsing) is not needed by the others.
         from airflow_delta.spark.merge import run_merge
 
-        result: JobResult = run_merge(spark, spec)
+        result: JobResult = run_merge(session_of(spark), spec)
         return result
     if isinstance(spec, OptimizeSpec):
         from airflow_delta.spark.optimize import run_optimize
 
-        optimized: JobResult = run_optimize(spark, spec)
+        optimized: JobResult = run_optimize(session_of(spark), spec)
         return optimized
     if isinstance(spec, (VacuumSpec, ConvertSpec)):  # table care: VACUUM's listing, CONVERT's footers
         from airflow_delta.spark.convert import run_convert_spec
         from airflow_delta.spark.vacuum import run_vacuum
 
-        return run_vacuum(spark, spec) if isinstance(spec, VacuumSpec) else run_convert_spec(spark, spec)
+        session = session_of(spark)
+        return run_vacuum(session, spec) if isinstance(spec, VacuumSpec) else run_convert_spec(session, spec)
     raise InvalidArgumentError("spec", spec, "a DeleteSpec, UpdateSpec, MergeSpec, OptimizeSpec, VacuumSpec or ConvertSpec")
 
 
@@ -101,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         spec = _read_spec(args)
-        # The master, deploy mode and conf come from spark-submit's own arguments.
-        spark = job_session(_app_name(spec))
+        # The master, deploy mode and conf come from spark-submit's own arguments. The
+        # session is built when the operation first needs it (a metadata-only DELETE never does).
+        spark = LazySession(_app_name(spec))
         try:
             result = run_spec(spark, spec)
         finally:
