@@ -25,7 +25,7 @@ $(STAMP): requirements.lock pyproject.toml
 # maintenance DAG on it with `airflow dags test` (OPTIMIZE on Spark local mode) while a
 # writer appends, then the health before and after (scripts/demo.py says what it does).
 demo: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python scripts/demo.py --dir .demo
+	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo --dir .demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

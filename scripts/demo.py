@@ -10,8 +10,8 @@ What it does, in order:
 3. runs ``dags_examples/delta_nightly_maintenance.py`` with ``airflow dags test`` in an
    ``AIRFLOW_HOME`` under ``--dir``: ``airflow db migrate`` first, the ``delta_default`` and
    ``spark_local`` (``local[2]``) connections from ``AIRFLOW_CONN_*`` variables, OPTIMIZE
-   on Spark. While the DAG runs, a concurrent writer appends a batch to the table about
-   every second, as ingestion would;
+   on Spark. While the DAG runs, a concurrent writer appends a batch to the table every
+   two seconds, as ingestion would;
 4. prints the health before and after side by side, checks that every row is still
    there (the table's rows are exactly the ones written, minus the deleted ones), writes
    the file-size charts as PNG and prints their paths, and writes ``summary.json``.
@@ -25,13 +25,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shutil
-import sqlite3
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,9 +40,9 @@ import pyarrow.compute as pc
 
 from airflow_delta.cli import health_lines
 from airflow_delta.engine import DeltaError, DeltaTable, HealthReport, size_histogram_png
+from scripts.airflow_cli import SPARK_LOCAL_CONNECTIONS, AirflowCli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DAGS_FOLDER = REPO_ROOT / "dags_examples"
 DAG_ID = "delta_nightly_maintenance"
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("day", pa.string()), ("country", pa.string()), ("amount", pa.float64())]
@@ -52,7 +50,7 @@ SCHEMA = pa.schema(
 COUNTRIES = np.array(["DE", "FR", "NL", "PL", "SE", "US"])
 # Rows the concurrent writer appends get ids from here up, so they never collide with the table's.
 WRITER_FIRST_ID = 1_000_000_000
-WRITER_PERIOD_SECONDS = 1.0
+WRITER_PERIOD_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ class Size:
 
 
 FULL = Size(days=8, appends=30, rows_per_file=400)
-SMALL = Size(days=3, appends=6, rows_per_file=100)
+SMALL = Size(days=4, appends=15, rows_per_file=50)
 
 
 def _batch(first_id: int, days: list[str], rows_per_day: int, rng: np.random.Generator) -> pa.Table:
@@ -86,9 +84,16 @@ def _batch(first_id: int, days: list[str], rows_per_day: int, rng: np.random.Gen
 DELETES = ("country = 'US' AND amount < 10", "amount > 150", "day = '2026-01-02' AND country = 'PL'")
 
 
-def build_table(path: Path, size: Size) -> pa.Table:
-    """The demo table: ``days * appends`` small files, then :data:`DELETES`; returns the live rows' ids and days."""
+def input_batches(size: Size) -> Iterator[pa.Table]:
+    """The demo table's appends, in order: ``days`` rows groups of ``rows_per_file`` each, same data every run."""
     days = [f"2026-01-{d:02d}" for d in range(1, size.days + 1)]
+    rng = np.random.default_rng(8)
+    for append in range(size.appends):
+        yield _batch(append * size.rows_per_file * size.days, days, size.rows_per_file, rng)
+
+
+def build_table(path: Path, size: Size) -> pa.Table:
+    """The demo table: ``days * appends`` small files, then :data:`DELETES`; returns the live rows' ids."""
     table = DeltaTable.create(
         str(path),
         SCHEMA,
@@ -102,9 +107,7 @@ def build_table(path: Path, size: Size) -> pa.Table:
             "delta.checkpointInterval": "1000",
         },
     )
-    rng = np.random.default_rng(8)
-    for append in range(size.appends):
-        batch = _batch(append * size.rows_per_file * size.days, days, size.rows_per_file, rng)
+    for batch in input_batches(size):
         table.append(batch)
     for predicate in DELETES:
         table.delete(predicate)
@@ -113,7 +116,7 @@ def build_table(path: Path, size: Size) -> pa.Table:
 
 @dataclass
 class ConcurrentWriter:
-    """Appends a batch to today's partition about every second until stopped, as ingestion would."""
+    """Appends a batch to a new day's partition every few seconds until stopped, as ingestion would."""
 
     path: Path
     rows_per_batch: int
@@ -146,68 +149,6 @@ class ConcurrentWriter:
                 continue
             self.versions.append(result.version)
             self.ids.extend(batch.column("id").to_pylist())
-
-
-def airflow_env(home: Path, dags_folder: Path = DAGS_FOLDER) -> dict[str, str]:
-    """An Airflow of its own under ``home``: SQLite, no examples, connections from ``AIRFLOW_CONN_*``."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags_folder),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
-        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        AIRFLOW_CONN_DELTA_DEFAULT=json.dumps(
-            {
-                "conn_type": "delta",
-                "extra": {
-                    "spark_conn_id": "spark_local",
-                    "spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
-                },
-            }
-        ),
-        DELTA_NIGHTLY_OPTIMIZE_EXECUTION="spark",
-        # The DAG imports airflow_delta from this checkout, whatever the venv installed.
-        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    )
-    return env
-
-
-def airflow_bin() -> str:
-    return str(Path(sys.executable).parent / "airflow")
-
-
-def run_dag(home: Path, table_path: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    """``airflow dags test`` of the nightly DAG, its output into ``log_path``; the caller waits for it."""
-    conf = json.dumps({"table_uri": str(table_path)})
-    with open(log_path, "wb") as log:
-        return subprocess.Popen(
-            [airflow_bin(), "dags", "test", DAG_ID, "--conf", conf],
-            env=airflow_env(home),
-            cwd=home,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def dag_run_outcome(home: Path) -> dict[str, Any]:
-    """The newest run of the DAG: its state, each task's state and return-value XCom."""
-    with sqlite3.connect(home / "airflow.db") as db:
-        run_id, state = db.execute(
-            "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
-        ).fetchone()
-        tasks = dict(
-            db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (DAG_ID, run_id))
-        )
-        xcoms = {
-            task_id: json.loads(value) if isinstance(value, str | bytes) else value
-            for task_id, value in db.execute(
-                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
-                (DAG_ID, run_id),
-            )
-        }
-    return {"state": state, "tasks": tasks, "xcoms": xcoms}
 
 
 def side_by_side(left: list[str], right: list[str], gap: int = 4) -> str:
@@ -248,13 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     before = table.health()
     print("\n".join(health_lines(before, "before")))
 
-    print(f"\nairflow db migrate (AIRFLOW_HOME={home})")
-    migrate = subprocess.run(
-        [airflow_bin(), "db", "migrate"], env=airflow_env(home), cwd=home, capture_output=True, text=True, check=False
+    airflow = AirflowCli(
+        home, env_vars={**SPARK_LOCAL_CONNECTIONS, "DELTA_NIGHTLY_OPTIMIZE_EXECUTION": "spark"}, logging_level="INFO"
     )
-    if migrate.returncode != 0:
-        print(migrate.stdout[-3000:], migrate.stderr[-3000:], sep="\n")
-        return 1
+    print(f"\nairflow db migrate (AIRFLOW_HOME={home})")
+    airflow.migrate()
 
     dag_log = work / "airflow-dags-test.log"
     print(f"airflow dags test {DAG_ID} (OPTIMIZE on Spark local[2]); a writer appends every "
@@ -262,10 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     writer = ConcurrentWriter(table_path, rows_per_batch=size.rows_per_file)
     writer.start()
     try:
-        returncode = run_dag(home, table_path, dag_log).wait()
+        with open(dag_log, "wb") as output:
+            conf = json.dumps({"table_uri": str(table_path)})
+            returncode = airflow.start("dags", "test", DAG_ID, "--conf", conf, output=output).wait()
     finally:
         writer.stop()
-    outcome = dag_run_outcome(home)
+    outcome = airflow.latest_run(DAG_ID)
     print(f"DAG run {outcome['state']} (exit code {returncode}); the writer committed "
           f"{len(writer.versions)} appends ({len(writer.ids)} rows) during it")
     for task_id in ("health_report", "optimize", "vacuum", "checkpoint"):
