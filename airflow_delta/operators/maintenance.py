@@ -98,7 +98,9 @@ class _DeltaMaintenanceOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         hook = self._hook = DeltaHook(self.delta_conn_id)
         try:
-            return self.run(hook, hook.table(self.table), context)
+            table = hook.table(self.table)
+            self.log.info("%s on %s: latest version %d", self.task_type, self.table, table.version())
+            return self.run(hook, table, context)
         except DeltaError as error:
             raise task_error(error) from error
 
@@ -319,14 +321,27 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
                 )
         if self.dry_run:
             return self._worker_result(table.optimize(options), "worker")
-        if self._runs_in_worker(table, options):
+        # The plan (metadata only) goes to the task log, and decides where the work runs.
+        plan = table.optimize(dataclasses.replace(options, dry_run=True))
+        self._log_plan(plan)
+        if self._runs_in_worker(plan):
             return self._worker_result(table.optimize(options), "worker")
         return self._run_on_spark(hook, table, context)
 
-    def _runs_in_worker(self, table: DeltaTable, options: OptimizeOptions) -> bool:
+    def _log_plan(self, plan: OptimizeResult) -> None:
+        self.log.info(
+            "OPTIMIZE plan of %s at version %d: %d file(s), %d bytes in %d partition(s) -> about %d file(s)",
+            self.table,
+            plan.read_version,
+            sum(partition.files_in for partition in plan.plan),
+            sum(partition.bytes_in for partition in plan.plan),
+            len(plan.plan),
+            sum(partition.files_out for partition in plan.plan),
+        )
+
+    def _runs_in_worker(self, plan: OptimizeResult) -> bool:
         if self.execution != "auto":
             return self.execution == "worker"
-        plan = table.optimize(dataclasses.replace(options, dry_run=True))
         planned = sum(partition.bytes_in for partition in plan.plan)
         in_worker = planned < self.worker_threshold_bytes
         self.log.info(
@@ -342,9 +357,10 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
 
         flat = job_result(result, attempts=1)
         self.log.info(
-            "OPTIMIZE of %s (dry run: %s): versions %s, metrics %s",
+            "OPTIMIZE of %s (dry run: %s): read version %d, committed version(s) %s, metrics %s",
             self.table,
             result.dry_run,
+            result.read_version,
             list(result.versions),
             flat.metrics,
         )
@@ -387,7 +403,13 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
         printed: JobResult | None = hook.submit(spec, conf=self.conf)
         committed = hook.find_commit(table, spec.identity.app_id, operation="OPTIMIZE")
         result = printed if printed is not None else committed
-        self.log.info("OPTIMIZE of %s on Spark: %s", self.table, result)
+        self.log.info(
+            "OPTIMIZE of %s on Spark: committed version %s (read %s), metrics %s",
+            self.table,
+            None if result is None else result.version,
+            None if result is None else result.read_version,
+            {} if result is None else dict(result.metrics),
+        )
         return {
             "versions": None,  # the job prints only its last version
             "version": None if result is None else result.version,
