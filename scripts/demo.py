@@ -10,8 +10,8 @@ What it does, in order:
 3. runs ``dags_examples/delta_nightly_maintenance.py`` with ``airflow dags test`` in an
    ``AIRFLOW_HOME`` under ``--dir``: ``airflow db migrate`` first, the ``delta_default`` and
    ``spark_local`` (``local[2]``) connections from ``AIRFLOW_CONN_*`` variables, OPTIMIZE
-   on Spark. While the DAG runs, a concurrent writer appends a batch to the table every
-   two seconds, as ingestion would;
+   on Spark. Until the OPTIMIZE task ends, a concurrent writer appends a batch to the
+   table every two seconds, as ingestion would;
 4. prints the health before and after side by side, checks that every row is still
    there (the table's rows are exactly the ones written, minus the deleted ones), writes
    the file-size charts as PNG and prints their paths, and writes ``summary.json``.
@@ -29,7 +29,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,10 +116,16 @@ def build_table(path: Path, size: Size) -> pa.Table:
 
 @dataclass
 class ConcurrentWriter:
-    """Appends a batch to a new day's partition every few seconds until stopped, as ingestion would."""
+    """Appends a batch to a new day's partition every few seconds, as ingestion would.
+
+    It stops when told, when ``done()`` says so (the demo: once the OPTIMIZE task has
+    ended, so that the writes overlap the compaction) or after ``max_batches``.
+    """
 
     path: Path
     rows_per_batch: int
+    max_batches: int
+    done: Callable[[], bool] = lambda: False
     versions: list[int] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -138,8 +144,8 @@ class ConcurrentWriter:
     def _run(self) -> None:
         table = DeltaTable(str(self.path))
         rng = np.random.default_rng(9)
-        for n in itertools.count():
-            if self._stop.wait(WRITER_PERIOD_SECONDS):
+        for n in range(self.max_batches):
+            if self._stop.wait(WRITER_PERIOD_SECONDS) or self.done():
                 return
             batch = _batch(WRITER_FIRST_ID + n * self.rows_per_batch, ["2026-02-01"], self.rows_per_batch, rng)
             try:
@@ -197,8 +203,14 @@ def main(argv: list[str] | None = None) -> int:
 
     dag_log = work / "airflow-dags-test.log"
     print(f"airflow dags test {DAG_ID} (OPTIMIZE on Spark local[2]); a writer appends every "
-          f"{WRITER_PERIOD_SECONDS:g}s meanwhile; output in {dag_log}")
-    writer = ConcurrentWriter(table_path, rows_per_batch=size.rows_per_file)
+          f"{WRITER_PERIOD_SECONDS:g}s until the OPTIMIZE ends; output in {dag_log}")
+    # At most a quarter as many files as the table has: the demo shows what compaction gains.
+    writer = ConcurrentWriter(
+        table_path,
+        rows_per_batch=size.rows_per_file,
+        max_batches=size.days * size.appends // 4,
+        done=lambda: airflow.task_states(DAG_ID).get("optimize") in ("success", "failed", "skipped", "upstream_failed"),
+    )
     writer.start()
     try:
         with open(dag_log, "wb") as output:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,24 @@ def test_the_demo_compacts_under_a_concurrent_writer_and_loses_no_row(
     for chart in summary["charts"].values():
         assert Path(chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "BEFORE" in result.stdout and "AFTER" in result.stdout and "none lost" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_task_log_says_what_was_read_planned_done_and_committed(
+    demo_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, work = demo_run
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    log = (work / "airflow-dags-test.log").read_text()
+    summary = json.loads((work / "summary.json").read_text())
+    optimized = summary["dag_run"]["xcoms"]["optimize"]
+    table = re.escape(summary["table"])
+    assert re.search(rf"OptimizeOperator on {table}: latest version \d+", log)
+    plan = re.search(rf"OPTIMIZE plan of {table} at version \d+: (\d+) file\(s\), (\d+) bytes in (\d+) partition\(s\)", log)
+    assert plan is not None and int(plan[1]) >= 60 and int(plan[3]) >= 4
+    # Progress while Spark works: every task of the compaction stage, as it finishes.
+    progress = re.findall(r"Spark progress: stage (\S+), (\d+) of (\d+) task\(s\) done", log)
+    assert progress and {done for _, done, total in progress if done == total}
+    committed = rf"OPTIMIZE of {table} on Spark: committed version {optimized['version']} \(read {optimized['read_version']}\)"
+    assert re.search(committed, log)
+    assert re.search(rf"VacuumOperator on {table}: latest version \d+", log)
