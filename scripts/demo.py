@@ -62,7 +62,7 @@ class Size:
     rows_per_file: int
 
 
-FULL = Size(days=8, appends=30, rows_per_file=400)
+FULL = Size(days=8, appends=30, rows_per_file=4000)  # ~11 MB: compacted files land in a bigger size bucket
 SMALL = Size(days=4, appends=15, rows_per_file=50)
 
 
