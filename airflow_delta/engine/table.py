@@ -253,13 +253,16 @@ class DeltaTable:
         snapshot: Snapshot | None = None,
         rewriter: BinRewriter | None = None,
         tags: Mapping[str, str] | None = None,
+        app_id: str | None = None,
     ) -> OptimizeResult:
         """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (...)]``: compaction, Z-order, DV purge.
 
         One ``dataChange=false`` commit per batch (blind appends never conflict with it);
         ``options.dry_run`` returns the plan per partition and commits nothing.
         ``rewriter`` rewrites each batch's bins elsewhere (the Spark job passes one);
-        ``tags`` go into each commit's ``commitInfo.tags``.
+        ``tags`` go into each commit's ``commitInfo.tags``; ``app_id`` (a task's ``txn``
+        appId) makes a retry resume the batches earlier tries committed, never redo them
+        (docs/optimize.md).
         """
         from airflow_delta.engine.operations.optimize import optimize
 
@@ -269,10 +272,11 @@ class DeltaTable:
         if rewriter is not None and not callable(rewriter):
             raise InvalidArgumentError("rewriter", rewriter, "pass a callable (plan, bins) -> adds per bin, or None")
         check_str_mapping("tags", tags, optional=True)
+        check_str("app_id", app_id, non_empty=True, optional=True)
         snapshot = snapshot if snapshot is not None else self.snapshot()
         return optimize(
             self.location, snapshot, options or OptimizeOptions(), commit=commit,
-            post_commit=self._post_commit, rewriter=rewriter, tags=tags,
+            post_commit=self._post_commit, rewriter=rewriter, tags=tags, app_id=app_id,
         )
 
     def checkpoint(self, version: int | None = None, options: CheckpointOptions | None = None) -> CheckpointRunResult:
@@ -347,8 +351,15 @@ class DeltaTable:
         timestamp: datetime | str | int | None = None,
         *,
         commit: CommitOptions | None = None,
+        app_transaction: AppTransaction | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RestoreResult:
-        """``RESTORE TABLE TO VERSION AS OF version | TIMESTAMP AS OF timestamp`` in one commit."""
+        """``RESTORE TABLE TO VERSION AS OF version | TIMESTAMP AS OF timestamp`` in one commit.
+
+        ``app_transaction`` makes the commit idempotent (a ``txn`` action; a table that
+        already has it raises :class:`TransactionAlreadyCommittedError`); ``tags`` go into
+        its ``commitInfo.tags``.
+        """
         from airflow_delta.engine.operations.restore import restore
 
         check_int("version", version, minimum=0, optional=True)
@@ -356,9 +367,13 @@ class DeltaTable:
         if (version is None) == (timestamp is None):
             raise InvalidArgumentError("version", version, "pass exactly one of version or timestamp")
         check_instance("commit", commit, CommitOptions, optional=True)
+        check_instance("app_transaction", app_transaction, AppTransaction, optional=True)
+        check_str_mapping("tags", tags, optional=True)
         target = self.snapshot(version=version, timestamp=timestamp)
         with self.transaction(commit) as txn:
-            return restore(txn, target, version=version, timestamp=timestamp)
+            if app_transaction is not None:
+                txn.set_app_transaction(app_transaction.app_id, app_transaction.version)
+            return restore(txn, target, version=version, timestamp=timestamp, tags=tags)
 
     def health(
         self,

@@ -40,6 +40,7 @@ from airflow_delta.engine import (
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook, files_summary
 from airflow_delta.operators.retry import task_error
+from airflow_delta.operators.task_identity import task_identity as _task_identity
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.specs import (
     DeleteSpec,
@@ -60,17 +61,6 @@ __all__ = ["DeltaDeleteOperator", "DeltaMergeOperator", "DeltaUpdateOperator"]
 
 DEFAULT_WORKER_THRESHOLD_BYTES = 256 << 20
 """``execution="auto"`` runs a DELETE in the worker when its candidate files total less."""
-
-
-def _task_identity(context: Context) -> TaskIdentity:
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    return TaskIdentity(
-        dag_id=ti.dag_id,
-        task_id=ti.task_id,
-        run_id=context["run_id"],
-        map_index=-1 if map_index is None else int(map_index),
-    )
 
 
 def _as_dict(result: JobResult) -> dict[str, Any]:

@@ -11,6 +11,14 @@ worker: it submits an :class:`~airflow_delta.spark.specs.OptimizeSpec` to Spark.
 run would gain anything and, if not, skips the task (``AirflowSkipException``) with the
 reason in the task log.
 
+Retries are safe. OPTIMIZE and RESTORE commit under the task instance's ``txn`` appId
+with its identity in ``commitInfo.tags``, as the DML operators do: a retry of a RESTORE
+that committed returns that commit's result and restores nothing again; a retry of an
+OPTIMIZE resumes after the batches earlier tries committed (and returns their result
+when they finished). VACUUM and CHECKPOINT need no appId: running them again deletes
+nothing that a first run kept, and rewrites the same checkpoint; a retry returns what
+it did itself (see docs/maintenance.md).
+
 Delta errors become :class:`~airflow_delta.operators.retry.DeltaRetryableError` (a
 conflict: retry) or :class:`~airflow_delta.operators.retry.DeltaNonRetryableError`
 (fail at once with the engine's message), as for the DML operators.
@@ -29,16 +37,21 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_delta.engine import (
+    AppTransaction,
     CheckpointOptions,
+    ConcurrentTransactionException,
     DeltaError,
     DeltaTable,
     InvalidArgumentError,
     OptimizeOptions,
     OptimizeResult,
+    TransactionAlreadyCommittedError,
     parse_interval,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
 from airflow_delta.operators.retry import task_error
+from airflow_delta.operators.task_identity import task_identity
+from airflow_delta.spark.job_result import job_tags
 from airflow_delta.spark.specs import ExecutionOptions, OptimizeSpec, TableRef, TaskIdentity
 
 if TYPE_CHECKING:
@@ -51,19 +64,18 @@ __all__ = ["CheckpointOperator", "OptimizeOperator", "RestoreOperator", "VacuumO
 DEFAULT_OPTIMIZE_WORKER_THRESHOLD_BYTES = 1 << 30
 """``execution="auto"`` compacts in the worker when the planned input totals less."""
 
+_PARSE_TIME_IDENTITY = TaskIdentity(dag_id="parse", task_id="parse", run_id="parse")
+"""Stands in for the task instance when arguments are checked as the DAG is parsed."""
+
 _FILE_LIST_LOG_CHUNK = 1000
 """Paths per task-log line when a vacuum's file list goes to the log."""
 
+MAX_LISTED_IN_XCOM = 20
+"""At most this many partitions of an OPTIMIZE plan, or checkpoint files, in a return value.
 
-def _task_identity(context: Context) -> TaskIdentity:
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    return TaskIdentity(
-        dag_id=ti.dag_id,
-        task_id=ti.task_id,
-        run_id=context["run_id"],
-        map_index=-1 if map_index is None else int(map_index),
-    )
+XCom lives in the metadata database: a return value stays a small JSON dict whatever the
+table's size. The counts are always there; the full plan goes to the task log.
+"""
 
 
 def _check_non_negative_int(name: str, value: object, *, optional: bool = False) -> None:
@@ -228,6 +240,9 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
     ``"worker"`` and ``"spark"`` force one or the other. A dry run always stays in the
     worker.
 
+    A retry of the task resumes: batches an earlier try committed are not rewritten, and
+    when that try finished, its result is returned (see docs/optimize.md).
+
     :param table: URI of the Delta table (templated).
     :param where: A predicate on partition columns (templated); others are refused.
     :param zorder_by: Data columns with statistics to Z-order by.
@@ -291,26 +306,17 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
         self.only_if_needed = only_if_needed
         self.conf = conf
         self.max_attempts = max_attempts
-        self._options()  # bad sizes, ratio or budget fail when the DAG is parsed, with the engine's message
-        ExecutionOptions(max_attempts=max_attempts)
-
-    def _options(self) -> OptimizeOptions:
-        return OptimizeOptions(
-            where=self.where,
-            zorder_by=self.zorder_by,
-            target_file_size=self.target_file_size,
-            min_file_size=self.min_file_size,
-            max_file_size=self.max_file_size,
-            max_deleted_rows_ratio=self.max_deleted_rows_ratio,
-            max_files=self.max_files,
-            max_bytes=self.max_bytes,
-            batch_size=self.batch_size,
-            dry_run=self.dry_run,
-        )
+        # Bad sizes, ratio, budget or attempts fail when the DAG is parsed, with the engine's messages.
+        self._spec(TableRef(uri=table), _PARSE_TIME_IDENTITY)
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
-        options = self._options()
-        if self.only_if_needed and not self.zorder_by:
+        spec = self._spec(TableRef(uri=self.table, storage_options=hook.settings.storage_options), task_identity(context))
+        app_id = spec.identity.app_id
+        resuming = table.snapshot().transaction_version(app_id) is not None
+        if resuming:
+            # An earlier try committed batches: finish (or report) its OPTIMIZE, whatever health says now.
+            self.log.info("An earlier try of this task committed OPTIMIZE batches on %s: resuming after them", self.table)
+        elif self.only_if_needed and not self.zorder_by:
             report = table.health(
                 target_file_size=self.target_file_size, max_deleted_rows_ratio=float(self.max_deleted_rows_ratio)
             )
@@ -320,13 +326,35 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
                     f"{report.small_files} small, none above the purge ratio"
                 )
         if self.dry_run:
-            return self._worker_result(table.optimize(options), "worker")
-        # The plan (metadata only) goes to the task log, and decides where the work runs.
-        plan = table.optimize(dataclasses.replace(options, dry_run=True))
+            return self._worker_result(table.optimize(spec.optimize_options(), app_id=app_id), "worker", attempts=1)
+        # What is left to do (a retry plans only what earlier tries did not commit), from the
+        # metadata only: it goes to the task log and decides where the work runs.
+        plan = table.optimize(dataclasses.replace(spec.optimize_options(), dry_run=True), app_id=app_id)
         self._log_plan(plan)
         if self._runs_in_worker(plan):
-            return self._worker_result(table.optimize(options), "worker")
-        return self._run_on_spark(hook, table, context)
+            from airflow_delta.spark.optimize import optimize_for_task
+
+            result, attempts = optimize_for_task(spec)
+            return self._worker_result(result, "worker", attempts=attempts)
+        return self._run_on_spark(hook, table, spec)
+
+    def _spec(self, table: TableRef, identity: TaskIdentity) -> OptimizeSpec:
+        """The job's spec; its ``optimize_options()`` are the engine's options wherever OPTIMIZE runs."""
+        return OptimizeSpec(
+            table=table,
+            identity=identity,
+            where=self.where,
+            zorder_by=self.zorder_by,
+            target_file_size=self.target_file_size,
+            min_file_size=self.min_file_size,
+            max_file_size=self.max_file_size,
+            max_deleted_rows_ratio=self.max_deleted_rows_ratio,  # checked as given: a bad value names the argument
+            max_files=self.max_files,
+            max_bytes=self.max_bytes,
+            batch_size=self.batch_size,
+            dry_run=self.dry_run,
+            options=ExecutionOptions(max_attempts=self.max_attempts),
+        )
 
     def _log_plan(self, plan: OptimizeResult) -> None:
         self.log.info(
@@ -352,10 +380,10 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
         )
         return in_worker
 
-    def _worker_result(self, result: OptimizeResult, where: str) -> dict[str, Any]:
+    def _worker_result(self, result: OptimizeResult, where: str, *, attempts: int) -> dict[str, Any]:
         from airflow_delta.spark.optimize import job_result
 
-        flat = job_result(result, attempts=1)
+        flat = job_result(result, attempts=attempts)
         self.log.info(
             "OPTIMIZE of %s (dry run: %s): read version %d, committed version(s) %s, metrics %s",
             self.table,
@@ -371,35 +399,30 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
             "operation": "OPTIMIZE",
             "dry_run": result.dry_run,
             "execution": where,
+            "attempts": attempts,
             "metrics": dict(flat.metrics),
-            "plan": [
-                {
-                    "partition_values": dict(partition.partition_values),
-                    "num_bins": partition.num_bins,
-                    "files_in": partition.files_in,
-                    "bytes_in": partition.bytes_in,
-                    "files_out": partition.files_out,
-                    "bytes_out": partition.bytes_out,
-                }
-                for partition in result.plan
-            ],
+            "plan_partitions": len(result.plan),
+            "plan": self._plan_summary(result),
         }
 
-    def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
-        spec = OptimizeSpec(
-            table=TableRef(uri=self.table, storage_options=hook.settings.storage_options),
-            identity=_task_identity(context),
-            where=self.where,
-            zorder_by=self.zorder_by,
-            target_file_size=self.target_file_size,
-            min_file_size=self.min_file_size,
-            max_file_size=self.max_file_size,
-            max_deleted_rows_ratio=float(self.max_deleted_rows_ratio),
-            max_files=self.max_files,
-            max_bytes=self.max_bytes,
-            batch_size=self.batch_size,
-            options=ExecutionOptions(max_attempts=self.max_attempts),
-        )
+    def _plan_summary(self, result: OptimizeResult) -> list[dict[str, Any]]:
+        """The plan per partition: the first :data:`MAX_LISTED_IN_XCOM` for XCom, all of them in the task log."""
+        rows = [
+            {
+                "partition_values": dict(partition.partition_values),
+                "num_bins": partition.num_bins,
+                "files_in": partition.files_in,
+                "bytes_in": partition.bytes_in,
+                "files_out": partition.files_out,
+                "bytes_out": partition.bytes_out,
+            }
+            for partition in result.plan  # one entry per partition, not per file
+        ]
+        for start in range(0, len(rows), _FILE_LIST_LOG_CHUNK):
+            self.log.info("OPTIMIZE plan per partition:\n%s", "\n".join(map(str, rows[start : start + _FILE_LIST_LOG_CHUNK])))
+        return rows[:MAX_LISTED_IN_XCOM]
+
+    def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, spec: OptimizeSpec) -> dict[str, Any]:
         printed: JobResult | None = hook.submit(spec, conf=self.conf)
         committed = hook.find_commit(table, spec.identity.app_id, operation="OPTIMIZE")
         result = printed if printed is not None else committed
@@ -417,7 +440,9 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
             "operation": "OPTIMIZE",
             "dry_run": False,
             "execution": "spark",
+            "attempts": None if result is None else result.attempts,
             "metrics": {} if result is None else dict(result.metrics),
+            "plan_partitions": None,
             "plan": [],
         }
 
@@ -482,7 +507,8 @@ class CheckpointOperator(_DeltaMaintenanceOperator):
         return {
             "version": result.version,
             "kind": result.kind,
-            "files": list(result.files),
+            "num_files": len(result.files),
+            "files": list(result.files[:MAX_LISTED_IN_XCOM]),
             "size_in_bytes": result.size_in_bytes,
             "cleaned_log_files": len(result.cleaned_log_files),
         }
@@ -494,6 +520,9 @@ class RestoreOperator(_DeltaMaintenanceOperator):
     Fails before committing anything (a non-retryable ``RestoreFilesMissingError``) when a
     file the target version needs was vacuumed. Restoring a table that already equals the
     target commits nothing (``version`` None).
+
+    The commit carries the task instance's ``txn`` appId: a retry whose earlier try
+    committed returns that commit's result and restores nothing again.
 
     :param table: URI of the Delta table (templated).
     :param version: The version to restore; give this or ``timestamp``.
@@ -520,7 +549,25 @@ class RestoreOperator(_DeltaMaintenanceOperator):
         self.timestamp = timestamp
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
-        result = table.restore(self.version, self.timestamp)
+        identity = task_identity(context)
+        earlier = hook.find_commit(table, identity.app_id, operation="RESTORE")
+        if earlier is not None:
+            self.log.info("An earlier try of this task restored %s in version %s: not restoring again", self.table, earlier.version)
+            return self._earlier_result(table, earlier)
+        try:
+            result = table.restore(
+                self.version,
+                self.timestamp,
+                app_transaction=AppTransaction(identity.app_id, 1),
+                tags=job_tags(identity, 1),
+            )
+        except (TransactionAlreadyCommittedError, ConcurrentTransactionException) as error:
+            # Another try of this task instance committed while this one planned.
+            earlier = hook.find_commit(table, identity.app_id, operation="RESTORE")
+            if earlier is None:
+                raise
+            self.log.info("Another try of this task restored %s first (%s)", self.table, error)
+            return self._earlier_result(table, earlier)
         self.log.info(
             "RESTORE of %s to version %s: committed %s, metrics %s",
             self.table,
@@ -534,4 +581,15 @@ class RestoreOperator(_DeltaMaintenanceOperator):
             "restored_version": result.restored_version,
             "operation": "RESTORE",
             "metrics": dict(result.metrics),
+        }
+
+    def _earlier_result(self, table: DeltaTable, earlier: JobResult) -> dict[str, Any]:
+        # The version a timestamp names does not change, so it is found again rather than stored.
+        restored = self.version if self.version is not None else table.snapshot(timestamp=self.timestamp).version
+        return {
+            "version": earlier.version,
+            "read_version": earlier.read_version,
+            "restored_version": restored,
+            "operation": "RESTORE",
+            "metrics": dict(earlier.metrics),
         }

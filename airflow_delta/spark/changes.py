@@ -55,16 +55,7 @@ from airflow_delta.spark.file_tasks import (
     target_dataframe,
     write_dataframe,
 )
-from airflow_delta.spark.job_result import (
-    TAG_APP_ID,
-    TAG_ATTEMPTS,
-    TAG_DAG_ID,
-    TAG_MAP_INDEX,
-    TAG_RUN_ID,
-    TAG_TASK_ID,
-    JobResult,
-    find_job_commit,
-)
+from airflow_delta.spark.job_result import JobResult, find_job_commit, job_tags
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, MergeSpec, Spec, TableRef, UpdateSpec
 
 __all__ = [
@@ -151,18 +142,6 @@ def _target_ref(spec: Spec) -> TableRef:
     return spec.target if isinstance(spec, MergeSpec) else spec.table
 
 
-def _tags(spec: Spec, attempt: int) -> dict[str, str]:
-    identity = spec.identity
-    return {
-        TAG_APP_ID: identity.app_id,
-        TAG_ATTEMPTS: str(attempt),
-        TAG_DAG_ID: identity.dag_id,
-        TAG_TASK_ID: identity.task_id,
-        TAG_RUN_ID: identity.run_id,
-        TAG_MAP_INDEX: str(identity.map_index),
-    }
-
-
 def _earlier_result(table: DeltaTable, app_id: str, cause: Exception | None = None) -> JobResult:
     found = find_job_commit(table, app_id)
     if found is not None:
@@ -214,7 +193,7 @@ def run_with_retries(
                 metrics.setdefault("executionTimeMs", int((time.monotonic() - started) * 1000))
                 if before_commit is not None:
                     before_commit(attempt)
-                version = txn.commit(staged.operation, dict(staged.parameters), metrics, tags=_tags(spec, attempt))
+                version = txn.commit(staged.operation, dict(staged.parameters), metrics, tags=job_tags(spec.identity, attempt))
                 return JobResult(version, snapshot.version, staged.operation, metrics, attempt)
         except (TransactionAlreadyCommittedError, ConcurrentTransactionException) as error:
             # Another try of this task instance committed first: its commit is the result.

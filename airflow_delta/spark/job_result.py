@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_delta.engine import DeltaTable, InvalidArgumentError, InvalidLogError
+
+if TYPE_CHECKING:
+    from airflow_delta.spark.specs import TaskIdentity
 
 __all__ = [
     "TAG_APP_ID",
@@ -25,6 +28,7 @@ __all__ = [
     "TAG_TASK_ID",
     "JobResult",
     "find_job_commit",
+    "job_tags",
 ]
 
 TAG_APP_ID = "airflowDelta.appId"
@@ -33,6 +37,22 @@ TAG_DAG_ID = "airflowDelta.dagId"
 TAG_TASK_ID = "airflowDelta.taskId"
 TAG_RUN_ID = "airflowDelta.runId"
 TAG_MAP_INDEX = "airflowDelta.mapIndex"
+
+
+def job_tags(identity: TaskIdentity, attempt: int) -> dict[str, str]:
+    """The ``commitInfo.tags`` of a commit made for the task instance ``identity`` on its ``attempt``-th plan.
+
+    Every commit a job or a worker-run operator makes for a task carries them: the
+    appId finds the commit again, the rest says which task wrote it.
+    """
+    return {
+        TAG_APP_ID: identity.app_id,
+        TAG_ATTEMPTS: str(attempt),
+        TAG_DAG_ID: identity.dag_id,
+        TAG_TASK_ID: identity.task_id,
+        TAG_RUN_ID: identity.run_id,
+        TAG_MAP_INDEX: str(identity.map_index),
+    }
 
 
 @dataclass(frozen=True)

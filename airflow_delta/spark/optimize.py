@@ -20,6 +20,11 @@ batch's data work on the executors:
 A logical conflict (a concurrent DELETE of a file being rewritten) re-plans from the
 new snapshot, with backoff, up to ``options.max_attempts``; batches committed before it
 stay committed.
+
+Exactly-once across Airflow retries: every OPTIMIZE runs under the task instance's
+``txn`` appId (the engine's ``app_id``), so a retry, here or in the worker
+(:func:`optimize_for_task`, shared by both), resumes after the batches earlier tries
+committed and, when they finished, returns their result without rewriting anything.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -42,25 +47,20 @@ from airflow_delta.engine import (
     OptimizeBin,
     OptimizePlan,
     OptimizeResult,
+    Snapshot,
     TableContext,
+    TransactionAlreadyCommittedError,
     interleave_bits,
     range_bounds,
     range_ids_from_bounds,
     rewrite_bin,
 )
+from airflow_delta.spark.changes import backoff_seconds
 from airflow_delta.spark.file_tasks import engine_errors_from_executors, target_dataframe, write_dataframe
-from airflow_delta.spark.job_result import (
-    TAG_APP_ID,
-    TAG_ATTEMPTS,
-    TAG_DAG_ID,
-    TAG_MAP_INDEX,
-    TAG_RUN_ID,
-    TAG_TASK_ID,
-    JobResult,
-)
+from airflow_delta.spark.job_result import JobResult, job_tags
 from airflow_delta.spark.specs import OptimizeSpec
 
-__all__ = ["SparkBinRewriter", "job_result", "run_optimize"]
+__all__ = ["SparkBinRewriter", "job_result", "optimize_for_task", "run_optimize"]
 
 _ZVALUE = "_delta_zvalue"
 # Rows sampled per Z-order bin for the range bounds (Spark's RangePartitioner samples about 20 per range).
@@ -162,9 +162,26 @@ def run_optimize(spark: SparkSession, spec: OptimizeSpec) -> JobResult:
 
     ``version`` is the last version committed (None when nothing needed rewriting, or a
     dry run), ``read_version`` the snapshot the last attempt planned on, ``metrics``
-    Delta's OPTIMIZE metrics flattened to integers, ``attempts`` how often it planned.
-    Every batch's commit carries the task's identity in ``commitInfo.tags``, as the DML
-    jobs' commits do.
+    Delta's OPTIMIZE metrics flattened to integers (every batch of the task instance,
+    earlier tries' too), ``attempts`` how often it planned. Every batch's commit carries
+    the task's identity in ``commitInfo.tags``, as the DML jobs' commits do.
+    """
+    result, attempts = optimize_for_task(spec, lambda table, snapshot: SparkBinRewriter(spark, table.context(snapshot)))
+    return job_result(result, attempts)
+
+
+def optimize_for_task(
+    spec: OptimizeSpec, rewriter_for: Callable[[DeltaTable, Snapshot], SparkBinRewriter] | None = None
+) -> tuple[OptimizeResult, int]:
+    """The OPTIMIZE of ``spec`` for its task instance, and how many times it planned.
+
+    The same loop wherever the bins are rewritten: ``rewriter_for`` gives the Spark
+    rewriter of a snapshot, None rewrites in this process (the operator's worker path).
+    Each attempt plans on the latest snapshot under the task's appId with its tags; a
+    retryable conflict plans again after a backoff, up to ``spec.options.max_attempts``.
+    When another try of the same task committed a first batch meanwhile
+    (``TransactionAlreadyCommittedError``), the next attempt resumes after that try's
+    batches: it cannot hit the same error again, as only a first batch carries the txn.
     """
     table = DeltaTable(spec.table.uri, spec.table.storage_options or None)
     options = spec.optimize_options()
@@ -173,28 +190,19 @@ def run_optimize(spark: SparkSession, spec: OptimizeSpec) -> JobResult:
     while True:
         attempt += 1
         snapshot = table.snapshot()
-        rewriter = SparkBinRewriter(spark, table.context(snapshot))
+        rewriter = None if rewriter_for is None else rewriter_for(table, snapshot)
         try:
-            result = table.optimize(options, snapshot=snapshot, rewriter=rewriter, tags=_tags(spec, attempt))
-            break
+            result = table.optimize(
+                options, snapshot=snapshot, rewriter=rewriter, tags=job_tags(spec.identity, attempt),
+                app_id=spec.identity.app_id,
+            )
+            return result, attempt
+        except TransactionAlreadyCommittedError:
+            continue
         except ConcurrentModificationError as error:
             if not error.retryable or attempt >= execution.max_attempts:
                 raise
-            backoff = execution.backoff_initial_seconds * execution.backoff_multiplier ** (attempt - 1)
-            time.sleep(min(execution.backoff_max_seconds, backoff))
-    return job_result(result, attempt)
-
-
-def _tags(spec: OptimizeSpec, attempt: int) -> dict[str, str]:
-    identity = spec.identity
-    return {
-        TAG_APP_ID: identity.app_id,
-        TAG_ATTEMPTS: str(attempt),
-        TAG_DAG_ID: identity.dag_id,
-        TAG_TASK_ID: identity.task_id,
-        TAG_RUN_ID: identity.run_id,
-        TAG_MAP_INDEX: str(identity.map_index),
-    }
+            time.sleep(backoff_seconds(execution, attempt))
 
 
 def job_result(result: OptimizeResult, attempts: int) -> JobResult:

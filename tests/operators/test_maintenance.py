@@ -9,15 +9,19 @@ local Spark.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import deltalake
+import pyarrow as pa
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_delta.engine import DeltaTable, InvalidArgumentError
+from airflow_delta.operators import maintenance
 from airflow_delta.operators.maintenance import (
     CheckpointOperator,
     OptimizeOperator,
@@ -26,7 +30,7 @@ from airflow_delta.operators.maintenance import (
 )
 from airflow_delta.operators.retry import DeltaNonRetryableError
 from airflow_delta.provider import get_provider_info
-from tests.airflow_layer import context, make_table, set_connection
+from tests.airflow_layer import SCHEMA, context, make_table, set_connection
 from tests.oracles import assert_oracles_read, read_with_deltars
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
@@ -185,7 +189,7 @@ def test_optimize_auto_compacts_small_work_in_the_worker_and_then_skips_when_not
     assert DeltaTable(table_path).history(limit=1)[0]["operation"] == "OPTIMIZE"
     assert_oracles_read(table_path, rows)
     with pytest.raises(AirflowSkipException, match="would gain nothing"):
-        OptimizeOperator(task_id="o", table=table_path, only_if_needed=True).execute(context())
+        OptimizeOperator(task_id="o", table=table_path, only_if_needed=True).execute(context(run_id="next"))
     assert DeltaTable(table_path).version() == 3
 
 
@@ -237,6 +241,69 @@ def test_optimize_on_spark_compacts_and_returns_delta_metrics(table_path: str) -
     assert_oracles_read(table_path, rows)
 
 
+def _commit_info(path: str, version: int) -> dict[str, Any]:
+    lines = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    return next(json.loads(line)["commitInfo"] for line in lines if line.startswith('{"commitInfo"'))
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_an_optimize_retry_resumes_after_the_batch_its_first_try_committed(table_path: str) -> None:
+    rows = make_table(table_path)
+    table = DeltaTable(table_path)
+    b_file = Path(table_path) / table.snapshot().files("part = 'b'").column("path").to_pylist()[0]
+    saved = b_file.read_bytes()
+    b_file.unlink()  # partition b, the second batch, cannot be read on the first try
+    operator = OptimizeOperator(task_id="o", table=table_path, batch_size=1, retries=1)
+
+    with pytest.raises(DeltaNonRetryableError):
+        operator.execute(context())
+    assert table.version() == 3
+    a_output = set(table.snapshot().files("part = 'a'").column("path").to_pylist())
+    b_file.write_bytes(saved)
+
+    retry = operator.execute(context())  # the same task instance
+
+    assert retry["versions"] == [3, 4] and retry["version"] == 4
+    assert (retry["metrics"]["numFilesRemoved"], retry["metrics"]["numFilesAdded"], retry["metrics"]["numBatches"]) == (4, 2, 2)
+    assert set(table.snapshot().files("part = 'a'").column("path").to_pylist()) == a_output  # batch 1 not redone
+    tags = [_commit_info(table_path, v)["tags"] for v in (3, 4)]
+    assert [t["airflowDelta.optimizeBatch"] for t in tags] == ["1/2", "2/2"]
+    assert tags[0]["airflowDelta.appId"] == tags[1]["airflowDelta.appId"]
+    assert {t["airflowDelta.runId"] for t in tags} == {"manual__1"}
+    assert_oracles_read(table_path, rows)
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_an_optimize_retry_after_a_finished_try_returns_its_result_and_does_not_skip(table_path: str) -> None:
+    rows = make_table(table_path)
+    first = OptimizeOperator(task_id="o", table=table_path).execute(context())
+    more = [{"id": 100 + i, "part": "a", "value": "new"} for i in range(2)]
+    DeltaTable(table_path).append(pa.Table.from_pylist(more[:1], schema=SCHEMA))
+    DeltaTable(table_path).append(pa.Table.from_pylist(more[1:], schema=SCHEMA))  # two new small files
+
+    retry = OptimizeOperator(task_id="o", table=table_path, only_if_needed=True).execute(context())
+
+    assert (retry["versions"], retry["metrics"]) == (first["versions"], first["metrics"])
+    assert DeltaTable(table_path).version() == 5  # nothing rewritten: the new files wait for the next run
+    assert len(deltalake.DeltaTable(table_path).file_uris()) == 4
+    assert_oracles_read(table_path, rows + more)
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_optimize_dry_run_return_value_stays_small_however_many_partitions(table_path: str) -> None:
+    table = DeltaTable.create(table_path, SCHEMA, partition_by=["part"])
+    data = [{"id": i, "part": f"p{i % 60:02d}", "value": "v"} for i in range(120)]
+    table.append(pa.Table.from_pylist(data[:60], schema=SCHEMA))
+    table.append(pa.Table.from_pylist(data[60:], schema=SCHEMA))
+
+    result = OptimizeOperator(task_id="o", table=table_path, dry_run=True).execute(context())
+
+    assert result["plan_partitions"] == 60 and len(result["plan"]) == maintenance.MAX_LISTED_IN_XCOM
+    assert result["metrics"]["numFilesRemoved"] == 120
+    assert len(json.dumps(result)) < 8_000
+    assert DeltaTable(table_path).version() == 2
+
+
 # --------------------------------------------------------------------------- CHECKPOINT
 
 
@@ -254,7 +321,7 @@ def test_checkpoint_writes_the_latest_version_and_only_if_needed_skips_after(tab
     assert DeltaTable(table_path).snapshot().log_segment.checkpoint_version == 2
     assert_oracles_read(table_path, rows)
     with pytest.raises(AirflowSkipException, match="already has the latest checkpoint"):
-        CheckpointOperator(task_id="c", table=table_path, only_if_needed=True).execute(context())
+        CheckpointOperator(task_id="c", table=table_path, only_if_needed=True).execute(context(run_id="next"))
 
 
 @pytest.mark.usefixtures("no_spark")
@@ -264,6 +331,37 @@ def test_checkpoint_of_an_earlier_version_in_two_parts(table_path: str) -> None:
     assert (result["version"], result["kind"], len(result["files"])) == (1, "multi-part", 2)
     assert DeltaTable(table_path).snapshot(version=2).log_segment.checkpoint_version == 1
     assert len(read_with_deltars(table_path)) == 20
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_a_checkpoint_retry_rewrites_the_same_checkpoint_and_reports_it(table_path: str) -> None:
+    rows = make_table(table_path)
+    first = CheckpointOperator(task_id="c", table=table_path, kind="multi-part").execute(context())
+    retry = CheckpointOperator(task_id="c", table=table_path, kind="multi-part").execute(context())
+    assert (retry["version"], retry["kind"], retry["num_files"], retry["files"]) == (
+        first["version"], first["kind"], first["num_files"], first["files"]
+    )
+    assert retry["size_in_bytes"] == sum((Path(table_path) / "_delta_log" / f).stat().st_size for f in retry["files"])
+    assert DeltaTable(table_path).snapshot().log_segment.checkpoint_version == 2
+    assert_oracles_read(table_path, rows)
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_a_vacuum_retry_deletes_nothing_more_and_says_so(table_path: str) -> None:
+    rows = make_table(table_path)
+    _delete_partition_a(table_path)
+    arguments = {"table": table_path, "mode": "full", "retention": timedelta(0), "enforce_retention_duration": False}
+    first = VacuumOperator(task_id="v", **arguments).execute(context())
+    left = _data_files(table_path)
+
+    retry = VacuumOperator(task_id="v", **arguments).execute(context())
+
+    assert first["metrics"]["numDeletedFiles"] == 2
+    assert (retry["metrics"]["numFilesToDelete"], retry["metrics"]["numDeletedFiles"]) == (0, 0)
+    assert retry["start_version"] == first["end_version"] + 1
+    assert _data_files(table_path) == left
+    assert len(json.dumps(retry)) < 2_000
+    assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
 
 
 # --------------------------------------------------------------------------- RESTORE
@@ -298,4 +396,24 @@ def test_restore_fails_before_committing_when_files_were_vacuumed(table_path: st
 
     assert raised.value.error_class == "RestoreFilesMissingError"
     assert DeltaTable(table_path).version() == version
+    assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
+
+
+@pytest.mark.usefixtures("no_spark")
+@pytest.mark.parametrize("by", ["version", "timestamp"])
+def test_a_restore_retry_after_a_committed_try_returns_it_and_does_not_restore_twice(table_path: str, by: str) -> None:
+    rows = make_table(table_path)
+    version = _delete_partition_a(table_path)
+    target = {"version": 2} if by == "version" else {"timestamp": DeltaTable(table_path).history()[-3]["timestamp"]}
+    first = RestoreOperator(task_id="r", table=table_path, **target).execute(context())
+    assert first["version"] == version + 1 and first["restored_version"] == 2
+    # Partition a is deleted again after the restore: a second RESTORE would bring it back.
+    again = _delete_partition_a(table_path)
+
+    retry = RestoreOperator(task_id="r", table=table_path, **target).execute(context())
+
+    assert retry == first
+    assert DeltaTable(table_path).version() == again
+    info = _commit_info(table_path, first["version"])
+    assert info["operation"] == "RESTORE" and info["tags"]["airflowDelta.taskId"] == "task"
     assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])

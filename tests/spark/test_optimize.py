@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from airflow_delta.engine import DeltaTable
+from airflow_delta.engine import DataFileNotFoundError, DeltaTable
 from airflow_delta.spark.job_result import find_job_commit
-from airflow_delta.spark.optimize import run_optimize
+from airflow_delta.spark.optimize import optimize_for_task, run_optimize
 from airflow_delta.spark.specs import OptimizeSpec, TableRef, TaskIdentity
 from tests.oracles import assert_oracles_read, read_with_deltars
 
@@ -109,3 +109,34 @@ def test_the_job_program_dispatches_optimize(spark: Any, table_path: str) -> Non
     assert result.operation == "OPTIMIZE" and result.version == table.version()
     assert result.metrics["numFilesRemoved"] == 3 and result.metrics["numFilesAdded"] == 1
     assert_oracles_read(table_path, before)
+
+
+def test_a_spark_retry_resumes_after_a_worker_try_and_tags_alike(spark: Any, table_path: str) -> None:
+    """A first try in the worker commits partition a's batch, then fails on partition b's missing file;
+    the retry on Spark commits only partition b, with the same tags, and reports both batches."""
+    t = make_table(table_path, files_per_partition=3, rows_per_file=50, partitions=("a", "b"))
+    expected = read_with_deltars(table_path)
+    b_file = Path(table_path) / t.snapshot().files("p = 'b'").column("path").to_pylist()[0]
+    saved = b_file.read_bytes()
+    b_file.unlink()
+    spec = OptimizeSpec(TableRef(table_path), IDENTITY, batch_size=1)
+    start = t.version()
+
+    with pytest.raises(DataFileNotFoundError):
+        optimize_for_task(spec)  # the worker path
+    assert t.version() == start + 1
+    b_file.write_bytes(saved)  # the storage hiccup is over
+
+    result = run_optimize(spark, spec)
+
+    assert result.version == start + 2
+    assert (result.metrics["numFilesRemoved"], result.metrics["numFilesAdded"], result.metrics["numBatches"]) == (6, 2, 2)
+    worker_tags, spark_tags = (
+        next(a["commitInfo"]["tags"] for a in commit(table_path, v) if "commitInfo" in a) for v in (start + 1, start + 2)
+    )
+    assert set(worker_tags) == set(spark_tags)
+    assert (worker_tags["airflowDelta.optimizeBatch"], spark_tags["airflowDelta.optimizeBatch"]) == ("1/2", "2/2")
+    assert worker_tags["airflowDelta.appId"] == spark_tags["airflowDelta.appId"] == IDENTITY.app_id
+    assert run_optimize(spark, spec).version == start + 2  # finished: a further retry rewrites nothing
+    assert t.version() == start + 2
+    assert_oracles_read(table_path, expected)

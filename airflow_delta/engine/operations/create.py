@@ -13,7 +13,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -117,42 +117,9 @@ def _check_partition_columns(schema_json: Mapping[str, Any], partition_by: Seque
     return tuple(out)
 
 
-def assign_column_mapping(schema_json: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
-    """A copy of ``schema_json`` with an id and a ``col-<uuid>`` physical name on every (nested) field.
-
-    Ids are 1, 2, ... in pre-order (a struct before its fields), as Delta assigns them;
-    returns the schema and the largest id (``delta.columnMapping.maxColumnId``).
-    """
-    schema = json.loads(json.dumps(schema_json))
-    next_id = 0
-
-    def assign_type(t: Any) -> None:
-        if not isinstance(t, dict):
-            return
-        kind = t.get("type")
-        if kind == "struct":
-            for f in t.get("fields", []):
-                assign_field(f)
-        elif kind == "array":
-            assign_type(t["elementType"])
-        elif kind == "map":
-            assign_type(t["keyType"])
-            assign_type(t["valueType"])
-
-    def assign_field(f: dict[str, Any]) -> None:
-        nonlocal next_id
-        next_id += 1
-        meta = {k: v for k, v in (f.get("metadata") or {}).items() if not k.startswith("delta.columnMapping.")}
-        meta[COLUMN_MAPPING_ID] = next_id
-        meta[COLUMN_MAPPING_PHYSICAL_NAME] = f"col-{uuid.uuid4()}"
-        f["metadata"] = meta
-        assign_type(f["type"])
-
-    assign_type(schema)
-    return schema, next_id
-
-
-def _strip_column_mapping(schema_json: Mapping[str, Any]) -> dict[str, Any]:
+def _copy_with_each_field(schema_json: Mapping[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """A copy of ``schema_json`` in which ``change`` saw every field, nested ones too, in pre-order
+    (a struct field before the fields of its type; array elements and map keys and values descended into)."""
     schema = json.loads(json.dumps(schema_json))
 
     def walk(t: Any) -> None:
@@ -161,9 +128,7 @@ def _strip_column_mapping(schema_json: Mapping[str, Any]) -> dict[str, Any]:
         kind = t.get("type")
         if kind == "struct":
             for f in t.get("fields", []):
-                f["metadata"] = {
-                    k: v for k, v in (f.get("metadata") or {}).items() if not k.startswith("delta.columnMapping.")
-                }
+                change(f)
                 walk(f["type"])
         elif kind == "array":
             walk(t["elementType"])
@@ -173,6 +138,37 @@ def _strip_column_mapping(schema_json: Mapping[str, Any]) -> dict[str, Any]:
 
     walk(schema)
     return schema
+
+
+def _without_column_mapping(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (metadata or {}).items() if not k.startswith("delta.columnMapping.")}
+
+
+def assign_column_mapping(schema_json: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of ``schema_json`` with an id and a ``col-<uuid>`` physical name on every (nested) field.
+
+    Ids are 1, 2, ... in pre-order (a struct before its fields), as Delta assigns them;
+    returns the schema and the largest id (``delta.columnMapping.maxColumnId``).
+    """
+    next_id = 0
+
+    def assign(f: dict[str, Any]) -> None:
+        nonlocal next_id
+        next_id += 1
+        meta = _without_column_mapping(f.get("metadata"))
+        meta[COLUMN_MAPPING_ID] = next_id
+        meta[COLUMN_MAPPING_PHYSICAL_NAME] = f"col-{uuid.uuid4()}"
+        f["metadata"] = meta
+
+    schema = _copy_with_each_field(schema_json, assign)
+    return schema, next_id
+
+
+def _strip_column_mapping(schema_json: Mapping[str, Any]) -> dict[str, Any]:
+    def strip(f: dict[str, Any]) -> None:
+        f["metadata"] = _without_column_mapping(f.get("metadata"))
+
+    return _copy_with_each_field(schema_json, strip)
 
 
 # ------------------------------------------------------------------- create_table

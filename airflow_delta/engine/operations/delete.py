@@ -48,8 +48,8 @@ from airflow_delta.engine.expressions import Predicate, parse_predicate, referen
 from airflow_delta.engine.expressions.arrow_values import evaluate
 from airflow_delta.engine.model.arrow_numpy import bool_array, int64_array, mask_to_numpy
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptors_from_arrow, read_deletion_vectors
-from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.stats_parse import parse_stats
+from airflow_delta.engine.operations.partition_filter import partition_predicate_mask
 from airflow_delta.engine.operations.results import DELETE_METRIC_NAMES, DeleteResult
 from airflow_delta.engine.read.row_groups import physical_row_counts
 from airflow_delta.engine.read.scan import read_data, read_with_row_positions
@@ -230,24 +230,9 @@ def _plan(txn: Transaction, snapshot: Snapshot, predicate: str | None) -> _Plan:
     candidates = txn.read_files(predicate)
     if references_only(bound, snapshot.partition_columns):
         # Every row of a file has the same partition values: the log decides, no data is read.
-        mask = _partition_predicate_mask(snapshot, candidates, bound)
+        mask = partition_predicate_mask(snapshot, candidates, bound)
         return _Plan(candidates.filter(mask), candidates.slice(0, 0), bound)
     return _Plan(candidates.slice(0, 0), candidates, bound)
-
-
-def _partition_predicate_mask(snapshot: Snapshot, files: pa.Table, predicate: Predicate) -> pa.Array:
-
-    if files.num_rows == 0:
-        return pa.nulls(0, pa.bool_())
-    values = parse_partition_values(files.column("partition_values"), snapshot.metadata)
-    if values.type.num_fields:
-        table = pa.Table.from_struct_array(values)
-    else:  # a predicate on no column at all ("1 = 1"): one placeholder column keeps the row count
-        table = pa.table({"__delta_dml_placeholder": pa.nulls(files.num_rows)})
-    hits = _positions(table, predicate.to_arrow(nulls_as_false=True))
-    mask = np.zeros(files.num_rows, dtype=bool)
-    mask[hits] = True
-    return bool_array(mask)
 
 
 def _execute(

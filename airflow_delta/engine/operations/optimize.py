@@ -23,6 +23,9 @@ The reference is Delta's ``OptimizeTableCommand`` / ``OptimizeExecutor`` and its
    checked at SnapshotIsolation, so blind appends never conflict with it; a concurrent
    commit that removed one of its files does (``ConcurrentDeleteReadException``). A batch
    that fails loses only itself: earlier batches are committed, its own files are removed.
+4. **Resume** (with an ``app_id``): a try that finds batches of the same application in
+   the log plans only what they left and returns the result of all of them
+   (``optimize_progress``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ from airflow_delta.engine.model.arrow_numpy import group_row_indices, int64_arra
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.stats_columns import indexed_columns
 from airflow_delta.engine.model.stats_parse import parse_stats
+from airflow_delta.engine.operations.optimize_progress import (
+    OPTIMIZE_APP_ID_TAG,
+    OPTIMIZE_BATCH_TAG,
+    EarlierBatches,
+    batch_tag,
+    find_earlier_batches,
+)
 from airflow_delta.engine.operations.results import OptimizeResult, PartitionOptimizePlan
 from airflow_delta.engine.read.scan import read_data
 from airflow_delta.engine.storage.written_files import WrittenFiles
@@ -140,8 +150,12 @@ class OptimizePlan:
         )
 
 
-def plan_optimize(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
+def plan_optimize(snapshot: Snapshot, options: OptimizeOptions, *, earlier: EarlierBatches | None = None) -> OptimizePlan:
     """The bins and batches an OPTIMIZE of ``snapshot`` with ``options`` rewrites (no data is read).
+
+    ``earlier``: batches earlier tries of the same application committed; the plan is what
+    is left of theirs: the files they wrote are not candidates again, and with Z-order the
+    partitions they rewrote are done.
 
     Raises :class:`InvalidArgumentError` for a ``where`` that references non-partition
     columns, and for Z-order columns that are unknown, partition columns or without
@@ -150,6 +164,12 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
     min_size, max_size = options.file_sizes(snapshot.properties.target_file_size)
     zorder_by = _checked_zorder_columns(snapshot, options.zorder_by)
     files = _candidate_files(snapshot, options.where)
+    mapping = ColumnMapping.from_metadata(snapshot.metadata, snapshot.protocol)
+    done_partitions: set[tuple[tuple[str, str | None], ...]] = set()
+    if earlier is not None:
+        files = files.filter(pc.invert(pc.is_in(files.column("path"), value_set=earlier.added_paths)))
+        if zorder_by:
+            done_partitions = _partition_keys(snapshot, earlier.removed, mapping)
     sizes = _int64(files.column("size"))
     deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
     has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
@@ -165,8 +185,9 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
     live = np.where(has_dv & ~np.isnan(records) & (records > 0), 1.0 - np.nan_to_num(deleted_ratio), 1.0)
 
     bins: list[OptimizeBin] = []
-    mapping = ColumnMapping.from_metadata(snapshot.metadata, snapshot.protocol)
     for partition, rows in _partitions(snapshot, files, np.flatnonzero(selected), mapping):
+        if tuple(partition.items()) in done_partitions:
+            continue  # an earlier try Z-ordered this partition
         # Smallest first, as Delta packs them (a stable sort keeps the log's order among equal sizes).
         rows = rows[np.argsort(sizes[rows], kind="stable")]
         for members in _pack(sizes[rows], max_size, one_bin=bool(zorder_by)):
@@ -225,7 +246,7 @@ def _candidate_files(snapshot: Snapshot, where: str | None) -> pa.Table:
         return files
     # Loaded only for a WHERE: the SQL parser costs about a second of imports.
     from airflow_delta.engine.expressions import parse_predicate, references_only
-    from airflow_delta.engine.operations.delete import _partition_predicate_mask
+    from airflow_delta.engine.operations.partition_filter import partition_predicate_mask
 
     predicate = parse_predicate(where, snapshot.schema)
     if not references_only(predicate, snapshot.partition_columns):
@@ -236,7 +257,7 @@ def _candidate_files(snapshot: Snapshot, where: str | None) -> pa.Table:
             f"a predicate on partition columns only ({list(snapshot.partition_columns)}); it references "
             f"{others}, and OPTIMIZE rewrites whole files, so it cannot select rows by them (Delta refuses this too)",
         )
-    return files.filter(_partition_predicate_mask(snapshot, files, predicate))
+    return files.filter(partition_predicate_mask(snapshot, files, predicate))
 
 
 def _checked_zorder_columns(snapshot: Snapshot, columns: Sequence[str]) -> tuple[str, ...]:
@@ -294,6 +315,13 @@ def _partitions(
         values = {c: first.get(mapping.physical_name(c)) or None for c in keys}
         out.append((MappingProxyType(values), rows[members_array]))
     return out
+
+
+def _partition_keys(
+    snapshot: Snapshot, files: pa.Table, mapping: ColumnMapping
+) -> set[tuple[tuple[str, str | None], ...]]:
+    """The distinct partitions of ``files``, keyed as :func:`_partitions` keys them."""
+    return {tuple(values.items()) for values, _ in _partitions(snapshot, files, np.arange(files.num_rows), mapping)}
 
 
 def _pack(sizes: np.ndarray, max_size: int, *, one_bin: bool) -> list[np.ndarray]:
@@ -480,29 +508,64 @@ def optimize(
     post_commit: PostCommitHook | None = None,
     rewriter: BinRewriter | None = None,
     tags: Mapping[str, str] | None = None,
+    app_id: str | None = None,
 ) -> OptimizeResult:
     """Plan and run an OPTIMIZE of ``snapshot``, one commit per batch; see the module docstring.
 
     ``rewriter`` rewrites a batch's bins elsewhere (default: :func:`rewrite_bin` here);
     ``tags`` go into every batch's ``commitInfo.tags`` (a job's identity).
+
+    ``app_id`` makes the OPTIMIZE resumable and exactly-once across tries of one task:
+    batch ``k`` commits with the tags ``airflowDelta.appId`` and ``airflowDelta.optimizeBatch``
+    ``"k/n"``, the first batch with ``txn(app_id, 1)`` too (see ``optimize_progress``). A try that finds batches of ``app_id`` in the log plans only what is left
+    (their output files are not rewritten again, Z-ordered partitions are done, their
+    input counts against ``max_files`` / ``max_bytes``), continues the batch numbers, and
+    returns the metrics of all batches together; when the last batch of a plan is
+    there, it rewrites nothing and returns that result.
     """
     started_ms = _now_ms()
     if snapshot is None:
         raise TableNotFoundError(location.uri, "OPTIMIZE needs an existing table")
-    plan = plan_optimize(snapshot, options)
+    earlier = find_earlier_batches(location, snapshot, app_id) if app_id is not None else None
+    remaining = _remaining_budget(options, earlier)
+    if earlier is not None and not options.dry_run:
+        mapping = ColumnMapping.from_metadata(snapshot.metadata, snapshot.protocol)
+        done = frozenset(_partition_keys(snapshot, earlier.removed, mapping))
+    else:
+        done = frozenset()
+    if (earlier is not None and earlier.complete) or remaining is None:
+        plan = _empty_plan(snapshot, options)  # nothing is left of this application's OPTIMIZE
+    else:
+        plan = plan_optimize(snapshot, remaining, earlier=earlier)
     if options.dry_run or not plan.bins:
+        # A dry run shows what is left to do; a run with nothing left, what earlier tries did.
+        shown = None if options.dry_run else earlier
         return OptimizeResult(
-            versions=(),
+            versions=() if shown is None else shown.versions,
             read_version=snapshot.version,
-            metrics=MappingProxyType(_metrics(plan, None, plan.bins, started_ms, _now_ms())),
+            metrics=MappingProxyType(
+                _metrics(
+                    plan, None if options.dry_run else [], plan.bins, started_ms, _now_ms(),
+                    earlier=shown, earlier_partitions=done,
+                )
+            ),
             plan=plan.partitions(),
             dry_run=options.dry_run,
         )
+    first_batch = (earlier.last_batch if earlier is not None else 0) + 1
+    last_batch = first_batch + len(plan.batches) - 1
     versions: list[int] = []
     adds_per_bin: list[list[AddFile]] = []
-    for batch in plan.batches:
+    for number, batch in enumerate(plan.batches, start=first_batch):
         bins = [plan.bins[i] for i in batch]
+        batch_tags = dict(tags or {})
         with Transaction(location, snapshot=snapshot, options=commit, post_commit=post_commit) as txn:
+            if app_id is not None:
+                if number == 1:
+                    # Marks the application as started, and makes a late first batch of another try conflict.
+                    txn.set_app_transaction(app_id, 1)
+                batch_tags[OPTIMIZE_APP_ID_TAG] = app_id
+                batch_tags[OPTIMIZE_BATCH_TAG] = batch_tag(number, last_batch)
             removed = pa.concat_tables([b.files for b in bins])
             # The files rewritten are what this commit depends on: a concurrent commit removing one conflicts.
             txn.mark_files_read(removed)
@@ -521,17 +584,47 @@ def optimize(
                 "OPTIMIZE",
                 {"predicate": [options.where] if options.where else [], "zOrderBy": list(plan.zorder_by), "auto": False},
                 _commit_metrics(bins, [a for adds in written for a in adds]),
-                tags=tags,
+                tags=batch_tags or None,
             )
         versions.append(version)
         adds_per_bin.extend(written)
-    metrics = _metrics(plan, adds_per_bin, plan.bins, started_ms, _now_ms(), num_batches=len(versions))
+    metrics = _metrics(
+        plan, adds_per_bin, plan.bins, started_ms, _now_ms(),
+        num_batches=len(versions), earlier=earlier, earlier_partitions=done,
+    )
     return OptimizeResult(
-        versions=tuple(versions),
+        versions=(earlier.versions if earlier is not None else ()) + tuple(versions),
         read_version=snapshot.version,
         metrics=MappingProxyType(metrics),
         plan=_actual_partitions(plan, adds_per_bin),
         dry_run=False,
+    )
+
+
+def _remaining_budget(options: OptimizeOptions, earlier: EarlierBatches | None) -> OptimizeOptions | None:
+    """``options`` with the input the earlier batches took off its budget; None when they used all of it."""
+    if earlier is None or (options.max_files is None and options.max_bytes is None):
+        return options
+    max_files = None if options.max_files is None else options.max_files - earlier.removed.num_rows
+    max_bytes = None if options.max_bytes is None else options.max_bytes - earlier.removed_bytes
+    if (max_files is not None and max_files < 1) or (max_bytes is not None and max_bytes < 1):
+        return None
+    return dataclasses.replace(options, max_files=max_files, max_bytes=max_bytes)
+
+
+def _empty_plan(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
+    min_size, max_size = options.file_sizes(snapshot.properties.target_file_size)
+    return OptimizePlan(
+        read_version=snapshot.version,
+        where=options.where,
+        zorder_by=tuple(options.zorder_by),
+        min_file_size=min_size,
+        max_file_size=max_size,
+        max_deleted_rows_ratio=float(options.max_deleted_rows_ratio),
+        bins=(),
+        batches=(),
+        considered_files=0,
+        bins_over_budget=0,
     )
 
 
@@ -592,11 +685,15 @@ def _metrics(
     ended_ms: int,
     *,
     num_batches: int | None = None,
+    earlier: EarlierBatches | None = None,
+    earlier_partitions: frozenset[tuple[tuple[str, str | None], ...]] = frozenset(),
 ) -> dict[str, Any]:
     """Delta's ``OptimizeMetrics`` (the result of OPTIMIZE in Spark) under its names.
 
     ``adds_per_bin`` None (a dry run): what the plan would remove, and the files it would
-    add estimated from the bins' sizes (see :meth:`OptimizePlan.partitions`).
+    add estimated from the bins' sizes (see :meth:`OptimizePlan.partitions`). ``earlier``:
+    batches of earlier tries (rewriting ``earlier_partitions``), counted in as if this run
+    had committed them.
     """
     removed = [s for b in bins for s in _sizes(b.files)]
     if adds_per_bin is None:
@@ -611,17 +708,27 @@ def _metrics(
         added = [a.size for adds in adds_per_bin for a in adds]
     num_dvs = sum(b.num_files - b.files.column("deletion_vector").null_count for b in bins)
     dv_rows = sum(b.deleted_rows for b in bins)
-    partitions = len({tuple(b.partition_values.items()) for b in bins})
+    partitions = {tuple(b.partition_values.items()) for b in bins}
+    considered = plan.considered_files
+    num_batches = num_batches or 0
+    if earlier is not None:
+        removed += _sizes(earlier.removed)
+        added += _sizes(earlier.added)
+        num_dvs += earlier.deletion_vectors_removed
+        dv_rows += earlier.deletion_vector_rows_removed
+        considered += earlier.removed.num_rows  # the files they rewrote were candidates of their plan
+        num_batches += len(earlier.versions)
+        partitions |= earlier_partitions
     metrics: dict[str, Any] = {
         "numFilesAdded": len(added),
         "numFilesRemoved": len(removed),
         "filesAdded": _file_sizes(added),
         "filesRemoved": _file_sizes(removed),
-        "partitionsOptimized": partitions,
+        "partitionsOptimized": len(partitions),
         "zOrderStats": None,
-        "numBatches": num_batches or 0,
-        "totalConsideredFiles": plan.considered_files,
-        "totalFilesSkipped": plan.considered_files - len(removed),
+        "numBatches": num_batches,
+        "totalConsideredFiles": considered,
+        "totalFilesSkipped": considered - len(removed),
         "preserveInsertionOrder": False,
         "numDeletionVectorsRemoved": num_dvs,
         "deletionVectorStats": {"numDeletionVectorsRemoved": num_dvs, "numDeletionVectorRowsRemoved": dv_rows},
@@ -640,7 +747,7 @@ def _metrics(
             "inputOtherFiles": inputs,
             "inputNumCubes": 0,
             "mergedFiles": inputs,
-            "numOutputCubes": partitions,
+            "numOutputCubes": metrics["partitionsOptimized"],
         }
     return metrics
 

@@ -18,7 +18,7 @@ a concurrent change to the files is a conflict, not silently undone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
@@ -98,8 +98,11 @@ def restore(
     *,
     version: int | None,
     timestamp: datetime | str | int | None,
+    tags: Mapping[str, str] | None = None,
 ) -> RestoreResult:
-    """Stage and commit the restore of ``txn``'s table to ``target``; see the module docstring."""
+    """Stage and commit the restore of ``txn``'s table to ``target``; see the module docstring.
+
+    ``tags`` go into the commit's ``commitInfo.tags``."""
     current = txn.snapshot
     assert current is not None  # a transaction on an existing table always has its snapshot
     txn.read_whole_table()
@@ -135,7 +138,7 @@ def restore(
     if to_add.num_rows:
         txn.add_files(_adds_from_rows(to_add))
     parameters: dict[str, object] = {"version": version} if version is not None else {"timestamp": str(timestamp)}
-    committed = txn.commit("RESTORE", parameters, metrics)
+    committed = txn.commit("RESTORE", parameters, metrics, tags=tags)
     return RestoreResult(committed, current.version, target.version, metrics)
 
 
