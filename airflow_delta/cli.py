@@ -420,6 +420,29 @@ def cmd_health(path: str, as_json: bool, png: str | None, out: TextIO) -> int:
     return 0
 
 
+def cmd_convert(path: str, partition_schema: str | None, no_statistics: bool, out: TextIO) -> int:
+    try:
+        result = DeltaTable.convert_to_delta(path, partition_schema, collect_stats=not no_statistics)
+    except Exception as exc:
+        print(_error_line(path, exc), file=out)
+        return 1
+    partitioned = ", ".join(result.partition_columns) or "nothing"
+    print(f"{path}: converted {format_count(result.num_files)} parquet file(s) into version 0, "
+          f"partitioned by {partitioned}", file=out)
+    return 0
+
+
+def cmd_manifest(path: str, out: TextIO) -> int:
+    try:
+        result = DeltaTable(path).generate_symlink_manifest()
+    except Exception as exc:
+        print(_error_line(path, exc), file=out)
+        return 1
+    print(f"{path}: {len(result.written)} manifest(s) written listing {format_count(result.num_data_files)} "
+          f"file(s), {len(result.deleted)} stale manifest(s) removed", file=out)
+    return 0
+
+
 # ------------------------------------------------------------------ entry point
 
 
@@ -438,6 +461,13 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("path", metavar="PATH")
     health.add_argument("--json", dest="as_json", action="store_true", help="print the report as JSON")
     health.add_argument("--png", default=None, metavar="FILE", help="write the file-size distribution as a PNG")
+    convert = sub.add_parser("convert", help="CONVERT TO DELTA: a parquet directory becomes version 0 of a Delta table")
+    convert.add_argument("path", metavar="PATH")
+    convert.add_argument("--partition-schema", default=None, metavar="DDL",
+                         help="Hive partition columns in directory order, e.g. \"year INT, region STRING\"")
+    convert.add_argument("--no-statistics", action="store_true", help="write no per-file statistics")
+    manifest = sub.add_parser("manifest", help="generate the _symlink_format_manifest/ for Presto, Trino, Athena")
+    manifest.add_argument("path", metavar="PATH")
     return parser
 
 
@@ -456,6 +486,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         "history": lambda: cmd_history(args.path, args.limit, stream),
         "files": lambda: cmd_files(args.path, args.filter_sql, stream),
         "health": lambda: cmd_health(args.path, args.as_json, args.png, stream),
+        "convert": lambda: cmd_convert(args.path, args.partition_schema, args.no_statistics, stream),
+        "manifest": lambda: cmd_manifest(args.path, stream),
     }
     try:
         return commands[args.command]()

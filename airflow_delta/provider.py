@@ -32,6 +32,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": _INTEGRATION,
                 "python-modules": [
+                    "airflow_delta.operators.convert",
                     "airflow_delta.operators.dml",
                     "airflow_delta.operators.maintenance",
                     "airflow_delta.operators.retry",
@@ -53,6 +54,7 @@ def get_provider_info() -> dict[str, Any]:
                         "spark_conn_id": "spark_default",
                         "spark_conf": '{"spark.executor.memory": "4g"}',
                         "deploy_mode": "client",
+                        "storage_conn_id": "aws_default",
                     },
                 },
                 "conn-fields": {
@@ -75,6 +77,12 @@ def get_provider_info() -> dict[str, Any]:
                         "label": "Deploy mode",
                         "description": "client or cluster (empty: the Spark connection's). Standalone masters: client only.",
                         "schema": {"type": ["string", "null"], "enum": ["client", "cluster", None]},
+                    },
+                    "storage_conn_id": {
+                        "label": "Storage connection id",
+                        "description": "An aws, wasb, adls or google_cloud_platform connection whose credentials reach "
+                        "the table's object store (Storage options override what it gives).",
+                        "schema": {"type": ["string", "null"]},
                     },
                 },
             }

@@ -52,6 +52,15 @@ Storage
     delta-rs's storage option keys) and :func:`storage_options_from_airflow_connection`
     (an Airflow connection's fields as those options).
 
+Convert-to-Delta and symlink manifests
+    ``DeltaTable.convert_to_delta`` (a parquet directory, optionally Hive-partitioned, to
+    version 0; :class:`ConvertResult`), its pieces for other backends (:func:`plan_convert`,
+    :class:`ConvertPlan`, :class:`SourceFile`, :func:`read_parquet_schema`,
+    :func:`convert_file`, :func:`merge_file_schemas`, :func:`parse_partition_schema`,
+    :class:`FooterReader`, :class:`ThreadPoolFooterReader`), and
+    ``DeltaTable.generate_symlink_manifest`` (:class:`ManifestResult`; regenerated after each
+    commit under :data:`SYMLINK_MANIFEST_PROPERTY`).
+
 Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
 
@@ -92,6 +101,7 @@ from airflow_delta.engine.errors import (
     ConcurrentModificationError,
     ConcurrentTransactionException,
     ConstraintViolationError,
+    ConvertSourceError,
     CorruptCheckpointError,
     CorruptCommitError,
     CorruptDataFileError,
@@ -111,6 +121,7 @@ from airflow_delta.engine.errors import (
     LogMovedPastCommitError,
     LogNotContiguousError,
     LogTooLargeError,
+    ManifestNotSupportedError,
     MetadataChangedException,
     MissingMetadataError,
     MissingProtocolError,
@@ -171,7 +182,20 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.convert import (
+        ConvertPlan,
+        ConvertResult,
+        FooterReader,
+        SourceFile,
+        ThreadPoolFooterReader,
+        convert_file,
+        merge_file_schemas,
+        parse_partition_schema,
+        plan_convert,
+        read_parquet_schema,
+    )
     from airflow_delta.engine.operations.delete import stage_delete
+    from airflow_delta.engine.operations.manifest import SYMLINK_MANIFEST_PROPERTY, ManifestResult
     from airflow_delta.engine.operations.optimize import (
         ZORDER_NUM_RANGES,
         OptimizeBin,
@@ -186,6 +210,18 @@ if TYPE_CHECKING:
     from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
 
 _LOADED_ON_FIRST_USE = {
+    "ConvertPlan": "airflow_delta.engine.operations.convert",
+    "ConvertResult": "airflow_delta.engine.operations.convert",
+    "FooterReader": "airflow_delta.engine.operations.convert",
+    "SourceFile": "airflow_delta.engine.operations.convert",
+    "ThreadPoolFooterReader": "airflow_delta.engine.operations.convert",
+    "convert_file": "airflow_delta.engine.operations.convert",
+    "merge_file_schemas": "airflow_delta.engine.operations.convert",
+    "parse_partition_schema": "airflow_delta.engine.operations.convert",
+    "plan_convert": "airflow_delta.engine.operations.convert",
+    "read_parquet_schema": "airflow_delta.engine.operations.convert",
+    "ManifestResult": "airflow_delta.engine.operations.manifest",
+    "SYMLINK_MANIFEST_PROPERTY": "airflow_delta.engine.operations.manifest",
     "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
     "ZORDER_NUM_RANGES": "airflow_delta.engine.operations.optimize",
     "interleave_bits": "airflow_delta.engine.operations.optimize",
@@ -214,6 +250,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DELETE_METRIC_NAMES",
+    "SYMLINK_MANIFEST_PROPERTY",
     "ZORDER_NUM_RANGES",
     "AddCDCFile",
     "AddFile",
@@ -241,6 +278,9 @@ __all__ = [
     "ConflictWatch",
     "Conflicted",
     "ConstraintViolationError",
+    "ConvertPlan",
+    "ConvertResult",
+    "ConvertSourceError",
     "CorruptCheckpointError",
     "CorruptCommitError",
     "CorruptDataFileError",
@@ -255,6 +295,7 @@ __all__ = [
     "FileIO",
     "FileIOCommitter",
     "FileInfo",
+    "FooterReader",
     "HealthReport",
     "InvalidArgumentError",
     "InvalidFilterError",
@@ -270,6 +311,8 @@ __all__ = [
     "LogMovedPastCommitError",
     "LogNotContiguousError",
     "LogTooLargeError",
+    "ManifestNotSupportedError",
+    "ManifestResult",
     "Metadata",
     "MetadataChangedException",
     "MissingMetadataError",
@@ -296,6 +339,7 @@ __all__ = [
     "SetTransaction",
     "SizeBucket",
     "Snapshot",
+    "SourceFile",
     "StorageAccessError",
     "StorageUnavailableError",
     "TableAlreadyExistsError",
@@ -303,6 +347,7 @@ __all__ = [
     "TableLocation",
     "TableNotFoundError",
     "TableProperties",
+    "ThreadPoolFooterReader",
     "Transaction",
     "TransactionAlreadyCommittedError",
     "UnknownTablePropertyError",
@@ -311,13 +356,18 @@ __all__ = [
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
+    "convert_file",
     "error_from_report",
     "interleave_bits",
+    "merge_file_schemas",
     "parse_interval",
+    "parse_partition_schema",
+    "plan_convert",
     "plan_optimize",
     "range_bounds",
     "range_ids_from_bounds",
     "read_live_rows",
+    "read_parquet_schema",
     "reader_features",
     "rewrite_bin",
     "size_histogram_png",

@@ -620,3 +620,33 @@ class RestoreFilesMissingError(DeltaError):
             f"cannot restore version {version}: {total} file(s) it needs are gone, probably vacuumed: "
             f"{shown}{more}; nothing was committed; restore a newer version whose files still exist"
         )
+
+
+# ------------------------------------------------------- convert and manifests
+
+
+class ConvertSourceError(DeltaError):
+    """CONVERT TO DELTA refused a directory as it is: a file that is not parquet, file schemas
+    that cannot be merged, or directories that do not match the partition schema.
+
+    Not retryable: the message names the file or directory and what to change.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot convert {path!r} to Delta: {reason}")
+
+
+class ManifestNotSupportedError(DeltaError):
+    """Symlink manifests cannot describe this table (deletion vectors, column mapping), as in Delta.
+
+    Presto, Trino and Athena read every row of each listed file, so a file with a deletion
+    vector would show deleted rows, and column-mapped physical names would not match the
+    schema they know. Not retryable until the table no longer has them.
+    """
+
+    def __init__(self, table_uri: str, reason: str) -> None:
+        self.table_uri = table_uri
+        self.reason = reason
+        super().__init__(f"cannot generate symlink manifests for {table_uri!r}: {reason}")

@@ -60,6 +60,8 @@ from airflow_delta.engine.write.options import AppTransaction, CommitOptions, Op
 from airflow_delta.engine.write.transaction import Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.convert import ConvertResult, FooterReader
+    from airflow_delta.engine.operations.manifest import ManifestResult
     from airflow_delta.engine.operations.optimize import BinRewriter
 
 # The operations are imported by the verbs that use them, not here: writing pulls in
@@ -398,6 +400,56 @@ class DeltaTable:
             self.snapshot(), now_ms=now_ms, target_file_size=target_file_size,
             max_deleted_rows_ratio=float(max_deleted_rows_ratio),
         )
+
+    @classmethod
+    def convert_to_delta(
+        cls,
+        table_uri: str,
+        partition_schema: str | pa.Schema | Mapping[str, str] | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        collect_stats: bool = True,
+        parallelism: int = 8,
+        reader: FooterReader | None = None,
+    ) -> ConvertResult:
+        """``CONVERT TO DELTA parquet.`<table_uri>` [PARTITIONED BY (partition_schema)]``: version 0 of a new table.
+
+        ``partition_schema`` is Spark DDL (``"year INT, region STRING"``), a pyarrow schema or
+        ``{name: type}``, in directory order. Footers are read on ``parallelism`` threads, or by
+        ``reader`` (the Spark backend's). A directory that is already a Delta table raises
+        :class:`TableAlreadyExistsError`; what cannot be converted, :class:`ConvertSourceError`.
+        """
+        from airflow_delta.engine.operations.convert import convert_to_delta
+
+        check_str("table_uri", table_uri, non_empty=True)
+        if partition_schema is not None and not isinstance(partition_schema, (str, pa.Schema, Mapping)):
+            raise InvalidArgumentError(
+                "partition_schema", partition_schema, "pass a DDL string, a pyarrow schema, a mapping or None"
+            )
+        check_str_mapping("properties", properties, optional=True)
+        check_str("name", name, optional=True)
+        check_str("description", description, optional=True)
+        check_bool("collect_stats", collect_stats)
+        check_int("parallelism", parallelism, minimum=1)
+        if reader is not None and not all(callable(getattr(reader, m, None)) for m in ("schemas", "add_files")):
+            raise InvalidArgumentError("reader", reader, "pass a FooterReader (schemas(plan), add_files(plan, metadata)) or None")
+        table = cls(table_uri, storage_options)
+        return convert_to_delta(
+            table.location, partition_schema, properties=properties, name=name, description=description,
+            collect_stats=collect_stats, parallelism=parallelism, reader=reader, post_commit=table._post_commit,
+        )
+
+    def generate_symlink_manifest(self) -> ManifestResult:
+        """``GENERATE symlink_format_manifest FOR TABLE``: every partition's manifest of live files, stale ones removed.
+
+        Raises :class:`ManifestNotSupportedError` for tables with deletion vectors or column mapping.
+        """
+        from airflow_delta.engine.operations.manifest import generate_symlink_manifest
+
+        return generate_symlink_manifest(self.location, self.snapshot())
 
     # ------------------------------------------------------------------ internals
     def _post_commit(self, version: int, actions: Sequence[Mapping[str, Any]]) -> None:

@@ -37,7 +37,14 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
-from airflow_delta.engine import DeltaError, DeltaTable, InvalidArgumentError, Snapshot, error_from_report
+from airflow_delta.engine import (
+    DeltaError,
+    DeltaTable,
+    InvalidArgumentError,
+    Snapshot,
+    error_from_report,
+    storage_options_from_airflow_connection,
+)
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
 from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX
 from airflow_delta.spark.packaging import engine_py_files
@@ -63,6 +70,8 @@ RESULT_MARKER = RESULT_LINE_PREFIX
 ERROR_MARKER = ERROR_LINE_PREFIX
 
 DEPLOY_MODES = ("client", "cluster")
+# Airflow connection types whose credentials the hook maps to storage options.
+STORAGE_CONN_TYPES = ("aws", "wasb", "adls", "google_cloud_platform")
 DRIVER_LOG_TAIL_LINES = 100
 
 # Spark's scheduler log line for a finished task ends with "(done/total)" of its stage:
@@ -126,13 +135,17 @@ class DeltaConnectionSettings:
 
     ``storage_options`` are the table root's (passed to the engine and to the job);
     ``spark_conn_id`` the apache-spark connection to submit to; ``spark_conf`` default
-    Spark conf of every job; ``deploy_mode`` overrides the Spark connection's.
+    Spark conf of every job; ``deploy_mode`` overrides the Spark connection's;
+    ``storage_conn_id`` an Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+    connection whose credentials the hook maps to storage options (``storage_options``
+    given here win over the mapped ones, key by key).
     """
 
     storage_options: dict[str, str] = field(default_factory=dict)
     spark_conn_id: str = "spark_default"
     spark_conf: dict[str, str] = field(default_factory=dict)
     deploy_mode: str | None = None
+    storage_conn_id: str | None = None
 
     @classmethod
     def from_extra(cls, conn_id: str, extra: Mapping[str, Any]) -> DeltaConnectionSettings:
@@ -158,11 +171,15 @@ class DeltaConnectionSettings:
         deploy_mode = extra.get("deploy_mode") or None
         if deploy_mode is not None and deploy_mode not in DEPLOY_MODES:
             raise InvalidArgumentError(where("deploy_mode"), deploy_mode, "client, cluster, or empty")
+        storage_conn_id = extra.get("storage_conn_id") or None
+        if storage_conn_id is not None and not isinstance(storage_conn_id, str):
+            raise InvalidArgumentError(where("storage_conn_id"), storage_conn_id, "the id of an aws, wasb, adls or gcp connection")
         return cls(
             storage_options=json_object("storage_options"),
             spark_conn_id=spark_conn_id,
             spark_conf=json_object("spark_conf"),
             deploy_mode=deploy_mode,
+            storage_conn_id=storage_conn_id,
         )
 
 
@@ -260,6 +277,10 @@ class DeltaHook(BaseHook):
         exist, the defaults apply: no storage options, ``spark_default``, no extra conf.
     :param spark_conn_id: Overrides the connection's Spark connection.
     :param deploy_mode: Overrides the connection's deploy mode (``client`` or ``cluster``).
+    :param storage_conn_id: Overrides the connection's storage connection: an Airflow
+        ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform`` connection mapped to
+        storage options (``docs/storage.md``); the ``delta`` connection's own
+        ``storage_options`` win over what it gives.
     """
 
     conn_name_attr = "delta_conn_id"
@@ -282,6 +303,7 @@ class DeltaHook(BaseHook):
                 "spark_conn_id": "spark_default",
                 "spark_conf": '{"spark.executor.memory": "4g"}',
                 "deploy_mode": "client",
+                "storage_conn_id": "aws_default",
             },
         }
 
@@ -318,6 +340,13 @@ class DeltaHook(BaseHook):
                 description="client or cluster (empty: the Spark connection's). Standalone masters: client only.",
                 validators=[Optional(), any_of(list(DEPLOY_MODES))],
             ),
+            "storage_conn_id": StringField(
+                lazy_gettext("Storage connection id"),
+                widget=BS3TextFieldWidget(),
+                description="An aws, wasb, adls or google_cloud_platform connection whose credentials reach the "
+                "table's object store (Storage options override what it gives).",
+                validators=[Optional()],
+            ),
         }
 
     def __init__(
@@ -326,6 +355,7 @@ class DeltaHook(BaseHook):
         *,
         spark_conn_id: str | None = None,
         deploy_mode: str | None = None,
+        storage_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         if deploy_mode is not None and deploy_mode not in DEPLOY_MODES:
@@ -333,6 +363,7 @@ class DeltaHook(BaseHook):
         self.delta_conn_id = delta_conn_id
         self._spark_conn_id = spark_conn_id
         self._deploy_mode = deploy_mode
+        self._storage_conn_id = storage_conn_id
         self._settings: DeltaConnectionSettings | None = None
         self._submit_hook: _DmlSubmitHook | None = None
 
@@ -352,8 +383,31 @@ class DeltaHook(BaseHook):
                 settings = replace(settings, spark_conn_id=self._spark_conn_id)
             if self._deploy_mode is not None:
                 settings = replace(settings, deploy_mode=self._deploy_mode)
+            if self._storage_conn_id is not None:
+                settings = replace(settings, storage_conn_id=self._storage_conn_id)
+            if settings.storage_conn_id is not None:
+                mapped = self.storage_options_of(settings.storage_conn_id)
+                settings = replace(settings, storage_options={**mapped, **settings.storage_options})
             self._settings = settings
         return self._settings
+
+    def storage_options_of(self, conn_id: str) -> dict[str, str]:
+        """Storage options (delta-rs keys) for the Airflow connection ``conn_id``.
+
+        Read from the connection's fields and extra only, so the amazon, microsoft-azure
+        and google providers need not be installed; see ``docs/storage.md`` for what each
+        type's fields and extras map to.
+        """
+        conn = self.get_connection(conn_id)
+        if conn.conn_type not in STORAGE_CONN_TYPES:
+            raise InvalidArgumentError(
+                f"connection {conn_id!r} conn_type", conn.conn_type,
+                f"a storage connection is of type {', '.join(STORAGE_CONN_TYPES)} (the types mapped to storage "
+                "options); name one in storage_conn_id, or put the options in the delta connection's storage_options",
+            )
+        return storage_options_from_airflow_connection(
+            conn.conn_type, login=conn.login, password=conn.password, host=conn.host, extra=conn.extra_dejson
+        )
 
     def get_conn(self) -> DeltaConnectionSettings:
         return self.settings

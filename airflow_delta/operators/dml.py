@@ -39,6 +39,7 @@ from airflow_delta.engine import (
     stage_delete,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook, files_summary
+from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity as _task_identity
 from airflow_delta.spark.job_result import JobResult
@@ -90,11 +91,13 @@ class _DeltaDmlOperator(BaseOperator):
         conf: dict[str, str] | None = None,
         max_attempts: int = 3,
         use_deletion_vectors: bool | None = None,
+        storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
         self.conf = conf
         self.max_attempts = max_attempts
         self.use_deletion_vectors = use_deletion_vectors
@@ -118,7 +121,7 @@ class _DeltaDmlOperator(BaseOperator):
     # ------------------------------------------------------------------ execute
     def execute(self, context: Context) -> dict[str, Any]:
         identity = _task_identity(context)
-        hook = self._hook = DeltaHook(self.delta_conn_id)
+        hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             table = hook.table(self.table)
             snapshot = table.snapshot()
@@ -172,7 +175,7 @@ class _DeltaDmlOperator(BaseOperator):
             self._hook.on_kill()
 
 
-class DeltaDeleteOperator(_DeltaDmlOperator):
+class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
     """``DELETE FROM table [WHERE predicate]`` on a Delta table.
 
     With no predicate every file is removed; a predicate on partition columns only removes
@@ -194,6 +197,8 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         candidate files.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict (ConcurrentAppend, ConcurrentDeleteRead,
         ConcurrentDeleteDelete), the first included, before the task fails with a retryable error.
@@ -201,7 +206,7 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         files; True requires DVs.
     """
 
-    OPERATION = "DELETE"
+    OPERATION = LINEAGE_OPERATION = "DELETE"
     template_fields: Sequence[str] = ("table", "predicate", "conf")
 
     def __init__(
@@ -287,7 +292,7 @@ class DeltaDeleteOperator(_DeltaDmlOperator):
         return committed if committed is not None else result
 
 
-class DeltaUpdateOperator(_DeltaDmlOperator):
+class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
     """``UPDATE table SET column = expression, ... [WHERE predicate]`` on a Delta table, on Spark.
 
     With deletion vectors the old rows are marked in DVs and only the updated rows are
@@ -301,13 +306,15 @@ class DeltaUpdateOperator(_DeltaDmlOperator):
         updates every row. (templated)
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
         files; True requires DVs.
     """
 
-    OPERATION = "UPDATE"
+    OPERATION = LINEAGE_OPERATION = "UPDATE"
     template_fields: Sequence[str] = ("table", "set", "predicate", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"set": "json", "conf": "json"}
 
@@ -326,7 +333,7 @@ class DeltaUpdateOperator(_DeltaDmlOperator):
         )
 
 
-class DeltaMergeOperator(_DeltaDmlOperator):
+class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark.
 
     Give either ``merge_sql`` (the whole statement, with ``sources`` naming what its
@@ -354,13 +361,15 @@ class DeltaMergeOperator(_DeltaDmlOperator):
     :param schema_evolution: Let ``UPDATE SET *`` and ``INSERT *`` add the source's new columns.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for this job, over the connection's. (templated)
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
         files; True requires DVs.
     """
 
-    OPERATION = "MERGE"
+    OPERATION = LINEAGE_OPERATION = "MERGE"
     template_fields: Sequence[str] = ("table", "merge_sql", "sources", "source", "on", "clauses", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"merge_sql": "sql", "conf": "json"}
 

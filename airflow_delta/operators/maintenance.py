@@ -49,6 +49,7 @@ from airflow_delta.engine import (
     parse_interval,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
+from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity
 from airflow_delta.spark.job_result import job_tags
@@ -101,14 +102,17 @@ class _DeltaMaintenanceOperator(BaseOperator):
     ui_color = "#5b8c5a"
     ui_fgcolor = "#ffffff"
 
-    def __init__(self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, storage_conn_id: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.delta_conn_id = delta_conn_id
+        self.storage_conn_id = storage_conn_id
         self._hook: DeltaHook | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        hook = self._hook = DeltaHook(self.delta_conn_id)
+        hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             table = hook.table(self.table)
             self.log.info("%s on %s: latest version %d", self.task_type, self.table, table.version())
@@ -124,7 +128,7 @@ class _DeltaMaintenanceOperator(BaseOperator):
         raise AirflowSkipException(reason)
 
 
-class VacuumOperator(_DeltaMaintenanceOperator):
+class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``VACUUM table [RETAIN n HOURS] [LITE | FULL] [DRY RUN]`` on a Delta table, in the worker.
 
     Deletes the files that no version within the retention needs. ``lite`` reads the log
@@ -144,7 +148,12 @@ class VacuumOperator(_DeltaMaintenanceOperator):
     :param parallelism: Concurrent deletes (and listings) in the worker.
     :param only_if_needed: Skip the task when a dry run finds nothing to delete.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
+
+    LINEAGE_OPERATION = "VACUUM"
+    CHANGES_DATA = False  # dataChange=false: no default outlet (docs/maintenance-operators.md)
 
     template_fields: Sequence[str] = ("table", "retention", "file_list_path")
 
@@ -226,7 +235,7 @@ class VacuumOperator(_DeltaMaintenanceOperator):
                 self.log.info("VACUUM %s:\n%s", verb, "\n".join(chunk))
 
 
-class OptimizeOperator(_DeltaMaintenanceOperator):
+class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]`` with DV purge.
 
     Small files of each partition are compacted toward the target size (``dataChange=false``
@@ -259,9 +268,14 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
         (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     :param conf: Spark conf for the job, over the connection's. (templated)
     :param max_attempts: Plans on a conflict (a concurrent DELETE of a file being compacted).
     """
+
+    LINEAGE_OPERATION = "OPTIMIZE"
+    CHANGES_DATA = False  # dataChange=false: no default outlet (docs/maintenance-operators.md)
 
     template_fields: Sequence[str] = ("table", "where", "conf")
 
@@ -452,7 +466,7 @@ class OptimizeOperator(_DeltaMaintenanceOperator):
             self._hook.on_kill()
 
 
-class CheckpointOperator(_DeltaMaintenanceOperator):
+class CheckpointOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """Write a checkpoint of a Delta table, then clean up its expired log.
 
     :param table: URI of the Delta table (templated).
@@ -463,7 +477,12 @@ class CheckpointOperator(_DeltaMaintenanceOperator):
     :param cleanup_log: Delete expired log files afterwards per ``delta.logRetentionDuration``.
     :param only_if_needed: Skip the task when the version already has the latest checkpoint.
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
+
+    LINEAGE_OPERATION = "CHECKPOINT"
+    CHANGES_DATA = COMMITS = False  # writes a checkpoint, no commit: no default outlet
 
     def __init__(
         self,
@@ -514,7 +533,7 @@ class CheckpointOperator(_DeltaMaintenanceOperator):
         }
 
 
-class RestoreOperator(_DeltaMaintenanceOperator):
+class RestoreOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``RESTORE TABLE table TO VERSION AS OF v | TIMESTAMP AS OF t`` in one commit.
 
     Fails before committing anything (a non-retryable ``RestoreFilesMissingError``) when a
@@ -529,7 +548,11 @@ class RestoreOperator(_DeltaMaintenanceOperator):
     :param timestamp: A datetime, ISO string or epoch ms: the last version committed at or
         before it (templated).
     :param delta_conn_id: The ``delta`` connection (storage options).
+    :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
+        connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
+
+    LINEAGE_OPERATION = "RESTORE"
 
     template_fields: Sequence[str] = ("table", "timestamp")
 

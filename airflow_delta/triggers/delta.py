@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
 from airflow_delta.engine import (
     CommitConflict,
@@ -33,7 +33,7 @@ from airflow_delta.engine import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaConnectionSettings, DeltaHook
+from airflow_delta.hooks.delta import DeltaHook
 
 # At most this many waited-out commits are listed in an event or an XCom (the count is always given).
 MAX_LISTED_COMMITS = 20
@@ -56,16 +56,12 @@ def connection_storage_options(delta_conn_id: str | None) -> dict[str, str]:
 
 
 async def aconnection_storage_options(delta_conn_id: str | None) -> dict[str, str]:
-    """:func:`connection_storage_options` in the triggerer's event loop (``aget_connection``)."""
-    if delta_conn_id is None:
-        return {}
-    try:
-        connection = await DeltaHook.aget_connection(delta_conn_id)
-    except AirflowNotFoundException:
-        if delta_conn_id != DEFAULT_CONN_ID:
-            raise
-        return {}  # as DeltaHook: a missing default connection means the defaults
-    return dict(DeltaConnectionSettings.from_extra(delta_conn_id, connection.extra_dejson).storage_options)
+    """:func:`connection_storage_options` from the triggerer's event loop.
+
+    Through ``DeltaHook`` (one place reads a connection, its ``storage_conn_id`` included),
+    in a thread by ``sync_to_async``, as Airflow asks of triggers that read connections.
+    """
+    return await sync_to_async(connection_storage_options)(delta_conn_id)
 
 
 # --------------------------------------------------------------------------- judging quiet

@@ -41,6 +41,10 @@ RETRYABLE = {
     # maintenance: a shorter retention or vacuumed files stay so on a retry
     "RetentionTooShortError": False,
     "RestoreFilesMissingError": False,
+    # the parquet directory must be fixed first (a stray file, a type clash, a bad partition directory)
+    "ConvertSourceError": False,
+    # the table has deletion vectors or column mapping: manifests stay impossible until it does not
+    "ManifestNotSupportedError": False,
     "UnsupportedFeatureError": False,
     "InvalidFilterError": False,
     "SchemaMismatchError": False,

@@ -119,6 +119,38 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     )
     each("DeltaTable.create.name", NOT_STR, lambda v: DeltaTable.create(table.table_uri + "-x", SCHEMA, name=v))
     each("DeltaTable.create.description", NOT_STR, lambda v: DeltaTable.create(table.table_uri + "-x", SCHEMA, description=v))
+    each("DeltaTable.convert_to_delta.table_uri", [*NOT_STR, ""], lambda v: DeltaTable.convert_to_delta(v))
+    each(
+        "DeltaTable.convert_to_delta.partition_schema",
+        [1, ["year INT"], "year", "year INTERVAL", {"year": "struct"}, _NotAnything()],
+        lambda v: DeltaTable.convert_to_delta(table.table_uri + "-x", v),
+    )
+    each(
+        "DeltaTable.convert_to_delta.properties",
+        [*NOT_MAPPING, {1: "x"}],
+        lambda v: DeltaTable.convert_to_delta(table.table_uri + "-x", properties=v),
+    )
+    each("DeltaTable.convert_to_delta.name", NOT_STR, lambda v: DeltaTable.convert_to_delta(table.table_uri + "-x", name=v))
+    each(
+        "DeltaTable.convert_to_delta.description",
+        NOT_STR,
+        lambda v: DeltaTable.convert_to_delta(table.table_uri + "-x", description=v),
+    )
+    each(
+        "DeltaTable.convert_to_delta.collect_stats",
+        NOT_BOOL,
+        lambda v: DeltaTable.convert_to_delta(table.table_uri + "-x", collect_stats=v),
+    )
+    each(
+        "DeltaTable.convert_to_delta.parallelism",
+        [*NOT_INT, 0, -1],
+        lambda v: DeltaTable.convert_to_delta(table.table_uri + "-x", parallelism=v),
+    )
+    each(
+        "DeltaTable.convert_to_delta.reader",
+        [1, "spark", len],
+        lambda v: DeltaTable.convert_to_delta(table.table_uri + "-x", reader=v),
+    )
     each("DeltaTable.transaction.options", [RetryPolicy(), "serializable", 1], lambda v: table.transaction(v))
     each("DeltaTable.transaction.snapshot", [0, "latest", table], lambda v: table.transaction(snapshot=v))
     each("DeltaTable.append.data", [data.to_pylist(), {"id": [1]}, None, 1], lambda v: table.append(v))

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_delta.engine import CommitOptions, DeltaTable, write_data_files
+from airflow_delta.engine import CommitOptions, DeltaTable, RetentionTooShortError, write_data_files
 from tests.object_store_helpers import ObjectStoreServer
 from tests.oracles import read_with_deltars
 
@@ -137,3 +137,73 @@ def test_azurite_through_the_emulator_option_as_delta_rs_takes_it(
     table.append(pa.Table.from_pylist(rows, schema=SCHEMA))
     assert _sorted(read_with_deltars(uri, storage_options=options)) == _sorted(rows)
     assert _ours(DeltaTable(uri, options)) == _sorted(rows)
+
+
+def _table_keys(server: ObjectStoreServer, table: DeltaTable) -> set[str]:
+    """Keys below the table root, relative to it (listed by the independent client)."""
+    prefix = server.key_of(table.table_uri) + "/"
+    return {key[len(prefix):] for key in server.keys(prefix)}
+
+
+def test_vacuum_lite_and_full_dry_and_real_on_an_object_store(object_store: ObjectStoreServer, tmp_path: Any) -> None:
+    server = object_store
+    table = DeltaTable.create(server.uri(), SCHEMA, partition_by=["p"], storage_options=server.storage_options)
+    rows = _batch(range(30))
+    table.append(pa.Table.from_pylist(rows[:15], schema=SCHEMA))
+    table.append(pa.Table.from_pylist(rows[15:], schema=SCHEMA))
+    live_before = set(table.snapshot().add_actions.column("path").to_pylist())
+    table.delete("id < 3", use_deletion_vectors=False)  # rewrites: tombstones for vacuum to find
+    expected = [r for r in rows if r["id"] >= 3]
+    live = set(table.snapshot().add_actions.column("path").to_pylist())
+    tombstoned = live_before - live
+    assert tombstoned
+    # An orphan (a writer that died before committing) and files Delta's rule calls hidden.
+    io, root = table.location.io, table.location.root
+    planted_hidden = {"p=a/.part-x.parquet.crc", "_tmp_writer/x.parquet", ".hidden.parquet", "p=b/_SUCCESS"}
+    for relative in ("p=a/orphan.parquet", *planted_hidden):
+        io.write_bytes(f"{root}/{relative}", b"not referenced by any commit")
+    later = datetime.now(UTC) + timedelta(days=30)
+
+    # The retention check: shorter than the table's 7 days is refused unless switched off.
+    with pytest.raises(RetentionTooShortError):
+        table.vacuum(retention=timedelta(0), now=later)
+    # Within the retention nothing goes: every candidate is younger than an hour.
+    young = table.vacuum(retention=timedelta(hours=1), enforce_retention_duration=False, dry_run=True)
+    assert young.num_files_to_delete == 0
+
+    lite = table.vacuum(mode="lite", retention=timedelta(0), enforce_retention_duration=False, now=later,
+                        dry_run=True, file_list_path=str(tmp_path / "lite.txt"))
+    assert set((tmp_path / "lite.txt").read_text().split()) == tombstoned
+    assert lite.num_files_to_delete == len(tombstoned) and lite.metrics["numVacuumedDirectories"] == 0
+    full = table.vacuum(retention=timedelta(0), enforce_retention_duration=False, now=later, dry_run=True,
+                        file_list_path=str(tmp_path / "full.txt"))
+    assert set((tmp_path / "full.txt").read_text().split()) == tombstoned | {"p=a/orphan.parquet"}
+    assert full.metrics["numVacuumedDirectories"] == 4  # the root and p=a, p=b, p=c; hidden ones not entered
+    assert tombstoned | {"p=a/orphan.parquet"} <= _table_keys(server, table), "a dry run deletes nothing"
+
+    done = table.vacuum(mode="lite", retention=timedelta(0), enforce_retention_duration=False, now=later)
+    assert done.num_deleted_files == len(tombstoned) and done.start_version is not None
+    keys = _table_keys(server, table)
+    assert not tombstoned & keys and "p=a/orphan.parquet" in keys
+    done = table.vacuum(retention=timedelta(0), enforce_retention_duration=False, now=later)
+    assert done.num_deleted_files == 1
+    keys = _table_keys(server, table)
+    assert "p=a/orphan.parquet" not in keys and planted_hidden <= keys and live <= keys
+    assert any(key.startswith("_delta_log/") for key in keys)
+    _check(table, server, expected)
+    assert [e["operation"] for e in table.history(limit=4)] == ["VACUUM END", "VACUUM START"] * 2
+
+
+def test_file_uris_are_full_uris_that_delta_rs_gives_and_opens(object_store: ObjectStoreServer) -> None:
+    server = object_store
+    table = DeltaTable.create(server.uri(), SCHEMA, partition_by=["p"], storage_options=server.storage_options)
+    table.append(pa.Table.from_pylist(_batch(range(9)), schema=SCHEMA))
+    ours = table.snapshot().file_uris()
+    assert len(ours) == 3 and all(uri.startswith(f"{server.scheme}://{server.bucket}/") for uri in ours)
+    assert sorted(ours) == sorted(deltalake.DeltaTable(table.table_uri, storage_options=server.storage_options).file_uris())
+    assert table.snapshot().file_uris("p = 'b'") == [u for u in ours if "/p=b/" in u]
+    # Each names an object the independent client finds: the three files hold the table's rows.
+    import pyarrow.parquet as pq
+
+    keys = [uri.split("://", 1)[1].split("/", 1)[1] for uri in ours]
+    assert sum(pq.read_table(pa.BufferReader(server.read(key))).num_rows for key in keys) == 9

@@ -26,8 +26,8 @@ from airflow_delta.engine.errors import (
     InvalidTablePropertyError,
     TableAlreadyExistsError,
 )
-from airflow_delta.engine.model.actions import Metadata
-from airflow_delta.engine.model.commit_info import ENGINE_INFO
+from airflow_delta.engine.model.actions import Metadata, Protocol
+from airflow_delta.engine.model.commit_info import ENGINE_INFO, encode_operation_metrics, encode_operation_parameters
 from airflow_delta.engine.model.constraints import CHECK_CONSTRAINT_PREFIX
 from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
@@ -194,6 +194,40 @@ def create_table(
         partition_by = [partition_by]
     if _table_exists(location.io, location.root):
         raise TableAlreadyExistsError(location.uri)
+    protocol, metadata, user_properties = new_table_state(schema, partition_by, properties, name, description)
+    commit_info = new_table_commit_info(
+        metadata,
+        "CREATE TABLE",
+        {
+            "isManaged": "false",
+            "description": description,
+            "partitionBy": json_text(list(metadata.partition_columns)),
+            "properties": json_text(user_properties),
+        },
+        {},
+        is_blind_append=True,
+    )
+    actions = [{"commitInfo": commit_info}, {"protocol": protocol.to_json()}, {"metaData": metadata.to_json()}]
+    body = utf8_bytes("".join(json_text(a) + "\n" for a in actions), "table creation")
+    if not location.io.put_if_absent(commit_path(location.root, 0), body):
+        raise TableAlreadyExistsError(location.uri)
+    _confirm_created(location, body, metadata.id, commit_info["txnId"])
+    if post_commit is not None:
+        post_commit(0, actions)
+    return 0
+
+
+def new_table_state(
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    properties: Mapping[str, str] | None,
+    name: str | None,
+    description: str | None,
+) -> tuple[Protocol, Metadata, dict[str, str]]:
+    """The protocol and metaData of a new table, checked; and the properties the user asked for.
+
+    Shared by CREATE TABLE and CONVERT TO DELTA, the two ways version 0 is written.
+    """
     props = normalize_properties(properties)
     configuration = dict(props.configuration)
     mode = TableProperties.from_configuration(configuration).column_mapping_mode
@@ -210,7 +244,6 @@ def create_table(
         props.min_writer_version,
         table_features=bool(props.features),
     )
-    now = _now_ms()
     metadata = Metadata(
         id=str(uuid.uuid4()),
         schema_string=json_text(schema_json),
@@ -218,39 +251,40 @@ def create_table(
         configuration=configuration,
         name=name,
         description=description,
-        created_time=now,
+        created_time=_now_ms(),
     )
     check_writable(protocol, metadata)
     user_properties = {k: v for k, v in configuration.items() if k != COLUMN_MAPPING_MAX_ID}
+    return protocol, metadata, user_properties
+
+
+def new_table_commit_info(
+    metadata: Metadata,
+    operation: str,
+    operation_parameters: Mapping[str, Any],
+    operation_metrics: Mapping[str, Any],
+    *,
+    is_blind_append: bool,
+) -> dict[str, Any]:
+    """The commitInfo of a version 0, timed at the metadata's creation (in-commit timestamp when enabled)."""
+    now = metadata.created_time if metadata.created_time is not None else _now_ms()
     commit_info: dict[str, Any] = {}
-    if TableProperties.from_configuration(configuration).enable_in_commit_timestamps:
+    if TableProperties.from_configuration(metadata.configuration).enable_in_commit_timestamps:
         # In-commit timestamps: the commitInfo (first action) carries the commit time.
         commit_info["inCommitTimestamp"] = now
     commit_info.update(
         {
             "timestamp": now,
-            "operation": "CREATE TABLE",
-            "operationParameters": {
-                "isManaged": "false",
-                "description": description,
-                "partitionBy": json_text(list(partition_columns)),
-                "properties": json_text(user_properties),
-            },
+            "operation": operation,
+            "operationParameters": encode_operation_parameters(operation_parameters),
             "isolationLevel": "Serializable",
-            "isBlindAppend": True,
-            "operationMetrics": {},
+            "isBlindAppend": is_blind_append,
+            "operationMetrics": encode_operation_metrics(operation_metrics),
             "engineInfo": ENGINE_INFO,
             "txnId": str(uuid.uuid4()),
         }
     )
-    actions = [{"commitInfo": commit_info}, {"protocol": protocol.to_json()}, {"metaData": metadata.to_json()}]
-    body = utf8_bytes("".join(json_text(a) + "\n" for a in actions), "table creation")
-    if not location.io.put_if_absent(commit_path(location.root, 0), body):
-        raise TableAlreadyExistsError(location.uri)
-    _confirm_created(location, body, metadata.id, commit_info["txnId"])
-    if post_commit is not None:
-        post_commit(0, actions)
-    return 0
+    return commit_info
 
 
 def _check_constraint_expressions(configuration: Mapping[str, str], schema: pa.Schema) -> None:
@@ -316,3 +350,8 @@ def _table_exists(io: FileIO, root: str) -> bool:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def table_exists(io: FileIO, root: str) -> bool:
+    """Whether ``root`` already holds a Delta table: its ``_delta_log`` lists a commit or checkpoint."""
+    return _table_exists(io, root)

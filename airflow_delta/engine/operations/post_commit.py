@@ -1,4 +1,4 @@
-"""Post-commit work: the ``.crc`` file, automatic checkpoints and log cleanup.
+"""Post-commit work: the ``.crc`` file, symlink manifests, automatic checkpoints and log cleanup.
 
 A transaction reports what it committed; what follows is the caller's business, as in
 delta-kernel-rs. The :class:`~airflow_delta.engine.table.DeltaTable` facade hands
@@ -18,6 +18,7 @@ from airflow_delta.engine.errors import InvalidLogError
 from airflow_delta.engine.model.actions import Metadata
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.operations.log_cleanup import cleanup_log
+from airflow_delta.engine.operations.manifest import manifests_after_commit, symlink_manifest_enabled
 from airflow_delta.engine.read import crc
 from airflow_delta.engine.read.listing import list_log_segment
 from airflow_delta.engine.read.replay import replay_metadata
@@ -34,7 +35,8 @@ def run_post_commit(
     *,
     now_ms: int | None = None,
 ) -> None:
-    """After ``version`` committed: its ``.crc`` file, a checkpoint when due, then log cleanup.
+    """After ``version`` committed: its ``.crc`` file, the symlink manifests it changed (when
+    ``delta.compatibility.symlinkFormatManifest.enabled``), a checkpoint when due, then log cleanup.
 
     ``version_or_snapshot`` is the committed version, or the snapshot at it when the
     caller already has one (then nothing is re-read). ``actions`` are the commit's
@@ -47,7 +49,17 @@ def run_post_commit(
     except Exception:
         log.warning("post-commit: could not write the .crc file of version %d", version, exc_info=True)
     try:
-        properties = snapshot.properties if snapshot is not None else _properties_at(location, version, actions)
+        metadata = snapshot.metadata if snapshot is not None else _metadata_at(location, version, actions)
+    except Exception:
+        log.warning("post-commit: could not read the table's metadata at version %d", version, exc_info=True)
+        return
+    if metadata is not None and symlink_manifest_enabled(metadata.configuration):
+        snapshot = _symlink_manifests(location, version, snapshot, actions)
+    try:
+        properties = (
+            snapshot.properties if snapshot is not None
+            else None if metadata is None else TableProperties.from_configuration(metadata.configuration)
+        )
         if properties is None or not should_checkpoint(version, properties):
             return
         if snapshot is None:
@@ -68,25 +80,40 @@ def run_post_commit(
             log.warning("post-commit: log cleanup after checkpoint %d failed", version, exc_info=True)
 
 
-def _properties_at(
-    location: TableLocation, version: int, actions: Sequence[Mapping[str, Any]] | None
-) -> TableProperties | None:
-    """Table properties at ``version`` without a full replay when cheaply known.
+def _symlink_manifests(
+    location: TableLocation, version: int, snapshot: Snapshot | None, actions: Sequence[Mapping[str, Any]] | None
+) -> Snapshot | None:
+    """Regenerate the manifests the commit changed; returns the snapshot it loaded, for the checkpoint.
+
+    Like the other steps it never raises: a table that cannot have manifests (deletion
+    vectors, column mapping) is logged as an error, the commit stands.
+    """
+    try:
+        if snapshot is None:
+            snapshot = load_snapshot(location.io, location.root, version)
+        manifests_after_commit(location, snapshot, actions)
+    except Exception:
+        log.error("post-commit: could not update the symlink manifests after version %d", version, exc_info=True)
+    return snapshot
+
+
+def _metadata_at(location: TableLocation, version: int, actions: Sequence[Mapping[str, Any]] | None) -> Metadata | None:
+    """The table's metaData at ``version`` without a full replay when cheaply known.
 
     The commit's own metaData, else the version's ``.crc``, else a replay of the
     non-file actions only; None if the log cannot be replayed.
     """
     for action in actions or ():
         if "metaData" in action:
-            return TableProperties.from_configuration(Metadata.from_json(action["metaData"]).configuration)
+            return Metadata.from_json(action["metaData"])
     checksum = crc.read_version_checksum(location.io, location.root, version)
     if checksum is not None and isinstance(checksum.get("metadata"), Mapping):
-        return TableProperties.from_configuration(Metadata.from_json(checksum["metadata"]).configuration)
+        return Metadata.from_json(checksum["metadata"])
     try:
         state = replay_metadata(location.io, list_log_segment(location.io, location.root, version))
     except InvalidLogError:
         return None
-    return TableProperties.from_configuration(state.metadata.configuration)
+    return state.metadata
 
 
 __all__ = ["run_post_commit"]

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported, live_tombstones
 from airflow_delta.engine.errors import PathOutsideTableError, RetentionTooShortError, UnsupportedFeatureError
@@ -63,7 +62,7 @@ from airflow_delta.engine.model.deletion_vector_files import dv_file_name, split
 from airflow_delta.engine.model.table_features import check_writable
 from airflow_delta.engine.operations.results import VacuumResult
 from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
-from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
+from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.write.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -73,6 +72,8 @@ VACUUM_MODES = ("full", "lite")
 SAMPLE_PATHS = 10
 # Paths one delete task handles; the pool runs at most ``parallelism`` tasks at once.
 DELETE_CHUNK = 256
+# Paths one batched delete carries on object stores (S3's DeleteObjects takes up to 1000 keys).
+DELETE_BATCH = 1000
 # Names that start with "_" or "." but are data, not hidden (Delta's rule).
 NOT_HIDDEN_PREFIXES = ("_change_data", "_delta_index")
 
@@ -162,34 +163,60 @@ class _Listing:
     directories: int
 
 
-def list_table_files(io: FileIO, root: str, partition_prefixes: tuple[str, ...]) -> _Listing:
+def list_table_files(
+    io: FileIO, root: str, partition_prefixes: tuple[str, ...], parallelism: int = 8
+) -> _Listing:
     """Every non-hidden file below ``root``, relative to it; hidden directories are not entered.
 
     Symbolic links are not followed (a link to a directory outside the table would
     otherwise bring outside files into the plan). On local storage only names are read
     here (the directory entry's type needs no ``stat``); sizes and times are read later
-    for the few files that are candidates (:func:`_stat_candidates`).
+    for the few files that are candidates (:func:`_stat_candidates`). Other storage
+    (object stores) is listed through the FileIO, one directory level at a time, the
+    directories of a level listed on at most ``parallelism`` threads; each listing
+    carries sizes and modification times.
     """
-    local = isinstance(io, LocalFileIO)
-    listing = _Listing([], None if local else [], None if local else [], 0)
+    if isinstance(io, LocalFileIO):
+        return _list_local(root, partition_prefixes)
+    listing = _Listing([], [], [], 0)
+    assert listing.sizes is not None and listing.mtimes is not None
+    level = [""]
+    with ThreadPoolExecutor(max_workers=max(1, parallelism), thread_name_prefix="vacuum-list") as pool:
+        while level:
+            listing.directories += len(level)
+            entries = list(pool.map(lambda relative_dir: _fileio_entries(io, root, relative_dir), level))
+            level = []
+            for files, dirs in entries:
+                for file in files:
+                    name = file.path.rsplit("/", 1)[-1]
+                    if not is_hidden_name(name, partition_prefixes):
+                        listing.paths.append(file.path[len(root) + 1:])
+                        listing.sizes.append(file.size)
+                        listing.mtimes.append(file.modification_time)
+                level += [d for d in dirs if not is_hidden_name(d.rsplit("/", 1)[-1], partition_prefixes)]
+    return listing
+
+
+def _fileio_entries(io: FileIO, root: str, relative_dir: str) -> tuple[list[FileInfo], list[str]]:
+    """(files, sub-directories relative to ``root``) of one directory, listed through the FileIO."""
+    directory = f"{root}/{relative_dir}" if relative_dir else root
+    subdirs: list[str] = []
+    files = io.list_dir(directory, not_files=subdirs)
+    prefix = f"{relative_dir}/" if relative_dir else ""
+    return files, [prefix + name for name in subdirs]
+
+
+def _list_local(root: str, partition_prefixes: tuple[str, ...]) -> _Listing:
+    """Names of the non-hidden regular files below a local ``root`` (no sizes or times yet)."""
+    listing = _Listing([], None, None, 0)
     pending = [""]
     while pending:
         relative_dir = pending.pop()
         listing.directories += 1
         directory = f"{root}/{relative_dir}" if relative_dir else root
         prefix = f"{relative_dir}/" if relative_dir else ""
-        if local:
-            files, dirs = _local_entries(directory)
-            listing.paths += [prefix + n for n in files if not is_hidden_name(n, partition_prefixes)]
-        else:
-            dirs = []
-            for name, is_dir, size, mtime in _store_entries(io, directory):
-                if is_dir:
-                    dirs.append(name)
-                elif not is_hidden_name(name, partition_prefixes):
-                    listing.paths.append(prefix + name)
-                    listing.sizes.append(size)  # type: ignore[union-attr]
-                    listing.mtimes.append(mtime)  # type: ignore[union-attr]
+        files, dirs = _local_entries(directory)
+        listing.paths += [prefix + n for n in files if not is_hidden_name(n, partition_prefixes)]
         pending += [prefix + d for d in dirs if not is_hidden_name(d, partition_prefixes)]
     return listing
 
@@ -208,19 +235,6 @@ def _local_entries(directory: str) -> tuple[list[str], list[str]]:
             return files, dirs
     except (FileNotFoundError, NotADirectoryError):
         return [], []
-
-
-def _store_entries(io: FileIO, directory: str) -> list[tuple[str, bool, int, int]]:
-    """(name, is directory, size, mtime ms) of each entry of an object store "directory"."""
-    selector = pafs.FileSelector(directory, allow_not_found=True, recursive=False)
-    out = []
-    for info in io.filesystem.get_file_info(selector):
-        if info.type == pafs.FileType.Directory:
-            out.append((info.base_name, True, 0, 0))
-        elif info.type == pafs.FileType.File:
-            mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
-            out.append((info.base_name, False, info.size or 0, mtime))
-    return out
 
 
 def _stat_candidates(root: str, relative: list[str], parallelism: int) -> tuple[np.ndarray, np.ndarray]:
@@ -270,7 +284,7 @@ def _not_hidden(paths: pa.Array, partition_prefixes: tuple[str, ...]) -> np.ndar
 def plan_full(snapshot: Snapshot, delete_before_ms: int, parallelism: int = 8) -> VacuumPlan:
     """Files below the root that are neither retained nor younger than the retention (orphans included)."""
     prefixes = partition_dir_prefixes(snapshot)
-    listing = list_table_files(snapshot.io, snapshot.table_root, prefixes)
+    listing = list_table_files(snapshot.io, snapshot.table_root, prefixes, parallelism)
     paths = string_array(listing.paths)
     unretained = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
     candidates = paths.filter(bool_array(unretained))
@@ -308,8 +322,26 @@ def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
 def delete_files(io: FileIO, root: str, relative: Sequence[str], parallelism: int) -> tuple[int, int]:
     """Delete ``relative`` paths on at most ``parallelism`` threads; returns (deleted, refused as outside the root).
 
-    A file already gone (a concurrent vacuum) is neither an error nor counted.
+    Local storage deletes file by file: a file already gone (a concurrent vacuum) is
+    neither an error nor counted, and a path whose real location is outside the root is
+    refused and counted. Other storage deletes through :meth:`FileIO.delete_many`, in
+    batches of :data:`DELETE_BATCH` paths (one DeleteObjects request each on S3); object
+    stores report no difference between deleting an object and one already gone, so every
+    path of a completed batch is counted. Paths are joined to the root after the lexical
+    path rule (:func:`relative_paths`) has refused any that leave it, and the object-store
+    FileIO refuses any key outside its bucket.
     """
+    if not relative:
+        return 0, 0
+    if not isinstance(io, LocalFileIO):
+        batches = [relative[i : i + DELETE_BATCH] for i in range(0, len(relative), DELETE_BATCH)]
+
+        def delete_batch(batch: Sequence[str]) -> int:
+            io.delete_many([f"{root}/{path}" for path in batch])
+            return len(batch)
+
+        with ThreadPoolExecutor(max_workers=min(parallelism, len(batches)), thread_name_prefix="vacuum") as pool:
+            return sum(pool.map(delete_batch, batches)), 0
 
     def delete_chunk(chunk: Sequence[str]) -> tuple[int, int]:
         deleted = refused = 0
@@ -325,8 +357,6 @@ def delete_files(io: FileIO, root: str, relative: Sequence[str], parallelism: in
         return deleted, refused
 
     chunks = [relative[i : i + DELETE_CHUNK] for i in range(0, len(relative), DELETE_CHUNK)]
-    if not chunks:
-        return 0, 0
     with ThreadPoolExecutor(max_workers=min(parallelism, len(chunks)), thread_name_prefix="vacuum") as pool:
         results = list(pool.map(delete_chunk, chunks))
     return sum(r[0] for r in results), sum(r[1] for r in results)

@@ -17,8 +17,15 @@ it from a directory listing, which is the source of truth:
 * log compaction files, ``.crc`` files, hidden temp files and anything else whose name
   does not parse are ignored.
 
-We always list the whole directory: ``pyarrow.fs`` has no "list from key" call, so the
-hint cannot shorten the listing, and a listing can never be stale.
+Reading the latest version (or one at or after the hint) lists only the names from the
+hint's version on (:func:`list_log_from_checkpoint`; on object stores a listing that
+starts after a key, S3's ``start-after``, so a long log costs a few requests instead of
+one per thousand files). That partial listing is used only when it can build the
+segment by itself: it holds a complete checkpoint at or after the hint and every commit
+after it. Otherwise (no, stale, far-future or corrupt hint, the named checkpoint missing
+or incomplete, a version before the hint asked for, a gap) the whole directory is listed
+and the rules above apply unchanged; a checkpoint that turns out unreadable when replayed
+falls back to older ones from a full listing too.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from typing import Any
 from airflow_delta.engine.errors import (
     CorruptCommitError,
     LogNotContiguousError,
+    StorageAccessError,
+    StorageUnavailableError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -101,6 +110,13 @@ class LogListing:
     commits: Mapping[int, FileInfo]  # version -> commit file
     checkpoints: tuple[Checkpoint, ...]  # complete checkpoints, ascending by version
     hint: LastCheckpointHint | None
+    # 0: the whole log was listed; else only the files of versions >= start_version were
+    # (a listing from ``_last_checkpoint``: older commits and checkpoints may exist).
+    start_version: int = 0
+
+    @property
+    def is_partial(self) -> bool:
+        return self.start_version > 0
 
     @property
     def commit_versions(self) -> list[int]:
@@ -229,7 +245,11 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
 
 
 def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:
-    """Parse ``_last_checkpoint``; any problem (missing, unreadable, malformed) gives None."""
+    """Parse ``_last_checkpoint``; any problem with the file (missing, unreadable, malformed) gives None.
+
+    A store that cannot be reached or refuses the credentials is not a problem of the file:
+    that error is raised (the listing would meet it next, after waiting out the retries again).
+    """
     try:
         raw = log_json.loads(io.read_bytes(f"{directory}/{LAST_CHECKPOINT_FILE}"))
         version = int(raw["version"])
@@ -237,20 +257,52 @@ def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:
         v2 = raw.get("v2Checkpoint")
         v2_path = v2.get("path") if isinstance(v2, dict) else None
         return LastCheckpointHint(version, int(parts) if parts is not None else None, v2_path, raw)
+    except (StorageAccessError, StorageUnavailableError):
+        raise
     except Exception:  # a hint that cannot be read is simply not used
         return None
 
 
-def list_log(io: FileIO, root: str) -> LogListing:
-    """List ``_delta_log`` once and classify its files."""
+# ``list_log``'s default: read ``_last_checkpoint`` when the listing shows one.
+_READ_HINT: Any = object()
+
+
+def list_log(io: FileIO, root: str, *, hint: LastCheckpointHint | None = _READ_HINT) -> LogListing:
+    """List ``_delta_log`` once, whole, and classify its files (``hint``: ``_last_checkpoint`` already read)."""
+    not_files: list[str] = []
+    infos = io.list_dir(log_dir(root), not_files=not_files)
+    return _classify(io, root, infos, not_files, hint, 0)
+
+
+def list_log_from_checkpoint(io: FileIO, root: str, at_most: int | None = None) -> LogListing | LastCheckpointHint | None:
+    """The files of versions from ``_last_checkpoint``'s on, listed from that name on.
+
+    Returns the partial listing, or, when there is no usable hint or the hint's version is
+    after ``at_most`` (time travel to an older version needs the older files), what was
+    read of the hint (None, or the hint) for the full listing that the caller makes next.
+    """
+    directory = log_dir(root)
+    hint = _parse_hint(io, directory)
+    if hint is None or hint.version <= 0 or (at_most is not None and hint.version > at_most):
+        return hint
+    not_files: list[str] = []
+    # Names after "<version>" are that version's files and every later one (and the
+    # "_"-prefixed names, which sort after digits).
+    infos = io.list_dir_after(directory, f"{hint.version:020d}", not_files=not_files)
+    return _classify(io, root, infos, not_files, hint, hint.version)
+
+
+def _classify(
+    io: FileIO, root: str, infos: Sequence[FileInfo], not_files: list[str], hint: LastCheckpointHint | None,
+    start_version: int,
+) -> LogListing:
     directory = log_dir(root)
     commits: dict[int, FileInfo] = {}
     classic: dict[int, FileInfo] = {}
     v2: dict[int, list[FileInfo]] = {}
     multipart: dict[tuple[int, int], dict[int, FileInfo]] = {}
     has_last_checkpoint = False
-    not_files: list[str] = []
-    for info in io.list_dir(directory, not_files=not_files):
+    for info in infos:
         name = info.name
         if name.startswith("."):
             continue  # hidden temp files of an in-flight write
@@ -266,7 +318,8 @@ def list_log(io: FileIO, root: str) -> LogListing:
             v2.setdefault(int(m.group(1)), []).append(info)
         elif name == LAST_CHECKPOINT_FILE:
             has_last_checkpoint = True
-    hint = _parse_hint(io, directory) if has_last_checkpoint else None
+    if hint is _READ_HINT:
+        hint = _parse_hint(io, directory) if has_last_checkpoint else None
 
     by_version: dict[int, list[Checkpoint]] = {}
     for version, info in classic.items():
@@ -281,7 +334,7 @@ def list_log(io: FileIO, root: str) -> LogListing:
 
     chosen = [_choose(cands, hint) for _, cands in sorted(by_version.items())]
     _refuse_unreadable_commits(directory, not_files, chosen[-1].version if chosen else -1, max(commits, default=-1) + 1)
-    return LogListing(root, commits, tuple(chosen), hint)
+    return LogListing(root, commits, tuple(chosen), hint, start_version)
 
 
 def _refuse_unreadable_commits(directory: str, not_files: Sequence[str], newest_checkpoint: int, next_commit: int) -> None:
@@ -316,8 +369,15 @@ def _choose(candidates: Sequence[Checkpoint], hint: LastCheckpointHint | None) -
 
 
 def latest_version(io: FileIO, root: str) -> int:
-    """The newest committed version, by listing the log (no replay)."""
-    listing = list_log(io, root)
+    """The newest committed version, by listing the log (no replay).
+
+    Listed from ``_last_checkpoint``'s version when that tail holds any version (every
+    version at or after the hint's is in it, so its newest is the log's); else the whole log.
+    """
+    partial = list_log_from_checkpoint(io, root)
+    if isinstance(partial, LogListing) and partial.latest_version is not None:
+        return partial.latest_version
+    listing = list_log(io, root, hint=partial.hint if isinstance(partial, LogListing) else partial)
     latest = listing.latest_version
     if latest is None:
         raise TableNotFoundError(root)
@@ -337,9 +397,21 @@ def list_log_and_segment(
     A directory listing is not a snapshot: a commit created while the directory is being
     read may be missed while a later one is seen (readdir order is not creation order).
     When a commit reported missing does exist on a direct check, we list again.
+
+    The first listing starts at ``_last_checkpoint``'s version when that can serve
+    ``version`` (:func:`list_log_from_checkpoint`); the full listing is the fallback.
     """
+    partial = list_log_from_checkpoint(io, root, version)
+    if isinstance(partial, LogListing):
+        segment = _segment_from_partial(partial, version)
+        if segment is not None:
+            return partial, segment
+        hint: LastCheckpointHint | None = partial.hint
+    else:
+        hint = partial
     for attempt in range(attempts):
-        listing = list_log(io, root)
+        # The hint read above serves the first full listing; a re-listing reads it again.
+        listing = list_log(io, root, hint=hint) if attempt == 0 else list_log(io, root)
         try:
             return listing, segment_from_listing(listing, version)
         except LogNotContiguousError as exc:
@@ -347,6 +419,16 @@ def list_log_and_segment(
             if not raced or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def _segment_from_partial(listing: LogListing, version: int | None) -> LogSegment | None:
+    """The segment from a listing that starts at the hint, or None when only the whole log can tell:
+    no version listed (a hint past the end), no complete checkpoint in it, or a gap."""
+    try:
+        segment = segment_from_listing(listing, version)
+    except (TableNotFoundError, VersionNotFoundError, LogNotContiguousError):
+        return None
+    return segment if segment.checkpoint_version is not None else None
 
 
 def segment_from_listing(

@@ -230,7 +230,8 @@ class Snapshot:
         return resolve_in_table(self.table_root, encode_log_path(path))
 
     def file_uris(self, filter: str | None = None) -> list[str]:
-        """Full paths of the live data files (in the FileIO's path form), as delta-rs's ``file_uris()``.
+        """Full URIs of the live data files, as delta-rs's ``file_uris()``: local paths on local
+        storage, ``s3://bucket/...`` (``az://``, ``abfss://``, ``gs://``) on object stores.
 
         ``filter`` prunes them as :meth:`plan_files` does.
         """
@@ -239,7 +240,7 @@ class Snapshot:
         relative = relative_paths(self.table_root, paths)
         # Scalars built from buffers: a Python ``str`` argument would make pyarrow import
         # pandas, which this path avoids.
-        prefix, empty = string_scalar(f"{self.table_root}/"), string_scalar("")
+        prefix, empty = string_scalar(f"{self.io.uri(self.table_root)}/"), string_scalar("")
         return pc.binary_join_element_wise(prefix, relative, empty).to_pylist()
 
     def to_arrow(self, columns: Sequence[str] | None = None, filter: str | None = None) -> pa.Table:
@@ -455,6 +456,7 @@ def _replay_falling_back(
     """
     failures: list[CorruptCheckpointError] = [failure] if failure is not None else []
     if failure is not None:
+        listing = _whole(io, listing)
         segment = _older_segment(listing, segment, failures)
     while True:
         try:
@@ -466,7 +468,14 @@ def _replay_falling_back(
             if segment.checkpoint_version is None:
                 raise
             failures.append(exc)
+            listing = _whole(io, listing)
             segment = _older_segment(listing, segment, failures)
+
+
+def _whole(io: FileIO, listing: LogListing) -> LogListing:
+    """``listing``, or the whole log when it started at ``_last_checkpoint``: the search for an
+    older checkpoint (or the commits from version 0) needs the files before it."""
+    return list_log(io, listing.table_root) if listing.is_partial else listing
 
 
 def _older_segment(listing: LogListing, segment: LogSegment, failures: Sequence[CorruptCheckpointError]) -> LogSegment:

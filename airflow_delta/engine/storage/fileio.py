@@ -81,6 +81,18 @@ class FileIO:
                 not_files.append(info.base_name)
         return files
 
+    def list_dir_after(self, path: str, start_after: str, *, not_files: list[str] | None = None) -> list[FileInfo]:
+        """:meth:`list_dir`, keeping only the names that sort after ``start_after`` (``not_files`` too).
+
+        Object stores list from that name on (a ``start-after`` key), so a caller that wants
+        the tail of a long directory (the log after its last checkpoint) pays for the tail only.
+        """
+        others: list[str] = []
+        files = [f for f in self.list_dir(path, not_files=others) if f.name > start_after]
+        if not_files is not None:
+            not_files.extend(name for name in others if name > start_after)
+        return files
+
     def walk(self, path: str) -> Iterator[FileInfo]:
         """Every file below ``path``, recursively (used by vacuum planning)."""
         selector = pafs.FileSelector(path, allow_not_found=True, recursive=True)
@@ -114,6 +126,11 @@ class FileIO:
 
     def check_inside(self, paths: Sequence[str]) -> None:
         """Refuse paths whose real location is outside the table (links); nothing to check on object stores."""
+
+    def uri(self, path: str) -> str:
+        """``path`` as a URI another client can open: the path itself here (local and pyarrow paths);
+        object stores add their scheme (``s3://bucket/key``)."""
+        return path
 
     # ---------------------------------------------------------------- writing
     def mkdirs(self, path: str) -> None:

@@ -193,6 +193,14 @@ class ObjectStoreFileIO(FileIO):
         raise StorageAccessError(self.store_name, where, f"the request was refused ({reason})",
                                  "check the table URI and storage_options") from None
 
+    def uri(self, path: str) -> str:
+        """``s3://bucket/key``, ``gs://bucket/key``, ``az://container/key`` (``abfss://container@account
+        .dfs.core.windows.net/key`` when the table URI named the account), as delta-rs's file URIs."""
+        if self.kind == "azure" and self.account:
+            container, _, key = path.partition("/")
+            return f"abfss://{container}@{self.account}.dfs.core.windows.net/{key}"
+        return f"{_SCHEME[self.kind]}://{path}"
+
     # ---------------------------------------------------------------- reading
     def list_dir(self, path: str, *, not_files: list[str] | None = None) -> list[FileInfo]:
         """Objects directly below ``path`` (one delimited listing, paginated by the store); empty when none."""
@@ -201,6 +209,29 @@ class ObjectStoreFileIO(FileIO):
         if not_files is not None:
             not_files.extend(posixpath.basename(p.rstrip("/")) for p in listing["common_prefixes"])
         return [_file_info(self.bucket, meta) for meta in listing["objects"] if not meta["path"].endswith("/")]
+
+    def list_dir_after(self, path: str, start_after: str, *, not_files: list[str] | None = None) -> list[FileInfo]:
+        """Objects directly below ``path`` whose names sort after ``start_after``: one listing that starts
+        after that key (S3's ``start-after``; stores without it filter in object_store).
+
+        The listing is not delimited (object_store's offset listing is recursive): keys
+        further down (``_sidecars/...``) are skipped, their first name reported in ``not_files``.
+        """
+        prefix = self._prefix(path)
+        offset = prefix + start_after
+        pages = self._call(path, lambda: iter(obstore.list(self.store, prefix or None, offset=offset, chunk_size=1000)))
+        files: list[FileInfo] = []
+        nested: set[str] = set()
+        while (page := self._call(path, lambda: next(pages, None))) is not None:
+            for meta in page:
+                name = meta["path"][len(prefix):]
+                if "/" in name:
+                    nested.add(name.split("/", 1)[0])
+                elif name:
+                    files.append(_file_info(self.bucket, meta))
+        if not_files is not None:
+            not_files.extend(sorted(nested))
+        return files
 
     def walk(self, path: str) -> Iterator[FileInfo]:
         """Every object below ``path``, streamed page by page."""

@@ -10,6 +10,7 @@ import pytest
 from airflow_delta.engine.errors import (
     CorruptCommitError,
     LogNotContiguousError,
+    StorageUnavailableError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -19,7 +20,9 @@ from airflow_delta.engine.read.listing import (
     commit_version,
     latest_version,
     list_log,
+    list_log_and_segment,
     list_log_segment,
+    segment_from_listing,
 )
 from airflow_delta.engine.storage.fileio import LocalFileIO
 from tests.engine.read import log_builders as b
@@ -287,6 +290,122 @@ def test_listing_race_is_retried(table_path: str) -> None:
     _table(table_path, range(4))
     seg = list_log_segment(_RacyIO(f"{2:020d}.json"), table_path)
     assert seg.commit_versions == [0, 1, 2, 3]
+
+
+# ------------------------------------------------- listing from _last_checkpoint
+
+
+class _CountingIO(LocalFileIO):
+    """Records which listings a read made: whole (``list_dir``) or from a name on (``list_dir_after``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listings: list[str] = []
+
+    def list_dir(self, path: str, **kwargs):  # type: ignore[no-untyped-def]
+        self.listings.append("whole")
+        return super().list_dir(path, **kwargs)
+
+    def list_dir_after(self, path: str, start_after: str, **kwargs):  # type: ignore[no-untyped-def]
+        self.listings.append(f"after {start_after.lstrip('0') or '0'}")
+        return [f for f in LocalFileIO.list_dir(self, path, **kwargs) if f.name > start_after]
+
+
+def _segment_key(seg):  # type: ignore[no-untyped-def]
+    return (seg.version, seg.checkpoint_version, seg.checkpoint_kind, [f.path for f in seg.checkpoint_files],
+            [f.path for f in seg.commit_files])
+
+
+@pytest.mark.parametrize(
+    ("hint", "version", "listings"),
+    [
+        ('{"version": 4, "size": 3}', None, ["after 4"]),  # the usual case: the tail only
+        ('{"version": 4, "size": 3}', 5, ["after 4"]),
+        ('{"version": 4, "size": 3}', 4, ["after 4"]),
+        ('{"version": 3, "size": 3}', None, ["after 3"]),  # names no checkpoint; a newer one is listed
+        ('{"version": 1, "size": 3}', None, ["after 1"]),  # stale: the newer checkpoint is in the tail
+        ('{"version": 4, "size": 3}', 3, ["whole"]),  # time travel before the hint: the older files
+        ('{"version": 4, "size": 3}', 0, ["whole"]),
+        (None, None, ["whole"]),
+        ("{not json", None, ["whole"]),
+        ('{"version": 9, "size": 3}', None, ["after 9", "whole"]),  # past the log: nothing listed
+        ('{"version": 1000000000, "size": 3}', None, ["after 1000000000", "whole"]),
+        ('{"version": 5, "size": 3}', None, ["after 5", "whole"]),  # a commit, no checkpoint in the tail
+    ],
+)
+def test_reads_list_from_the_last_checkpoint_and_fall_back_to_the_whole_log(
+    table_path: str, hint: str | None, version: int | None, listings: list[str]
+) -> None:
+    _table(table_path, range(6))
+    b.write_classic_checkpoint(table_path, 1, _state_actions())
+    b.write_classic_checkpoint(table_path, 4, _state_actions())
+    if hint is not None:
+        b.write_raw(table_path, "_last_checkpoint", hint)
+    io = _CountingIO()
+    listing, seg = list_log_and_segment(io, table_path, version)
+    assert io.listings == listings
+    # Whichever listing served it, the segment is the one the whole log gives.
+    assert _segment_key(seg) == _segment_key(segment_from_listing(list_log(IO, table_path), version))
+    assert listing.is_partial == (io.listings[-1] != "whole")
+
+
+@pytest.mark.parametrize(
+    ("hint", "listings"),
+    [
+        ('{"version": 4, "size": 3}', ["after 4"]),
+        ('{"version": 5, "size": 3}', ["after 5"]),  # the tail holds the newest commit: enough for the version
+        ('{"version": 1000000000, "size": 3}', ["after 1000000000", "whole"]),
+        (None, ["whole"]),
+    ],
+)
+def test_the_latest_version_comes_from_the_tail_when_it_holds_any(
+    table_path: str, hint: str | None, listings: list[str]
+) -> None:
+    _table(table_path, range(6))
+    b.write_classic_checkpoint(table_path, 4, _state_actions())
+    if hint is not None:
+        b.write_raw(table_path, "_last_checkpoint", hint)
+    io = _CountingIO()
+    assert latest_version(io, table_path) == 5
+    assert io.listings == listings
+
+
+class _UnreachableHintIO(LocalFileIO):
+    def read_bytes(self, path: str) -> bytes:
+        if path.endswith("_last_checkpoint"):
+            raise StorageUnavailableError("S3", path, "503 Slow Down after 6 retries")
+        return super().read_bytes(path)
+
+
+def test_a_store_that_cannot_be_reached_for_the_hint_is_an_error_not_a_missing_hint(table_path: str) -> None:
+    _table(table_path, range(3))
+    b.write_raw(table_path, "_last_checkpoint", '{"version": 1, "size": 3}')
+    with pytest.raises(StorageUnavailableError):
+        list_log_segment(_UnreachableHintIO(), table_path)
+
+
+def test_a_gap_in_the_tail_is_judged_on_the_whole_log(table_path: str) -> None:
+    _table(table_path, [0, 1, 2, 3, 5])
+    b.write_classic_checkpoint(table_path, 2, _state_actions())
+    b.write_raw(table_path, "_last_checkpoint", '{"version": 2, "size": 3}')
+    io = _CountingIO()
+    with pytest.raises(LogNotContiguousError) as err:
+        list_log_and_segment(io, table_path)
+    assert err.value.missing == [4] and io.listings[-1] == "whole"
+
+
+def test_an_unreadable_checkpoint_named_by_the_hint_falls_back_to_an_older_one(table_path: str) -> None:
+    from airflow_delta.engine.read.snapshot import load_snapshot
+
+    _table(table_path, range(6))
+    b.write_classic_checkpoint(table_path, 1, [b.protocol(), b.metadata(), b.add("f0.parquet"), b.add("f1.parquet")])
+    b.write_raw(table_path, f"{4:020d}.checkpoint.parquet", b"not parquet at all")
+    b.write_raw(table_path, "_last_checkpoint", '{"version": 4, "size": 3}')
+    io = _CountingIO()
+    snapshot = load_snapshot(io, table_path)
+    assert io.listings[:2] == ["after 4", "whole"]
+    assert (snapshot.version, snapshot.log_segment.checkpoint_version) == (5, 1)
+    assert sorted(snapshot.add_actions.column("path").to_pylist()) == [f"f{v}.parquet" for v in range(6)]
 
 
 # ------------------------------------------------------------- the commit frontier

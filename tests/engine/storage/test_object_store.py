@@ -125,6 +125,43 @@ def test_listing_metadata_and_reads(object_store: ObjectStoreServer) -> None:
         fio.open_input_file(f"{root}/nope.json")
 
 
+@pytest.mark.parametrize(
+    ("table_uri", "expected"),
+    [
+        ("s3://bkt/t", "s3://bkt/t/p=1/f.parquet"),
+        ("s3a://bkt/t", "s3://bkt/t/p=1/f.parquet"),
+        ("gs://bkt/t", "gs://bkt/t/p=1/f.parquet"),
+        ("az://bkt/t", "az://bkt/t/p=1/f.parquet"),
+        ("abfss://bkt@acct.dfs.core.windows.net/t", "abfss://bkt@acct.dfs.core.windows.net/t/p=1/f.parquet"),
+    ],
+)
+def test_a_path_becomes_the_uri_of_its_store(table_uri: str, expected: str) -> None:
+    location = TableLocation.from_uri(table_uri)
+    assert location.io.uri(f"{location.root}/p=1/f.parquet") == expected
+    # The URI opens the same table root again.
+    assert TableLocation.from_uri(expected.rsplit("/p=1/", 1)[0]).root == location.root
+
+
+def test_listing_after_a_name_returns_the_tail_of_a_directory(object_store: ObjectStoreServer) -> None:
+    location = _location(object_store)
+    fio, log_dir = location.io, location.log_dir
+    names = [f"{v:020d}.json" for v in range(6)] + [f"{3:020d}.checkpoint.parquet", "_last_checkpoint"]
+    for name in names:
+        fio.write_bytes(f"{log_dir}/{name}", name.encode())
+    fio.write_bytes(f"{log_dir}/_sidecars/{'a' * 8}.parquet", b"s")
+    fio.write_bytes(f"{location.root}/part-0.parquet", b"outside the log directory")
+
+    not_files: list[str] = []
+    tail = fio.list_dir_after(log_dir, f"{3:020d}", not_files=not_files)
+    expected = sorted(n for n in names if n > f"{3:020d}")
+    assert sorted(f.name for f in tail) == expected
+    assert [f.size for f in sorted(tail, key=lambda f: f.name)] == [len(n) for n in expected]
+    assert not_files == ["_sidecars"]
+    # The same answer as the whole listing filtered: the tail is all a reader of the latest version lists.
+    assert sorted(f.path for f in tail) == sorted(f.path for f in fio.list_dir(log_dir) if f.name > f"{3:020d}")
+    assert fio.list_dir_after(f"{location.root}/missing", "0") == []
+
+
 @pytest.mark.parametrize("whole_object_limit", [2 << 20, 0], ids=["fetched-whole", "ranged-reads"])
 def test_parquet_through_input_and_output_files(
     object_store: ObjectStoreServer, monkeypatch: pytest.MonkeyPatch, whole_object_limit: int
