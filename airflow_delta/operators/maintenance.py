@@ -45,6 +45,7 @@ from airflow_delta.engine import (
     InvalidArgumentError,
     OptimizeOptions,
     OptimizeResult,
+    TableNotFoundError,
     TransactionAlreadyCommittedError,
     parse_interval,
 )
@@ -115,13 +116,21 @@ class _DeltaMaintenanceOperator(BaseOperator):
         hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
             table = hook.table(self.table)
-            self.log.info("%s on %s: latest version %d", self.task_type, self.table, table.version())
+            self._log_latest_version(table)
             return self.run(hook, table, context)
         except DeltaError as error:
             raise task_error(error) from error
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _log_latest_version(self, table: DeltaTable) -> None:
+        try:
+            version = table.version()
+        except TableNotFoundError:  # CONVERT TO DELTA starts from a directory with no table yet
+            self.log.info("%s on %s: no Delta table there yet", self.task_type, self.table)
+            return
+        self.log.info("%s on %s: latest version %d", self.task_type, self.table, version)
 
     def skip(self, reason: str) -> None:
         self.log.info("Skipping: %s", reason)
