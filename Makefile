@@ -21,12 +21,11 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m compileall -q airflow_delta  # the editable package's own sources
 	touch $(STAMP)
 
+# The demo: a local table with small files and deletion vectors under .demo/, the nightly
+# maintenance DAG on it with `airflow dags test` (OPTIMIZE on Spark local mode) while a
+# writer appends, then the health before and after (scripts/demo.py says what it does).
 demo: $(STAMP)
-	$(BIN)/airflow-delta describe \
-		$(SHARED_TABLES)/simple_table \
-		$(SHARED_TABLES)/delta-0.8.0-partitioned \
-		$(SHARED_TABLES)/table-with-dv-small \
-		$(SHARED_TABLES)/checkpoint-v2-table
+	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo --dir .demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -18,13 +18,20 @@ Tasks, in order:
 
 A skipped step does not stop the next one (``none_failed``). Delta errors fail the task
 with the engine's message; a conflict with a concurrent writer retries.
+
+Where OPTIMIZE runs is a deployment choice, so it comes from the environment of the
+process that parses the DAG: ``DELTA_NIGHTLY_OPTIMIZE_EXECUTION`` is ``auto`` (the
+default: the worker below 1 GiB of input, Spark above), ``worker`` or ``spark``. The
+Spark job goes to the ``delta_default`` connection's ``spark_conn_id``; ``make demo`` sets
+``spark`` and a ``local[2]`` Spark connection.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 from airflow.sdk import Param, dag, get_current_context, task
 
@@ -33,6 +40,8 @@ from airflow_delta.operators.maintenance import CheckpointOperator, OptimizeOper
 from airflow_delta.operators.retry import DELTA_RETRY_POLICY
 
 TABLE = "{{ params.table_uri }}"
+# Read when the DAG is parsed: the operator checks it there, so a typo fails the DAG import.
+OPTIMIZE_EXECUTION = cast(Literal["auto", "worker", "spark"], os.environ.get("DELTA_NIGHTLY_OPTIMIZE_EXECUTION", "auto"))
 # A plain name: Airflow imports DAG files under a generated module name.
 log = logging.getLogger("delta_nightly_maintenance")
 
@@ -65,7 +74,7 @@ def delta_nightly_maintenance() -> None:
             log.info("recommendation: %s", recommendation)
         return report.to_dict()
 
-    optimize = OptimizeOperator(task_id="optimize", table=TABLE, only_if_needed=True)
+    optimize = OptimizeOperator(task_id="optimize", table=TABLE, only_if_needed=True, execution=OPTIMIZE_EXECUTION)
     vacuum = VacuumOperator(task_id="vacuum", table=TABLE, mode="lite", only_if_needed=True, trigger_rule="none_failed")
     checkpoint = CheckpointOperator(task_id="checkpoint", table=TABLE, only_if_needed=True, trigger_rule="none_failed")
 

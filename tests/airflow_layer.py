@@ -1,10 +1,10 @@
-"""Helpers of the Airflow layer's tests: connections from environment variables, tables, contexts."""
+"""Helpers of the Airflow layer's tests: connections from environment variables, tables, contexts, the CLI."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta.engine import DeltaTable
+from scripts.airflow_cli import EXAMPLE_DAGS, AirflowCli
 
 STAND_IN = Path(__file__).resolve().parent / "hooks" / "dml_stand_in.py"
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string())])
@@ -59,3 +60,17 @@ def context(
     dag_id: str = "dag", task_id: str = "task", run_id: str = "manual__1", map_index: int = -1
 ) -> dict[str, Any]:
     return {"ti": FakeTaskInstance(dag_id, task_id, map_index), "run_id": run_id}
+
+
+def migrated_airflow(
+    tmp_path_factory: pytest.TempPathFactory,
+    dags_folder: Path = EXAMPLE_DAGS,
+    env_vars: Mapping[str, str] | None = None,
+    logging_level: str = "WARNING",
+) -> AirflowCli:
+    """An isolated Airflow CLI (``scripts/airflow_cli.py``) with a migrated database, for a module's runs."""
+    airflow = AirflowCli(
+        tmp_path_factory.mktemp("airflow_home"), dags_folder, dict(env_vars or {}), logging_level=logging_level
+    )
+    airflow.migrate()
+    return airflow

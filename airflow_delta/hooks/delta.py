@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
@@ -57,6 +60,7 @@ __all__ = [
     "DeltaHook",
     "DeltaSparkJobError",
     "error_from_line",
+    "files_summary",
 ]
 
 CONN_TYPE = "delta"
@@ -71,9 +75,25 @@ DEPLOY_MODES = ("client", "cluster")
 STORAGE_CONN_TYPES = ("aws", "wasb", "adls", "google_cloud_platform")
 DRIVER_LOG_TAIL_LINES = 100
 
+# Spark's scheduler log line for a finished task ends with "(done/total)" of its stage:
+# the hook turns it into a short progress line of the task log.
+_FINISHED_TASK = re.compile(r"Finished task \S+ in stage (?P<stage>\S+) .*\((?P<done>\d+)/(?P<total>\d+)\)\s*$")
+
 # The history is read newest first in growing windows: the commit a retry looks for is
 # almost always among the newest few, and a table with a long log is never read whole.
 _FIRST_HISTORY_WINDOW = 16
+
+
+def files_summary(files: pa.Table) -> str:
+    """``"N file(s), B bytes in P partition(s)"`` for a table of files (``Snapshot.files``), for the task log."""
+    size = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
+    values = files.column("partition_values").combine_chunks()
+    if values.type.num_fields == 0:
+        partitions = 1 if files.num_rows else 0
+    else:
+        keys = pa.Table.from_struct_array(values)
+        partitions = keys.group_by(keys.column_names).aggregate([]).num_rows
+    return f"{files.num_rows} file(s), {size} bytes in {partitions} partition(s)"
 
 
 class DeltaSparkJobError(AirflowException):
@@ -203,6 +223,13 @@ class _DmlSubmitHook(SparkSubmitHook):
                 self.result_line = line
             elif line.startswith(ERROR_MARKER):
                 self.error_line = line
+            else:
+                finished = _FINISHED_TASK.search(line)
+                if finished is not None:
+                    self.log.info(
+                        "Spark progress: stage %s, %s of %s task(s) done",
+                        finished["stage"], finished["done"], finished["total"],
+                    )
             yield raw
 
     def submit(self, application: str = "", **kwargs: Any) -> str | None:

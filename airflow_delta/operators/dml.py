@@ -36,7 +36,7 @@ from airflow_delta.engine import (
     Transaction,
     stage_delete,
 )
-from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
+from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook, files_summary
 from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity as _task_identity
@@ -133,6 +133,10 @@ class _DeltaDmlOperator(BaseOperator):
                     identity.app_id,
                 )
                 return _as_dict(earlier)
+            self.log.info(
+                "%s on %s: read version %d (%s live)",
+                self.OPERATION, self.table, snapshot.version, files_summary(snapshot.files()),
+            )
             spec = self.build_spec(identity, hook)
             if self.run_in_worker(table, spec, snapshot):
                 result = self._run_in_worker(table, spec, snapshot)
@@ -141,7 +145,7 @@ class _DeltaDmlOperator(BaseOperator):
         except DeltaError as error:
             raise task_error(error) from error
         self.log.info(
-            "%s on %s: version %s (read %s), %d attempt(s), metrics %s",
+            "%s on %s: committed version %s (read %s), %d attempt(s), metrics %s",
             result.operation,
             self.table,
             result.version,

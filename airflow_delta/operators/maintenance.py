@@ -46,6 +46,7 @@ from airflow_delta.engine import (
     InvalidArgumentError,
     OptimizeOptions,
     OptimizeResult,
+    TableNotFoundError,
     TransactionAlreadyCommittedError,
     parse_interval,
 )
@@ -121,12 +122,22 @@ class _DeltaMaintenanceOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
         try:
-            return self.run(hook, hook.table(self.table), context)
+            table = hook.table(self.table)
+            self._log_latest_version(table)
+            return self.run(hook, table, context)
         except DeltaError as error:
             raise task_error(error) from error
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _log_latest_version(self, table: DeltaTable) -> None:
+        try:
+            version = table.version()
+        except TableNotFoundError:  # CONVERT TO DELTA starts from a directory with no table yet
+            self.log.info("%s on %s: no Delta table there yet", self.task_type, self.table)
+            return
+        self.log.info("%s on %s: latest version %d", self.task_type, self.table, version)
 
     def skip(self, reason: str) -> None:
         self.log.info("Skipping: %s", reason)
@@ -425,7 +436,11 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
                 )
         if self.dry_run:
             return self._worker_result(table.optimize(spec.optimize_options(), app_id=app_id), "worker", attempts=1)
-        if self._runs_in_worker(table, spec):
+        # What is left to do (a retry plans only what earlier tries did not commit), from the
+        # metadata only: it goes to the task log and decides where the work runs.
+        plan = table.optimize(dataclasses.replace(spec.optimize_options(), dry_run=True), app_id=app_id)
+        self._log_plan(plan)
+        if self._runs_in_worker(plan):
             from airflow_delta.spark.optimize import optimize_for_task
 
             result, attempts = optimize_for_task(spec)
@@ -450,11 +465,20 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
             options=ExecutionOptions(max_attempts=self.max_attempts),
         )
 
-    def _runs_in_worker(self, table: DeltaTable, spec: OptimizeSpec) -> bool:
+    def _log_plan(self, plan: OptimizeResult) -> None:
+        self.log.info(
+            "OPTIMIZE plan of %s at version %d: %d file(s), %d bytes in %d partition(s) -> about %d file(s)",
+            self.table,
+            plan.read_version,
+            sum(partition.files_in for partition in plan.plan),
+            sum(partition.bytes_in for partition in plan.plan),
+            len(plan.plan),
+            sum(partition.files_out for partition in plan.plan),
+        )
+
+    def _runs_in_worker(self, plan: OptimizeResult) -> bool:
         if self.execution != "auto":
             return self.execution == "worker"
-        # What is left to do: a retry plans only what earlier tries did not commit.
-        plan = table.optimize(dataclasses.replace(spec.optimize_options(), dry_run=True), app_id=spec.identity.app_id)
         planned = sum(partition.bytes_in for partition in plan.plan)
         in_worker = planned < self.worker_threshold_bytes
         self.log.info(
@@ -470,9 +494,10 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
 
         flat = job_result(result, attempts=attempts)
         self.log.info(
-            "OPTIMIZE of %s (dry run: %s): versions %s, metrics %s",
+            "OPTIMIZE of %s (dry run: %s): read version %d, committed version(s) %s, metrics %s",
             self.table,
             result.dry_run,
+            result.read_version,
             list(result.versions),
             flat.metrics,
         )
@@ -510,7 +535,13 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         printed: JobResult | None = hook.submit(spec, conf=self.conf)
         committed = hook.find_commit(table, spec.identity.app_id, operation="OPTIMIZE")
         result = printed if printed is not None else committed
-        self.log.info("OPTIMIZE of %s on Spark: %s", self.table, result)
+        self.log.info(
+            "OPTIMIZE of %s on Spark: committed version %s (read %s), metrics %s",
+            self.table,
+            None if result is None else result.version,
+            None if result is None else result.read_version,
+            {} if result is None else dict(result.metrics),
+        )
         return {
             "versions": None,  # the job prints only its last version
             "version": None if result is None else result.version,

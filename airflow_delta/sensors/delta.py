@@ -25,10 +25,13 @@ from airflow_delta.engine import (
     TableNotFoundError,
     error_from_report,
 )
+from airflow_delta.hooks.delta import DEFAULT_CONN_ID
 from airflow_delta.triggers.delta import (
     MAX_LISTED_COMMITS,
     DeltaCommitConflictTrigger,
     QuietJudgement,
+    connection_storage_options,
+    merged_storage_options,
     now_ms,
     quiet_window_start,
 )
@@ -56,6 +59,11 @@ def _seconds(name: str, value: timedelta | float | int) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
         raise InvalidArgumentError(name, value, "pass a timedelta or a number of seconds >= 0")
     return float(seconds)
+
+
+def _open_table(table_uri: str, delta_conn_id: str | None, storage_options: Mapping[str, Any] | None) -> DeltaTable:
+    """The table with the connection's storage options, the sensor's own over them."""
+    return DeltaTable(table_uri, merged_storage_options(connection_storage_options(delta_conn_id), storage_options))
 
 
 class DeltaCommitConflictSensor(BaseSensorOperator):
@@ -100,13 +108,16 @@ class DeltaCommitConflictSensor(BaseSensorOperator):
         ``dataChange=false`` rewrites), which no concurrently added file concerns.
     :param fail_on_conflict: fail (or, with ``soft_fail``, skip) at the first conflicting
         commit instead of waiting it out.
-    :param storage_options: options of the table's storage (templated).
+    :param storage_options: options of the table's storage (templated), over the connection's.
+    :param delta_conn_id: the ``delta`` connection whose storage options apply (templated),
+        as for the operators; a missing ``delta_default`` means none. A deferred wait
+        passes the id, not the options, so no credential is stored with the trigger.
     :param deferrable: wait in the triggerer instead of a worker slot.
     :param kwargs: the arguments of ``BaseSensorOperator`` (``poke_interval``,
         ``timeout``, ``mode``, ``soft_fail``, ``exponential_backoff``, ...).
     """
 
-    template_fields = ("table_uri", "predicate", "read_version", "storage_options")
+    template_fields = ("table_uri", "predicate", "read_version", "storage_options", "delta_conn_id")
     ui_color = UI_COLOR
 
     def __init__(
@@ -120,11 +131,13 @@ class DeltaCommitConflictSensor(BaseSensorOperator):
         changes_data: bool = True,
         fail_on_conflict: bool = False,
         storage_options: Mapping[str, Any] | None = None,
+        delta_conn_id: str | None = DEFAULT_CONN_ID,
         deferrable: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table_uri = table_uri
+        self.delta_conn_id = delta_conn_id
         self.predicate = predicate
         self.read_version = read_version
         self.quiet_period = _seconds("quiet_period", quiet_period)
@@ -139,7 +152,7 @@ class DeltaCommitConflictSensor(BaseSensorOperator):
 
     # ------------------------------------------------------------------ poke / reschedule
     def _table(self) -> DeltaTable:
-        return DeltaTable(self.table_uri, dict(self.storage_options) if self.storage_options else None)
+        return _open_table(self.table_uri, self.delta_conn_id, self.storage_options)
 
     def _sensor_started_ms(self, context: Any) -> int:
         if self.reschedule:
@@ -225,6 +238,7 @@ class DeltaCommitConflictSensor(BaseSensorOperator):
                 changes_data=self.changes_data,
                 fail_on_conflict=self.fail_on_conflict,
                 storage_options=dict(self.storage_options) if self.storage_options else None,
+                delta_conn_id=self.delta_conn_id,
                 poll_interval=self.poke_interval,
             ),
             method_name="execute_complete",
@@ -269,12 +283,14 @@ class DeltaPartitionSensor(BaseSensorOperator):
     :param after_time: only commits written at or after this time count (templated; a
         datetime, an ISO-8601 string or epoch ms). One of the two is needed; with both,
         a commit must pass both.
-    :param storage_options: options of the table's storage (templated).
+    :param storage_options: options of the table's storage (templated), over the connection's.
+    :param delta_conn_id: the ``delta`` connection whose storage options apply (templated),
+        as for the operators; a missing ``delta_default`` means none.
     :param kwargs: the arguments of ``BaseSensorOperator`` (``poke_interval``,
         ``timeout``, ``mode``, ``soft_fail``, ...).
     """
 
-    template_fields = ("table_uri", "partition", "after_version", "after_time", "storage_options")
+    template_fields = ("table_uri", "partition", "after_version", "after_time", "storage_options", "delta_conn_id")
     ui_color = UI_COLOR
 
     def __init__(
@@ -285,6 +301,7 @@ class DeltaPartitionSensor(BaseSensorOperator):
         after_version: int | str | None = None,
         after_time: datetime | str | int | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        delta_conn_id: str | None = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -295,6 +312,7 @@ class DeltaPartitionSensor(BaseSensorOperator):
         self.after_version = after_version
         self.after_time = after_time
         self.storage_options = storage_options
+        self.delta_conn_id = delta_conn_id
 
     def _predicate(self) -> str:
         if isinstance(self.partition, str):
@@ -313,7 +331,7 @@ class DeltaPartitionSensor(BaseSensorOperator):
         return " AND ".join(terms)
 
     def poke(self, context: Any) -> bool | PokeReturnValue:
-        table = DeltaTable(self.table_uri, dict(self.storage_options) if self.storage_options else None)
+        table = _open_table(self.table_uri, self.delta_conn_id, self.storage_options)
         predicate = self._predicate()
         after_version = _optional_version("after_version", self.after_version)
         try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
 from airflow_delta.engine import (
     CommitConflict,
@@ -32,9 +33,35 @@ from airflow_delta.engine import (
     TableNotFoundError,
     VersionNotFoundError,
 )
+from airflow_delta.hooks.delta import DeltaHook
 
 # At most this many waited-out commits are listed in an event or an XCom (the count is always given).
 MAX_LISTED_COMMITS = 20
+
+
+# --------------------------------------------------------------------------- storage options
+
+
+def merged_storage_options(
+    from_connection: Mapping[str, str], explicit: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The ``delta`` connection's storage options, overridden key by key by an explicit argument's."""
+    merged = {**from_connection, **(explicit or {})}
+    return merged or None
+
+
+def connection_storage_options(delta_conn_id: str | None) -> dict[str, str]:
+    """The storage options of a ``delta`` connection (none for None), as the operators read them (``DeltaHook``)."""
+    return {} if delta_conn_id is None else dict(DeltaHook(delta_conn_id).settings.storage_options)
+
+
+async def aconnection_storage_options(delta_conn_id: str | None) -> dict[str, str]:
+    """:func:`connection_storage_options` from the triggerer's event loop.
+
+    Through ``DeltaHook`` (one place reads a connection, its ``storage_conn_id`` included),
+    in a thread by ``sync_to_async``, as Airflow asks of triggers that read connections.
+    """
+    return await sync_to_async(connection_storage_options)(delta_conn_id)
 
 
 # --------------------------------------------------------------------------- judging quiet
@@ -119,7 +146,9 @@ class DeltaCommitConflictTrigger(BaseTrigger):
     :param isolation_level: the work's isolation level (default: the table's).
     :param changes_data: False for work that only rearranges data (OPTIMIZE-like).
     :param fail_on_conflict: fire ``conflict`` instead of waiting a conflicting commit out.
-    :param storage_options: options of the table's storage.
+    :param storage_options: options of the table's storage, over the connection's.
+    :param delta_conn_id: the ``delta`` connection whose storage options apply, read in the
+        triggerer (so no credential is stored with the trigger); None for none.
     :param poll_interval: seconds between polls of the log.
     """
 
@@ -135,9 +164,11 @@ class DeltaCommitConflictTrigger(BaseTrigger):
         fail_on_conflict: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         poll_interval: float = 60.0,
+        delta_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.table_uri = table_uri
+        self.delta_conn_id = delta_conn_id
         self.read_version = read_version
         self.predicate = predicate
         self.quiet_period = quiet_period
@@ -160,11 +191,12 @@ class DeltaCommitConflictTrigger(BaseTrigger):
                 "fail_on_conflict": self.fail_on_conflict,
                 "storage_options": self.storage_options,
                 "poll_interval": self.poll_interval,
+                "delta_conn_id": self.delta_conn_id,
             },
         )
 
-    def _watch(self) -> ConflictWatch:
-        table = DeltaTable(self.table_uri, self.storage_options)
+    def _watch(self, storage_options: dict[str, Any] | None) -> ConflictWatch:
+        table = DeltaTable(self.table_uri, storage_options)
         return ConflictWatch(
             table.location,
             self.read_version,
@@ -176,7 +208,8 @@ class DeltaCommitConflictTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         judgement = QuietJudgement(self.read_version, int(self.quiet_period * 1000))
         try:
-            watch = await asyncio.to_thread(self._watch)
+            from_connection = await aconnection_storage_options(self.delta_conn_id)
+            watch = await asyncio.to_thread(self._watch, merged_storage_options(from_connection, self.storage_options))
             while True:
                 new = await asyncio.to_thread(watch.poll)
                 judgement.verdicts.extend(new)
@@ -224,7 +257,9 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
     :param partition: fire only for commits adding or removing files this SQL filter on
         partition columns may match (e.g. ``"day = '2024-06-01'"``); None for all.
     :param start_version: the version after which commits fire, the first time; None: the latest.
-    :param storage_options: options of the table's storage.
+    :param storage_options: options of the table's storage, over the connection's.
+    :param delta_conn_id: the ``delta`` connection whose storage options apply, read in the
+        triggerer (so no credential is stored with the trigger); None for none.
     :param poll_interval: seconds between polls of the log.
     """
 
@@ -237,6 +272,7 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
         start_version: int | None = None,
         storage_options: Mapping[str, Any] | None = None,
         poll_interval: float = 60.0,
+        delta_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         if isinstance(operations, str):
@@ -247,6 +283,7 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
         self.start_version = start_version
         self.storage_options = dict(storage_options) if storage_options else None
         self.poll_interval = poll_interval
+        self.delta_conn_id = delta_conn_id
         self._memory_watermark: int | None = None
         self._watch: ConflictWatch | None = None
 
@@ -260,6 +297,7 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
                 "start_version": self.start_version,
                 "storage_options": self.storage_options,
                 "poll_interval": self.poll_interval,
+                "delta_conn_id": self.delta_conn_id,
             },
         )
 
@@ -319,7 +357,10 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
             return -1
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        table = await asyncio.to_thread(DeltaTable, self.table_uri, self.storage_options)
+        from_connection = await aconnection_storage_options(self.delta_conn_id)
+        table = await asyncio.to_thread(
+            DeltaTable, self.table_uri, merged_storage_options(from_connection, self.storage_options)
+        )
         watermark = await self._stored_watermark()
         if watermark is None:
             watermark = await asyncio.to_thread(self._first_watermark, table)
@@ -353,5 +394,8 @@ __all__ = [
     "DeltaCommitConflictTrigger",
     "DeltaTableCommitTrigger",
     "QuietJudgement",
+    "aconnection_storage_options",
+    "connection_storage_options",
+    "merged_storage_options",
     "quiet_window_start",
 ]

@@ -10,13 +10,7 @@ metadata database.
 
 from __future__ import annotations
 
-import json
-import os
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,11 +18,11 @@ import pytest
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.hooks.delta import DeltaHook
+from scripts.airflow_cli import EXAMPLE_DAGS, SPARK_LOCAL_CONNECTIONS, AirflowCli, output_tail
+from tests.airflow_layer import migrated_airflow
 from tests.oracles import assert_oracles_read
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DAGS_FOLDER = REPO_ROOT / "dags_examples"
-AIRFLOW = Path(sys.executable).parent / "airflow"
+DAGS_FOLDER = EXAMPLE_DAGS
 DML_DAGS = ["delta_delete", "delta_merge", "delta_update"]
 EVENTS = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string())])
 CUSTOMERS = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.int64())])
@@ -38,72 +32,13 @@ needs_dml_program = pytest.mark.skipif(
 )
 
 
-def _airflow_env(home: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
-        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        AIRFLOW_CONN_DELTA_DEFAULT=json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}),
-        PYTHONDONTWRITEBYTECODE="1",
-        # The DAG files import the package from this checkout, whatever the venv installed.
-        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    )
-    return env
-
-
-def _airflow(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AIRFLOW), *args],
-        env=_airflow_env(home),
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
-def _tail(result: subprocess.CompletedProcess[str], lines: int = 80) -> str:
-    return "\n".join((result.stdout + result.stderr).splitlines()[-lines:])
-
-
 @pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("airflow_home")
-    result = _airflow(home, "db", "migrate")
-    assert result.returncode == 0, f"airflow db migrate failed:\n{_tail(result)}"
-    return home
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> AirflowCli:
+    return migrated_airflow(tmp_path_factory, DAGS_FOLDER, SPARK_LOCAL_CONNECTIONS)
 
 
-def _run(home: Path, dag_id: str, conf: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    result = _airflow(home, "dags", "test", dag_id, "--conf", json.dumps(conf))
-    with sqlite3.connect(home / "airflow.db") as db:
-        run_id, state, run_conf = db.execute(
-            "SELECT run_id, state, conf FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
-        ).fetchone()
-        tasks = dict(
-            db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (dag_id, run_id))
-        )
-        xcoms = {
-            task_id: json.loads(value) if isinstance(value, str) else value
-            for task_id, value in db.execute(
-                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
-                (dag_id, run_id),
-            )
-        }
-    assert json.loads(run_conf) == conf, "the newest run is not this test's"
-    return result, {"state": state, "tasks": tasks, "xcoms": xcoms}
-
-
-def test_the_dml_dags_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+@pytest.mark.usefixtures("isolated_airflow")
+def test_the_dml_dags_parse() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(DAGS_FOLDER))
@@ -120,15 +55,15 @@ def test_the_dml_dags_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.slow
-def test_delta_delete_dag_deletes_a_partition_in_the_worker(airflow_home: Path, tmp_path: Path) -> None:
+def test_delta_delete_dag_deletes_a_partition_in_the_worker(airflow: AirflowCli, tmp_path: Path) -> None:
     path = tmp_path / "events"
     table = DeltaTable.create(str(path), EVENTS, partition_by=["part"])
     rows = [{"id": i, "part": "abc"[i % 3], "value": f"v{i}"} for i in range(30)]
     table.append(pa.Table.from_pylist(rows, schema=EVENTS))
 
-    result, run = _run(airflow_home, "delta_delete", {"table_uri": str(path), "predicate": "part = 'b'"})
+    result, run = airflow.test_dag("delta_delete", {"table_uri": str(path), "predicate": "part = 'b'"})
 
-    assert result.returncode == 0, _tail(result)
+    assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success" and run["tasks"] == {"delete_rows": "success"}
     xcom = run["xcoms"]["delete_rows"]
     assert (xcom["version"], xcom["read_version"], xcom["operation"], xcom["attempts"]) == (2, 1, "DELETE", 1)
@@ -137,12 +72,12 @@ def test_delta_delete_dag_deletes_a_partition_in_the_worker(airflow_home: Path, 
 
 
 @pytest.mark.slow
-def test_delta_delete_dag_fails_at_once_on_an_unknown_column(airflow_home: Path, tmp_path: Path) -> None:
+def test_delta_delete_dag_fails_at_once_on_an_unknown_column(airflow: AirflowCli, tmp_path: Path) -> None:
     path = tmp_path / "events"
     table = DeltaTable.create(str(path), EVENTS, partition_by=["part"])
     table.append(pa.Table.from_pylist([{"id": 1, "part": "a", "value": "v1"}], schema=EVENTS))
 
-    result, run = _run(airflow_home, "delta_delete", {"table_uri": str(path), "predicate": "colour = 'red'"})
+    result, run = airflow.test_dag("delta_delete", {"table_uri": str(path), "predicate": "colour = 'red'"})
 
     assert result.returncode != 0
     assert run["tasks"] == {"delete_rows": "failed"}  # not up_for_retry, although the task has retries
@@ -152,16 +87,16 @@ def test_delta_delete_dag_fails_at_once_on_an_unknown_column(airflow_home: Path,
 
 @pytest.mark.slow
 @needs_dml_program
-def test_delta_update_dag_updates_rows_on_spark(airflow_home: Path, tmp_path: Path) -> None:
+def test_delta_update_dag_updates_rows_on_spark(airflow: AirflowCli, tmp_path: Path) -> None:
     path = tmp_path / "events"
     table = DeltaTable.create(str(path), EVENTS, properties={"delta.enableDeletionVectors": "true"})
     rows = [{"id": i, "part": "ab"[i % 2], "value": f"v{i}"} for i in range(20)]
     table.append(pa.Table.from_pylist(rows, schema=EVENTS))
 
     conf = {"table_uri": str(path), "set": {"value": "upper(value)"}, "predicate": "id % 5 = 0"}
-    result, run = _run(airflow_home, "delta_update", conf)
+    result, run = airflow.test_dag("delta_update", conf)
 
-    assert result.returncode == 0, _tail(result)
+    assert result.returncode == 0, output_tail(result)
     xcom = run["xcoms"]["update_rows"]
     assert (xcom["version"], xcom["operation"]) == (2, "UPDATE")
     assert xcom["metrics"]["numUpdatedRows"] == 4
@@ -171,7 +106,7 @@ def test_delta_update_dag_updates_rows_on_spark(airflow_home: Path, tmp_path: Pa
 
 @pytest.mark.slow
 @needs_dml_program
-def test_delta_merge_dag_upserts_a_batch_of_changes_as_duckdb_does(airflow_home: Path, tmp_path: Path) -> None:
+def test_delta_merge_dag_upserts_a_batch_of_changes_as_duckdb_does(airflow: AirflowCli, tmp_path: Path) -> None:
     import duckdb
 
     path = tmp_path / "customers"
@@ -190,9 +125,9 @@ def test_delta_merge_dag_upserts_a_batch_of_changes_as_duckdb_does(airflow_home:
     )
     pq.write_table(changes, changes_dir / "part-0.parquet")
 
-    result, run = _run(airflow_home, "delta_merge", {"table_uri": str(path), "changes_uri": str(changes_dir)})
+    result, run = airflow.test_dag("delta_merge", {"table_uri": str(path), "changes_uri": str(changes_dir)})
 
-    assert result.returncode == 0, _tail(result)
+    assert result.returncode == 0, output_tail(result)
     db = duckdb.connect()
     db.execute("CREATE TABLE target (id BIGINT, name VARCHAR, score BIGINT)")
     db.executemany("INSERT INTO target VALUES (?, ?, ?)", [tuple(r.values()) for r in target])

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,80 +19,24 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta.engine.table import DeltaTable
+from scripts.airflow_cli import EXAMPLE_DAGS, AirflowCli, output_tail
+from tests.airflow_layer import migrated_airflow
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DAGS_FOLDER = REPO_ROOT / "dags_examples"
-AIRFLOW = Path(sys.executable).parent / "airflow"
+DAGS_FOLDER = EXAMPLE_DAGS
 DAG_ID = "delta_log_maintenance"
 TASK_IDS = ["inspect_table", "checkpoint_if_due", "cleanup_expired_log", "report"]
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 APPENDS = 12
 
 
-def _airflow_env(home: Path) -> dict[str, str]:
-    """An environment for an isolated Airflow: its own home and database, no examples, no bytecode in the repo."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    return env
-
-
-def _airflow(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AIRFLOW), *args],
-        env=_airflow_env(home),
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
-def _output_tail(result: subprocess.CompletedProcess[str], lines: int = 60) -> str:
-    return "\n".join((result.stdout + result.stderr).splitlines()[-lines:])
-
-
 @pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> AirflowCli:
     """A migrated Airflow metadata database in a temporary AIRFLOW_HOME, shared by this module's runs."""
-    home = tmp_path_factory.mktemp("airflow_home")
-    result = _airflow(home, "db", "migrate")
-    assert result.returncode == 0, f"airflow db migrate failed:\n{_output_tail(result)}"
-    return home
+    return migrated_airflow(tmp_path_factory, DAGS_FOLDER)
 
 
-def _latest_run(home: Path) -> dict[str, Any]:
-    """The newest DAG run: its state, conf, task states and return-value XComs."""
-    with sqlite3.connect(home / "airflow.db") as db:
-        run_id, state, conf = db.execute(
-            "SELECT run_id, state, conf FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
-        ).fetchone()
-        tasks = dict(
-            db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (DAG_ID, run_id))
-        )
-        # The JSON column gives numbers back as numbers, anything else as its JSON text.
-        xcoms = {
-            task_id: json.loads(value) if isinstance(value, str) else value
-            for task_id, value in db.execute(
-                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
-                (DAG_ID, run_id),
-            )
-        }
-    return {"state": state, "conf": json.loads(conf), "tasks": tasks, "xcoms": xcoms}
-
-
-def _run_dag(home: Path, conf: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    result = _airflow(home, "dags", "test", DAG_ID, "--conf", json.dumps(conf))
-    run = _latest_run(home)
-    assert run["conf"] == conf, "the newest DAG run is not the one this test started"
-    return result, run
+def _run_dag(airflow: AirflowCli, conf: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    return airflow.test_dag(DAG_ID, conf)
 
 
 def _make_table(path: Path) -> pa.Table:
@@ -126,18 +67,6 @@ def _backdate_log(path: Path, days: int) -> None:
 # --------------------------------------------------------------------------- parsing
 
 
-@pytest.fixture
-def isolated_airflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """In-process Airflow configured to a temporary home; no bytecode written beside the DAG file."""
-    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow_home"))
-    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    yield
-
-
 @pytest.mark.usefixtures("isolated_airflow")
 def test_dag_file_parses_with_the_expected_tasks_and_params() -> None:
     from airflow.dag_processing.dagbag import DagBag
@@ -166,7 +95,7 @@ def test_dag_file_parses_with_the_expected_tasks_and_params() -> None:
 
 
 @pytest.mark.slow
-def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow_home: Path, tmp_path: Path) -> None:
+def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow: AirflowCli, tmp_path: Path) -> None:
     path = tmp_path / "events"
     rows = _make_table(path)
     # Written three days ago and never checkpointed: with a one-day retention every
@@ -174,9 +103,9 @@ def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow_h
     _backdate_log(path, days=3)
     assert not any(".checkpoint." in name for name in _log_names(path))
 
-    result, run = _run_dag(airflow_home, {"table_uri": str(path), "log_retention": "interval 1 day"})
+    result, run = _run_dag(airflow, {"table_uri": str(path), "log_retention": "interval 1 day"})
 
-    assert result.returncode == 0, _output_tail(result)
+    assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success"
     assert run["tasks"] == dict.fromkeys(TASK_IDS, "success")
 
@@ -220,12 +149,12 @@ def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow_h
 
 
 @pytest.mark.slow
-def test_dags_test_fails_on_a_bad_retention_before_writing_anything(airflow_home: Path, tmp_path: Path) -> None:
+def test_dags_test_fails_on_a_bad_retention_before_writing_anything(airflow: AirflowCli, tmp_path: Path) -> None:
     path = tmp_path / "events"
     rows = _make_table(path)
     before = _log_names(path)
 
-    result, run = _run_dag(airflow_home, {"table_uri": str(path), "log_retention": "thirty days"})
+    result, run = _run_dag(airflow, {"table_uri": str(path), "log_retention": "thirty days"})
 
     assert result.returncode != 0
     assert run["state"] == "failed"
@@ -244,7 +173,7 @@ def test_dags_test_fails_on_a_bad_retention_before_writing_anything(airflow_home
 
 
 @pytest.mark.slow
-def test_dags_test_leaves_a_recently_checkpointed_table_alone(airflow_home: Path, tmp_path: Path) -> None:
+def test_dags_test_leaves_a_recently_checkpointed_table_alone(airflow: AirflowCli, tmp_path: Path) -> None:
     path = tmp_path / "events"
     rows = _make_table(path)
     table = DeltaTable(str(path))
@@ -254,9 +183,9 @@ def test_dags_test_leaves_a_recently_checkpointed_table_alone(airflow_home: Path
     before = _log_names(path)
 
     # 3 commits since the checkpoint, under the default threshold of 10; nothing has expired.
-    result, run = _run_dag(airflow_home, {"table_uri": str(path)})
+    result, run = _run_dag(airflow, {"table_uri": str(path)})
 
-    assert result.returncode == 0, _output_tail(result)
+    assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success"
     assert run["tasks"] == dict.fromkeys(TASK_IDS, "success")
     inspected = run["xcoms"]["inspect_table"]

@@ -1,17 +1,14 @@
 """The ``delta_nightly_maintenance`` example DAG under the real Airflow CLI (``airflow dags test``).
 
-As in test_delta_log_maintenance: an ``AIRFLOW_HOME`` and SQLite database in a temporary
-directory, the ``delta`` connection from ``AIRFLOW_CONN_DELTA_DEFAULT``, task states and
-XComs read from that database. No Spark starts: the OPTIMIZE is small enough for the worker.
+Through the shared CLI helper (``scripts/airflow_cli.py``): an ``AIRFLOW_HOME`` and SQLite
+database in a temporary directory, the ``delta`` connection from ``AIRFLOW_CONN_DELTA_DEFAULT``,
+task states and XComs read from that database. No Spark starts: the OPTIMIZE is small enough for the worker.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,78 +17,31 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta.engine import DeltaTable
+from scripts.airflow_cli import EXAMPLE_DAGS, AirflowCli, output_tail
+from tests.airflow_layer import migrated_airflow
 from tests.oracles import assert_oracles_read
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DAGS_FOLDER = REPO_ROOT / "dags_examples"
-AIRFLOW = Path(sys.executable).parent / "airflow"
+DAGS_FOLDER = EXAMPLE_DAGS
 DAG_ID = "delta_nightly_maintenance"
 TASK_IDS = ["health_report", "optimize", "vacuum", "checkpoint"]
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string())])
 
 
-def _airflow_env(home: Path) -> dict[str, str]:
-    """An isolated Airflow; its ``delta`` connection names a Spark nothing listens on, so a submit would fail."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
-        AIRFLOW_CONN_SPARK_UNREACHABLE=json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1}),
-        AIRFLOW_CONN_DELTA_DEFAULT=json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}),
-        PYTHONDONTWRITEBYTECODE="1",
-        # The checkout under test, not whichever airflow_delta the venv installed.
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-    )
-    return env
-
-
-def _airflow(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AIRFLOW), *args],
-        env=_airflow_env(home),
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
-def _output_tail(result: subprocess.CompletedProcess[str], lines: int = 60) -> str:
-    return "\n".join((result.stdout + result.stderr).splitlines()[-lines:])
+# Its ``delta`` connection names a Spark nothing listens on, so a submit would fail.
+UNREACHABLE_SPARK = {
+    "AIRFLOW_CONN_SPARK_UNREACHABLE": json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1}),
+    "AIRFLOW_CONN_DELTA_DEFAULT": json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}),
+}
 
 
 @pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("airflow_home")
-    result = _airflow(home, "db", "migrate")
-    assert result.returncode == 0, f"airflow db migrate failed:\n{_output_tail(result)}"
-    return home
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> AirflowCli:
+    return migrated_airflow(tmp_path_factory, DAGS_FOLDER, UNREACHABLE_SPARK)
 
 
-def _run(home: Path, path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """``airflow dags test`` for the table; the newest run's state, task states and return-value XComs."""
-    conf = {"table_uri": str(path)}
-    result = _airflow(home, "dags", "test", DAG_ID, "--conf", json.dumps(conf))
-    with sqlite3.connect(home / "airflow.db") as db:
-        run_id, state, run_conf = db.execute(
-            "SELECT run_id, state, conf FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
-        ).fetchone()
-        tasks = dict(
-            db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (DAG_ID, run_id))
-        )
-        xcoms = {
-            task_id: json.loads(value) if isinstance(value, str) else value
-            for task_id, value in db.execute(
-                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
-                (DAG_ID, run_id),
-            )
-        }
-    assert json.loads(run_conf) == conf, "the newest DAG run is not the one this test started"
-    return result, {"state": state, "tasks": tasks, "xcoms": xcoms}
+def _run(airflow: AirflowCli, path: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``airflow dags test`` for the table; the run's state, task states and return-value XComs."""
+    return airflow.test_dag(DAG_ID, {"table_uri": str(path)})
 
 
 def _make_table(path: Path) -> list[dict[str, Any]]:
@@ -111,17 +61,6 @@ def _make_table(path: Path) -> list[dict[str, Any]]:
 
 def _data_files(path: Path) -> set[str]:
     return {str(p.relative_to(path)) for p in path.rglob("*.parquet") if "_delta_log" not in p.parts}
-
-
-@pytest.fixture
-def isolated_airflow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In-process Airflow configured to a temporary home; no bytecode written beside the DAG file."""
-    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow_home"))
-    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(DAGS_FOLDER))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
 
 
 @pytest.mark.usefixtures("isolated_airflow")
@@ -149,14 +88,14 @@ def test_dag_file_parses_into_a_chain_where_a_skip_does_not_stop_the_next_step()
 
 @pytest.mark.slow
 def test_the_nightly_run_optimizes_vacuums_and_checkpoints_then_skips_what_is_not_needed(
-    airflow_home: Path, tmp_path: Path
+    airflow: AirflowCli, tmp_path: Path
 ) -> None:
     path = tmp_path / "events"
     rows = _make_table(path)
 
-    result, run = _run(airflow_home, path)
+    result, run = _run(airflow, path)
 
-    assert result.returncode == 0, _output_tail(result)
+    assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success"
     assert run["tasks"] == dict.fromkeys(TASK_IDS, "success")
     health = run["xcoms"]["health_report"]
@@ -174,8 +113,8 @@ def test_the_nightly_run_optimizes_vacuums_and_checkpoints_then_skips_what_is_no
 
     # The next night there is nothing to gain: every maintenance task skips, the run succeeds.
     version = DeltaTable(str(path)).version()
-    result, run = _run(airflow_home, path)
-    assert result.returncode == 0, _output_tail(result)
+    result, run = _run(airflow, path)
+    assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success"
     assert run["tasks"] == {
         "health_report": "success",

@@ -12,10 +12,7 @@ task states, XComs and times are read from that database.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import zlib
@@ -27,85 +24,22 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta.engine import DeltaTable
+from scripts.airflow_cli import AirflowCli, output_tail
+from tests.airflow_layer import migrated_airflow
 from tests.oracles import assert_oracles_read
 
 DAGS_FOLDER = Path(__file__).resolve().parent / "delta_sensor_dags"
-AIRFLOW = Path(sys.executable).parent / "airflow"
 DAG_ID = "delta_commit_sensors"
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 
 
-def _airflow_env(home: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS_FOLDER),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")])),
-    )
-    return env
-
-
-def _airflow(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AIRFLOW), *args], env=_airflow_env(home), cwd=home, capture_output=True, text=True, timeout=300,
-        check=False,
-    )
-
-
-def _tail(result: subprocess.CompletedProcess[str], lines: int = 60) -> str:
-    return "\n".join((result.stdout + result.stderr).splitlines()[-lines:])
-
-
 @pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("airflow_home")
-    result = _airflow(home, "db", "migrate")
-    assert result.returncode == 0, f"airflow db migrate failed:\n{_tail(result)}"
-    return home
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> AirflowCli:
+    return migrated_airflow(tmp_path_factory, DAGS_FOLDER)
 
 
 def _rows(partition: str, ids: list[int]) -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([partition] * len(ids))})
-
-
-def _task_states(home: Path) -> dict[str, str]:
-    try:
-        with sqlite3.connect(home / "airflow.db", timeout=1) as db:
-            return dict(db.execute("SELECT task_id, state FROM task_instance WHERE dag_id = ?", (DAG_ID,)))
-    except sqlite3.OperationalError:  # the CLI holds the database for a moment
-        return {}
-
-
-def _latest_run(home: Path) -> dict[str, Any]:
-    with sqlite3.connect(home / "airflow.db") as db:
-        run_id, state = db.execute(
-            "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (DAG_ID,)
-        ).fetchone()
-        tasks = {
-            task_id: {"state": state, "end_date": end_date}
-            for task_id, state, end_date in db.execute(
-                "SELECT task_id, state, end_date FROM task_instance WHERE dag_id = ? AND run_id = ?", (DAG_ID, run_id)
-            )
-        }
-        xcoms = {
-            task_id: json.loads(value) if isinstance(value, str) else value
-            for task_id, value in db.execute(
-                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
-                (DAG_ID, run_id),
-            )
-        }
-        reschedules = dict(
-            db.execute(
-                "SELECT ti.task_id, COUNT(*) FROM task_reschedule r JOIN task_instance ti ON r.ti_id = ti.id "
-                "WHERE ti.dag_id = ? AND ti.run_id = ? GROUP BY ti.task_id",
-                (DAG_ID, run_id),
-            )
-        )
-    return {"state": state, "tasks": tasks, "xcoms": xcoms, "reschedules": reschedules}
 
 
 def _epoch(text: str) -> float:
@@ -113,7 +47,7 @@ def _epoch(text: str) -> float:
 
 
 @pytest.mark.slow
-def test_sensors_wait_through_conflicts_in_poke_and_reschedule_mode(airflow_home: Path, tmp_path: Path) -> None:
+def test_sensors_wait_through_conflicts_in_poke_and_reschedule_mode(airflow: AirflowCli, tmp_path: Path) -> None:
     path = str(tmp_path / "events")
     table = DeltaTable.create(path, SCHEMA, partition_by=["p"])
     table.append(_rows("a", [0, 1, 2]))
@@ -145,7 +79,7 @@ def test_sensors_wait_through_conflicts_in_poke_and_reschedule_mode(airflow_home
         is in one of ``states``."""
         deadline = time.monotonic() + 240
         conflicts[sensor].append(partition_conflict())
-        while _task_states(airflow_home).get(sensor) not in states:
+        while airflow.task_states(DAG_ID).get(sensor) not in states:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{sensor} never reached {states}")
             time.sleep(0.2)
@@ -156,7 +90,7 @@ def test_sensors_wait_through_conflicts_in_poke_and_reschedule_mode(airflow_home
             writes["append_b"] = table.append(_rows("b", [30])).version  # another partition: harmless
             expected.add(("b", 30))
             conflicts_until("wait_poke", {"running", "success"})
-            while _task_states(airflow_home).get("wait_poke") != "success":
+            while airflow.task_states(DAG_ID).get("wait_poke") != "success":
                 time.sleep(0.05)
             conflicts_until("wait_reschedule", {"up_for_reschedule", "success"})
             writes["append_c"] = table.append(_rows("c", [40, 41])).version  # what the partition sensor waits for
@@ -167,12 +101,12 @@ def test_sensors_wait_through_conflicts_in_poke_and_reschedule_mode(airflow_home
     thread = threading.Thread(target=writer)
     thread.start()
     conf = {"table_uri": path, "read_version": read_version, "delete": "p = 'a' AND id = 1"}
-    result = _airflow(airflow_home, "dags", "test", DAG_ID, "--conf", json.dumps(conf))
+    result = airflow.run("dags", "test", DAG_ID, "--conf", json.dumps(conf))
     thread.join()
     assert not failures, failures
-    run = _latest_run(airflow_home)
-    assert run["state"] == "success", _tail(result)
-    assert {t: v["state"] for t, v in run["tasks"].items()} == dict.fromkeys(
+    run = airflow.latest_run(DAG_ID)
+    assert run["state"] == "success", output_tail(result)
+    assert run["tasks"] == dict.fromkeys(
         ["wait_poke", "wait_reschedule", "partition_has_data", "delete_at_safe_version"], "success"
     )
 
@@ -189,7 +123,7 @@ def test_sensors_wait_through_conflicts_in_poke_and_reschedule_mode(airflow_home
         assert {c["error"] for c in judged["waited_out"]} <= {"ConcurrentAppendException", "MetadataChangedException"}
         assert judged["safe_version"] >= waited[sensor][-1]
         # It waited the quiet period out after the last conflicting commit.
-        assert _epoch(run["tasks"][sensor]["end_date"]) - commit_time(waited[sensor][-1]) >= quiet
+        assert _epoch(run["end_dates"][sensor]) - commit_time(waited[sensor][-1]) >= quiet
     assert run["reschedules"].get("wait_reschedule", 0) >= 1
     assert run["xcoms"]["partition_has_data"]["version"] == writes["append_c"]
 
@@ -201,15 +135,15 @@ def test_sensors_wait_through_conflicts_in_poke_and_reschedule_mode(airflow_home
 
 
 @pytest.mark.slow
-def test_the_asset_watcher_dag_parses_and_its_trigger_is_stored(airflow_home: Path) -> None:
+def test_the_asset_watcher_dag_parses_and_its_trigger_is_stored(airflow: AirflowCli) -> None:
     """``airflow dags reserialize`` parses the DAG folder and stores the DAGs as the scheduler reads them."""
-    result = _airflow(airflow_home, "dags", "reserialize")
-    assert result.returncode == 0, _tail(result)
-    errors = _airflow(airflow_home, "dags", "list-import-errors", "-o", "json")
-    assert errors.returncode == 0, _tail(errors)
+    result = airflow.run("dags", "reserialize")
+    assert result.returncode == 0, output_tail(result)
+    errors = airflow.run("dags", "list-import-errors", "-o", "json")
+    assert errors.returncode == 0, output_tail(errors)
     # The CLI logs warnings on stdout before the JSON, which is its last line.
     assert json.loads(errors.stdout.strip().splitlines()[-1]) == []
-    with sqlite3.connect(airflow_home / "airflow.db") as db:
+    with sqlite3.connect(airflow.home / "airflow.db") as db:
         (data, compressed) = db.execute(
             "SELECT data, data_compressed FROM serialized_dag WHERE dag_id = 'delta_events_consumer'"
         ).fetchone()

@@ -424,3 +424,20 @@ def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check_and_reports_th
     assert printed[0].metrics["numDeletedRows"] == retry["numDeletedRows"] == 1
     assert DeltaTable(table_path).version() == 3
     assert_oracles_read(table_path, [r for r in rows if r["id"] != 5])
+
+
+def test_files_summary_counts_files_bytes_and_partitions_as_delta_rs_lists_them(tmp_path: Path) -> None:
+    import deltalake
+
+    from airflow_delta.hooks.delta import files_summary
+
+    make_table(tmp_path / "t")  # partitions a and b, two appends
+    DeltaTable(str(tmp_path / "t")).append(pa.Table.from_pylist([{"id": 99, "part": None, "value": "x"}], schema=SCHEMA))
+    actions = pa.table(deltalake.DeltaTable(str(tmp_path / "t")).get_add_actions(flatten=True)).to_pydict()
+    partitions = set(actions["partition.part"])  # a, b and null
+    expected = f"{len(actions['path'])} file(s), {sum(actions['size_bytes'])} bytes in {len(partitions)} partition(s)"
+
+    assert files_summary(DeltaTable(str(tmp_path / "t")).snapshot().files()) == expected
+    assert len(partitions) == 3
+    unpartitioned = DeltaTable.create(str(tmp_path / "u"), SCHEMA)
+    assert files_summary(unpartitioned.snapshot().files()) == "0 file(s), 0 bytes in 0 partition(s)"

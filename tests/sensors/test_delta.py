@@ -9,6 +9,7 @@ Reschedule mode runs under ``airflow dags test`` in ``tests/dags/test_delta_sens
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 import time
@@ -17,11 +18,19 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException, TaskDeferred
+from airflow.sdk.exceptions import (
+    AirflowFailException,
+    AirflowNotFoundException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    TaskDeferred,
+)
 
 from airflow_delta.engine import DeltaTable, InvalidArgumentError, InvalidFilterError, TableNotFoundError
 from airflow_delta.sensors.delta import DeltaCommitConflictSensor, DeltaPartitionSensor
 from airflow_delta.triggers.delta import DeltaCommitConflictTrigger
+from tests.airflow_layer import set_connection
+from tests.object_store_helpers import ObjectStoreServer
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 
@@ -205,8 +214,10 @@ def test_bad_arguments_are_named(table: DeltaTable) -> None:
 
 
 def test_templated_fields_and_ui_color() -> None:
-    assert set(DeltaCommitConflictSensor.template_fields) >= {"table_uri", "predicate", "read_version"}
-    assert set(DeltaPartitionSensor.template_fields) >= {"table_uri", "partition", "after_version", "after_time"}
+    assert set(DeltaCommitConflictSensor.template_fields) >= {"table_uri", "predicate", "read_version", "delta_conn_id"}
+    assert set(DeltaPartitionSensor.template_fields) >= {
+        "table_uri", "partition", "after_version", "after_time", "delta_conn_id"
+    }
     assert DeltaCommitConflictSensor.ui_color == DeltaPartitionSensor.ui_color
 
 
@@ -258,3 +269,58 @@ def test_partition_sensor_after_time_excludes_older_commits(table: DeltaTable) -
     later = int(time.time() * 1000) + 2000
     sensor = partition_sensor(table.table_uri, partition="p = 'c'", after_time=later)
     assert sensor.poke({}) is False
+
+
+# --------------------------------------------------------------------------- the delta connection
+
+
+@pytest.fixture
+def s3_table(s3_server: ObjectStoreServer, monkeypatch: pytest.MonkeyPatch) -> DeltaTable:
+    """A table on moto's S3 whose credentials and endpoint only the ``delta_s3`` connection holds."""
+    options = s3_server.storage_options
+    set_connection(monkeypatch, "delta_s3", {"conn_type": "delta", "extra": {"storage_options": options}})
+    t = DeltaTable.create(s3_server.uri(), SCHEMA, partition_by=["p"], storage_options=options)
+    t.append(rows("a"))
+    return t
+
+
+@pytest.mark.slow
+def test_both_sensors_read_the_table_with_the_delta_connections_storage_options(s3_table: DeltaTable) -> None:
+    read_version = s3_table.version()
+    s3_table.append(rows("c", 10))
+    # The connection id is templated, as for the operators.
+    context = {"params": {"conn": "delta_s3"}}
+    conflict = conflict_sensor(s3_table, predicate="p = 'a'", read_version=read_version, delta_conn_id="{{ params.conn }}")
+    conflict.render_template_fields(context)
+    assert conflict.delta_conn_id == "delta_s3"
+    assert conflict.execute({})["safe_version"] == read_version + 1
+
+    partition = partition_sensor(s3_table.table_uri, partition={"p": "c"}, after_version=read_version,
+                                 delta_conn_id="delta_s3", poke_interval=0.05, timeout=30)
+    assert partition.execute({})["version"] == read_version + 1
+
+    # A connection id that names no connection fails with Airflow's error, not a guess at the options.
+    with pytest.raises(AirflowNotFoundException, match="delta_nowhere"):
+        conflict_sensor(s3_table, read_version=0, delta_conn_id="delta_nowhere").execute({})
+
+
+@pytest.mark.slow
+def test_a_deferred_sensor_hands_the_connection_id_to_the_trigger_not_the_credentials(s3_table: DeltaTable) -> None:
+    read_version = s3_table.version()
+    s3_table.delete("p = 'a' AND id = 0")
+    sensor = conflict_sensor(
+        s3_table, predicate="p = 'a'", read_version=read_version, quiet_period=2.0, deferrable=True,
+        delta_conn_id="delta_s3",
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, DeltaCommitConflictTrigger)
+    assert trigger.delta_conn_id == "delta_s3" and trigger.storage_options is None
+    assert "secret" not in json.dumps(trigger.serialize()).lower()
+
+    async def fire() -> dict[str, Any]:
+        return (await asyncio.wait_for(anext(trigger.run()), 30)).payload
+
+    result = sensor.execute_complete({}, asyncio.run(fire()))
+    assert [c["version"] for c in result["waited_out"]] == [read_version + 1]

@@ -14,12 +14,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from airflow.models.trigger import Trigger
+from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.serialization.decoders import smart_decode_trigger_kwargs
 from airflow.serialization.encoders import encode_trigger
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_delta.engine import DeltaTable
 from airflow_delta.triggers.delta import WATERMARK_KEY, DeltaCommitConflictTrigger, DeltaTableCommitTrigger
+from tests.airflow_layer import set_connection
+from tests.object_store_helpers import ObjectStoreServer
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 
@@ -68,12 +71,12 @@ def through_the_metadata_database(trigger: BaseTrigger) -> BaseTrigger:
         DeltaCommitConflictTrigger(
             table_uri="/data/t", read_version=7, predicate="p = 'a'", quiet_period=2.5,
             isolation_level="Serializable", changes_data=False, fail_on_conflict=True,
-            storage_options={"region": "eu"}, poll_interval=0.5,
+            storage_options={"region": "eu"}, poll_interval=0.5, delta_conn_id="delta_lake",
         ),
         DeltaCommitConflictTrigger(table_uri="s3://b/t", read_version=0),
         DeltaTableCommitTrigger(
             table_uri="/data/t", operations=["WRITE", "MERGE"], partition="p = 'a'", start_version=3,
-            storage_options={"k": "v"}, poll_interval=1.0,
+            storage_options={"k": "v"}, poll_interval=1.0, delta_conn_id="{{ not templated here }}",
         ),
         DeltaTableCommitTrigger(table_uri="/data/t"),
     ],
@@ -320,3 +323,36 @@ def test_commit_trigger_keeps_the_watermark_in_memory_when_several_assets_share_
         ready=lambda: trigger._memory_watermark is not None,
     )
     assert [e["version"] for e in events] == [start + 1]
+
+
+@pytest.mark.slow
+def test_both_triggers_read_storage_options_from_the_delta_connection_in_the_event_loop(
+    s3_server: ObjectStoreServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = s3_server.storage_options
+    # The table's credentials and endpoint are in the connection only; the trigger's own options add to them.
+    set_connection(monkeypatch, "delta_s3", {"conn_type": "delta", "extra": {"storage_options": options}})
+    table = DeltaTable.create(s3_server.uri(), SCHEMA, partition_by=["p"], storage_options=options)
+    table.append(rows("a"))
+    start = table.version()
+    commit = through_the_metadata_database(
+        DeltaTableCommitTrigger(table_uri=table.table_uri, start_version=start, delta_conn_id="delta_s3",
+                                storage_options={"AWS_REGION": options["AWS_REGION"]}, poll_interval=0.05)
+    )
+    conflict = through_the_metadata_database(
+        DeltaCommitConflictTrigger(table_uri=table.table_uri, read_version=start, predicate="p = 'a'",
+                                   delta_conn_id="delta_s3", poll_interval=0.05)
+    )
+    assert "testing-secret" not in repr(commit.serialize()) + repr(conflict.serialize())
+    appended = table.append(rows("b", 10)).version
+
+    async def first_events() -> tuple[TriggerEvent, TriggerEvent]:
+        return await next_event(commit.run()), await next_event(conflict.run())
+
+    fired, judged = asyncio.run(first_events())
+    assert (fired.payload["version"], fired.payload["operation"]) == (appended, "WRITE")
+    assert judged.payload["status"] == "success" and judged.payload["safe_version"] == appended
+
+    missing = DeltaTableCommitTrigger(table_uri=table.table_uri, delta_conn_id="delta_nowhere")
+    with pytest.raises(AirflowNotFoundException, match="delta_nowhere"):
+        asyncio.run(next_event(missing.run()))
