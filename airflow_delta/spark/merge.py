@@ -74,9 +74,13 @@ from airflow_delta.spark.specs import MergeClause, MergeSource, MergeSpec
 __all__ = [
     "OPERATION",
     "MergePlan",
+    "broadcasts_source",
     "load_source",
+    "matched_pairs",
+    "materialized_source",
     "merge_outcome",
     "operation_parameters",
+    "outcome_of_matches",
     "run_merge",
     "target_only_filter",
 ]
@@ -577,10 +581,10 @@ def run_merge(
     """
     run_started = time.monotonic()  # Delta's executionTimeMs covers the whole command, source included
     with engine_errors_from_executors():
-        source = _materialized_source(load_source(spark, spec.source))
+        source = materialized_source(load_source(spark, spec.source))
         num_source_rows = source.count()
         materialized_ms = _ms_since(run_started)
-        broadcast = _broadcasts_source(spark, source)
+        broadcast = broadcasts_source(spark, source)
 
         def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
             with ExitStack() as stack:
@@ -590,7 +594,7 @@ def run_merge(
         return run_with_retries(spec, attempt, before_commit=before_commit)
 
 
-def _materialized_source(frame: DataFrame) -> DataFrame:
+def materialized_source(frame: DataFrame) -> DataFrame:
     """The source rows, numbered (:data:`SOURCE_ROW_COLUMN`) and kept in the application: read once for every attempt.
 
     A local checkpoint, not a cache: its lineage is cut, so a lost block fails the job
@@ -604,7 +608,7 @@ def _materialized_source(frame: DataFrame) -> DataFrame:
     return numbered.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
 
-def _broadcasts_source(spark: SparkSession, source: DataFrame) -> bool:
+def broadcasts_source(spark: SparkSession, source: DataFrame) -> bool:
     """Whether the matching join sends the source to every task: its size is known and at most the threshold.
 
     The threshold is the session's ``spark.airflow_delta.merge.broadcastSourceBytes``
