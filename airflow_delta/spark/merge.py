@@ -187,6 +187,15 @@ class MergePlan:
         names = {f.name.casefold(): f.name for f in self.schema.fields}
         for index, clause in enumerate(self.spec.clauses):
             for column in clause.assignments or {}:
+                head = column.split(".", 1)[0].strip("`").casefold()
+                if column.casefold() not in names and "." in column and head in names:
+                    raise InvalidArgumentError(
+                        f"MergeSpec.clauses[{index}].assignments",
+                        column,
+                        f"a top-level column: a nested field cannot be SET yet; assign the whole struct, e.g. "
+                        f"{names[head]} = named_struct('field', <new value>, 'other', "
+                        f"{self.spec.target_alias}.{names[head]}.other)",
+                    )
                 if column.casefold() not in names:
                     raise InvalidArgumentError(
                         f"MergeSpec.clauses[{index}].assignments",
