@@ -135,7 +135,7 @@ def cases() -> list[Case]:
     ]
 
 
-_SCRATCH = Path(tempfile.gettempdir()) / "airflow-delta-bench-merge"
+_SCRATCH = Path(tempfile.gettempdir()) / f"airflow-delta-bench-merge-{NUM_ROWS}"  # one per size: runs may overlap
 
 
 def fresh_copies(dv: str, plain: str, source: str) -> list[str]:
