@@ -158,6 +158,9 @@ def target_dataframe(
     out_schema = StructType([*data_schema.fields, StructField(FILE_COLUMN, StringType(), False), StructField(ROW_COLUMN, LongType(), False)])
     arrow_out = _arrow_schema_for(spark, out_schema)
     cores = spark.sparkContext.defaultParallelism
+    # Spark's own Arrow batch size (0 or less is "no limit" to Spark; a bound is kept here).
+    rows_per_batch = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000") or 10000)
+    rows_per_batch = rows_per_batch if rows_per_batch > 0 else 10000
     slices = _file_batches(context, files, cores * _TASKS_PER_CORE) if files.num_rows else []
     rdd = spark.sparkContext.parallelize(slices, max(1, len(slices)))
     inputs = spark.createDataFrame(rdd, "slice int, actions binary")
@@ -175,9 +178,14 @@ def target_dataframe(
                         context, one, names, row_group_filter=row_group_filter, row_groups=groups
                     )
                     path = one.column("path")[0]
-                    rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
                     rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
-                    yield from rows.cast(arrow_out).to_batches()
+                    # In batches of Spark's Arrow batch size, the file column built per batch: one
+                    # batch of a whole file (or row-group range) is as many bytes of JVM direct
+                    # memory at once, with the path repeated on every row (a 50M-row MERGE ran out).
+                    for start in range(0, rows.num_rows, rows_per_batch):
+                        part = rows.slice(start, rows_per_batch)
+                        part = part.add_column(len(names), FILE_COLUMN, pa.repeat(path, part.num_rows))
+                        yield from part.cast(arrow_out).to_batches()
 
     return inputs.mapInArrow(read, out_schema)
 
