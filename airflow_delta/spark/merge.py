@@ -3,21 +3,24 @@
 As Delta's ``MergeIntoCommand`` does it, in Spark SQL over engine-read target files:
 
 1. The source (a Delta table read through the engine, a parquet path, or a Spark SQL
-   query over such views) is read once and persisted, so every pass and every attempt
-   after a conflict sees the same rows (Delta materializes the source for the same
-   reason).
+   query over such views) is read once, numbered and locally checkpointed, so every pass
+   and every attempt after a conflict sees the same rows (Delta materializes the source
+   for the same reason).
 2. The target files the MERGE reads are chosen as Delta chooses them: pruned by the ON
    condition's target-only conjuncts when there is no WHEN NOT MATCHED BY SOURCE clause,
    else the whole table; the transaction records them (and the predicate), so an append
    elsewhere does not conflict.
-3. **Insert-only** (only WHEN NOT MATCHED clauses): source rows that match no target row
-   (a left anti join) are inserted; nothing of the target is rewritten.
-4. Otherwise source and target are joined on ON (inner, left, right or full outer, as
-   the clause groups need), and one ``CASE`` picks, per joined row, the first clause of
-   its group whose condition is TRUE (NULL is not TRUE), and the row's new values. Delta's
-   multiple-match rule is checked on that: a target row that joins more than one source
-   row fails the MERGE (:class:`MultipleSourceRowsMatchedError`), unless the only WHEN
-   MATCHED clause is an unconditional DELETE.
+3. Without WHEN NOT MATCHED BY SOURCE, an inner join on ON finds the matched pairs; a
+   source no larger than :data:`BROADCAST_SOURCE_BYTES` (or the session's
+   :data:`BROADCAST_SOURCE_CONF`) is broadcast, so the target is scanned in place and
+   never shuffled. The source rows whose number is in no pair are the unmatched ones.
+   **Insert-only** (only WHEN NOT MATCHED clauses) inserts those; nothing of the target
+   is rewritten. With WHEN NOT MATCHED BY SOURCE, one right or full outer join instead.
+4. One ``CASE`` picks, per row, the first clause of its group whose condition is TRUE
+   (NULL is not TRUE), and the row's new values. Delta's multiple-match rule is checked
+   on that: a target row that joins more than one source row fails the MERGE
+   (:class:`MultipleSourceRowsMatchedError`), unless the only WHEN MATCHED clause is an
+   unconditional DELETE.
 5. Updated and deleted target rows leave their files, updated and inserted rows are
    written, through :func:`~airflow_delta.spark.changes.stage_row_changes` (DVs when the
    table enables them, else rewriting touched files), and the commit, retries on logical
