@@ -170,9 +170,15 @@ def _read_split_actions(
     names: Sequence[str],
     row_group_filter: str | None,
     arrow_out: pa.Schema,
+    rows_per_batch: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The live rows of each unit of :func:`_split_actions`, with :data:`FILE_COLUMN` and
-    :data:`ROW_COLUMN`, cast to ``arrow_out``: the read of a Spark task and of the driver alike."""
+    :data:`ROW_COLUMN`, cast to ``arrow_out``: the read of a Spark task and of the driver alike.
+
+    With ``rows_per_batch`` the rows go out in batches of at most that many rows, the file
+    column built per batch: one batch of a whole file (or row-group range) is as many bytes
+    of JVM direct memory at once, with the path repeated on every row (a 50M-row MERGE ran
+    out of it)."""
     for i in range(actions.num_rows):
         one = actions.slice(i, 1)
         start, stop = one.column(_GROUPS_START)[0].as_py(), one.column(_GROUPS_STOP)[0].as_py()
@@ -180,9 +186,12 @@ def _read_split_actions(
         one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
         rows, positions = read_live_rows(context, one, names, row_group_filter=row_group_filter, row_groups=groups)
         path = one.column("path")[0]
-        rows = rows.append_column(FILE_COLUMN, pa.repeat(path, rows.num_rows))
         rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
-        yield from rows.cast(arrow_out).to_batches()
+        step = rows_per_batch or max(rows.num_rows, 1)
+        for begin in range(0, max(rows.num_rows, 1), step):
+            part = rows.slice(begin, step)
+            part = part.add_column(len(names), FILE_COLUMN, pa.repeat(path, part.num_rows))
+            yield from part.cast(arrow_out).to_batches()
 
 
 def _read_in_driver(
@@ -233,6 +242,9 @@ def target_dataframe(
         rows = _read_in_driver(context, files, names, row_group_filter, arrow_out)
         return spark.createDataFrame(rows, out_schema)
     cores = spark.sparkContext.defaultParallelism
+    # Spark's own Arrow batch size (0 or less is "no limit" to Spark; a bound is kept here).
+    rows_per_batch = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000") or 10000)
+    rows_per_batch = rows_per_batch if rows_per_batch > 0 else 10000
     slices = _file_batches(context, files, cores * _TASKS_PER_CORE) if files.num_rows else []
     rdd = spark.sparkContext.parallelize(slices, max(1, len(slices)))
     inputs = spark.createDataFrame(rdd, "slice int, actions binary")
@@ -241,7 +253,7 @@ def target_dataframe(
         for batch in batches:
             for payload in batch.column("actions").to_pylist():
                 actions = pa.ipc.open_stream(payload).read_all()
-                yield from _read_split_actions(context, actions, names, row_group_filter, arrow_out)
+                yield from _read_split_actions(context, actions, names, row_group_filter, arrow_out, rows_per_batch)
 
     return inputs.mapInArrow(read, out_schema)
 

@@ -3,21 +3,24 @@
 As Delta's ``MergeIntoCommand`` does it, in Spark SQL over engine-read target files:
 
 1. The source (a Delta table read through the engine, a parquet path, or a Spark SQL
-   query over such views) is read once and persisted, so every pass and every attempt
-   after a conflict sees the same rows (Delta materializes the source for the same
-   reason).
+   query over such views) is read once, numbered and locally checkpointed, so every pass
+   and every attempt after a conflict sees the same rows (Delta materializes the source
+   for the same reason).
 2. The target files the MERGE reads are chosen as Delta chooses them: pruned by the ON
    condition's target-only conjuncts when there is no WHEN NOT MATCHED BY SOURCE clause,
    else the whole table; the transaction records them (and the predicate), so an append
    elsewhere does not conflict.
-3. **Insert-only** (only WHEN NOT MATCHED clauses): source rows that match no target row
-   (a left anti join) are inserted; nothing of the target is rewritten.
-4. Otherwise source and target are joined on ON (inner, left, right or full outer, as
-   the clause groups need), and one ``CASE`` picks, per joined row, the first clause of
-   its group whose condition is TRUE (NULL is not TRUE), and the row's new values. Delta's
-   multiple-match rule is checked on that: a target row that joins more than one source
-   row fails the MERGE (:class:`MultipleSourceRowsMatchedError`), unless the only WHEN
-   MATCHED clause is an unconditional DELETE.
+3. Without WHEN NOT MATCHED BY SOURCE, an inner join on ON finds the matched pairs; a
+   source no larger than :data:`BROADCAST_SOURCE_BYTES` (or the session's
+   :data:`BROADCAST_SOURCE_CONF`) is broadcast, so the target is scanned in place and
+   never shuffled. The source rows whose number is in no pair are the unmatched ones.
+   **Insert-only** (only WHEN NOT MATCHED clauses) inserts those; nothing of the target
+   is rewritten. With WHEN NOT MATCHED BY SOURCE, one right or full outer join instead.
+4. One ``CASE`` picks, per row, the first clause of its group whose condition is TRUE
+   (NULL is not TRUE), and the row's new values. Delta's multiple-match rule is checked
+   on that: a target row that joins more than one source row fails the MERGE
+   (:class:`MultipleSourceRowsMatchedError`), unless the only WHEN MATCHED clause is an
+   unconditional DELETE.
 5. Updated and deleted target rows leave their files, updated and inserted rows are
    written, through :func:`~airflow_delta.spark.changes.stage_row_changes` (DVs when the
    table enables them, else rewriting touched files), and the commit, retries on logical
@@ -37,7 +40,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -74,17 +77,29 @@ from airflow_delta.spark.specs import MergeClause, MergeSource, MergeSpec
 __all__ = [
     "OPERATION",
     "MergePlan",
+    "broadcasts_source",
     "load_source",
+    "matched_pairs",
+    "materialized_source",
     "merge_outcome",
     "operation_parameters",
+    "outcome_of_matches",
     "run_merge",
     "target_only_filter",
 ]
 
 OPERATION = "MERGE"
 
+# A source at most this large (bytes, Spark's estimate of the materialized source) is
+# broadcast to the target's scan tasks; set spark.airflow_delta.merge.broadcastSourceBytes
+# to change it (-1: never). It bounds what the driver and every executor hold at once.
+BROADCAST_SOURCE_CONF = "spark.airflow_delta.merge.broadcastSourceBytes"
+BROADCAST_SOURCE_BYTES = 256 * 1024 * 1024
+
 # Columns the job adds to the joined rows; the prefix keeps them apart from user columns.
 _SOURCE_PRESENT = "__airflow_delta_merge_source_present"
+# The source row's number, given when the source is materialized: how the rows that matched nothing are found.
+SOURCE_ROW_COLUMN = "__airflow_delta_merge_source_row"
 _TARGET_PRESENT = "__airflow_delta_merge_target_present"
 ACTION_COLUMN = "__airflow_delta_merge_action"
 MATCHED_COLUMN = "__airflow_delta_merge_matched"
@@ -175,6 +190,15 @@ class MergePlan:
         names = {f.name.casefold(): f.name for f in self.schema.fields}
         for index, clause in enumerate(self.spec.clauses):
             for column in clause.assignments or {}:
+                head = column.split(".", 1)[0].strip("`").casefold()
+                if column.casefold() not in names and "." in column and head in names:
+                    raise InvalidArgumentError(
+                        f"MergeSpec.clauses[{index}].assignments",
+                        column,
+                        f"a top-level column: a nested field cannot be SET yet; assign the whole struct, e.g. "
+                        f"{names[head]} = named_struct('field', <new value>, 'other', "
+                        f"{self.spec.target_alias}.{names[head]}.other)",
+                    )
                 if column.casefold() not in names:
                     raise InvalidArgumentError(
                         f"MergeSpec.clauses[{index}].assignments",
@@ -269,20 +293,22 @@ def _join_type(plan: MergePlan) -> str:
 
 
 def merge_outcome(plan: MergePlan, source: DataFrame, target: DataFrame) -> DataFrame:
-    """The joined rows a MERGE acts on, one per joined pair that a clause changes or that matched.
+    """The joined rows a MERGE with a WHEN NOT MATCHED BY SOURCE clause acts on: one outer join of source and target.
 
-    Columns: :data:`FILE_COLUMN`, :data:`ROW_COLUMN` (of the target row, NULL for a source
-    row that matched none), :data:`ACTION_COLUMN` (the index in ``plan.spec.clauses`` of the
-    clause that applies, NULL for no change), :data:`MATCHED_COLUMN` (the pair matched on
-    ON), then the written values in ``plan.schema``'s columns.
+    One row per joined pair that a clause changes or that matched, and per unmatched
+    row of either side that a clause changes. Columns: :data:`FILE_COLUMN`,
+    :data:`ROW_COLUMN` (of the target row, NULL for a source row that matched none),
+    :data:`ACTION_COLUMN` (the index in ``plan.spec.clauses`` of the clause that applies,
+    NULL for no change), :data:`MATCHED_COLUMN` (the pair matched on ON), then the
+    written values in ``plan.schema``'s columns. Every target row takes part, so the
+    whole target is shuffled; MERGEs without such a clause go through
+    :func:`matched_pairs` and :func:`outcome_of_matches` instead.
     """
     spec = plan.spec
     src = source.withColumn(_SOURCE_PRESENT, F.lit(True)).alias(spec.source_alias)
     tgt = target.withColumn(_TARGET_PRESENT, F.lit(True)).alias(spec.target_alias)
     joined = src.join(tgt, F.expr(spec.on), _join_type(plan))
-    groups: dict[str, list[tuple[str | None, int]]] = {}
-    for index, clause in enumerate(spec.clauses):
-        groups.setdefault(clause.group, []).append((clause.condition, index))
+    groups = _clause_groups(plan)
     source_present = F.col(_SOURCE_PRESENT).isNotNull()
     target_present = F.col(_TARGET_PRESENT).isNotNull()
     matched = source_present & target_present
@@ -301,24 +327,86 @@ def merge_outcome(plan: MergePlan, source: DataFrame, target: DataFrame) -> Data
     )
 
 
-def insert_only_rows(plan: MergePlan, source: DataFrame, target: DataFrame) -> DataFrame:
-    """Insert-only MERGE: the rows to insert (source rows that match no target row and take an INSERT clause)."""
+def matched_pairs(plan: MergePlan, source: DataFrame, target: DataFrame, *, broadcast_source: bool) -> DataFrame:
+    """The (source row, target row) pairs that ON joins, for a MERGE without WHEN NOT MATCHED BY SOURCE.
+
+    An inner join: with ``broadcast_source`` the source is sent to every task and the
+    target is read in place (a broadcast hash join, no shuffle of the target), which is
+    what makes a MERGE of a small source into a large table cost one scan of the
+    target's join columns. Columns: :data:`SOURCE_ROW_COLUMN`, :data:`FILE_COLUMN`,
+    :data:`ROW_COLUMN`, :data:`ACTION_COLUMN` (the WHEN MATCHED clause that applies, or
+    NULL), :data:`MATCHED_COLUMN` (always TRUE), then the written values.
+    """
     spec = plan.spec
-    unmatched = source.alias(spec.source_alias).join(target.alias(spec.target_alias), F.expr(spec.on), "left_anti")
-    action = _first_true([(clause.condition, index) for index, clause in enumerate(spec.clauses)])
-    chosen = unmatched.select("*", action.alias(ACTION_COLUMN)).where(F.col(ACTION_COLUMN).isNotNull())
-    return chosen.select(F.col(ACTION_COLUMN), *_written_columns(plan))
+    src = (F.broadcast(source) if broadcast_source else source).alias(spec.source_alias)
+    joined = src.join(target.alias(spec.target_alias), F.expr(spec.on), "inner")
+    matched_group = _clause_groups(plan).get("WHEN MATCHED", [])
+    with_action = joined.select("*", _first_true(matched_group).alias(ACTION_COLUMN))
+    return with_action.select(
+        _ref(spec.source_alias, SOURCE_ROW_COLUMN).alias(SOURCE_ROW_COLUMN),
+        _ref(spec.target_alias, FILE_COLUMN).alias(FILE_COLUMN),
+        _ref(spec.target_alias, ROW_COLUMN).alias(ROW_COLUMN),
+        F.col(ACTION_COLUMN),
+        F.lit(True).alias(MATCHED_COLUMN),
+        *_written_columns(plan, [index for _, index in matched_group]),
+    )
 
 
-def _written_columns(plan: MergePlan) -> list[Column]:
-    """Per column of ``plan.schema``, the value the row's clause (:data:`ACTION_COLUMN`) writes; NULL when none applies."""
-    per_clause = [plan.values(clause) for clause in plan.spec.clauses]
+def outcome_of_matches(plan: MergePlan, source: DataFrame, pairs: DataFrame) -> DataFrame:
+    """:func:`merge_outcome`'s rows from :func:`matched_pairs`: the pairs, and the source rows no pair holds.
+
+    A source row matched no target row exactly when its :data:`SOURCE_ROW_COLUMN` is in
+    no pair: an anti join of the source with the pairs' row numbers, which reads the
+    source again and never the target.
+    """
+    matched = pairs.drop(SOURCE_ROW_COLUMN)
+    if "WHEN NOT MATCHED" not in _clause_groups(plan):
+        return matched
+    return matched.unionByName(_unmatched_rows(plan, source, pairs))
+
+
+def insert_only_rows(plan: MergePlan, source: DataFrame, pairs: DataFrame) -> DataFrame:
+    """Insert-only MERGE: the rows to insert (source rows in no pair of :func:`matched_pairs` that take an INSERT clause)."""
+    return _unmatched_rows(plan, source, pairs).drop(FILE_COLUMN, ROW_COLUMN, MATCHED_COLUMN)
+
+
+def _unmatched_rows(plan: MergePlan, source: DataFrame, pairs: DataFrame) -> DataFrame:
+    spec = plan.spec
+    taken = pairs.select(SOURCE_ROW_COLUMN)
+    unmatched = source.join(taken, SOURCE_ROW_COLUMN, "left_anti").alias(spec.source_alias)
+    group = _clause_groups(plan).get("WHEN NOT MATCHED", [])
+    chosen = unmatched.select("*", _first_true(group).alias(ACTION_COLUMN)).where(F.col(ACTION_COLUMN).isNotNull())
+    return chosen.select(
+        F.lit(None).cast("string").alias(FILE_COLUMN),
+        F.lit(None).cast("long").alias(ROW_COLUMN),
+        F.col(ACTION_COLUMN),
+        F.lit(False).alias(MATCHED_COLUMN),
+        *_written_columns(plan, [index for _, index in group]),
+    )
+
+
+def _clause_groups(plan: MergePlan) -> dict[str, list[tuple[str | None, int]]]:
+    """Per clause group, its clauses' (condition, index in ``plan.spec.clauses``), in order."""
+    groups: dict[str, list[tuple[str | None, int]]] = {}
+    for index, clause in enumerate(plan.spec.clauses):
+        groups.setdefault(clause.group, []).append((clause.condition, index))
+    return groups
+
+
+def _written_columns(plan: MergePlan, clauses: Sequence[int] | None = None) -> list[Column]:
+    """Per column of ``plan.schema``, the value the row's clause (:data:`ACTION_COLUMN`) writes; NULL when none applies.
+
+    ``clauses`` (indexes) limits the CASE to the clauses that can apply to the frame's
+    rows: a frame of unmatched source rows has no target columns to evaluate an UPDATE on.
+    """
+    indexes = range(len(plan.spec.clauses)) if clauses is None else clauses
+    per_clause = [(index, plan.values(plan.spec.clauses[index])) for index in indexes]
     written = []
     for position, field in enumerate(plan.schema.fields):
         value: Any = F
-        for index, values in enumerate(per_clause):
+        for index, values in per_clause:
             value = value.when(F.col(ACTION_COLUMN) == index, values[position])
-        written.append(value.alias(field.name))
+        written.append((value if per_clause else F.lit(None).cast(field.dataType)).alias(field.name))
     return written
 
 
@@ -504,15 +592,47 @@ def run_merge(
     (tests let another writer commit in between).
     """
     run_started = time.monotonic()  # Delta's executionTimeMs covers the whole command, source included
-    with engine_errors_from_executors(), _persisted(load_source(spark, spec.source)) as source:
-        num_source_rows = source.count()  # also fills the persisted copy
+    with engine_errors_from_executors():
+        source = materialized_source(load_source(spark, spec.source))
+        num_source_rows = source.count()
         materialized_ms = _ms_since(run_started)
+        broadcast = broadcasts_source(spark, source)
 
         def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
-            staged = _attempt(spark, spec, source, num_source_rows, run_started, txn, snapshot, context)
+            with ExitStack() as stack:
+                staged = _attempt(spark, spec, source, num_source_rows, broadcast, run_started, txn, snapshot, context, stack)
             return staged._replace(metrics={**staged.metrics, "materializeSourceTimeMs": materialized_ms})
 
         return run_with_retries(spec, attempt, before_commit=before_commit)
+
+
+def materialized_source(frame: DataFrame) -> DataFrame:
+    """The source rows, numbered (:data:`SOURCE_ROW_COLUMN`) and kept in the application: read once for every attempt.
+
+    A local checkpoint, not a cache: its lineage is cut, so a lost block fails the job
+    instead of being recomputed. A recomputed source could number its rows differently
+    (a query's shuffle order), and the anti join that finds unmatched source rows by
+    number would then insert a matched row or drop an unmatched one.
+    """
+    if SOURCE_ROW_COLUMN in frame.columns:
+        raise InvalidArgumentError("MergeSpec.source", SOURCE_ROW_COLUMN, "a source without this reserved column name")
+    numbered = frame.withColumn(SOURCE_ROW_COLUMN, F.monotonically_increasing_id())
+    return numbered.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+
+
+def broadcasts_source(spark: SparkSession, source: DataFrame) -> bool:
+    """Whether the matching join sends the source to every task: its size is known and at most the threshold.
+
+    The threshold is the session's ``spark.airflow_delta.merge.broadcastSourceBytes``
+    (:data:`BROADCAST_SOURCE_BYTES` by default; -1 never broadcasts). The size is the
+    optimizer's estimate of the materialized source, which Spark knows exactly once the
+    source is checkpointed.
+    """
+    threshold = int(spark.conf.get(BROADCAST_SOURCE_CONF, str(BROADCAST_SOURCE_BYTES)) or BROADCAST_SOURCE_BYTES)
+    if threshold < 0:
+        return False
+    size = int(str(source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    return size <= threshold
 
 
 def _attempt(
@@ -520,13 +640,16 @@ def _attempt(
     spec: MergeSpec,
     source: DataFrame,
     num_source_rows: int,
+    broadcast_source: bool,
     run_started: float,
     txn: Transaction,
     snapshot: Snapshot,
     context: TableContext,
+    stack: ExitStack,
 ) -> StagedOperation:
     started = time.monotonic()
-    plan = MergePlan.of(spec, spark_schema(context), source.schema)
+    source_schema = StructType([f for f in source.schema.fields if f.name != SOURCE_ROW_COLUMN])
+    plan = MergePlan.of(spec, spark_schema(context), source_schema)
     metrics = _zero_metrics()
     metrics["numSourceRows"] = num_source_rows
     write_context = context
@@ -542,7 +665,15 @@ def _attempt(
 
     # Building the frames runs Spark's analyzer (no job): a bad column or expression fails here.
     with _analyzed(spec):
-        rows = insert_only_rows(plan, source, target) if plan.insert_only else merge_outcome(plan, source, target)
+        if "WHEN NOT MATCHED BY SOURCE" in _clause_groups(plan):
+            rows = merge_outcome(plan, source.drop(SOURCE_ROW_COLUMN), target)
+        else:
+            # Kept: the anti join for unmatched source rows reads the pairs again, not the target.
+            pairs = stack.enter_context(_persisted(matched_pairs(plan, source, target, broadcast_source=broadcast_source)))
+            if plan.insert_only:
+                rows = insert_only_rows(plan, source, pairs)
+            else:
+                rows = outcome_of_matches(plan, source, pairs)
 
     if plan.insert_only:
         # Delta's insert-only MERGE: an append of the unmatched source rows; the target is only read.

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,22 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from pyspark.sql.types import StructType
 
 from airflow_delta.engine import DeltaTable, InvalidArgumentError, MultipleSourceRowsMatchedError
-from airflow_delta.spark.merge import run_merge, target_only_filter
+from airflow_delta.spark.file_tasks import FILE_COLUMN, ROW_COLUMN, spark_schema, target_dataframe
+from airflow_delta.spark.merge import (
+    BROADCAST_SOURCE_BYTES,
+    BROADCAST_SOURCE_CONF,
+    SOURCE_ROW_COLUMN,
+    MergePlan,
+    broadcasts_source,
+    load_source,
+    matched_pairs,
+    materialized_source,
+    run_merge,
+    target_only_filter,
+)
 from airflow_delta.spark.specs import ExecutionOptions, MergeClause, MergeSource, MergeSpec, TableRef, TaskIdentity
 from tests.oracles import assert_oracles_read, read_with_deltars
 
@@ -125,6 +139,16 @@ def delta_raises_multiple_match(target_rows: Sequence[Row], source_rows: Sequenc
     return False
 
 
+@contextmanager
+def source_broadcast(spark: Any, enabled: bool) -> Iterator[None]:
+    """The session's MERGE broadcast threshold set so that the test's (tiny) source is broadcast or not."""
+    spark.conf.set(BROADCAST_SOURCE_CONF, str(BROADCAST_SOURCE_BYTES if enabled else -1))
+    try:
+        yield
+    finally:
+        spark.conf.unset(BROADCAST_SOURCE_CONF)
+
+
 def data_files(path: Path) -> set[str]:
     return {str(p.relative_to(path)) for p in path.rglob("*.parquet")}
 
@@ -180,6 +204,7 @@ def clause_sets(draw: st.DrawFn) -> list[MergeClause]:
     column_mapping=st.booleans(),
     on_partition=st.sampled_from([None, "a"]),
     unique_source_keys=st.booleans(),
+    broadcast_source=st.booleans(),
 )
 def test_merge_matches_duckdb_and_delta_rule(
     spark: Any,
@@ -191,6 +216,7 @@ def test_merge_matches_duckdb_and_delta_rule(
     column_mapping: bool,
     on_partition: str | None,
     unique_source_keys: bool,
+    broadcast_source: bool,
 ) -> None:
     keys = [r[0] for r in target_rows if r[0] is not None]
     if unique_source_keys:
@@ -202,7 +228,8 @@ def test_merge_matches_duckdb_and_delta_rule(
         # rule decides (it may not apply: insert-only, a lone unconditional DELETE, ON's partition).
         source_rows = [*source_rows, (keys[0], 1, "a", 1), (keys[0], 2, "b", 0)]
     # A directory per example, removed after it (tmp_path is one per test, not per example).
-    with tempfile.TemporaryDirectory(prefix="merge-prop-") as work_dir:
+    # Both ways of matching: the source broadcast to the target's scan, or both sides shuffled.
+    with tempfile.TemporaryDirectory(prefix="merge-prop-") as work_dir, source_broadcast(spark, broadcast_source):
         check_one_merge(spark, Path(work_dir), target_rows, source_rows, clauses, dv, partitioned, column_mapping, on_partition)
 
 
@@ -339,6 +366,39 @@ def test_insert_only_appends_without_touching_the_target(spark: Any, tmp_path: P
     # The ON condition's target-only conjunct pruned partition b's file from what the MERGE read.
     assert (result.metrics["numTargetFilesBeforeSkipping"], result.metrics["numTargetFilesAfterSkipping"]) == (2, 1)
     assert table.version() == result.version
+
+
+@pytest.mark.parametrize("broadcast", [True, False], ids=["small-source", "threshold-off"])
+def test_a_small_source_is_broadcast_and_the_target_is_not_shuffled(spark: Any, tmp_path: Path, broadcast: bool) -> None:
+    target = tmp_path / "target"
+    table = make_target(target, [(i, i, "a") for i in range(10)])
+    spec = spec_for(target, write_source(tmp_path / "s.parquet", [(1, 0, "a", 1), (20, 0, "a", 0)]), UPSERT[:3])
+    with source_broadcast(spark, broadcast):
+        source = materialized_source(load_source(spark, spec.source))
+        assert broadcasts_source(spark, source) is broadcast
+        context = table.context(table.snapshot())
+        source_schema = StructType([f for f in source.schema.fields if f.name != SOURCE_ROW_COLUMN])
+        plan = MergePlan.of(spec, spark_schema(context), source_schema)
+        target_rows = target_dataframe(spark, context, table.snapshot().add_actions, plan.target_columns_read())
+        pairs = matched_pairs(plan, source, target_rows, broadcast_source=broadcast)
+        physical = pairs._jdf.queryExecution().executedPlan().toString()
+        if broadcast:  # the source is sent to the target's scan tasks, and nothing is repartitioned
+            assert "BroadcastHashJoin" in physical
+            assert "Exchange hashpartitioning" not in physical
+        assert [(r[FILE_COLUMN] is not None, r[ROW_COLUMN]) for r in pairs.collect()] == [(True, 1)]
+
+
+def test_a_nested_field_assignment_is_refused_with_what_to_write(spark: Any, tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("a", pa.struct([("b", pa.int64()), ("c", pa.string())]))])
+    table = DeltaTable.create(str(tmp_path / "target"), schema)
+    table.append(pa.table({"id": [1], "a": [{"b": 1, "c": "x"}]}, schema))
+    source = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"id": [1], "b": [5]}), source)
+    spec = spec_for(tmp_path / "target", MergeSource(parquet=str(source)), [MergeClause("matched_update", assignments={"a.b": "s.b"})])
+    with pytest.raises(InvalidArgumentError) as caught:
+        run_merge(spark, spec)
+    assert "a = named_struct(" in str(caught.value)
+    assert table.version() == 1
 
 
 def test_nothing_to_change_commits_nothing(spark: Any, tmp_path: Path) -> None:
