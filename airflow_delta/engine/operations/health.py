@@ -219,9 +219,55 @@ def _png(pixels: np.ndarray) -> bytes:
     )
 
 
-def size_histogram_png(report: HealthReport, *, width: int = 480, height: int = 240) -> bytes:
+# A 3x5 pixel font for the chart's labels: file counts and bucket bounds need only these.
+_GLYPHS: dict[str, tuple[str, ...]] = {
+    "0": ("111", "101", "101", "101", "111"), "1": ("010", "110", "010", "010", "111"),
+    "2": ("111", "001", "111", "100", "111"), "3": ("111", "001", "111", "001", "111"),
+    "4": ("101", "101", "111", "001", "001"), "5": ("111", "100", "111", "001", "111"),
+    "6": ("111", "100", "111", "101", "111"), "7": ("111", "001", "001", "001", "001"),
+    "8": ("111", "101", "111", "101", "111"), "9": ("111", "101", "111", "001", "111"),
+    "K": ("101", "101", "110", "101", "101"), "M": ("101", "111", "111", "101", "101"),
+    "G": ("111", "100", "101", "101", "111"), "T": ("111", "010", "010", "010", "010"),
+    "-": ("000", "000", "111", "000", "000"), "+": ("000", "010", "111", "010", "000"),
+    " ": ("000", "000", "000", "000", "000"),
+}
+_GLYPH_MASKS = {c: np.array([[ch == "1" for ch in row] for row in rows]) for c, rows in _GLYPHS.items()}
+_GLYPH_HEIGHT, _GLYPH_ADVANCE = 5, 4  # 3 pixels wide, 1 between characters
+_INK = (40, 40, 40)
+
+
+def _short_size(n: int) -> str:
+    """``1048576`` -> ``1M``: bucket edges are powers of two, so the 1024-based unit is exact."""
+    for unit in ("", "K", "M", "G", "T"):
+        if n < 1024 or unit == "T":
+            return f"{n}{unit}"
+        n //= 1024
+    raise AssertionError("unreachable")
+
+
+def _text_width(text: str, scale: int) -> int:
+    return (len(text) * _GLYPH_ADVANCE - 1) * scale if text else 0
+
+
+def _draw_text(canvas: np.ndarray, text: str, x: int, y: int, scale: int) -> None:
+    """Draw ``text`` with its top-left corner at (x, y); pixels outside the canvas are dropped."""
+    height, width, _ = canvas.shape
+    for i, char in enumerate(text):
+        mask = np.kron(_GLYPH_MASKS[char], np.ones((scale, scale), dtype=bool))
+        x0 = x + i * _GLYPH_ADVANCE * scale
+        ys, xs = np.nonzero(mask)
+        ys, xs = ys + y, xs + x0
+        keep = (ys >= 0) & (ys < height) & (xs >= 0) & (xs < width)
+        canvas[ys[keep], xs[keep]] = _INK
+
+
+def size_histogram_png(report: HealthReport, *, width: int = 640, height: int = 280) -> bytes:
     """A bar chart of the file-size distribution: one bar per bucket (left: smallest), height by file
-    count, small-file buckets in orange; the buckets are those of ``report.size_histogram``."""
+    count, small-file buckets in orange; the buckets are those of ``report.size_histogram``.
+
+    Each bar is labelled with its file count above it and each bucket with its bounds below
+    the axis (``1M-8M``; sizes in 1024-based units), when the image is large enough to hold
+    the labels (at least 64 pixels high, and a slot per bucket wide enough for its label)."""
     check_instance("report", report, HealthReport)
     check_int("width", width, minimum=len(report.size_histogram) * 4 + 20)
     check_int("height", height, minimum=24)
@@ -230,16 +276,32 @@ def size_histogram_png(report: HealthReport, *, width: int = 480, height: int = 
     peak = max((b.files for b in buckets), default=0)
     margin = 10
     slot = (width - 2 * margin) // max(len(buckets), 1)
-    canvas[height - margin, margin : width - margin] = (0, 0, 0)  # the axis
+    bounds = [
+        f"{_short_size(b.lower)}-{_short_size(b.upper)}" if b.upper is not None else f"{_short_size(b.lower)}+"
+        for b in buckets
+    ]
+    counts = [str(b.files) for b in buckets]
+    widest = max((len(s) for s in [*bounds, *counts]), default=0)
+    # Labels at twice the font's size where they fit, else at its size, else none.
+    scale = next((s for s in (2, 1) if height >= 64 * s and _text_width("0" * widest, s) <= slot - 2), 0)
+    label_height = _GLYPH_HEIGHT * scale + 3 if scale else 0
+    axis_y = height - margin - label_height
+    top = margin + label_height
+    canvas[axis_y, margin : width - margin] = (0, 0, 0)  # the axis
     small_below = report.target_file_size // 2
     for i, bucket in enumerate(buckets):
+        centre = margin + i * slot + slot // 2
+        if scale:
+            _draw_text(canvas, bounds[i], centre - _text_width(bounds[i], scale) // 2, axis_y + 3, scale)
         if not bucket.files:
             continue
-        bar = max(1, math.ceil((height - 2 * margin) * bucket.files / peak))
+        bar = max(1, math.ceil((axis_y - top) * bucket.files / peak))
         x0 = margin + i * slot + slot // 8
         x1 = margin + (i + 1) * slot - slot // 8
         colour = (230, 120, 20) if bucket.lower < small_below else (40, 100, 200)
-        canvas[height - margin - bar : height - margin, x0:x1] = colour
+        canvas[axis_y - bar : axis_y, x0:x1] = colour
+        if scale:
+            _draw_text(canvas, counts[i], centre - _text_width(counts[i], scale) // 2, axis_y - bar - label_height, scale)
     return _png(canvas)
 
 

@@ -9,6 +9,7 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -149,3 +150,24 @@ def test_the_png_is_a_valid_image_of_the_distribution(table: DeltaTable) -> None
     orange = bytes((230, 120, 20))
     # Every file is small: orange bars only, and the tallest reaches the top margin.
     assert any(orange in row for row in rows[10:20]) and not any(bytes((40, 100, 200)) in row for row in rows)
+
+
+def test_the_png_labels_every_bucket_and_the_file_count_of_each_bar(table: DeltaTable) -> None:
+    report: HealthReport = table.health()
+    chunks = _png_chunks(size_histogram_png(report))
+    width, height = struct.unpack(">II", chunks[b"IHDR"][:8])
+    raw = zlib.decompress(chunks[b"IDAT"])
+    pixels = np.frombuffer(raw, dtype=np.uint8).reshape(height, 1 + 3 * width)[:, 1:].reshape(height, width, 3)
+    ink = np.all(pixels == (40, 40, 40), axis=2)
+    axis_y = int(np.flatnonzero(np.all(pixels[:, width // 2] == (0, 0, 0), axis=1))[0])
+    slot = (width - 20) // len(report.size_histogram)
+    for i, bucket in enumerate(report.size_histogram):
+        columns = slice(10 + i * slot, 10 + (i + 1) * slot)
+        # Every bucket has its bounds below the axis.
+        assert ink[axis_y + 1 :, columns].any(), f"bucket {i} has no label"
+        # A bar has its count above it; an empty bucket has no bar and no count.
+        bar_rows = np.flatnonzero(np.all(pixels[:axis_y, 10 + i * slot + slot // 2] == (230, 120, 20), axis=1))
+        if bucket.files:
+            assert bar_rows.size and ink[: bar_rows[0], columns].any(), f"bucket {i} has no count"
+        else:
+            assert not bar_rows.size and not ink[:axis_y, columns].any()
