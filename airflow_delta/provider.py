@@ -13,6 +13,48 @@ from airflow_delta import __version__
 
 _INTEGRATION = "Delta Lake"
 
+# The ``delta`` connection's fields and form behaviour, declared once: the provider info
+# carries them for the UI and API, and ``DeltaHook`` builds its form and behaviour from them.
+DELTA_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["host", "port", "schema", "login", "password", "extra"],
+    "relabeling": {},
+    "placeholders": {
+        "storage_options": '{"AWS_REGION": "eu-west-1"}',
+        "spark_conn_id": "spark_default",
+        "spark_conf": '{"spark.executor.memory": "4g"}',
+        "deploy_mode": "client",
+        "storage_conn_id": "aws_default",
+    },
+}
+DELTA_CONNECTION_FIELDS: dict[str, dict[str, Any]] = {
+    "storage_options": {
+        "label": "Storage options",
+        "description": "JSON object: storage options of the table root (credentials, region, endpoint).",
+        "schema": {"type": ["string", "null"], "format": "json"},
+    },
+    "spark_conn_id": {
+        "label": "Spark connection id",
+        "description": "The Spark connection the DML jobs are submitted to (default spark_default).",
+        "schema": {"type": ["string", "null"], "default": "spark_default"},
+    },
+    "spark_conf": {
+        "label": "Default Spark conf",
+        "description": "JSON object of Spark conf for every job; an operator's conf overrides it.",
+        "schema": {"type": ["string", "null"], "format": "json"},
+    },
+    "deploy_mode": {
+        "label": "Deploy mode",
+        "description": "client or cluster (empty: the Spark connection's). Standalone masters: client only.",
+        "schema": {"type": ["string", "null"], "enum": ["client", "cluster", None]},
+    },
+    "storage_conn_id": {
+        "label": "Storage connection id",
+        "description": "An aws, wasb, adls or google_cloud_platform connection whose credentials reach "
+        "the table's object store (Storage options override what it gives).",
+        "schema": {"type": ["string", "null"]},
+    },
+}
+
 
 def get_provider_info() -> dict[str, Any]:
     return {
@@ -46,45 +88,8 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_delta.hooks.delta.DeltaHook",
                 "hook-name": "Delta Lake",
                 "connection-type": "delta",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["host", "port", "schema", "login", "password", "extra"],
-                    "relabeling": {},
-                    "placeholders": {
-                        "storage_options": '{"AWS_REGION": "eu-west-1"}',
-                        "spark_conn_id": "spark_default",
-                        "spark_conf": '{"spark.executor.memory": "4g"}',
-                        "deploy_mode": "client",
-                        "storage_conn_id": "aws_default",
-                    },
-                },
-                "conn-fields": {
-                    "storage_options": {
-                        "label": "Storage options",
-                        "description": "JSON object: storage options of the table root (credentials, region, endpoint).",
-                        "schema": {"type": ["string", "null"], "format": "json"},
-                    },
-                    "spark_conn_id": {
-                        "label": "Spark connection id",
-                        "description": "The Spark connection the DML jobs are submitted to.",
-                        "schema": {"type": ["string", "null"], "default": "spark_default"},
-                    },
-                    "spark_conf": {
-                        "label": "Default Spark conf",
-                        "description": "JSON object of Spark conf for every job; an operator's conf overrides it.",
-                        "schema": {"type": ["string", "null"], "format": "json"},
-                    },
-                    "deploy_mode": {
-                        "label": "Deploy mode",
-                        "description": "client or cluster (empty: the Spark connection's). Standalone masters: client only.",
-                        "schema": {"type": ["string", "null"], "enum": ["client", "cluster", None]},
-                    },
-                    "storage_conn_id": {
-                        "label": "Storage connection id",
-                        "description": "An aws, wasb, adls or google_cloud_platform connection whose credentials reach "
-                        "the table's object store (Storage options override what it gives).",
-                        "schema": {"type": ["string", "null"]},
-                    },
-                },
+                "ui-field-behaviour": DELTA_UI_FIELD_BEHAVIOUR,
+                "conn-fields": DELTA_CONNECTION_FIELDS,
             }
         ],
     }

@@ -17,6 +17,7 @@ log.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
@@ -45,6 +46,7 @@ from airflow_delta.engine import (
     error_from_report,
     storage_options_from_airflow_connection,
 )
+from airflow_delta.provider import DELTA_CONNECTION_FIELDS, DELTA_UI_FIELD_BEHAVIOUR
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
 from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX, SMALL_JOB_DRIVER_JAVA_OPTIONS
 from airflow_delta.spark.packaging import engine_py_files
@@ -295,60 +297,26 @@ class DeltaHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """The standard fields a ``delta`` connection does not use are hidden."""
-        return {
-            "hidden_fields": ["host", "port", "schema", "login", "password", "extra"],
-            "relabeling": {},
-            "placeholders": {
-                "storage_options": '{"AWS_REGION": "eu-west-1"}',
-                "spark_conn_id": "spark_default",
-                "spark_conf": '{"spark.executor.memory": "4g"}',
-                "deploy_mode": "client",
-                "storage_conn_id": "aws_default",
-            },
-        }
+        """The standard fields a ``delta`` connection does not use are hidden (as the provider info declares)."""
+        return {key.replace("-", "_"): copy.deepcopy(value) for key, value in DELTA_UI_FIELD_BEHAVIOUR.items()}
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """The ``delta`` connection's own fields, stored in its extra."""
+        """The ``delta`` connection's own fields, stored in its extra (as the provider info declares them)."""
         from flask_appbuilder.fieldwidgets import BS3TextAreaFieldWidget, BS3TextFieldWidget
         from flask_babel import lazy_gettext
         from wtforms import StringField, TextAreaField
         from wtforms.validators import Optional, any_of
 
-        return {
-            "storage_options": TextAreaField(
-                lazy_gettext("Storage options"),
-                widget=BS3TextAreaFieldWidget(),
-                description="JSON object: storage options of the table root (credentials, region, endpoint).",
-                validators=[Optional()],
-            ),
-            "spark_conn_id": StringField(
-                lazy_gettext("Spark connection id"),
-                widget=BS3TextFieldWidget(),
-                description="The Spark connection the DML jobs are submitted to (default spark_default).",
-                validators=[Optional()],
-            ),
-            "spark_conf": TextAreaField(
-                lazy_gettext("Default Spark conf"),
-                widget=BS3TextAreaFieldWidget(),
-                description="JSON object of Spark conf for every job; an operator's conf overrides it.",
-                validators=[Optional()],
-            ),
-            "deploy_mode": StringField(
-                lazy_gettext("Deploy mode"),
-                widget=BS3TextFieldWidget(),
-                description="client or cluster (empty: the Spark connection's). Standalone masters: client only.",
-                validators=[Optional(), any_of(list(DEPLOY_MODES))],
-            ),
-            "storage_conn_id": StringField(
-                lazy_gettext("Storage connection id"),
-                widget=BS3TextFieldWidget(),
-                description="An aws, wasb, adls or google_cloud_platform connection whose credentials reach the "
-                "table's object store (Storage options override what it gives).",
-                validators=[Optional()],
-            ),
-        }
+        json_fields = {"storage_options", "spark_conf"}  # JSON objects: a text area each
+        widgets: dict[str, Any] = {}
+        for name, declared in DELTA_CONNECTION_FIELDS.items():
+            kind, widget = (TextAreaField, BS3TextAreaFieldWidget) if name in json_fields else (StringField, BS3TextFieldWidget)
+            validators = [Optional(), any_of(list(DEPLOY_MODES))] if name == "deploy_mode" else [Optional()]
+            widgets[name] = kind(
+                lazy_gettext(declared["label"]), widget=widget(), description=declared["description"], validators=validators
+            )
+        return widgets
 
     def __init__(
         self,
