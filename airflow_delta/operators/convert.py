@@ -160,10 +160,6 @@ class ConvertToDeltaOperator(_DeltaMaintenanceOperator):
             "execution": "spark",
         }
 
-    def on_kill(self) -> None:
-        """Kill the Spark application, if one runs: version 0 appears only when complete, so nothing half-made stays."""
-        if self._hook is not None:
-            self._hook.on_kill()
 
 
 class GenerateSymlinkManifestOperator(_DeltaMaintenanceOperator):

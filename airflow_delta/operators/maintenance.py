@@ -43,11 +43,15 @@ from airflow_delta.engine import (
     ConcurrentTransactionException,
     DeltaError,
     DeltaTable,
+    FileIO,
     InvalidArgumentError,
+    ListFiles,
     OptimizeOptions,
     OptimizeResult,
+    TableListing,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
+    list_table_files,
     parse_interval,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
@@ -103,6 +107,18 @@ def _retention(value: timedelta | str | None) -> timedelta | None:
     raise InvalidArgumentError("retention", value, "a timedelta, a Delta interval such as 'interval 7 days', or None")
 
 
+def _listed_once() -> ListFiles:
+    """A VACUUM lister that lists the table on its first call and returns that listing after."""
+    listings: list[TableListing] = []
+
+    def list_files(io: FileIO, root: str, partition_prefixes: tuple[str, ...], parallelism: int) -> TableListing:
+        if not listings:
+            listings.append(list_table_files(io, root, partition_prefixes, parallelism))
+        return listings[0]
+
+    return list_files
+
+
 class _DeltaMaintenanceOperator(BaseOperator):
     """What the maintenance operators share: the connection, the table, engine errors as task errors."""
 
@@ -118,6 +134,13 @@ class _DeltaMaintenanceOperator(BaseOperator):
         self.delta_conn_id = delta_conn_id
         self.storage_conn_id = storage_conn_id
         self._hook: DeltaHook | None = None
+
+    def on_kill(self) -> None:
+        """Kill the Spark application, if one runs. Nothing half-made stays: OPTIMIZE's committed
+        batches changed no data, VACUUM deleted only files no retained version needs, and
+        CONVERT's version 0 appears only when complete."""
+        if self._hook is not None:
+            self._hook.on_kill()
 
     def execute(self, context: Context) -> dict[str, Any]:
         hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
@@ -233,7 +256,10 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
             "parallelism": self.parallelism,
         }
         if self.only_if_needed and not self.dry_run:
-            # A dry run, not health(): only it sees orphans (full) and a retention argument.
+            # A dry run, not health(): only it sees orphans (full) and a retention argument. Its
+            # listing serves the real run too: listed before that run's snapshot, it can only
+            # miss files written since, which the run then keeps.
+            arguments["list_files"] = _listed_once()
             found = table.vacuum(dry_run=True, **arguments)
             if found.num_files_to_delete == 0:
                 self.skip(f"VACUUM {self.mode} would delete no file of {self.table}")
@@ -312,10 +338,6 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
             "execution": "spark",
         }
 
-    def on_kill(self) -> None:
-        """Kill the Spark application, if one runs; files deleted so far were not needed by any retained version."""
-        if self._hook is not None:
-            self._hook.on_kill()
 
     def _log_file_list(self, path: str) -> None:
         verb = "would delete" if self.dry_run else "deleted"
@@ -555,10 +577,6 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
             "plan": [],
         }
 
-    def on_kill(self) -> None:
-        """Kill the Spark application, if one runs; batches already committed stay (they changed no data)."""
-        if self._hook is not None:
-            self._hook.on_kill()
 
 
 class CheckpointOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
