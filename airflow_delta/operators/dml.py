@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from airflow.sdk import BaseOperator
 
@@ -102,6 +103,7 @@ class _DeltaDmlOperator(BaseOperator):
         self.use_deletion_vectors = use_deletion_vectors
         self._options()  # a bad max_attempts or use_deletion_vectors fails when the DAG is parsed
         self._hook: DeltaHook | None = None
+        self._planned: tuple[Snapshot, str, pa.Table] | None = None
 
     # ------------------------------------------------------------------ parts
     def _options(self) -> ExecutionOptions:
@@ -116,6 +118,13 @@ class _DeltaDmlOperator(BaseOperator):
     def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
         """Whether this spec runs in the worker instead of on Spark (only a DELETE can)."""
         return False
+
+    def planned_files(self, snapshot: Snapshot, predicate: str) -> pa.Table:
+        """``snapshot.plan_files(predicate)``, pruned once per snapshot and predicate: deciding where
+        a DELETE runs and whether its job is small both need it."""
+        if self._planned is None or self._planned[0] is not snapshot or self._planned[1] != predicate:
+            self._planned = (snapshot, predicate, snapshot.plan_files(predicate))
+        return self._planned[2]
 
     # ------------------------------------------------------------------ execute
     def execute(self, context: Context) -> dict[str, Any]:
@@ -169,7 +178,7 @@ class _DeltaDmlOperator(BaseOperator):
         ):
             return True  # metadata-only: the job reads no file
         try:
-            candidates = snapshot.plan_files(predicate)
+            candidates = self.planned_files(snapshot, predicate)
         except InvalidFilterError:
             return False
         return int(pc.sum(candidates.column("size")).as_py() or 0) < spec.options.driver_max_bytes
@@ -262,7 +271,7 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
             self.log.info("A DELETE of every row is metadata-only: running in the worker, no Spark job")
             return True
         try:
-            candidates = snapshot.plan_files(spec.predicate)
+            candidates = self.planned_files(snapshot, spec.predicate)
         except InvalidFilterError as error:
             if not references_only(spec.predicate, snapshot.schema.names):
                 raise  # a column the table does not have: Spark would fail the same way, later
