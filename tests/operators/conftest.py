@@ -1,3 +1,23 @@
 """Fixtures of the Airflow layer's tests (shared with tests/hooks)."""
 
-from tests.airflow_layer import airflow_home  # noqa: F401
+from pathlib import Path
+
+import pytest
+
+from tests.airflow_layer import airflow_home, set_connection  # noqa: F401  (airflow_home: the fixture)
+
+
+@pytest.fixture
+def no_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A delta connection whose Spark cannot be reached: a submit would fail the test."""
+    set_connection(monkeypatch, "spark_unreachable", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
+    set_connection(
+        monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}
+    )
+
+
+@pytest.fixture
+def local_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A delta connection submitting to Spark local mode."""
+    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
+    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})

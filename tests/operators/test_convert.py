@@ -18,7 +18,6 @@ from airflow_delta.provider import get_provider_info
 from tests.airflow_layer import context, make_table
 from tests.engine.operations.test_convert import PARTITION_SCHEMA, PARTITIONS, write_hive_dir
 from tests.engine.operations.test_manifest import assert_manifests_match, written_manifests
-from tests.operators.test_maintenance import local_spark  # noqa: F401  (the fixture)
 from tests.oracles import assert_oracles_read
 
 pytestmark = pytest.mark.usefixtures("airflow_home")

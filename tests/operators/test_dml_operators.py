@@ -40,19 +40,6 @@ pytestmark = pytest.mark.usefixtures("airflow_home")
 RESULT_KEYS = {"version", "read_version", "operation", "metrics", "attempts"}
 
 
-@pytest.fixture
-def no_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A delta connection whose Spark cannot be reached: a submit would fail the test."""
-    set_connection(monkeypatch, "spark_unreachable", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
-    set_connection(
-        monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}
-    )
-
-
-@pytest.fixture
-def local_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
-    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
 
 
 # --------------------------------------------------------------------------- declarations

@@ -161,14 +161,6 @@ def test_operators_that_change_data_have_the_table_as_outlet_and_the_others_none
 # --------------------------------------------------------------------------- in-process runs
 
 
-@pytest.fixture
-def no_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A delta connection whose Spark cannot be reached: a submit would fail the test."""
-    set_connection(monkeypatch, "spark_unreachable", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
-    set_connection(
-        monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}
-    )
-
 
 def _run(operator: Any, task_id: str) -> tuple[dict[str, Any], OutletEventAccessors]:
     events = OutletEventAccessors()

@@ -30,7 +30,7 @@ from airflow_delta.operators.maintenance import (
 )
 from airflow_delta.operators.retry import DeltaNonRetryableError
 from airflow_delta.provider import get_provider_info
-from tests.airflow_layer import SCHEMA, context, make_table, set_connection
+from tests.airflow_layer import SCHEMA, context, make_table
 from tests.oracles import assert_oracles_read, read_with_deltars
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
@@ -38,19 +38,6 @@ pytestmark = pytest.mark.usefixtures("airflow_home")
 OPERATORS = (VacuumOperator, OptimizeOperator, CheckpointOperator, RestoreOperator)
 
 
-@pytest.fixture
-def no_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A delta connection whose Spark cannot be reached: a submit would fail the test."""
-    set_connection(monkeypatch, "spark_unreachable", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
-    set_connection(
-        monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_unreachable"}}
-    )
-
-
-@pytest.fixture
-def local_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
-    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
 
 
 def _data_files(path: str) -> set[str]:

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from airflow.models.trigger import Trigger
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -22,21 +21,13 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_delta.engine import DeltaTable
 from airflow_delta.triggers.delta import WATERMARK_KEY, DeltaCommitConflictTrigger, DeltaTableCommitTrigger
 from tests.airflow_layer import set_connection
+from tests.commit_watch_helpers import SCHEMA, events_table, rows
 from tests.object_store_helpers import ObjectStoreServer
-
-SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
-
-
-def rows(partition: str, start: int = 0, n: int = 2) -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + n), pa.int64()), "p": pa.array([partition] * n)})
 
 
 @pytest.fixture
 def table(tmp_path: Path) -> DeltaTable:
-    t = DeltaTable.create(str(tmp_path / "events"), SCHEMA, partition_by=["p"])
-    for p in ("a", "b"):
-        t.append(rows(p))
-    return t
+    return events_table(tmp_path)
 
 
 class AssetStateStore:
