@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._harness import Case, Result, data_dir
+from benchmarks.delete import _build_dv, _link_copy  # one way to make the DV copy of an input
 
 NUM_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_ROWS", "10000000"))
 NUM_SOURCE = 1_000_000
@@ -83,31 +84,6 @@ def _build_source(path: Path) -> None:
     tmp = path.with_name(path.name + ".building")
     pq.write_table(table, tmp)
     tmp.rename(path)
-
-
-def _build_dv(plain: Path, target: Path) -> None:
-    from airflow_delta.engine import DeltaTable
-
-    tmp = target.with_name(target.name + ".building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    _link_copy(plain, tmp)
-    with DeltaTable(str(tmp)).transaction() as txn:
-        txn.set_properties({"delta.enableDeletionVectors": "true"})
-        txn.commit("SET TBLPROPERTIES")
-    tmp.rename(target)
-
-
-def _link_copy(source: Path, target: Path) -> None:
-    """``target``: the table at ``source`` with its data files hard-linked and its log copied."""
-    for directory, _, names in os.walk(source):
-        relative = Path(directory).relative_to(source)
-        (target / relative).mkdir(parents=True, exist_ok=True)
-        for name in names:
-            src, dst = Path(directory, name), target / relative / name
-            if relative.parts[:1] == ("_delta_log",):
-                shutil.copy2(src, dst)
-            else:
-                os.link(src, dst)
 
 
 def cases() -> list[Case]:
