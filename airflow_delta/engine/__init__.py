@@ -32,7 +32,8 @@ Committing
 Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
     value; ``DeltaTable.context(snapshot)``), :func:`read_live_rows` (one data file's live
-    rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
+    rows and their physical positions); for another reader of the same files
+    :func:`local_data_file_paths`, :func:`typed_partition_values`, :func:`deleted_row_positions`; :class:`WriterOptions`, :func:`write_data_files`
     (takes a snapshot or a context), :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
@@ -172,7 +173,14 @@ from airflow_delta.engine.operations.results import (
     VacuumResult,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import TableContext, read_live_rows, split_by_row_groups
+from airflow_delta.engine.read.table_context import (
+    TableContext,
+    deleted_row_positions,
+    local_data_file_paths,
+    read_live_rows,
+    split_by_row_groups,
+    typed_partition_values,
+)
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
@@ -374,9 +382,11 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "convert_file",
+    "deleted_row_positions",
     "error_from_report",
     "interleave_bits",
     "list_table_files",
+    "local_data_file_paths",
     "list_top_level",
     "merge_file_schemas",
     "merge_listings",
@@ -392,6 +402,7 @@ __all__ = [
     "rewrite_bin",
     "size_histogram_png",
     "split_by_row_groups",
+    "typed_partition_values",
     "stage_delete",
     "storage_options_from_airflow_connection",
     "write_checkpoint",

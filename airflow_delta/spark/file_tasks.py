@@ -46,6 +46,8 @@ from airflow_delta.engine import (
     split_by_row_groups,
     write_data_files,
 )
+from airflow_delta.spark.native_scan import spark_target_dataframe
+from airflow_delta.spark.specs import READERS
 
 FILE_COLUMN = "_delta_file"
 ROW_COLUMN = "_delta_row"
@@ -223,8 +225,9 @@ def target_dataframe(
     *,
     row_group_filter: str | None = None,
     in_driver: bool = False,
+    reader: str = "auto",
 ) -> DataFrame:
-    """The live rows of ``files`` (file actions of ``context``'s snapshot), read by the engine on executors.
+    """The live rows of ``files`` (file actions of ``context``'s snapshot), read on executors.
 
     Columns: the table's logical columns (or ``columns``, in that order), then
     :data:`FILE_COLUMN` and :data:`ROW_COLUMN`. A file that the snapshot no longer has,
@@ -233,8 +236,22 @@ def target_dataframe(
     rule it out: the rows are then a superset of those matching it, for a caller that
     filters them by that condition anyway. ``in_driver`` reads the files in this process
     (for a few small files, see :func:`fits_in_driver`) and hands Spark the rows.
+
+    ``reader`` (:attr:`~airflow_delta.spark.specs.ExecutionOptions.reader`) picks who reads
+    the files on executors: ``"spark"`` is Spark's own parquet reader
+    (:mod:`~airflow_delta.spark.native_scan`; it ignores ``row_group_filter``, Spark pushes
+    the caller's filter down itself), ``"engine"`` the engine's, and ``"auto"`` Spark's
+    where it reads the files exactly (:func:`~airflow_delta.spark.native_scan.spark_reader_refusal`).
     """
+    if reader not in READERS:
+        raise InvalidArgumentError("reader", reader, f"one of {', '.join(READERS)}")
     out_schema = _target_schema(context, columns)
+    if not in_driver and reader != "engine" and files.num_rows:
+        native = spark_target_dataframe(
+            spark, context, files, out_schema, FILE_COLUMN, ROW_COLUMN, required=reader == "spark"
+        )
+        if native is not None:
+            return native
     names = out_schema.names[:-2]
     arrow_out = _arrow_schema_for(spark, out_schema)
     if in_driver:

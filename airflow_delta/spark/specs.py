@@ -295,15 +295,26 @@ DEFAULT_DRIVER_MAX_BYTES = 16 << 20
 """:attr:`ExecutionOptions.driver_max_bytes` by default: candidate files below it are read in the driver."""
 
 
+READERS = ("auto", "engine", "spark")
+""":attr:`ExecutionOptions.reader`'s values."""
+
+
 @dataclass(frozen=True)
 class ExecutionOptions:
-    """How the job runs: attempts on logical conflicts, backoff between them, DVs.
+    """How the job runs: attempts on logical conflicts, backoff between them, DVs, the target reader.
 
     ``max_attempts`` counts every attempt, the first included. The wait before attempt
     ``n + 1`` is ``min(backoff_initial_seconds * backoff_multiplier ** (n - 1),
     backoff_max_seconds)``. ``use_deletion_vectors`` None follows the table's
     ``delta.enableDeletionVectors``; False rewrites files even where DVs are enabled; True
     requires DVs and fails on a table that does not enable them.
+
+    ``reader`` chooses who reads the target table's files on the executors: ``"spark"`` is
+    Spark's own parquet reader (faster; local tables whose features it reads exactly, else
+    the job fails with :class:`~airflow_delta.engine.UnsupportedFeatureError` saying why),
+    ``"engine"`` the engine's reader in Python tasks (every table the engine reads), and
+    ``"auto"`` Spark's where it reads the files exactly, the engine's elsewhere (see
+    docs/design/spark-layer.md).
     """
 
     max_attempts: int = 3
@@ -312,8 +323,11 @@ class ExecutionOptions:
     backoff_multiplier: float = 2.0
     use_deletion_vectors: bool | None = None
     driver_max_bytes: int = DEFAULT_DRIVER_MAX_BYTES
+    reader: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.reader not in READERS:
+            raise InvalidArgumentError("ExecutionOptions.reader", self.reader, f"one of {', '.join(READERS)}")
         _check_int("ExecutionOptions.max_attempts", self.max_attempts, minimum=1)
         _check_int("ExecutionOptions.driver_max_bytes", self.driver_max_bytes, minimum=0)
         _check_number("ExecutionOptions.backoff_initial_seconds", self.backoff_initial_seconds, minimum=0)
@@ -335,6 +349,7 @@ class ExecutionOptions:
             "backoffMultiplier": self.backoff_multiplier,
             "useDeletionVectors": self.use_deletion_vectors,
             "driverMaxBytes": self.driver_max_bytes,
+            "reader": self.reader,
         }
 
     @classmethod
@@ -346,6 +361,7 @@ class ExecutionOptions:
             "backoffMultiplier",
             "useDeletionVectors",
             "driverMaxBytes",
+            "reader",
         )
         obj = _JsonObject(path, value, keys)
         defaults = cls()
@@ -356,6 +372,7 @@ class ExecutionOptions:
             backoff_multiplier=obj.optional("backoffMultiplier", defaults.backoff_multiplier),
             use_deletion_vectors=obj.optional("useDeletionVectors"),
             driver_max_bytes=obj.optional("driverMaxBytes", defaults.driver_max_bytes),
+            reader=obj.optional("reader", defaults.reader),
         )
 
 
