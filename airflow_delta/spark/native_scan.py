@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import functions as sf
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -150,7 +150,7 @@ def spark_reader_refusal(context: TableContext, data_fields: Sequence[StructFiel
 
 def _column(name: str) -> Column:
     """The column ``name`` as is: no dots or backticks taken as syntax (column-mapped names may hold any)."""
-    return F.col("`" + name.replace("`", "``") + "`")
+    return sf.col("`" + name.replace("`", "``") + "`")
 
 
 def _physical_name(field: StructField, mode: str) -> str:
@@ -187,7 +187,7 @@ def _files_frame(
     return spark.createDataFrame(table, StructType(schema))
 
 
-def _deleted_rows_frame(spark: SparkSession, context: TableContext, files: pa.Table, row_column: str) -> DataFrame | None | str:
+def _deleted_rows_frame(spark: SparkSession, context: TableContext, files: pa.Table, row_column: str) -> DataFrame | str | None:
     """``(file id, row)`` of every row the files' deletion vectors delete; None without DVs; a refusal when too many."""
     deleted = deleted_row_positions(context, files)
     counts = np.array([0 if d is None else d.size for d in deleted], dtype=np.int64)
@@ -249,21 +249,21 @@ def spark_target_dataframe(
         raise
     scanned = scan.select(
         *[_column(p.name).alias(f.name) for p, f in zip(physical.fields, data_fields, strict=True)],
-        F.col("_metadata.file_path").alias(_SPARK_PATH),
-        F.col("_metadata.row_index").alias(row_column),
+        sf.col("_metadata.file_path").alias(_SPARK_PATH),
+        sf.col("_metadata.row_index").alias(row_column),
     )
     by_file = _files_frame(spark, context, files, local_paths, partition_fields, file_column)
     # A file Spark names differently from what the plan computed would lose its partition
     # values and its DV: fail the job (the engine's typed error, via the executor report)
     # instead of reading it wrong.
-    unmatched = F.concat(
-        F.lit("airflow_delta.engine.errors.UnsupportedFeatureError: Spark's parquet reader named a file "),
-        F.col(_SPARK_PATH),
-        F.lit(" that the plan does not list; run with reader='engine'"),
+    unmatched = sf.concat(
+        sf.lit("airflow_delta.engine.errors.UnsupportedFeatureError: Spark's parquet reader named a file "),
+        sf.col(_SPARK_PATH),
+        sf.lit(" that the plan does not list; run with reader='engine'"),
     )
-    rows = scanned.join(F.broadcast(by_file), _SPARK_PATH, "left").where(
-        F.when(F.col(_FILE_ID).isNull(), F.raise_error(unmatched)).otherwise(F.lit(True))
+    rows = scanned.join(sf.broadcast(by_file), _SPARK_PATH, "left").where(
+        sf.when(sf.col(_FILE_ID).isNull(), sf.raise_error(unmatched)).otherwise(sf.lit(True))
     )
     if deleted_rows is not None:
         rows = rows.join(deleted_rows, [_FILE_ID, row_column], "left_anti")
-    return rows.select(*[_column(n) for n in data_names], F.col(file_column), F.col(row_column))
+    return rows.select(*[_column(n) for n in data_names], sf.col(file_column), sf.col(row_column))
