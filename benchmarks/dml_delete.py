@@ -72,6 +72,8 @@ def cases() -> list[Case]:
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark rewrite delete 1 row", ours="spark_rewrite_delete", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
+        Case("spark rewrite delete 1 row, engine reader", ours="spark_rewrite_delete_engine_reader",
+             theirs="delta_rs_delete", args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("metadata-only delete, worker", ours="worker_partition_delete", theirs="delta_rs_partition_delete",
              args=(str(partitioned),), repeat=3, fresh=True, setup="fresh_partitioned_copy"),
         Case("metadata-only delete, spark", ours="spark_partition_delete", theirs="delta_rs_partition_delete",
@@ -93,7 +95,7 @@ def fresh_partitioned_copy(path: str) -> list[str]:
     return [str(_SCRATCH / "partitioned")]
 
 
-def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None) -> dict[str, Any]:
+def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None, reader: str = "auto") -> dict[str, Any]:
     import os
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -118,7 +120,7 @@ def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None) 
             TableRef(path),
             predicate,
             TaskIdentity("bench", "delete", "run"),
-            ExecutionOptions(use_deletion_vectors=use_deletion_vectors),
+            ExecutionOptions(use_deletion_vectors=use_deletion_vectors, reader=reader),
         )
         result = run_delete(spark, spec)
     finally:
@@ -138,6 +140,13 @@ def spark_dv_delete(dv: str, plain: str) -> dict[str, Any]:
 
 def spark_rewrite_delete(dv: str, plain: str) -> dict[str, Any]:
     metrics = _spark_delete(plain, one_row.PREDICATE, False)
+    assert metrics["numDeletedRows"] == 1 and metrics["numAddedFiles"] >= 1, metrics
+    return {"executionTimeMs": metrics["executionTimeMs"]}
+
+
+def spark_rewrite_delete_engine_reader(dv: str, plain: str) -> dict[str, Any]:
+    """The rewrite with the engine's reader on executors (``reader="engine"``): what ``auto`` replaced."""
+    metrics = _spark_delete(plain, one_row.PREDICATE, False, reader="engine")
     assert metrics["numDeletedRows"] == 1 and metrics["numAddedFiles"] >= 1, metrics
     return {"executionTimeMs": metrics["executionTimeMs"]}
 
@@ -185,6 +194,14 @@ def summarize(results: list[Result]) -> None:
             f"(DV {exec_ms(rewrite) / max(exec_ms(dv), 1):.1f}x faster); delta-rs {exec_ms(dv, 'theirs'):.0f} ms; "
             f"wall DV {dv.ours.seconds:.1f} s, rewrite {rewrite.ours.seconds:.1f} s, delta-rs {dv.theirs.seconds:.1f} s "
             f"(ours / delta-rs: {dv.ours.seconds / dv.theirs.seconds:.2f} and {rewrite.ours.seconds / rewrite.theirs.seconds:.2f})",
+            flush=True,
+        )
+    engine_read = by_name.get("spark rewrite delete 1 row, engine reader")
+    if rewrite is not None and engine_read is not None:
+        print(
+            f"# rewrite on Spark by reader: executionTimeMs Spark's parquet reader (auto) {exec_ms(rewrite):.0f} ms, "
+            f"engine reader {exec_ms(engine_read):.0f} ms (ratio {exec_ms(rewrite) / max(exec_ms(engine_read), 1):.2f}); "
+            f"wall {rewrite.ours.seconds:.1f} s vs {engine_read.ours.seconds:.1f} s",
             flush=True,
         )
     for name in ("metadata-only delete, worker", "metadata-only delete, spark"):

@@ -187,6 +187,8 @@ def _read_split_actions(
         groups = None if start is None else range(start, stop)
         one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
         rows, positions = read_live_rows(context, one, names, row_group_filter=row_group_filter, row_groups=groups)
+        if rows.column_names != list(names):  # the engine gives the table's order; the frame has the caller's
+            rows = rows.select(list(names))
         path = one.column("path")[0]
         rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
         step = rows_per_batch or max(rows.num_rows, 1)
