@@ -242,7 +242,15 @@ def spark_target_dataframe(
     try:
         # recursiveFileLookup: the files are named one by one, and Hive-style directory names
         # must not become columns (partition values come from the log, typed as it says).
-        scan = spark.read.schema(physical).option("recursiveFileLookup", "true").parquet(*[f"file:{p}" for p in local_paths])
+        # A missing or corrupt file fails the read whatever the session's conf says: skipping
+        # it would drop its rows from a rewrite.
+        scan = (
+            spark.read.schema(physical)
+            .option("recursiveFileLookup", "true")
+            .option("ignoreMissingFiles", "false")
+            .option("ignoreCorruptFiles", "false")
+            .parquet(*[f"file:{p}" for p in local_paths])
+        )
     except AnalysisException as exc:
         if "PATH_NOT_FOUND" in str(exc):
             raise DataFileNotFoundError(f"a data file referenced by the log does not exist: {exc}") from exc
