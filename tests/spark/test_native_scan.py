@@ -187,6 +187,22 @@ def test_a_vanished_file_is_the_engines_error(spark: Any, tmp_path: Path) -> Non
         target_dataframe(spark, context, files, reader="spark").collect()
 
 
+def test_a_file_gone_after_planning_fails_the_read_even_when_the_session_skips_missing_files(
+    spark: Any, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    _awkward_table(path)
+    context, files = _context_and_files(path)
+    frame = target_dataframe(spark, context, files, reader="spark")
+    (Path(path) / unquote(files.column("path")[0].as_py())).unlink()
+    spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
+    try:
+        with pytest.raises(Exception, match=r"(?i)FileNotFound|does not exist"):
+            frame.collect()
+    finally:
+        spark.conf.unset("spark.sql.files.ignoreMissingFiles")
+
+
 def test_an_unknown_reader_is_refused(spark: Any) -> None:
     context, files = _context_and_files(str(shared_tables_dir() / "simple_table"))
     with pytest.raises(InvalidArgumentError, match="reader"):
