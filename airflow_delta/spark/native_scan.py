@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
@@ -62,25 +63,34 @@ _SPARK_PATH = "__airflow_delta_spark_path"
 _FILE_ID = "__airflow_delta_file_id"
 _PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 
-__all__ = ["MAX_DELETED_ROWS", "hadoop_file_uri", "spark_reader_refusal", "spark_target_dataframe"]
+__all__ = ["MAX_DELETED_ROWS", "hadoop_file_uri", "hadoop_file_uris", "spark_reader_refusal", "spark_target_dataframe"]
 
 
-def hadoop_file_uri(local_path: str) -> str:
-    """What Spark's ``_metadata.file_path`` says for the local file ``local_path`` it was given as ``file:<path>``.
+def _needs_escape(char: str) -> bool:
+    if char in _URI_PATH_SAFE:
+        return False
+    return ord(char) < 0x80 or 0x80 <= ord(char) <= 0x9F or unicodedata.category(char) in ("Zs", "Zl", "Zp")
+
+
+def hadoop_file_uris(local_paths: Sequence[str]) -> pa.Array:
+    """What Spark's ``_metadata.file_path`` says for each local file it was given as ``file:<path>``.
 
     Hadoop's ``Path("file:" + path).toUri().toString()``: ``java.net.URI`` escapes, as UTF-8
     ``%XX``, the ASCII characters not legal in a path and the non-ASCII space and control
-    characters; other non-ASCII characters stay as they are.
+    characters; other non-ASCII characters stay as they are. Only the characters that occur
+    are replaced, each once over all paths ("%" first, as the escapes bring new ones).
     """
-    out = []
-    for char in local_path:
-        if char in _URI_PATH_SAFE:
-            out.append(char)
-        elif ord(char) < 0x80 or unicodedata.category(char) in ("Zs", "Zl", "Zp") or 0x80 <= ord(char) <= 0x9F:
-            out.append("".join(f"%{b:02X}" for b in char.encode("utf-8", "surrogatepass")))
-        else:
-            out.append(char)
-    return "file:" + "".join(out)
+    uris = pa.array([f"file:{p}" for p in local_paths], pa.string())
+    present = set("".join(local_paths))
+    for char in sorted((c for c in present if _needs_escape(c)), key=lambda c: c != "%"):
+        escaped = "".join(f"%{b:02X}" for b in char.encode("utf-8", "surrogatepass"))
+        uris = pc.replace_substring(uris, char, escaped)
+    return uris
+
+
+def hadoop_file_uri(local_path: str) -> str:
+    """:func:`hadoop_file_uris` of one path."""
+    return str(hadoop_file_uris([local_path])[0].as_py())
 
 
 def _has_struct(data_type: DataType) -> bool:
@@ -169,7 +179,7 @@ def _files_frame(
 ) -> DataFrame:
     """One row per file: Spark's name for it, its index, its log path and its partition values."""
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
-        _SPARK_PATH: pa.array([hadoop_file_uri(p) for p in local_paths], pa.string()),
+        _SPARK_PATH: hadoop_file_uris(local_paths),
         _FILE_ID: pa.array(np.arange(files.num_rows, dtype=np.int64)),
         file_column: files.column("path"),
     }
