@@ -241,8 +241,8 @@ def target_dataframe(
 
     ``reader`` (:attr:`~airflow_delta.spark.specs.ExecutionOptions.reader`) picks who reads
     the files on executors: ``"spark"`` is Spark's own parquet reader
-    (:mod:`~airflow_delta.spark.native_scan`; it ignores ``row_group_filter``, Spark pushes
-    the caller's filter down itself), ``"engine"`` the engine's, and ``"auto"`` Spark's
+    (:mod:`~airflow_delta.spark.native_scan`; ``row_group_filter`` then filters the rows, and
+    Spark skips row groups with it), ``"engine"`` the engine's, and ``"auto"`` Spark's
     where it reads the files exactly (:func:`~airflow_delta.spark.native_scan.spark_reader_refusal`).
     """
     if reader not in READERS:
@@ -250,7 +250,7 @@ def target_dataframe(
     out_schema = _target_schema(context, columns)
     if not in_driver and reader != "engine" and files.num_rows:
         native = spark_target_dataframe(
-            spark, context, files, out_schema, FILE_COLUMN, ROW_COLUMN, required=reader == "spark"
+            spark, context, files, out_schema, FILE_COLUMN, ROW_COLUMN, required=reader == "spark", row_filter=row_group_filter
         )
         if native is not None:
             return native

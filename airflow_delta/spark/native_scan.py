@@ -221,12 +221,16 @@ def spark_target_dataframe(
     row_column: str,
     *,
     required: bool,
+    row_filter: str | None = None,
 ) -> DataFrame | None:
     """``files``' live rows in ``out_schema`` (data columns, ``file_column``, ``row_column``) read by Spark's
     parquet reader; None when :func:`spark_reader_refusal` (or the deleted-row count) refuses it.
 
     With ``required`` a refusal is an :class:`~airflow_delta.engine.InvalidArgumentError`
-    (``ExecutionOptions.reader``) saying why, instead of None.
+    (``ExecutionOptions.reader``) saying why, instead of None. ``row_filter`` (Spark SQL over
+    the data columns) keeps only the rows where it holds: Spark pushes it into the scan,
+    which skips the row groups whose statistics rule it out (what the engine reader's
+    ``row_group_filter`` does), for a caller that filters by it anyway.
     """
     data_names = out_schema.names[:-2]
     partition_names = set(context.partition_columns)
@@ -284,4 +288,5 @@ def spark_target_dataframe(
     )
     if deleted_rows is not None:
         rows = rows.join(deleted_rows, [_FILE_ID, row_column], "left_anti")
-    return rows.select(*[_column(n) for n in data_names], sf.col(file_column), sf.col(row_column))
+    out = rows.select(*[_column(n) for n in data_names], sf.col(file_column), sf.col(row_column))
+    return out if row_filter is None else out.where(row_filter)
