@@ -46,7 +46,7 @@ from airflow_delta.engine import (
     split_by_row_groups,
     write_data_files,
 )
-from airflow_delta.spark.native_scan import spark_target_dataframe
+from airflow_delta.spark.native_scan import chosen_reader, spark_target_dataframe
 from airflow_delta.spark.specs import READERS
 
 FILE_COLUMN = "_delta_file"
@@ -228,6 +228,7 @@ def target_dataframe(
     row_group_filter: str | None = None,
     in_driver: bool = False,
     reader: str = "auto",
+    purpose: str = "copy",
 ) -> DataFrame:
     """The live rows of ``files`` (file actions of ``context``'s snapshot), read on executors.
 
@@ -243,12 +244,13 @@ def target_dataframe(
     the files on executors: ``"spark"`` is Spark's own parquet reader
     (:mod:`~airflow_delta.spark.native_scan`; ``row_group_filter`` then filters the rows, and
     Spark skips row groups with it), ``"engine"`` the engine's, and ``"auto"`` Spark's
-    where it reads the files exactly (:func:`~airflow_delta.spark.native_scan.spark_reader_refusal`).
+    where it reads the files exactly (:func:`~airflow_delta.spark.native_scan.spark_reader_refusal`)
+    and measured faster for ``purpose`` (:func:`~airflow_delta.spark.native_scan.chosen_reader`).
     """
     if reader not in READERS:
         raise InvalidArgumentError("reader", reader, f"one of {', '.join(READERS)}")
     out_schema = _target_schema(context, columns)
-    if not in_driver and reader != "engine" and files.num_rows:
+    if not in_driver and chosen_reader(reader, purpose) == "spark" and files.num_rows:
         native = spark_target_dataframe(
             spark, context, files, out_schema, FILE_COLUMN, ROW_COLUMN, required=reader == "spark", row_filter=row_group_filter
         )

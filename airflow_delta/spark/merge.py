@@ -660,7 +660,7 @@ def _attempt(
     files = _read_target_files(txn, spec, plan)
     metrics["numTargetFilesBeforeSkipping"] = snapshot.add_actions.num_rows
     metrics["numTargetFilesAfterSkipping"] = files.num_rows
-    target = target_dataframe(spark, context, files, plan.target_columns_read(), reader=spec.options.reader)
+    target = target_dataframe(spark, context, files, plan.target_columns_read(), reader=spec.options.reader, purpose="join")
     parameters = operation_parameters(spec)
 
     # Building the frames runs Spark's analyzer (no job): a bad column or expression fails here.

@@ -136,7 +136,13 @@ def run_update(
         # Row groups the predicate cannot match are skipped: a rewrite reads the untouched rows itself.
         in_driver = fits_in_driver(files, spec.options.driver_max_bytes)
         target = target_dataframe(
-            spark, context, files, row_group_filter=engine_filter, in_driver=in_driver, reader=spec.options.reader
+            spark,
+            context,
+            files,
+            row_group_filter=engine_filter,
+            in_driver=in_driver,
+            reader=spec.options.reader,
+            purpose="find",
         )
         # Kept: the positions and the new values must come from the same rows, read once.
         matched = (target if predicate is None else target.filter(f"({predicate}) IS TRUE")).persist()

@@ -26,7 +26,7 @@ from airflow_delta.spark import native_scan
 from airflow_delta.spark.delete import run_delete
 from airflow_delta.spark.file_tasks import FILE_COLUMN, ROW_COLUMN, _target_schema, spark_schema, target_dataframe
 from airflow_delta.spark.merge import run_merge
-from airflow_delta.spark.native_scan import hadoop_file_uri, spark_reader_refusal, spark_target_dataframe
+from airflow_delta.spark.native_scan import chosen_reader, hadoop_file_uri, spark_reader_refusal, spark_target_dataframe
 from airflow_delta.spark.specs import (
     DeleteSpec,
     ExecutionOptions,
@@ -201,6 +201,16 @@ def test_a_file_gone_after_planning_fails_the_read_even_when_the_session_skips_m
             frame.collect()
     finally:
         spark.conf.unset("spark.sql.files.ignoreMissingFiles")
+
+
+def test_auto_takes_sparks_reader_only_where_it_measured_faster() -> None:
+    assert chosen_reader("auto", "join") == "spark"
+    assert chosen_reader("auto", "find") == "engine"
+    assert chosen_reader("auto", "copy") == "engine"
+    assert {chosen_reader(r, p) for r in ("spark", "engine") for p in ("join", "copy")} == {"spark", "engine"}
+    assert chosen_reader("spark", "copy") == "spark" and chosen_reader("engine", "join") == "engine"
+    with pytest.raises(InvalidArgumentError, match="purpose"):
+        chosen_reader("auto", "scan")
 
 
 def test_an_unknown_reader_is_refused(spark: Any) -> None:
