@@ -11,15 +11,11 @@ and the job resolves them against the table's schema
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from airflow_delta.engine import InvalidArgumentError
 
 __all__ = ["conflicting_paths", "format_column_path", "parse_column_path", "set_target_paths"]
-
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
 
 def parse_column_path(text: str, *, argument: str) -> tuple[str, ...]:
     """The names of ``text``'s path, outermost first: ``a.`b.c`.d`` -> ``("a", "b.c", "d")``.
@@ -72,8 +68,13 @@ def _name(text: str, chars: list[str], quoted: bool, argument: str) -> str:
 
 
 def format_column_path(names: Sequence[str]) -> str:
-    """``names`` as one path text that :func:`parse_column_path` reads back; plain names stay unquoted."""
-    return ".".join(name if _PLAIN_NAME.match(name) else "`" + name.replace("`", "``") + "`" for name in names)
+    """``names`` as one path text that :func:`parse_column_path` reads back; names without a dot or a backtick stay unquoted."""
+    return ".".join(name if _reads_back_unquoted(name) else "`" + name.replace("`", "``") + "`" for name in names)
+
+
+def _reads_back_unquoted(name: str) -> bool:
+    # Quoted only where it must be: a name with spaces inside (`my col`) stays as users write it.
+    return "." not in name and "`" not in name and name == name.strip()
 
 
 def conflicting_paths(paths: Iterable[Sequence[str]]) -> list[str] | None:
