@@ -389,6 +389,8 @@ def _rewrite_in_driver(
         survivors = rows.filter(pc.is_in(indexed.column(_ROW_INDEX), value_set=kept.combine_chunks())).drop_columns(
             [FILE_COLUMN, ROW_COLUMN]
         )
+        # Nullable, so that new rows with a NULL in a NOT NULL column reach the writer's constraint check.
+        survivors = survivors.cast(pa.schema([f.with_nullable(True) for f in survivors.schema]))
         metrics["numCopiedRows"] += survivors.num_rows
         parts.append(survivors)
     if new_data is not None:
