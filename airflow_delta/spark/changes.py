@@ -357,6 +357,9 @@ def _remove_touched(
     return touched
 
 
+_ROW_INDEX = "__airflow_delta_row_index"
+
+
 def _rewrite_in_driver(
     txn: Transaction,
     context: TableContext,
@@ -380,7 +383,14 @@ def _rewrite_in_driver(
     if touched.num_rows:
         rows = read_rows_in_driver(removed.sparkSession, context, touched)
         keys = pairs.select([FILE_COLUMN, ROW_COLUMN]).cast(rows.select([FILE_COLUMN, ROW_COLUMN]).schema)
-        survivors = rows.join(keys, [FILE_COLUMN, ROW_COLUMN], join_type="left anti").drop_columns([FILE_COLUMN, ROW_COLUMN])
+        # Acero joins carry no struct, list or map columns: join the keys and each row's index only.
+        indexed = rows.select([FILE_COLUMN, ROW_COLUMN]).append_column(_ROW_INDEX, pa.array(np.arange(rows.num_rows)))
+        kept = indexed.join(keys, [FILE_COLUMN, ROW_COLUMN], join_type="left anti").column(_ROW_INDEX)
+        survivors = rows.filter(pc.is_in(indexed.column(_ROW_INDEX), value_set=kept.combine_chunks())).drop_columns(
+            [FILE_COLUMN, ROW_COLUMN]
+        )
+        # Nullable, so that new rows with a NULL in a NOT NULL column reach the writer's constraint check.
+        survivors = survivors.cast(pa.schema([f.with_nullable(True) for f in survivors.schema]))
         metrics["numCopiedRows"] += survivors.num_rows
         parts.append(survivors)
     if new_data is not None:
