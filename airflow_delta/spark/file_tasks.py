@@ -282,16 +282,10 @@ def write_dataframe(
     ``in_driver`` collects the rows (few, see :func:`fits_in_driver`) and writes them in this
     process with the same engine writer, so that no Python worker starts for them.
     """
-    names = spark_schema(context).names
-    missing = [n for n in names if n not in data.columns]
-    if missing:
-        raise InvalidArgumentError("data", data.columns, f"a DataFrame with the table's columns; missing {missing}")
-    rows = data.select(*names)
+    rows = _columns_to_write(data, spark_schema(context).names, "a DataFrame with the table's columns")
     if in_driver:
-        with engine_errors_from_executors():
-            collected = rows.toArrow()
         # The engine's writer removes what it wrote when it fails.
-        return write_data_files(context, collected, target_file_size=target_file_size)
+        return write_data_files(context, _collected(rows), target_file_size=target_file_size)
     if repartition_by_partition_columns and context.partition_columns:
         rows = rows.repartition(*context.partition_columns)
 
@@ -311,14 +305,9 @@ def write_change_dataframe(context: TableContext, data: DataFrame, *, in_driver:
     ``in_driver`` collects the rows and writes them in this process.
     """
     names = [*spark_schema(context).names, CHANGE_TYPE_COLUMN]
-    missing = [n for n in names if n not in data.columns]
-    if missing:
-        raise InvalidArgumentError("data", data.columns, f"change data with the table's columns and {CHANGE_TYPE_COLUMN}; missing {missing}")
-    rows = data.select(*names)
+    rows = _columns_to_write(data, names, f"change data with the table's columns and {CHANGE_TYPE_COLUMN}")
     if in_driver:
-        with engine_errors_from_executors():
-            collected = rows.toArrow()
-        return write_change_data_files(context, collected)
+        return write_change_data_files(context, _collected(rows))
     if context.partition_columns:
         rows = rows.repartition(*context.partition_columns)
 
@@ -326,6 +315,18 @@ def write_change_dataframe(context: TableContext, data: DataFrame, *, in_driver:
         return write_change_data_files(context, stream, name_token=token)
 
     return [AddCDCFile.from_json(action) for action in _write_on_executors(context, rows, write_files)]
+
+
+def _columns_to_write(data: DataFrame, names: Sequence[str], expected: str) -> DataFrame:
+    missing = [n for n in names if n not in data.columns]
+    if missing:
+        raise InvalidArgumentError("data", data.columns, f"{expected}; missing {missing}")
+    return data.select(*names)
+
+
+def _collected(rows: DataFrame) -> pa.Table:
+    with engine_errors_from_executors():
+        return rows.toArrow()
 
 
 def _write_on_executors(
