@@ -292,7 +292,7 @@ def write_dataframe(
     def write_files(stream: pa.RecordBatchReader, token: str) -> list[AddFile]:
         return write_data_files(context, stream, target_file_size=target_file_size, name_token=token)
 
-    return [AddFile.from_json(action) for action in _write_on_executors(context, rows, write_files)]
+    return [AddFile.from_json(action["add"]) for action in _write_on_executors(context, rows, write_files)]
 
 
 def write_change_dataframe(context: TableContext, data: DataFrame, *, in_driver: bool = False) -> list[AddCDCFile]:
@@ -314,7 +314,7 @@ def write_change_dataframe(context: TableContext, data: DataFrame, *, in_driver:
     def write_files(stream: pa.RecordBatchReader, token: str) -> list[AddCDCFile]:
         return write_change_data_files(context, stream, name_token=token)
 
-    return [AddCDCFile.from_json(action) for action in _write_on_executors(context, rows, write_files)]
+    return [AddCDCFile.from_json(action["cdc"]) for action in _write_on_executors(context, rows, write_files)]
 
 
 def _columns_to_write(data: DataFrame, names: Sequence[str], expected: str) -> DataFrame:
@@ -334,7 +334,8 @@ def _write_on_executors(
     rows: DataFrame,
     write_files: Callable[[pa.RecordBatchReader, str], Sequence[AddFile | AddCDCFile]],
 ) -> list[dict[str, Any]]:
-    """Run ``write_files(rows of one task, token)`` in every task; the JSON bodies of the actions they return.
+    """Run ``write_files(rows of one task, token)`` in every task; the actions they return as log lines
+    (``{"add": {...}}``, ``{"cdc": {...}}``) parsed as JSON.
 
     After a failure every file the write made is removed (see :func:`_end_tasks_and_sweep`).
     """
@@ -353,7 +354,7 @@ def _write_on_executors(
         if first is None:
             return
         stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches))
-        actions = [json.dumps(a.to_json()) for a in write_files(stream, token)]
+        actions = [json.dumps({"cdc" if isinstance(a, AddCDCFile) else "add": a.to_json()}) for a in write_files(stream, token)]
         finished.add(actions)
         yield pa.RecordBatch.from_arrays([pa.array(actions, pa.string())], [_ADD_COLUMN])
 
@@ -446,17 +447,16 @@ class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
 
 
 def _remove_written(context: TableContext, actions: list[dict[str, Any]]) -> None:
-    """Remove the files a failed write job left (``add`` or ``cdc`` action bodies): staged as this
+    """Remove the files a failed write job left (``add`` or ``cdc`` log lines): staged as this
     process's own files in a transaction that aborts."""
     if not actions:
         return
     txn = DeltaTable(context.uri, context.storage_options or None).transaction()
     for action in actions:
-        # A cdc body has no modificationTime; an add body always has one.
-        if "modificationTime" in action:
-            txn.add_files([AddFile.from_json(action)], written_for_this_commit=True)
+        if "add" in action:
+            txn.add_files([AddFile.from_json(action["add"])], written_for_this_commit=True)
         else:
-            txn.add_cdc(AddCDCFile.from_json(action), written_for_this_commit=True)
+            txn.add_cdc(AddCDCFile.from_json(action["cdc"]), written_for_this_commit=True)
     txn.abort()
 
 

@@ -219,3 +219,23 @@ def test_insert_only_merge_and_whole_file_delete_need_no_change_files(spark: Any
         assert _commit(path, version)[1] == []
         assert {r["_change_type"] for r in read_change_feed_with_deltars(path, version)} == {change_type}
     assert not (path / "_change_data").exists()
+
+
+def test_a_conflicted_attempt_leaves_no_change_files(spark: Any, tmp_path: Path) -> None:
+    # The first attempt writes its change files, then another writer deletes from the same
+    # file; the job plans again. Only committed change files may stay on disk.
+    path = tmp_path / "t"
+    rows = _table(path, dvs=False)
+
+    def interfere(attempt: int) -> None:
+        if attempt == 1:
+            DeltaTable(str(path)).delete("id = 2")
+
+    result = run_delete(spark, DeleteSpec(TableRef(str(path)), "id = 4", _identity(), ON_EXECUTORS), before_commit=interfere)
+    assert result.attempts == 2 and result.version is not None
+    committed = {
+        Path(action["path"]).name for version in range(result.version + 1) for action in _commit(path, version)[1]
+    }
+    assert {p.name for p in (path / "_change_data").rglob("*.parquet")} == committed
+    assert _feed(path, result.version, False) == _typed([_row(4)], "delete")
+    assert_oracles_read(path, [r for r in rows if r["id"] not in (2, 4)])

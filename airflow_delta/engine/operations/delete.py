@@ -388,16 +388,25 @@ def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
 def _stage_deleted_rows_as_change_data(
     txn: Transaction, snapshot: Snapshot, files: pa.Table, predicate: Predicate, metrics: dict[str, int]
 ) -> None:
-    """The deleted rows of ``files`` (their live rows matching ``predicate``, all columns) as change data.
+    """The deleted rows of ``files`` (their live rows matching ``predicate``, every column) as change data.
 
     The DV path found positions from the predicate's columns alone; change data needs
-    every column of the deleted rows, so the touched files are read again, whole.
+    every column of the deleted rows, so the row groups the predicate may match are read
+    again, whole. Rows the file's existing DV already deletes are no change.
     """
     expression = predicate.to_arrow(nulls_as_false=True)
+    columns = list(snapshot.schema.names)
+    deleted_before = read_deletion_vectors(
+        snapshot.io, snapshot.table_root, dv_descriptors_from_arrow(files.column("deletion_vector"))
+    )
 
     def one(i: int) -> pa.Table:
-        data = read_data(snapshot, files.slice(i, 1), max_workers=1)  # live rows, DVs applied
-        return data.take(int64_array(_positions(data, expression)))
+        read = read_with_row_positions(snapshot, files.slice(i, 1), columns, predicate, use_threads=files.num_rows == 1)
+        hits = _positions(read.rows, expression)
+        bitmap = deleted_before[i]
+        if bitmap is not None and hits.size:
+            hits = hits[~np.isin(read.positions(hits), bitmap.to_numpy())]
+        return read.rows.take(int64_array(hits))
 
     workers = max(1, min(files.num_rows, (os.cpu_count() or 4) * 2))
     _stage_change_data(txn, snapshot, _map(one, range(files.num_rows), workers), metrics)

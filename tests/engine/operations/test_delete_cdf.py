@@ -121,3 +121,13 @@ def test_change_feed_matches_the_model(tmp_path_factory: Any, ids: list[int], th
     # Every touched file loses only some rows or all of them; either way the change is the deleted rows.
     assert read_change_feed_with_deltars(path, result.version) == sorted(_deleted(gone), key=_key)
     assert_oracles_read(path, [_row(i) for i in ids if not (i < threshold and i % modulus == 0)])
+
+
+def test_rows_an_earlier_deletion_vector_removed_are_no_change(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = _table(path, DV, list(range(40)), partitioned=False)
+    table.delete("id < 10")
+    result = table.delete("id < 20")  # overlaps the rows the files' DVs already delete
+    assert result.version is not None and result.metrics["numDeletedRows"] == 10
+    assert read_change_feed_with_deltars(path, result.version) == sorted(_deleted([_row(i) for i in range(10, 20)]), key=_key)
+    assert_oracles_read(path, [_row(i) for i in range(20, 40)])
