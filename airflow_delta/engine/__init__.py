@@ -33,7 +33,9 @@ Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
     value; ``DeltaTable.context(snapshot)``), :func:`read_live_rows` (one data file's live
     rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
-    (takes a snapshot or a context), :func:`add_file_from_parquet`.
+    (takes a snapshot or a context), :func:`write_change_data_files` (Change Data Feed
+    ``cdc`` files: the table's columns plus :data:`CHANGE_TYPE_COLUMN`),
+    :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
     :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`; maintenance:
@@ -217,7 +219,12 @@ if TYPE_CHECKING:
         merge_listings,
     )
     from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
-    from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
+    from airflow_delta.engine.write.data_files import (
+        CHANGE_TYPE_COLUMN,
+        add_file_from_parquet,
+        write_change_data_files,
+        write_data_files,
+    )
 
 _LOADED_ON_FIRST_USE = {
     "ConvertPlan": "airflow_delta.engine.operations.convert",
@@ -249,6 +256,8 @@ _LOADED_ON_FIRST_USE = {
     "list_top_level": "airflow_delta.engine.operations.vacuum",
     "merge_listings": "airflow_delta.engine.operations.vacuum",
     "write_data_files": "airflow_delta.engine.write.data_files",
+    "write_change_data_files": "airflow_delta.engine.write.data_files",
+    "CHANGE_TYPE_COLUMN": "airflow_delta.engine.write.data_files",
 }
 
 
@@ -264,6 +273,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CHANGE_TYPE_COLUMN",
     "DELETE_METRIC_NAMES",
     "SYMLINK_MANIFEST_PROPERTY",
     "ZORDER_NUM_RANGES",
@@ -394,6 +404,7 @@ __all__ = [
     "split_by_row_groups",
     "stage_delete",
     "storage_options_from_airflow_connection",
+    "write_change_data_files",
     "write_checkpoint",
     "write_data_files",
     "writer_features",

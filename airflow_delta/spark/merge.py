@@ -53,6 +53,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructField, StructType
 
 from airflow_delta.engine import (
+    CHANGE_TYPE_COLUMN,
     DeltaError,
     DeltaTable,
     InvalidArgumentError,
@@ -710,10 +711,22 @@ def _attempt(
         removing = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS or kind in _DELETE_KINDS]
         writing = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS or kind == "not_matched_insert"]
         action = F.col(ACTION_COLUMN)
-        removed = outcome.where(action.isin(removing)).select(FILE_COLUMN, ROW_COLUMN)
+        updating = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS]
+        # Change Data Feed: each row's _change_type follows its clause (used on CDF tables only).
+        removed = outcome.where(action.isin(removing)).select(
+            FILE_COLUMN, ROW_COLUMN,
+            F.when(action.isin(updating), "update_preimage").otherwise("delete").alias(CHANGE_TYPE_COLUMN),
+        )
         if overcount:
             removed = removed.distinct()
-        new_rows = outcome.where(action.isin(writing)).select(*plan.schema.names) if writing else None
+        new_rows = (
+            outcome.where(action.isin(writing)).select(
+                *plan.schema.names,
+                F.when(action.isin(updating), "update_postimage").otherwise("insert").alias(CHANGE_TYPE_COLUMN),
+            )
+            if writing
+            else None
+        )
         changes = stage_row_changes(
             txn, write_context, files, removed, new_rows, uses_deletion_vectors(context, spec.options)
         )

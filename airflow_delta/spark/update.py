@@ -167,7 +167,10 @@ def run_update(
         matched = (target if predicate is None else target.filter(f"({predicate}) IS TRUE")).persist()
         try:
             new_rows = updated_rows(matched, spark_schema(context), assignments)
-            changes = stage_row_changes(txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver)
+            changes = stage_row_changes(
+                txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver,
+                removed_change_type="update_preimage", new_change_type="update_postimage",
+            )
         except SparkArithmeticException as error:
             raise InvalidArgumentError(
                 "UpdateSpec.set", dict(spec.set), f"values that fit their columns: {_first_line(error)}"
