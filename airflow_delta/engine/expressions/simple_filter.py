@@ -12,7 +12,7 @@ the shapes DAGs write most, and nothing else:
 * a lone column or literal as a condition (``flag``);
 * any of these combined with ``AND``, ``OR``, ``NOT`` and parentheses.
 
-The tree is bound by the same :class:`~.binding._Binder` rules as sqlglot's, in the same
+The tree is bound by the same :class:`~.binder._Binder` rules as sqlglot's, in the same
 order (coercions, folding of constants, ``x = 1 OR x = 2`` as ``IN``), so both readers give
 equal bound trees; the tests prove it against the sqlglot reader with hypothesis. Anything
 else (functions, CAST, arithmetic, LIKE, BETWEEN, comments, a keyword used as a column
@@ -28,7 +28,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from airflow_delta.engine.errors import InvalidFilterError
-from airflow_delta.engine.expressions.binding import (
+from airflow_delta.engine.expressions.binder import (
     _Binder,
     _conjunction,
     _extract_in_lists,

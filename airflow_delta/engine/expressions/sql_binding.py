@@ -1,4 +1,4 @@
-"""The general reader of filters: sqlglot's Spark dialect, its tree bound by :class:`~.binding._Binder`'s rules.
+"""The general reader of filters: sqlglot's Spark dialect, its tree bound by :class:`~.binder._Binder`'s rules.
 
 Every filter that :mod:`.simple_filter` does not read comes here (functions, CAST,
 arithmetic, LIKE, BETWEEN, ...), and so does every filter with something to report: the
@@ -17,7 +17,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from airflow_delta.engine.errors import InvalidFilterError
-from airflow_delta.engine.expressions.binding import (
+from airflow_delta.engine.expressions.binder import (
     _Binder,
     _conjunction,
     _describe,
@@ -129,7 +129,7 @@ _SUPPORTED_FUNCTIONS = "lower, upper, coalesce, abs, length, trim, ltrim, rtrim,
 
 
 class _SqlglotBinder(_Binder):
-    """Binds sqlglot's tree of a filter: every shape of :mod:`.binding`'s grammar."""
+    """Binds sqlglot's tree of a filter: every shape of the filter grammar."""
 
     def bind(self, e: exp.Expression) -> Node:
         while isinstance(e, exp.Paren):
