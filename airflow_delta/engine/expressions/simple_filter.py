@@ -55,6 +55,8 @@ _TOKEN_RE = re.compile(
     r"""|(?P<punct>[(),.])"""
     r"""|(?P<minus>-)(?!-)""",  # "--" starts a comment
 )
+_IDENTIFIER_END = re.compile(r"[A-Za-z0-9_`]")
+_IDENTIFIER_START = re.compile(r"[A-Za-z_`]")
 _COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "<=>": "<=>"}
 _KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE"})
 # Unquoted words that sqlglot's Spark dialect may read as something other than a column
@@ -178,6 +180,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         if kind is None:  # whitespace
             continue
         value = match.group(kind)
+        if value == "." and not (_IDENTIFIER_END.match(text, match.start() - 1) and _IDENTIFIER_START.match(text, position)):
+            raise _NotSimpleError  # only a.b written tight is a field path here; "a . b" is sqlglot's to read
         if kind == "word":
             upper = value.upper()
             if upper in _KEYWORDS:

@@ -142,6 +142,8 @@ def test_common_filters_take_the_fast_reader(sql: str) -> None:
         "id = 1 /* a comment */",
         "CAST(id AS STRING) = '1'",
         "flag IS TRUE",
+        "s . a = 1",  # a field path only when written tight
+        "s.a.= 1",
         "id = 1; DROP TABLE t",
         "nope = 1",  # binding errors: sqlglot's reader words them
         "part OR flag",
