@@ -176,7 +176,8 @@ def summarize(results: list[Result]) -> None:
     if worker is not None and worker.theirs is not None:
         print(
             f"# 1 row in the worker (DVs): {worker.ours.seconds:.2f} s wall ({exec_ms(worker):.0f} ms executionTimeMs), "
-            f"delta-rs {worker.theirs.seconds:.2f} s: ratio {worker.ours.seconds / worker.theirs.seconds:.2f} (goal <= 0.3)",
+            f"delta-rs {worker.theirs.seconds:.2f} s: ratio {worker.ours.seconds / worker.theirs.seconds:.2f} (goal <= 0.3); "
+            f"CPU {worker.ours.cpu_seconds:.2f} s vs {worker.theirs.cpu_seconds:.2f} s: {worker.ours.cpu_seconds / worker.theirs.cpu_seconds:.2f}",
             flush=True,
         )
     dv, rewrite = by_name.get("spark dv delete 1 row"), by_name.get("spark rewrite delete 1 row")
