@@ -50,13 +50,15 @@ def _parse_cached(sql: str, schema: pa.Schema) -> Predicate:
 
 
 def _parse_and_bind(sql: str, schema: pa.Schema) -> Predicate:
+    from airflow_delta.engine.expressions.binder import _extract_in_lists
     from airflow_delta.engine.expressions.simple_filter import bind_simple_filter
 
-    root = bind_simple_filter(sql, schema)
+    extracted = _extract_in_lists(sql)  # long IN lists, read once for either reader
+    root = bind_simple_filter(sql, schema, extracted)
     if root is None:  # not a simple shape, or something to report: sqlglot's reader says what
         from airflow_delta.engine.expressions.sql_binding import bind_sql
 
-        root = bind_sql(sql, schema)
+        root = bind_sql(sql, schema, extracted)
     _check_size(sql, root)
     if not pa.types.is_boolean(root.type) and not pa.types.is_null(root.type):
         raise InvalidFilterError(sql, f"the filter must be a condition (true/false), but it is a {_type_name(root.type)} value")

@@ -34,6 +34,7 @@ from airflow_delta.engine.expressions.binder import (
     _extract_in_lists,
     _fold_equalities_into_in,
     _group_literals,
+    _LiteralList,
     _negate,
 )
 from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH
@@ -155,9 +156,14 @@ _Operand = _Column | _Constant | _Negative
 _Syntax = _Operand | _Comparison | _IsNull | _In | _Chain | _Negation
 
 
-def bind_simple_filter(sql: str, schema: pa.Schema) -> Node | None:
-    """The bound tree of ``sql`` when it is one of the simple shapes and binds without error, else None."""
-    text, in_lists = _extract_in_lists(sql)
+def bind_simple_filter(
+    sql: str, schema: pa.Schema, extracted: tuple[str, dict[str, _LiteralList]] | None = None
+) -> Node | None:
+    """The bound tree of ``sql`` when it is one of the simple shapes and binds without error, else None.
+
+    ``extracted`` is ``_extract_in_lists(sql)`` when the caller has it already.
+    """
+    text, in_lists = extracted if extracted is not None else _extract_in_lists(sql)
     try:
         syntax = _Parser(text).parse()
         binder = _SimpleBinder(sql, schema)

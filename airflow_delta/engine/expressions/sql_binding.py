@@ -24,6 +24,7 @@ from airflow_delta.engine.expressions.binder import (
     _extract_in_lists,
     _fold_equalities_into_in,
     _group_literals,
+    _LiteralList,
     _negate,
 )
 from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH
@@ -53,9 +54,12 @@ from airflow_delta.engine.expressions.tree import (
 )
 
 
-def bind_sql(sql: str, schema: pa.Schema) -> Node:
-    """``sql`` parsed by sqlglot as the condition of a WHERE clause and bound to ``schema`` (not yet size-checked)."""
-    text, in_lists = _extract_in_lists(sql)
+def bind_sql(sql: str, schema: pa.Schema, extracted: tuple[str, dict[str, _LiteralList]] | None = None) -> Node:
+    """``sql`` parsed by sqlglot as the condition of a WHERE clause and bound to ``schema`` (not yet size-checked).
+
+    ``extracted`` is ``_extract_in_lists(sql)`` when the caller has it already.
+    """
+    text, in_lists = extracted if extracted is not None else _extract_in_lists(sql)
     statement = _parse_condition(sql, text)
     binder = _SqlglotBinder(sql, schema)
     binder.in_lists = in_lists
