@@ -84,7 +84,11 @@ caller that commits with its own appId, tags and retries: the Spark jobs).
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
 only reads should not pay for at import. So is :class:`ObjectStoreFileIO`: obstore is
 needed only where a table on an object store is opened (a Spark executor working on a
-local table runs without it).
+local table runs without it). So are the convert, manifest, OPTIMIZE and VACUUM pieces
+and :func:`size_histogram_png` (the health report's module, which imports VACUUM's): a
+task that deletes a few rows in the worker pays only for what a DELETE uses.
+``import airflow_delta.engine`` loads neither sqlglot nor pandas: SQL filters of the
+common shapes are read without sqlglot (``engine/expressions/simple_filter.py``).
 """
 
 from __future__ import annotations
@@ -159,7 +163,6 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.operations.health import size_histogram_png
 from airflow_delta.engine.operations.options import CheckpointOptions
 from airflow_delta.engine.operations.results import (
     DELETE_METRIC_NAMES,
@@ -200,6 +203,7 @@ if TYPE_CHECKING:
         read_parquet_schema,
     )
     from airflow_delta.engine.operations.delete import stage_delete
+    from airflow_delta.engine.operations.health import size_histogram_png
     from airflow_delta.engine.operations.manifest import SYMLINK_MANIFEST_PROPERTY, ManifestResult
     from airflow_delta.engine.operations.optimize import (
         ZORDER_NUM_RANGES,
@@ -250,6 +254,7 @@ _LOADED_ON_FIRST_USE = {
     "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "stage_delete": "airflow_delta.engine.operations.delete",
+    "size_histogram_png": "airflow_delta.engine.operations.health",
     "ListFiles": "airflow_delta.engine.operations.vacuum",
     "TableListing": "airflow_delta.engine.operations.vacuum",
     "list_table_files": "airflow_delta.engine.operations.vacuum",
