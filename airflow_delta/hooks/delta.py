@@ -221,7 +221,7 @@ class _DmlSubmitHook(SparkSubmitHook):
             else:
                 dump = archive.new_dump()
                 self._archive_dump = (archive, dump)
-                options.append(f"-XX:ArchiveClassesAtExit={dump}")
+                options += archive.write_options(dump)
         if options:
             self._conf = {**self._conf, "spark.driver.extraJavaOptions": " ".join(options)}
 

@@ -79,6 +79,15 @@ class DriverClassArchive:
         """The JVM option that starts a driver from the archive."""
         return f"-XX:SharedArchiveFile={self.path}"
 
+    @staticmethod
+    def write_options(dump: Path) -> list[str]:
+        """The JVM options that write the archive to ``dump`` at the JVM's exit.
+
+        The JVM warns on stdout about every class it cannot archive (hundreds of lines, in
+        the task log): those warnings are off while it writes.
+        """
+        return [f"-XX:ArchiveClassesAtExit={dump}", "-Xlog:cds=off"]
+
     def new_dump(self) -> Path:
         """A fresh temporary path for a driver to write the archive to (``-XX:ArchiveClassesAtExit``).
 
