@@ -18,7 +18,6 @@ log.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import re
@@ -46,11 +45,17 @@ from airflow_delta.engine import (
     error_from_report,
     storage_options_from_airflow_connection,
 )
-from airflow_delta.hooks.driver_jvm import DriverClassArchive, driver_class_archive
+from airflow_delta.hooks.driver_jvm import DriverClassArchive, pyspark_home, worker_driver_class_archive
 from airflow_delta.provider import DELTA_CONNECTION_FIELDS, DELTA_UI_FIELD_BEHAVIOUR
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
-from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX, SMALL_JOB_DRIVER_JAVA_OPTIONS
-from airflow_delta.spark.packaging import default_cache_dir, engine_py_files
+from airflow_delta.spark.jobs import (
+    DML_PROGRAM,
+    ERROR_LINE_PREFIX,
+    RESULT_LINE_PREFIX,
+    SMALL_JOB_CONF,
+    SMALL_JOB_DRIVER_JAVA_OPTIONS,
+)
+from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
 
 __all__ = [
@@ -263,7 +268,7 @@ class _DmlSubmitHook(SparkSubmitHook):
         if "SPARK_HOME" not in env:
             # spark-submit otherwise asks `python3` where PySpark is, and the system
             # python3 may not have it: the worker's PySpark is the Spark to run.
-            spark_home = _pyspark_home()
+            spark_home = pyspark_home()
             if spark_home is not None:
                 env["SPARK_HOME"] = spark_home
         try:
@@ -288,20 +293,6 @@ class _DmlSubmitHook(SparkSubmitHook):
                 os.killpg(process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass  # already gone
-
-
-def _pyspark_home() -> str | None:
-    """The directory of the worker's PySpark installation (a complete SPARK_HOME), without importing it."""
-    found = importlib.util.find_spec("pyspark")
-    if found is None or found.origin is None:
-        return None
-    return str(Path(found.origin).parent)
-
-
-def _driver_class_archive() -> DriverClassArchive | None:
-    """The class archive of client-mode drivers of the worker's Spark and Java (see :mod:`.driver_jvm`)."""
-    spark_home = os.environ.get("SPARK_HOME") or _pyspark_home()
-    return None if spark_home is None else driver_class_archive(spark_home, os.environ, default_cache_dir())
 
 
 def _path_with_spark_submit(path: str) -> str:
@@ -466,13 +457,14 @@ class DeltaHook(BaseHook):
         Refuses cluster deploy mode on a standalone master (``spark://``) before anything
         runs: Spark 4.3 refuses Python applications in cluster mode there. ``small_job``
         (the caller planned a few small files, or none) runs the driver JVM with
-        :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS`. A client-mode driver JVM also starts from the
+        :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS` and defaults to :data:`SMALL_JOB_CONF` (no
+        web UI) under the connection's and the caller's conf. A client-mode driver JVM also starts from the
         worker's class archive of Spark's classes, or writes it when there is none yet
         (:mod:`airflow_delta.hooks.driver_jvm`). Neither happens when the conf sets
         ``spark.driver.extraJavaOptions`` itself.
         """
         settings = self.settings
-        merged = {**settings.spark_conf, **dict(conf or {})}
+        merged = {**(SMALL_JOB_CONF if small_job else {}), **settings.spark_conf, **dict(conf or {})}
         # Executors (and a client-mode driver) run the worker's interpreter unless told
         # otherwise: the system python3 may lack pyarrow and pyroaring.
         merged.setdefault("spark.pyspark.python", sys.executable)
@@ -492,7 +484,7 @@ class DeltaHook(BaseHook):
                 "Python applications on standalone clusters, so airflow-delta runs the driver in client mode "
                 "there; set deploy_mode to client (or leave it empty) in the delta or Spark connection",
             )
-        hook.set_driver_java_options([SMALL_JOB_DRIVER_JAVA_OPTIONS] if small_job else [], _driver_class_archive())
+        hook.set_driver_java_options([SMALL_JOB_DRIVER_JAVA_OPTIONS] if small_job else [], worker_driver_class_archive())
         return hook
 
     def submit(

@@ -20,6 +20,7 @@ write their own file, and one of them wins. Stdlib only: the hook runs this in t
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import time
@@ -28,7 +29,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ARCHIVE_SUFFIX", "DriverClassArchive", "driver_class_archive", "java_executable"]
+from airflow_delta.spark.packaging import default_cache_dir
+
+__all__ = [
+    "ARCHIVE_SUFFIX",
+    "DriverClassArchive",
+    "driver_class_archive",
+    "java_executable",
+    "pyspark_home",
+    "worker_driver_class_archive",
+]
 
 ARCHIVE_SUFFIX = ".jsa"
 # Bumped when the archive's options change, so that a new kind never reuses an old name.
@@ -130,3 +140,19 @@ def driver_class_archive(spark_home: str | Path, env: Mapping[str, str], cache_d
     if key is None:
         return None
     return DriverClassArchive(cache_dir / f"spark-driver-classes-{key}{ARCHIVE_SUFFIX}")
+
+
+def pyspark_home() -> str | None:
+    """The directory of the worker's PySpark installation (a complete SPARK_HOME), without importing it."""
+    found = importlib.util.find_spec("pyspark")
+    if found is None or found.origin is None:
+        return None
+    return str(Path(found.origin).parent)
+
+
+def worker_driver_class_archive() -> DriverClassArchive | None:
+    """The archive of client-mode drivers that this worker's ``spark-submit`` starts
+    (``$SPARK_HOME``, else the installed PySpark; the Java that ``spark-submit`` finds),
+    in the worker's cache (:func:`~airflow_delta.spark.packaging.default_cache_dir`)."""
+    spark_home = os.environ.get("SPARK_HOME") or pyspark_home()
+    return None if spark_home is None else driver_class_archive(spark_home, os.environ, default_cache_dir())

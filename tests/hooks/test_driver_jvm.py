@@ -16,8 +16,13 @@ from pathlib import Path
 import pytest
 
 from airflow_delta.engine import DeltaTable
-from airflow_delta.hooks.delta import SMALL_JOB_DRIVER_JAVA_OPTIONS, DeltaHook, DeltaSparkJobError, _pyspark_home
-from airflow_delta.hooks.driver_jvm import DriverClassArchive, driver_class_archive, java_executable
+from airflow_delta.hooks.delta import SMALL_JOB_DRIVER_JAVA_OPTIONS, DeltaHook, DeltaSparkJobError
+from airflow_delta.hooks.driver_jvm import (
+    DriverClassArchive,
+    driver_class_archive,
+    java_executable,
+    worker_driver_class_archive,
+)
 from airflow_delta.spark.specs import DeleteSpec, TableRef, TaskIdentity
 from tests.airflow_layer import make_table, set_connection
 from tests.oracles import assert_oracles_read
@@ -117,8 +122,8 @@ def test_a_client_mode_driver_writes_or_uses_the_archive_a_cluster_mode_one_neit
     set_connection(monkeypatch, "spark_yarn", {"conn_type": "spark", "host": "yarn"})
     set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
     spec = DeleteSpec(table=TableRef(uri=str(tmp_path / "t")), predicate="id = 1", identity=IDENTITY)
-    archive = driver_class_archive(os.environ.get("SPARK_HOME") or str(_pyspark_home()), os.environ, tmp_path / "cache")
-    assert archive is not None
+    archive = worker_driver_class_archive()
+    assert archive is not None and archive.path.parent == tmp_path / "cache"
 
     writing = _driver_java_options(DeltaHook(), spec, small_job=True)
     assert writing is not None
@@ -147,8 +152,8 @@ def test_the_first_successful_job_writes_the_archive_that_later_drivers_load_spa
     set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
     table_path = str(tmp_path / "table")
     rows = make_table(table_path, dvs=True)
-    archive = driver_class_archive(os.environ.get("SPARK_HOME") or str(_pyspark_home()), os.environ, cache)
-    assert archive is not None
+    archive = worker_driver_class_archive()
+    assert archive is not None and archive.path.parent == cache
 
     def spec(predicate: str) -> DeleteSpec:
         return DeleteSpec(table=TableRef(uri=table_path), predicate=predicate, identity=IDENTITY)

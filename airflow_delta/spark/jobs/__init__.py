@@ -18,6 +18,7 @@ __all__ = [
     "ERROR_LINE_PREFIX",
     "EXIT_DELTA_ERROR",
     "RESULT_LINE_PREFIX",
+    "SMALL_JOB_CONF",
     "SMALL_JOB_DRIVER_JAVA_OPTIONS",
     "prefer_installed_pyspark",
 ]
@@ -40,6 +41,13 @@ SMALL_JOB_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 only. Such a job ends before C2's compilations pay off, and they cost about as much CPU as
 the rest of the JVM's start; large jobs keep the JVM's default, whose C2 code runs their
 data work faster."""
+
+SMALL_JOB_CONF: dict[str, str] = {
+    # The driver's web UI (a Jetty server and its pages, started with the SparkContext)
+    # costs about as much as the job's own work, and nobody opens it for a job this short.
+    "spark.ui.enabled": "false",
+}
+"""Spark conf defaults of a small job (the conf given by the connection or operator wins)."""
 
 
 def prefer_installed_pyspark(path: list[str] | None = None) -> bool:

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             result = run_spec(spark, spec)
         finally:
-            spark.stop()
+            spark.stop(process_exits=True)
     except DeltaError as error:
         report = {"class": type(error).__name__, "message": str(error), "retryable": error.retryable}
         print(f"{ERROR_LINE_PREFIX} {json.dumps(report)}", flush=True)
