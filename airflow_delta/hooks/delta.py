@@ -457,11 +457,11 @@ class DeltaHook(BaseHook):
         Refuses cluster deploy mode on a standalone master (``spark://``) before anything
         runs: Spark 4.3 refuses Python applications in cluster mode there. ``small_job``
         (the caller planned a few small files, or none) runs the driver JVM with
-        :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS` and defaults to :data:`SMALL_JOB_CONF` (no
-        web UI) under the connection's and the caller's conf. A client-mode driver JVM also starts from the
-        worker's class archive of Spark's classes, or writes it when there is none yet
-        (:mod:`airflow_delta.hooks.driver_jvm`). Neither happens when the conf sets
-        ``spark.driver.extraJavaOptions`` itself.
+        :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS`, and with :data:`SMALL_JOB_CONF` (no web UI)
+        under the connection's and the caller's conf. A client-mode driver JVM also starts
+        from the worker's class archive of Spark's classes, or writes it when there is none
+        yet (:mod:`airflow_delta.hooks.driver_jvm`). Neither JVM option is added when the
+        conf sets ``spark.driver.extraJavaOptions`` itself.
         """
         settings = self.settings
         merged = {**(SMALL_JOB_CONF if small_job else {}), **settings.spark_conf, **dict(conf or {})}
