@@ -31,7 +31,8 @@ Committing
 
 Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
-    value; ``DeltaTable.context(snapshot)``), :func:`read_live_rows` (one data file's live
+    value; ``DeltaTable.context(snapshot)``), :func:`predicate_read_bytes` (what finding a
+    predicate's rows reads, from the footers), :func:`read_live_rows` (one data file's live
     rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
     (takes a snapshot or a context), :func:`add_file_from_parquet`.
 
@@ -172,7 +173,12 @@ from airflow_delta.engine.operations.results import (
     VacuumResult,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import TableContext, read_live_rows, split_by_row_groups
+from airflow_delta.engine.read.table_context import (
+    TableContext,
+    predicate_read_bytes,
+    read_live_rows,
+    split_by_row_groups,
+)
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
@@ -386,6 +392,7 @@ __all__ = [
     "plan_optimize",
     "range_bounds",
     "range_ids_from_bounds",
+    "predicate_read_bytes",
     "read_live_rows",
     "read_parquet_schema",
     "reader_features",
