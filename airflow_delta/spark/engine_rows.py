@@ -59,20 +59,20 @@ def _kind(data_type: pa.DataType) -> str | None:
     return None
 
 
-class _LeftToSpark(Exception):
+class _LeftToSparkError(Exception):
     """Raised inside the walk: some part of the predicate is not one the engine evaluates exactly as Spark."""
 
 
 def _operand_kind(node: exp.Expression, kinds: dict[str, str | None]) -> str | None:
-    """The kind of a comparison operand (None for NULL); raises :class:`_LeftToSpark` for anything else."""
+    """The kind of a comparison operand (None for NULL); raises :class:`_LeftToSparkError` for anything else."""
     if isinstance(node, exp.Paren):
         return _operand_kind(node.this, kinds)
     if isinstance(node, exp.Column):
         if node.table or not isinstance(node.this, exp.Identifier):
-            raise _LeftToSpark  # a qualified name or a struct field
+            raise _LeftToSparkError  # a qualified name or a struct field
         kind = kinds.get(node.name)
         if kind is None:
-            raise _LeftToSpark  # an unknown column, a differently spelt one, or a type left to Spark
+            raise _LeftToSparkError  # an unknown column, a differently spelt one, or a type left to Spark
         return kind
     if isinstance(node, exp.Null):
         return None
@@ -81,22 +81,22 @@ def _operand_kind(node: exp.Expression, kinds: dict[str, str | None]) -> str | N
     if isinstance(node, exp.Literal):
         if node.is_string:
             if "\\" in node.this:
-                raise _LeftToSpark
+                raise _LeftToSparkError
             return "string"
         return "number"
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
         return "number"
-    raise _LeftToSpark
+    raise _LeftToSparkError
 
 
 def _same_kind(operands: list[exp.Expression], kinds: dict[str, str | None]) -> None:
     found = {_operand_kind(operand, kinds) for operand in operands} - {None}
     if len(found) > 1:
-        raise _LeftToSpark  # Spark would cast one side (a string to a date, say): its rules, not ours
+        raise _LeftToSparkError  # Spark would cast one side (a string to a date, say): its rules, not ours
 
 
 def _check_condition(node: exp.Expression, kinds: dict[str, str | None]) -> None:
-    """Raise :class:`_LeftToSpark` unless ``node`` is a boolean condition of the exact subset."""
+    """Raise :class:`_LeftToSparkError` unless ``node`` is a boolean condition of the exact subset."""
     if isinstance(node, exp.And | exp.Or):
         _check_condition(node.left, kinds)
         _check_condition(node.right, kinds)
@@ -106,19 +106,19 @@ def _check_condition(node: exp.Expression, kinds: dict[str, str | None]) -> None
         _same_kind([node.left, node.right], kinds)
     elif isinstance(node, exp.Is):
         if not isinstance(node.expression, exp.Null):
-            raise _LeftToSpark  # IS TRUE / IS DISTINCT FROM: Spark's
+            raise _LeftToSparkError  # IS TRUE / IS DISTINCT FROM: Spark's
         _operand_kind(node.this, kinds)
     elif isinstance(node, exp.In):
         if not node.expressions or node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-            raise _LeftToSpark
+            raise _LeftToSparkError
         _same_kind([node.this, *node.expressions], kinds)
     elif isinstance(node, exp.Between):
         _same_kind([node.this, node.args["low"], node.args["high"]], kinds)
     elif isinstance(node, exp.Column | exp.Boolean):
         if _operand_kind(node, kinds) != "boolean":
-            raise _LeftToSpark
+            raise _LeftToSparkError
     else:
-        raise _LeftToSpark
+        raise _LeftToSparkError
 
 
 def evaluates_as_spark(predicate: str, context: TableContext) -> bool:
@@ -133,7 +133,7 @@ def evaluates_as_spark(predicate: str, context: TableContext) -> bool:
     kinds = {field.name: _kind(field.type) for field in context.schema}
     try:
         _check_condition(tree, kinds)
-    except (_LeftToSpark, RecursionError):
+    except (_LeftToSparkError, RecursionError):
         return False
     return True
 
