@@ -546,6 +546,20 @@ class PositionedRows:
         return self.group_starts[group] + (indexes - first_in_rows[group])
 
 
+def _unfiltered_plan(snapshot: ScanSource, columns: Sequence[str]) -> _FilePlan:
+    """The plan of a one-file read of ``columns`` with no row filter (a positioned read, or its footer)."""
+    read_schema = _project(snapshot.schema, columns)
+    return _FilePlan(
+        io=snapshot.io,
+        table_root=snapshot.table_root,
+        read_schema=read_schema,
+        output_names=read_schema.names,
+        partition_names=set(snapshot.partition_columns),
+        mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
+        row_filter=None,
+    )
+
+
 def read_with_row_positions(
     snapshot: ScanSource,
     file: pa.Table,
@@ -568,19 +582,10 @@ def read_with_row_positions(
     """
     if file.num_rows != 1:
         raise ValueError(f"expected exactly one file, got {file.num_rows}")
-    output_schema = _project(snapshot.schema, columns)
-    partition_names = set(snapshot.partition_columns)
+    plan = _unfiltered_plan(snapshot, columns)
+    output_schema, partition_names = plan.read_schema, plan.partition_names
     partitions = _partition_values(file, snapshot)
     path = _absolute_paths(file, snapshot.table_root)[0]
-    plan = _FilePlan(
-        io=snapshot.io,
-        table_root=snapshot.table_root,
-        read_schema=output_schema,
-        output_names=output_schema.names,
-        partition_names=partition_names,
-        mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
-        row_filter=None,
-    )
     task = _FileTask(
         path,
         None,
@@ -662,17 +667,8 @@ def file_predicate_read_bytes(snapshot: ScanSource, file: pa.Table, predicate: P
     """
     if file.num_rows != 1:
         raise ValueError(f"expected exactly one file, got {file.num_rows}")
-    columns = _project(snapshot.schema, list(predicate.columns))
+    plan = _unfiltered_plan(snapshot, list(predicate.columns))
     path = _absolute_paths(file, snapshot.table_root)[0]
-    plan = _FilePlan(
-        io=snapshot.io,
-        table_root=snapshot.table_root,
-        read_schema=columns,
-        output_names=columns.names,
-        partition_names=set(snapshot.partition_columns),
-        mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
-        row_filter=None,
-    )
     try:
         with snapshot.io.open_input_file(path) as source:
             parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
