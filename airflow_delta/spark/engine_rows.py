@@ -11,8 +11,8 @@ driver uses the engine when both hold:
   would in any session (ANSI on or off, any time zone), decided from the SQL text alone
   (sqlglot, no JVM): comparisons, ``IN``, ``BETWEEN``, ``IS [NOT] NULL``, ``AND`` /
   ``OR`` / ``NOT`` over top-level columns of number, string, boolean and date types,
-  spelt as the schema spells them, compared with literals or columns of the same kind.
-  No casts, functions, arithmetic, ``LIKE``, timestamps (the session time zone) or
+  spelt as the schema spells them, compared with literals (plain decimal numbers, without
+  exponent or suffix) or columns of the same kind. No casts, functions, arithmetic, ``LIKE``, timestamps (the session time zone) or
   strings with backslashes (Spark's escapes); anything else is Spark's to evaluate.
 - :func:`finds_rows_in_driver`: the bytes that search reads (the predicate's column
   chunks in the row groups whose parquet statistics may match,
@@ -27,6 +27,7 @@ transaction code either way.
 from __future__ import annotations
 
 import logging
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 # More candidate files than this are Spark's: the decision itself (a footer per file) must stay cheap.
 MAX_FOOTERS = 64
 
+# Plain decimal numbers only: an exponent, 19 or more digits, or a suffix (10L, 1.5BD) make
+# Spark pick a type (double, a wide decimal) or refuse the literal (1e400) by its own rules.
+_PLAIN_NUMBER = re.compile(r"(?:\d{1,18}(?:\.\d{0,18})?|\.\d{1,18})")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ)
 _CONNECTIVES = (exp.And, exp.Or, exp.Not, exp.Paren)
 
@@ -83,9 +87,11 @@ def _operand_kind(node: exp.Expression, kinds: dict[str, str | None]) -> str | N
             if "\\" in node.this:
                 raise _LeftToSparkError
             return "string"
+        if not _PLAIN_NUMBER.fullmatch(node.this):
+            raise _LeftToSparkError
         return "number"
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
-        return "number"
+        return _operand_kind(node.this, kinds)
     raise _LeftToSparkError
 
 
