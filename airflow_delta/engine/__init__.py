@@ -34,7 +34,9 @@ Per-file work elsewhere (Spark executors), committed by a driver
     value; ``DeltaTable.context(snapshot)``), :func:`predicate_read_bytes` (what finding a
     predicate's rows reads, from the footers), :func:`read_live_rows` (one data file's live
     rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
-    (takes a snapshot or a context), :func:`add_file_from_parquet`.
+    (takes a snapshot or a context), :func:`write_change_data_files` (Change Data Feed
+    ``cdc`` files: the table's columns plus :data:`CHANGE_TYPE_COLUMN`),
+    :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
     :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`; maintenance:
@@ -83,7 +85,11 @@ caller that commits with its own appId, tags and retries: the Spark jobs).
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
 only reads should not pay for at import. So is :class:`ObjectStoreFileIO`: obstore is
 needed only where a table on an object store is opened (a Spark executor working on a
-local table runs without it).
+local table runs without it). So are the convert, manifest, OPTIMIZE and VACUUM pieces
+and :func:`size_histogram_png` (the health report's module, which imports VACUUM's): a
+task that deletes a few rows in the worker pays only for what a DELETE uses.
+``import airflow_delta.engine`` loads neither sqlglot nor pandas: SQL filters of the
+common shapes are read without sqlglot (``engine/expressions/simple_filter.py``).
 """
 
 from __future__ import annotations
@@ -158,7 +164,6 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.operations.health import size_histogram_png
 from airflow_delta.engine.operations.options import CheckpointOptions
 from airflow_delta.engine.operations.results import (
     DELETE_METRIC_NAMES,
@@ -204,6 +209,7 @@ if TYPE_CHECKING:
         read_parquet_schema,
     )
     from airflow_delta.engine.operations.delete import stage_delete
+    from airflow_delta.engine.operations.health import size_histogram_png
     from airflow_delta.engine.operations.manifest import SYMLINK_MANIFEST_PROPERTY, ManifestResult
     from airflow_delta.engine.operations.optimize import (
         ZORDER_NUM_RANGES,
@@ -223,7 +229,12 @@ if TYPE_CHECKING:
         merge_listings,
     )
     from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
-    from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
+    from airflow_delta.engine.write.data_files import (
+        CHANGE_TYPE_COLUMN,
+        add_file_from_parquet,
+        write_change_data_files,
+        write_data_files,
+    )
 
 _LOADED_ON_FIRST_USE = {
     "ConvertPlan": "airflow_delta.engine.operations.convert",
@@ -249,12 +260,15 @@ _LOADED_ON_FIRST_USE = {
     "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "stage_delete": "airflow_delta.engine.operations.delete",
+    "size_histogram_png": "airflow_delta.engine.operations.health",
     "ListFiles": "airflow_delta.engine.operations.vacuum",
     "TableListing": "airflow_delta.engine.operations.vacuum",
     "list_table_files": "airflow_delta.engine.operations.vacuum",
     "list_top_level": "airflow_delta.engine.operations.vacuum",
     "merge_listings": "airflow_delta.engine.operations.vacuum",
     "write_data_files": "airflow_delta.engine.write.data_files",
+    "write_change_data_files": "airflow_delta.engine.write.data_files",
+    "CHANGE_TYPE_COLUMN": "airflow_delta.engine.write.data_files",
 }
 
 
@@ -270,6 +284,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CHANGE_TYPE_COLUMN",
     "DELETE_METRIC_NAMES",
     "SYMLINK_MANIFEST_PROPERTY",
     "ZORDER_NUM_RANGES",
@@ -401,6 +416,7 @@ __all__ = [
     "split_by_row_groups",
     "stage_delete",
     "storage_options_from_airflow_connection",
+    "write_change_data_files",
     "write_checkpoint",
     "write_data_files",
     "writer_features",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from airflow_delta.engine import InvalidArgumentError, OptimizeOptions
+from airflow_delta.spark.column_paths import set_target_paths
 
 __all__ = [
     "APP_ID_PREFIX",
@@ -430,8 +431,10 @@ def _delete_from(obj: _JsonObject) -> DeleteSpec:
 class UpdateSpec:
     """``UPDATE table SET column = expression, ... [WHERE predicate]``.
 
-    ``set`` maps a column name to a Spark SQL expression (cast to the column's type by
-    Spark's store-assignment rules when the job runs).
+    ``set`` maps a column, or a field of a struct column (``address.city``; backticks
+    quote a name holding a dot), to a Spark SQL expression, cast to the column's or
+    field's type by Spark's store-assignment rules when the job runs. Several fields of
+    one struct combine; a struct and one of its own fields cannot both be set.
     """
 
     OPERATION: ClassVar[str] = "update"
@@ -445,6 +448,7 @@ class UpdateSpec:
     def __post_init__(self) -> None:
         _check_instance("UpdateSpec.table", self.table, TableRef)
         _check_str_dict("UpdateSpec.set", self.set, non_empty=True, sql_values=True)
+        set_target_paths("UpdateSpec.set", self.set)
         object.__setattr__(self, "set", dict(self.set))
         _check_text("UpdateSpec.predicate", self.predicate, optional=True)
         _check_instance("UpdateSpec.identity", self.identity, TaskIdentity)
@@ -550,7 +554,9 @@ class MergeClause:
     """One ``WHEN ... THEN ...`` clause of a MERGE.
 
     ``assignments`` maps a target column to a Spark SQL expression over the source and
-    target aliases (UPDATE SET, or INSERT's columns and values); ``star`` is
+    target aliases (UPDATE SET, or INSERT's columns and values); an UPDATE may assign a
+    field of a struct column (``address.city``, as in :class:`UpdateSpec`), an INSERT
+    only whole columns; ``star`` is
     ``UPDATE SET *`` / ``INSERT *``. An UPDATE or INSERT takes exactly one of the two; a
     DELETE neither. WHEN NOT MATCHED BY SOURCE has no source row, so its UPDATE cannot be
     ``*`` (Delta has no such clause).
@@ -568,6 +574,16 @@ class MergeClause:
         _check_bool("MergeClause.star", self.star)
         if self.assignments is not None:
             _check_str_dict("MergeClause.assignments", self.assignments, non_empty=True, sql_values=True)
+            paths = set_target_paths("MergeClause.assignments", self.assignments)
+            nested = [key for key, path in paths.items() if len(path) > 1]
+            if self.kind == "not_matched_insert" and nested:
+                # Delta: "Nested field is not supported in the INSERT clause of MERGE operation".
+                raise InvalidArgumentError(
+                    "MergeClause.assignments",
+                    self.assignments,
+                    f"top-level columns in an INSERT ({nested} are struct fields): insert the whole struct, "
+                    "e.g. address = named_struct('city', s.city, 'zip', s.zip)",
+                )
             object.__setattr__(self, "assignments", dict(self.assignments))
         if self.kind.endswith("_delete"):
             if self.assignments is not None or self.star:
