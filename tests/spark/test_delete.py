@@ -75,6 +75,9 @@ def _spark_jobs_during(spark, fn):
         result = fn()
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
+    # The status tracker learns of jobs through the listener bus, asynchronously: under
+    # load a job that ran may not be counted yet.
+    context._jsc.sc().listenerBus().waitUntilEmpty(60_000)
     return result, len(context.statusTracker().getJobIdsForGroup(group))
 
 
