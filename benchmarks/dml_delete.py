@@ -7,7 +7,12 @@ Cases, each side one fresh process per run (imports, and for ours the start of a
   ``DeltaDeleteOperator(execution="auto")`` runs a small delete (the function of
   :mod:`benchmarks.delete`), vs delta-rs's delete;
 * ``spark dv delete 1 row``: ``run_delete`` with deletion vectors on the ``dv`` table of
-  :mod:`benchmarks.delete` (the same 10,000,000 rows delta-rs wrote), vs delta-rs's delete;
+  :mod:`benchmarks.delete` (the same 10,000,000 rows delta-rs wrote), vs delta-rs's delete.
+  ``id = 7654321`` is a predicate the engine evaluates as Spark does and its one row group's
+  ``id`` chunk is below ``driver_scan_max_bytes``: the driver finds the row with the engine
+  (:mod:`airflow_delta.spark.engine_rows`), no session is built;
+* ``spark dv delete 1 row, spark search``: the same with ``driver_scan_max_bytes=0``: Spark
+  SQL finds the row in a Spark stage, as every DV delete did before;
 * ``spark rewrite delete 1 row``: ``run_delete`` with ``useDeletionVectors=false`` (the
   touched file rewritten on the executors), vs delta-rs's delete (which rewrites too);
 * ``metadata-only delete, partition``: ``DELETE ... WHERE part = 'p3'`` on a
@@ -71,6 +76,8 @@ def cases() -> list[Case]:
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark dv delete 1 row", ours="spark_dv_delete", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
+        Case("spark dv delete 1 row, spark search", ours="spark_dv_delete_spark_search", theirs="delta_rs_delete",
+             args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark rewrite delete 1 row", ours="spark_rewrite_delete", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("metadata-only delete, worker", ours="worker_partition_delete", theirs="delta_rs_partition_delete",
@@ -94,7 +101,9 @@ def fresh_partitioned_copy(path: str) -> list[str]:
     return [str(_SCRATCH / "partitioned")]
 
 
-def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None) -> dict[str, Any]:
+def _spark_delete(
+    path: str, predicate: str, use_deletion_vectors: bool | None, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     import os
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -119,7 +128,7 @@ def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None) 
             TableRef(path),
             predicate,
             TaskIdentity("bench", "delete", "run"),
-            ExecutionOptions(use_deletion_vectors=use_deletion_vectors),
+            ExecutionOptions(use_deletion_vectors=use_deletion_vectors, **(options or {})),
         )
         result = run_delete(spark, spec)
     finally:
@@ -133,6 +142,12 @@ worker_dv_delete = one_row.ours_dv_delete
 
 def spark_dv_delete(dv: str, plain: str) -> dict[str, Any]:
     metrics = _spark_delete(dv, one_row.PREDICATE, None)
+    assert metrics["numDeletedRows"] == 1 and metrics["numDeletionVectorsAdded"] == 1, metrics
+    return {"executionTimeMs": metrics["executionTimeMs"]}
+
+
+def spark_dv_delete_spark_search(dv: str, plain: str) -> dict[str, Any]:
+    metrics = _spark_delete(dv, one_row.PREDICATE, None, {"driver_scan_max_bytes": 0})
     assert metrics["numDeletedRows"] == 1 and metrics["numDeletionVectorsAdded"] == 1, metrics
     return {"executionTimeMs": metrics["executionTimeMs"]}
 
@@ -187,6 +202,14 @@ def summarize(results: list[Result]) -> None:
             f"(DV {exec_ms(rewrite) / max(exec_ms(dv), 1):.1f}x faster); delta-rs {exec_ms(dv, 'theirs'):.0f} ms; "
             f"wall DV {dv.ours.seconds:.1f} s, rewrite {rewrite.ours.seconds:.1f} s, delta-rs {dv.theirs.seconds:.1f} s "
             f"(ours / delta-rs: {dv.ours.seconds / dv.theirs.seconds:.2f} and {rewrite.ours.seconds / rewrite.theirs.seconds:.2f})",
+            flush=True,
+        )
+    searched = by_name.get("spark dv delete 1 row, spark search")
+    if searched is not None and rewrite is not None:
+        print(
+            f"# 1 row on Spark, rows found by a Spark stage: executionTimeMs DV {exec_ms(searched):.0f} ms "
+            f"(DV {exec_ms(rewrite) / max(exec_ms(searched), 1):.1f}x faster than the rewrite), "
+            f"wall {searched.ours.seconds:.1f} s",
             flush=True,
         )
     for name in ("metadata-only delete, worker", "metadata-only delete, spark"):

@@ -31,7 +31,8 @@ Committing
 
 Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
-    value; ``DeltaTable.context(snapshot)``), :func:`read_live_rows` (one data file's live
+    value; ``DeltaTable.context(snapshot)``), :func:`predicate_read_bytes` (what finding a
+    predicate's rows reads, from the footers), :func:`read_live_rows` (one data file's live
     rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
     (takes a snapshot or a context), :func:`write_change_data_files` (Change Data Feed
     ``cdc`` files: the table's columns plus :data:`CHANGE_TYPE_COLUMN`),
@@ -177,7 +178,12 @@ from airflow_delta.engine.operations.results import (
     VacuumResult,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import TableContext, read_live_rows, split_by_row_groups
+from airflow_delta.engine.read.table_context import (
+    TableContext,
+    predicate_read_bytes,
+    read_live_rows,
+    split_by_row_groups,
+)
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
@@ -399,6 +405,7 @@ __all__ = [
     "parse_partition_schema",
     "plan_convert",
     "plan_optimize",
+    "predicate_read_bytes",
     "range_bounds",
     "range_ids_from_bounds",
     "read_live_rows",

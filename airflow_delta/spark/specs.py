@@ -31,6 +31,7 @@ from airflow_delta.spark.column_paths import set_target_paths
 __all__ = [
     "APP_ID_PREFIX",
     "DEFAULT_DRIVER_MAX_BYTES",
+    "DEFAULT_DRIVER_SCAN_MAX_BYTES",
     "SPEC_VERSION",
     "ConvertSpec",
     "DeleteSpec",
@@ -295,6 +296,9 @@ class TaskIdentity:
 DEFAULT_DRIVER_MAX_BYTES = 16 << 20
 """:attr:`ExecutionOptions.driver_max_bytes` by default: candidate files below it are read in the driver."""
 
+DEFAULT_DRIVER_SCAN_MAX_BYTES = 64 << 20
+""":attr:`ExecutionOptions.driver_scan_max_bytes` by default: the engine finds a DV delete's rows in the driver up to it."""
+
 
 @dataclass(frozen=True)
 class ExecutionOptions:
@@ -305,6 +309,14 @@ class ExecutionOptions:
     backoff_max_seconds)``. ``use_deletion_vectors`` None follows the table's
     ``delta.enableDeletionVectors``; False rewrites files even where DVs are enabled; True
     requires DVs and fails on a table that does not enable them.
+
+    ``driver_max_bytes``: candidate files totalling less are read in the driver (Spark SQL
+    still evaluates the predicate). ``driver_scan_max_bytes``: a DELETE with deletion
+    vectors whose predicate the engine evaluates exactly as Spark does finds its rows with
+    the engine in the driver, with no Spark stage (and no SparkSession built), when the
+    predicate's column chunks in the row groups whose statistics may match total at most
+    this many compressed bytes (``airflow_delta.engine.predicate_read_bytes``); 0 turns it
+    off. See docs/dml.md.
     """
 
     max_attempts: int = 3
@@ -313,10 +325,12 @@ class ExecutionOptions:
     backoff_multiplier: float = 2.0
     use_deletion_vectors: bool | None = None
     driver_max_bytes: int = DEFAULT_DRIVER_MAX_BYTES
+    driver_scan_max_bytes: int = DEFAULT_DRIVER_SCAN_MAX_BYTES
 
     def __post_init__(self) -> None:
         _check_int("ExecutionOptions.max_attempts", self.max_attempts, minimum=1)
         _check_int("ExecutionOptions.driver_max_bytes", self.driver_max_bytes, minimum=0)
+        _check_int("ExecutionOptions.driver_scan_max_bytes", self.driver_scan_max_bytes, minimum=0)
         _check_number("ExecutionOptions.backoff_initial_seconds", self.backoff_initial_seconds, minimum=0)
         _check_number("ExecutionOptions.backoff_max_seconds", self.backoff_max_seconds, minimum=0)
         _check_number("ExecutionOptions.backoff_multiplier", self.backoff_multiplier, minimum=1)
@@ -336,6 +350,7 @@ class ExecutionOptions:
             "backoffMultiplier": self.backoff_multiplier,
             "useDeletionVectors": self.use_deletion_vectors,
             "driverMaxBytes": self.driver_max_bytes,
+            "driverScanMaxBytes": self.driver_scan_max_bytes,
         }
 
     @classmethod
@@ -347,6 +362,7 @@ class ExecutionOptions:
             "backoffMultiplier",
             "useDeletionVectors",
             "driverMaxBytes",
+            "driverScanMaxBytes",
         )
         obj = _JsonObject(path, value, keys)
         defaults = cls()
@@ -357,6 +373,7 @@ class ExecutionOptions:
             backoff_multiplier=obj.optional("backoffMultiplier", defaults.backoff_multiplier),
             use_deletion_vectors=obj.optional("useDeletionVectors"),
             driver_max_bytes=obj.optional("driverMaxBytes", defaults.driver_max_bytes),
+            driver_scan_max_bytes=obj.optional("driverScanMaxBytes", defaults.driver_scan_max_bytes),
         )
 
 

@@ -26,14 +26,19 @@ from airflow_delta.engine.model.actions import Metadata, Protocol
 from airflow_delta.engine.model.arguments import check_instance, check_int, check_str
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.schema import schema_to_arrow
-from airflow_delta.engine.read.scan import deleted_rows_of_file, read_with_row_positions, row_group_sizes
+from airflow_delta.engine.read.scan import (
+    deleted_rows_of_file,
+    file_predicate_read_bytes,
+    read_with_row_positions,
+    row_group_sizes,
+)
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
 
-__all__ = ["TableContext", "read_live_rows", "split_by_row_groups"]
+__all__ = ["TableContext", "predicate_read_bytes", "read_live_rows", "split_by_row_groups"]
 
 @dataclass(frozen=True)
 class TableContext:
@@ -186,3 +191,25 @@ def split_by_row_groups(source: TableContext, files: pa.Table, target_bytes: int
                 out.append((i, range(start, g + 1)))
                 start, taken = g + 1, 0
     return out
+
+
+def predicate_read_bytes(source: TableContext, files: pa.Table, predicate: str) -> int:
+    """Compressed bytes that finding the rows of ``predicate`` in ``files`` reads, from the files' footers.
+
+    The engine finds a predicate's rows (a DELETE with deletion vectors) by reading only
+    the predicate's columns of the row groups whose parquet statistics may match; this
+    sums those column chunks (partition columns cost nothing) over ``files``, rows of
+    file actions as ``Transaction.read_files()`` gives them. One footer read per file, in
+    parallel; no data is read. Raises :class:`~airflow_delta.engine.InvalidFilterError`
+    for a predicate the engine cannot parse.
+    """
+    check_instance("source", source, TableContext)
+    check_instance("files", files, pa.Table)
+    check_str("predicate", predicate)
+    from airflow_delta.engine.expressions import parse_predicate
+
+    bound = parse_predicate(predicate, source.schema)
+    if files.num_rows == 0:
+        return 0
+    with ThreadPoolExecutor(max_workers=min(8, files.num_rows), thread_name_prefix="delta-footers") as pool:
+        return sum(pool.map(lambda i: file_predicate_read_bytes(source, files.slice(i, 1), bound), range(files.num_rows)))
