@@ -7,7 +7,12 @@ Cases, each side one fresh process per run (imports, and for ours the start of a
   ``DeltaDeleteOperator(execution="auto")`` runs a small delete (the function of
   :mod:`benchmarks.delete`), vs delta-rs's delete;
 * ``spark dv delete 1 row``: ``run_delete`` with deletion vectors on the ``dv`` table of
-  :mod:`benchmarks.delete` (the same 10,000,000 rows delta-rs wrote), vs delta-rs's delete;
+  :mod:`benchmarks.delete` (the same 10,000,000 rows delta-rs wrote), vs delta-rs's delete.
+  ``id = 7654321`` is a predicate the engine evaluates as Spark does and its one row group's
+  ``id`` chunk is below ``driver_scan_max_bytes``: the driver finds the row with the engine
+  (:mod:`airflow_delta.spark.engine_rows`), no session is built;
+* ``spark dv delete 1 row, spark search``: the same with ``driver_scan_max_bytes=0``: Spark
+  SQL finds the row in a Spark stage, as every DV delete did before;
 * ``spark rewrite delete 1 row``: ``run_delete`` with ``useDeletionVectors=false`` (the
   touched file rewritten on the executors), vs delta-rs's delete (which rewrites too);
 * ``metadata-only delete, partition``: ``DELETE ... WHERE part = 'p3'`` on a
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import delete as one_row
-from benchmarks._harness import Case, Result, data_dir
+from benchmarks._harness import Case, Result, compile_engine_bytecode, data_dir
 
 PARTITIONED_ROWS = 1_000_000
 PARTITION_PREDICATE = "part = 'p3'"
@@ -52,6 +57,7 @@ def _build_partitioned(target: Path) -> None:
 
 
 def cases() -> list[Case]:
+    compile_engine_bytecode()  # the worker cases are mostly imports: measure them as installed
     base = data_dir("delete")  # the input of benchmarks/delete.py, built once there
     plain, dv = base / "plain", base / "dv"
     if not plain.exists():
@@ -69,6 +75,8 @@ def cases() -> list[Case]:
         Case("worker dv delete 1 row", ours="worker_dv_delete", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark dv delete 1 row", ours="spark_dv_delete", theirs="delta_rs_delete",
+             args=tables, repeat=2, fresh=True, setup="fresh_copies"),
+        Case("spark dv delete 1 row, spark search", ours="spark_dv_delete_spark_search", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark rewrite delete 1 row", ours="spark_rewrite_delete", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
@@ -95,7 +103,9 @@ def fresh_partitioned_copy(path: str) -> list[str]:
     return [str(_SCRATCH / "partitioned")]
 
 
-def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None, reader: str = "auto") -> dict[str, Any]:
+def _spark_delete(
+    path: str, predicate: str, use_deletion_vectors: bool | None, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     import os
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -120,7 +130,7 @@ def _spark_delete(path: str, predicate: str, use_deletion_vectors: bool | None, 
             TableRef(path),
             predicate,
             TaskIdentity("bench", "delete", "run"),
-            ExecutionOptions(use_deletion_vectors=use_deletion_vectors, reader=reader),
+            ExecutionOptions(use_deletion_vectors=use_deletion_vectors, **(options or {})),
         )
         result = run_delete(spark, spec)
     finally:
@@ -138,6 +148,12 @@ def spark_dv_delete(dv: str, plain: str) -> dict[str, Any]:
     return {"executionTimeMs": metrics["executionTimeMs"]}
 
 
+def spark_dv_delete_spark_search(dv: str, plain: str) -> dict[str, Any]:
+    metrics = _spark_delete(dv, one_row.PREDICATE, None, {"driver_scan_max_bytes": 0})
+    assert metrics["numDeletedRows"] == 1 and metrics["numDeletionVectorsAdded"] == 1, metrics
+    return {"executionTimeMs": metrics["executionTimeMs"]}
+
+
 def spark_rewrite_delete(dv: str, plain: str) -> dict[str, Any]:
     metrics = _spark_delete(plain, one_row.PREDICATE, False)
     assert metrics["numDeletedRows"] == 1 and metrics["numAddedFiles"] >= 1, metrics
@@ -146,7 +162,7 @@ def spark_rewrite_delete(dv: str, plain: str) -> dict[str, Any]:
 
 def spark_rewrite_delete_spark_reader(dv: str, plain: str) -> dict[str, Any]:
     """The rewrite with Spark's parquet reader (``reader="spark"``); ``auto`` reads with the engine's, faster here."""
-    metrics = _spark_delete(plain, one_row.PREDICATE, False, reader="spark")
+    metrics = _spark_delete(plain, one_row.PREDICATE, False, {"reader": "spark"})
     assert metrics["numDeletedRows"] == 1 and metrics["numAddedFiles"] >= 1, metrics
     return {"executionTimeMs": metrics["executionTimeMs"]}
 
@@ -184,7 +200,8 @@ def summarize(results: list[Result]) -> None:
     if worker is not None and worker.theirs is not None:
         print(
             f"# 1 row in the worker (DVs): {worker.ours.seconds:.2f} s wall ({exec_ms(worker):.0f} ms executionTimeMs), "
-            f"delta-rs {worker.theirs.seconds:.2f} s: ratio {worker.ours.seconds / worker.theirs.seconds:.2f} (goal <= 0.3)",
+            f"delta-rs {worker.theirs.seconds:.2f} s: ratio {worker.ours.seconds / worker.theirs.seconds:.2f} (goal <= 0.3); "
+            f"CPU {worker.ours.cpu_seconds:.2f} s vs {worker.theirs.cpu_seconds:.2f} s: {worker.ours.cpu_seconds / worker.theirs.cpu_seconds:.2f}",
             flush=True,
         )
     dv, rewrite = by_name.get("spark dv delete 1 row"), by_name.get("spark rewrite delete 1 row")
@@ -202,6 +219,14 @@ def summarize(results: list[Result]) -> None:
             f"# rewrite on Spark by reader: executionTimeMs engine reader (auto) {exec_ms(rewrite):.0f} ms, "
             f"Spark's parquet reader {exec_ms(spark_read):.0f} ms (ratio {exec_ms(spark_read) / max(exec_ms(rewrite), 1):.2f}); "
             f"wall {rewrite.ours.seconds:.1f} s vs {spark_read.ours.seconds:.1f} s",
+            flush=True,
+        )
+    searched = by_name.get("spark dv delete 1 row, spark search")
+    if searched is not None and rewrite is not None:
+        print(
+            f"# 1 row on Spark, rows found by a Spark stage: executionTimeMs DV {exec_ms(searched):.0f} ms "
+            f"(DV {exec_ms(rewrite) / max(exec_ms(searched), 1):.1f}x faster than the rewrite), "
+            f"wall {searched.ours.seconds:.1f} s",
             flush=True,
         )
     for name in ("metadata-only delete, worker", "metadata-only delete, spark"):

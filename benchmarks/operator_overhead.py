@@ -10,9 +10,15 @@ Two cases, each run in a fresh interpreter (imports included, as an Airflow task
   starts a SparkSession and stops it, with the same interpreter for the driver and workers;
 - ``bare spark-submit, C1 driver``: the same with the driver JVM option the operator gives
   a small job (``SMALL_JOB_DRIVER_JAVA_OPTIONS``), so that the operator's own work can be
-  told apart from that JIT saving.
+  told apart from that JIT saving;
+- ``bare spark-submit, C1 + class archive``: the same, also started from the worker's
+  class-data-sharing archive of Spark's classes (``airflow_delta/hooks/driver_jvm.py``),
+  as the operator's client-mode driver is.
 
-Both sides run without the Spark UI (``spark.ui.enabled=false``).
+All sides run without the Spark UI (``spark.ui.enabled=false``). The operator's first
+Spark job on a worker writes the class archive at its JVM's exit; ``cases()`` makes sure
+that one-off run is behind us (untimed, its wall time printed), so that every timed run is
+a worker's ordinary run.
 
 The harness's CPU time is that of the measuring Python process only; each function also
 returns the CPU time of its child processes (the spark-submit JVM and the Python driver
@@ -44,13 +50,34 @@ _SCRATCH = data_dir("operator_overhead")
 
 
 def cases() -> list[Case]:
+    _write_class_archive()
     return [
         Case("operator delete on spark", ours="operator_delete", setup="fresh_table", repeat=3, fresh=True),
         Case("bare spark-submit", ours="bare_spark_submit", setup="empty_program", repeat=3, fresh=True),
         # The same empty program with the driver JVM option the operator gives a small job:
         # the overhead against it is the operator's own work, with the JIT saving taken out.
         Case("bare spark-submit, C1 driver", ours="bare_spark_submit_c1", setup="empty_program", repeat=3, fresh=True),
+        Case(
+            "bare spark-submit, C1 + archive", ours="bare_spark_submit_archived", setup="empty_program", repeat=3, fresh=True
+        ),
     ]
+
+
+def _write_class_archive() -> None:
+    """The worker's first Spark job writes the driver JVM's class archive: done here, untimed, if not done yet."""
+    from airflow_delta.hooks.driver_jvm import worker_driver_class_archive
+
+    archive = worker_driver_class_archive()
+    if archive is None or archive.exists:
+        return
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", "import sys; from benchmarks.operator_overhead import operator_delete; "
+         "operator_delete(*sys.argv[1:])", *fresh_table()],
+        check=True, capture_output=True, cwd=Path(__file__).resolve().parents[1],
+    )
+    print(f"# the first job wrote the driver class archive: {time.perf_counter() - started:.2f} s wall, once "
+          f"per worker and Spark/Java version ({archive.path})", flush=True)
 
 
 def fresh_table() -> tuple[str, str]:
@@ -118,6 +145,15 @@ def bare_spark_submit_c1(program: str) -> dict[str, Any]:
     return bare_spark_submit(program, "--conf", f"spark.driver.extraJavaOptions={SMALL_JOB_DRIVER_JAVA_OPTIONS}")
 
 
+def bare_spark_submit_archived(program: str) -> dict[str, Any]:
+    from airflow_delta.hooks.driver_jvm import worker_driver_class_archive
+    from airflow_delta.spark.jobs import SMALL_JOB_DRIVER_JAVA_OPTIONS
+
+    archive = worker_driver_class_archive()
+    options = SMALL_JOB_DRIVER_JAVA_OPTIONS if archive is None else f"{SMALL_JOB_DRIVER_JAVA_OPTIONS} {archive.use_option()}"
+    return bare_spark_submit(program, "--conf", f"spark.driver.extraJavaOptions={options}")
+
+
 def summarize(results: list[Result]) -> None:
     by_name = {r.case.name: r for r in results}
     operator, bare = by_name.get("operator delete on spark"), by_name.get("bare spark-submit")
@@ -138,6 +174,15 @@ def summarize(results: list[Result]) -> None:
         print(
             f"# against a bare spark-submit with the same C1 driver: {operator.ours.seconds - bare_c1.ours.seconds:.2f} s "
             f"wall (bare {bare_c1.ours.seconds:.2f} s), CPU incl. children {op_cpu - c1_cpu:.2f} s (bare {c1_cpu:.2f} s)",
+            flush=True,
+        )
+    bare_archived = by_name.get("bare spark-submit, C1 + archive")
+    if bare_archived is not None:
+        archived_cpu = bare_archived.ours.cpu_seconds + float(bare_archived.ours.detail.get("childrenCpuSeconds", 0.0))
+        print(
+            f"# against a bare spark-submit with the same C1 driver and class archive: "
+            f"{operator.ours.seconds - bare_archived.ours.seconds:.2f} s wall (bare {bare_archived.ours.seconds:.2f} s), "
+            f"CPU incl. children {op_cpu - archived_cpu:.2f} s (bare {archived_cpu:.2f} s)",
             flush=True,
         )
     shutil.rmtree(_SCRATCH, ignore_errors=True)

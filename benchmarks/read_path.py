@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks._harness import Case, data_dir
+from benchmarks._harness import Case, compile_engine_bytecode, data_dir
 
 COMMITS = 1_000
 FILES_PER_COMMIT = 100
@@ -116,19 +116,8 @@ def _build_data(target: Path) -> None:
     tmp.rename(target)
 
 
-def _compile_bytecode() -> None:
-    """Bytecode of the engine as ``make`` leaves it: current, so no run pays for compiling
-    (with PYTHONDONTWRITEBYTECODE set, an edited module would otherwise be compiled on
-    every import)."""
-    import compileall
-
-    import airflow_delta
-
-    compileall.compile_dir(Path(airflow_delta.__file__).parent, quiet=1)
-
-
 def prepare() -> dict[str, str]:
-    _compile_bytecode()
+    compile_engine_bytecode()
     base = data_dir("read_path")
     json_only, checkpointed, data = base / "json", base / "checkpoint", base / "data"
     if not json_only.exists():

@@ -31,10 +31,14 @@ Committing
 
 Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
-    value; ``DeltaTable.context(snapshot)``), :func:`read_live_rows` (one data file's live
+    value; ``DeltaTable.context(snapshot)``), :func:`predicate_read_bytes` (what finding a
+    predicate's rows reads, from the footers), :func:`read_live_rows` (one data file's live
     rows and their physical positions); for another reader of the same files
-    :func:`local_data_file_paths`, :func:`typed_partition_values`, :func:`deleted_row_positions`; :class:`WriterOptions`, :func:`write_data_files`
-    (takes a snapshot or a context), :func:`add_file_from_parquet`.
+    :func:`local_data_file_paths`, :func:`typed_partition_values`, :func:`deleted_row_positions`;
+    :class:`WriterOptions`, :func:`write_data_files`
+    (takes a snapshot or a context), :func:`write_change_data_files` (Change Data Feed
+    ``cdc`` files: the table's columns plus :data:`CHANGE_TYPE_COLUMN`),
+    :func:`add_file_from_parquet`.
 
 Results, each with Delta's metrics
     :class:`AppendResult`, :class:`DeleteResult`, :class:`CheckpointResult`; maintenance:
@@ -83,7 +87,11 @@ caller that commits with its own appId, tags and retries: the Spark jobs).
 they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
 only reads should not pay for at import. So is :class:`ObjectStoreFileIO`: obstore is
 needed only where a table on an object store is opened (a Spark executor working on a
-local table runs without it).
+local table runs without it). So are the convert, manifest, OPTIMIZE and VACUUM pieces
+and :func:`size_histogram_png` (the health report's module, which imports VACUUM's): a
+task that deletes a few rows in the worker pays only for what a DELETE uses.
+``import airflow_delta.engine`` loads neither sqlglot nor pandas: SQL filters of the
+common shapes are read without sqlglot (``engine/expressions/simple_filter.py``).
 """
 
 from __future__ import annotations
@@ -158,7 +166,6 @@ from airflow_delta.engine.model.actions import (
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.operations.health import size_histogram_png
 from airflow_delta.engine.operations.options import CheckpointOptions
 from airflow_delta.engine.operations.results import (
     DELETE_METRIC_NAMES,
@@ -177,6 +184,7 @@ from airflow_delta.engine.read.table_context import (
     TableContext,
     deleted_row_positions,
     local_data_file_paths,
+    predicate_read_bytes,
     read_live_rows,
     split_by_row_groups,
     typed_partition_values,
@@ -206,6 +214,7 @@ if TYPE_CHECKING:
         read_parquet_schema,
     )
     from airflow_delta.engine.operations.delete import stage_delete
+    from airflow_delta.engine.operations.health import size_histogram_png
     from airflow_delta.engine.operations.manifest import SYMLINK_MANIFEST_PROPERTY, ManifestResult
     from airflow_delta.engine.operations.optimize import (
         ZORDER_NUM_RANGES,
@@ -225,7 +234,12 @@ if TYPE_CHECKING:
         merge_listings,
     )
     from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
-    from airflow_delta.engine.write.data_files import add_file_from_parquet, write_data_files
+    from airflow_delta.engine.write.data_files import (
+        CHANGE_TYPE_COLUMN,
+        add_file_from_parquet,
+        write_change_data_files,
+        write_data_files,
+    )
 
 _LOADED_ON_FIRST_USE = {
     "ConvertPlan": "airflow_delta.engine.operations.convert",
@@ -251,12 +265,15 @@ _LOADED_ON_FIRST_USE = {
     "rewrite_bin": "airflow_delta.engine.operations.optimize",
     "add_file_from_parquet": "airflow_delta.engine.write.data_files",
     "stage_delete": "airflow_delta.engine.operations.delete",
+    "size_histogram_png": "airflow_delta.engine.operations.health",
     "ListFiles": "airflow_delta.engine.operations.vacuum",
     "TableListing": "airflow_delta.engine.operations.vacuum",
     "list_table_files": "airflow_delta.engine.operations.vacuum",
     "list_top_level": "airflow_delta.engine.operations.vacuum",
     "merge_listings": "airflow_delta.engine.operations.vacuum",
     "write_data_files": "airflow_delta.engine.write.data_files",
+    "write_change_data_files": "airflow_delta.engine.write.data_files",
+    "CHANGE_TYPE_COLUMN": "airflow_delta.engine.write.data_files",
 }
 
 
@@ -272,6 +289,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CHANGE_TYPE_COLUMN",
     "DELETE_METRIC_NAMES",
     "SYMLINK_MANIFEST_PROPERTY",
     "ZORDER_NUM_RANGES",
@@ -394,6 +412,7 @@ __all__ = [
     "parse_partition_schema",
     "plan_convert",
     "plan_optimize",
+    "predicate_read_bytes",
     "range_bounds",
     "range_ids_from_bounds",
     "read_live_rows",
@@ -405,6 +424,7 @@ __all__ = [
     "stage_delete",
     "storage_options_from_airflow_connection",
     "typed_partition_values",
+    "write_change_data_files",
     "write_checkpoint",
     "write_data_files",
     "writer_features",

@@ -18,7 +18,6 @@ log.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import re
@@ -46,9 +45,16 @@ from airflow_delta.engine import (
     error_from_report,
     storage_options_from_airflow_connection,
 )
+from airflow_delta.hooks.driver_jvm import DriverClassArchive, pyspark_home, worker_driver_class_archive
 from airflow_delta.provider import DELTA_CONNECTION_FIELDS, DELTA_UI_FIELD_BEHAVIOUR
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
-from airflow_delta.spark.jobs import DML_PROGRAM, ERROR_LINE_PREFIX, RESULT_LINE_PREFIX, SMALL_JOB_DRIVER_JAVA_OPTIONS
+from airflow_delta.spark.jobs import (
+    DML_PROGRAM,
+    ERROR_LINE_PREFIX,
+    RESULT_LINE_PREFIX,
+    SMALL_JOB_CONF,
+    SMALL_JOB_DRIVER_JAVA_OPTIONS,
+)
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
 
@@ -201,6 +207,28 @@ class _DmlSubmitHook(SparkSubmitHook):
         self.output_tail: deque[str] = deque(maxlen=DRIVER_LOG_TAIL_LINES)
         self.result_line: str | None = None
         self.error_line: str | None = None
+        # Where this job's driver JVM writes the class archive at its exit (the first job of
+        # a Spark installation and Java runtime), and the archive it becomes if the job succeeds.
+        self._archive_dump: tuple[DriverClassArchive, Path] | None = None
+
+    def set_driver_java_options(self, options: list[str], archive: DriverClassArchive | None) -> None:
+        """Run the driver JVM with ``options`` and, in client mode, from ``archive`` (or writing it).
+
+        Nothing changes when the conf sets ``spark.driver.extraJavaOptions`` itself: the
+        user's JVM options are taken as they are.
+        """
+        if "spark.driver.extraJavaOptions" in self._conf:
+            return
+        options = list(options)
+        if archive is not None and self.deploy_mode == "client":
+            if archive.exists:
+                options.append(archive.use_option())
+            else:
+                dump = archive.new_dump()
+                self._archive_dump = (archive, dump)
+                options += archive.write_options(dump)
+        if options:
+            self._conf = {**self._conf, "spark.driver.extraJavaOptions": " ".join(options)}
 
     def set_application_args(self, args: list[str]) -> None:
         """The program's arguments, decided once the deploy mode is known (after the connection is resolved)."""
@@ -240,10 +268,20 @@ class _DmlSubmitHook(SparkSubmitHook):
         if "SPARK_HOME" not in env:
             # spark-submit otherwise asks `python3` where PySpark is, and the system
             # python3 may not have it: the worker's PySpark is the Spark to run.
-            spark_home = _pyspark_home()
+            spark_home = pyspark_home()
             if spark_home is not None:
                 env["SPARK_HOME"] = spark_home
-        return super().submit(application, env=env, start_new_session=True, **kwargs)
+        try:
+            driver_id = super().submit(application, env=env, start_new_session=True, **kwargs)
+        except BaseException:
+            if self._archive_dump is not None:
+                self._archive_dump[1].unlink(missing_ok=True)  # a failed or killed JVM's archive is not trusted
+            raise
+        if self._archive_dump is not None:
+            archive, dump = self._archive_dump
+            if archive.keep(dump):
+                self.log.info("Wrote the driver JVM's class archive %s: later drivers start from it", archive.path)
+        return driver_id
 
     def on_kill(self) -> None:
         process = self._submit_sp
@@ -255,14 +293,6 @@ class _DmlSubmitHook(SparkSubmitHook):
                 os.killpg(process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass  # already gone
-
-
-def _pyspark_home() -> str | None:
-    """The directory of the worker's PySpark installation (a complete SPARK_HOME), without importing it."""
-    found = importlib.util.find_spec("pyspark")
-    if found is None or found.origin is None:
-        return None
-    return str(Path(found.origin).parent)
 
 
 def _path_with_spark_submit(path: str) -> str:
@@ -427,13 +457,14 @@ class DeltaHook(BaseHook):
         Refuses cluster deploy mode on a standalone master (``spark://``) before anything
         runs: Spark 4.3 refuses Python applications in cluster mode there. ``small_job``
         (the caller planned a few small files, or none) runs the driver JVM with
-        :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS` unless the conf sets
-        ``spark.driver.extraJavaOptions`` itself.
+        :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS`, and with :data:`SMALL_JOB_CONF` (no web UI)
+        under the connection's and the caller's conf. A client-mode driver JVM also starts
+        from the worker's class archive of Spark's classes, or writes it when there is none
+        yet (:mod:`airflow_delta.hooks.driver_jvm`). Neither JVM option is added when the
+        conf sets ``spark.driver.extraJavaOptions`` itself.
         """
         settings = self.settings
-        merged = {**settings.spark_conf, **dict(conf or {})}
-        if small_job:
-            merged.setdefault("spark.driver.extraJavaOptions", SMALL_JOB_DRIVER_JAVA_OPTIONS)
+        merged = {**(SMALL_JOB_CONF if small_job else {}), **settings.spark_conf, **dict(conf or {})}
         # Executors (and a client-mode driver) run the worker's interpreter unless told
         # otherwise: the system python3 may lack pyarrow and pyroaring.
         merged.setdefault("spark.pyspark.python", sys.executable)
@@ -453,6 +484,7 @@ class DeltaHook(BaseHook):
                 "Python applications on standalone clusters, so airflow-delta runs the driver in client mode "
                 "there; set deploy_mode to client (or leave it empty) in the delta or Spark connection",
             )
+        hook.set_driver_java_options([SMALL_JOB_DRIVER_JAVA_OPTIONS] if small_job else [], worker_driver_class_archive())
         return hook
 
     def submit(

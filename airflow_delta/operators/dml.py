@@ -328,7 +328,8 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
     constraints, NOT NULL and invariants.
 
     :param table: URI of the Delta table (templated).
-    :param set: Column name -> Spark SQL expression. (templated)
+    :param set: Column name, or struct field path such as ``address.city``, -> Spark SQL
+        expression. (templated)
     :param predicate: Spark SQL condition; rows where it is NULL are left alone. None
         updates every row. (templated)
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,

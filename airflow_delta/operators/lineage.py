@@ -202,17 +202,22 @@ class DeltaLineageMixin(_OperatorBase):
     def _inject_openlineage_spark_conf(self, context: Context) -> None:
         """As ``SparkSubmitOperator`` does: add the OpenLineage parent job and transport conf
         when the ``[openlineage]`` options ask for it; conf already given is kept as is."""
-        from airflow.providers.common.compat.openlineage.utils.spark import (
-            inject_parent_job_information_into_spark_properties,
-            inject_transport_information_into_spark_properties,
-        )
         from airflow.providers.common.compat.sdk import conf as airflow_conf
 
         spark_conf = dict(getattr(self, "conf", None) or {})
         try:
-            if airflow_conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False):
+            inject_parent = airflow_conf.getboolean("openlineage", "spark_inject_parent_job_info", fallback=False)
+            inject_transport = airflow_conf.getboolean("openlineage", "spark_inject_transport_info", fallback=False)
+            if not (inject_parent or inject_transport):
+                return  # the OpenLineage helpers import its whole client (about 0.6 s): only when asked for
+            from airflow.providers.common.compat.openlineage.utils.spark import (
+                inject_parent_job_information_into_spark_properties,
+                inject_transport_information_into_spark_properties,
+            )
+
+            if inject_parent:
                 spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
-            if airflow_conf.getboolean("openlineage", "spark_inject_transport_info", fallback=False):
+            if inject_transport:
                 spark_conf = inject_transport_information_into_spark_properties(spark_conf, context)
         except Exception:  # lineage never fails the task: the job runs with the user's conf
             log.warning("OpenLineage Spark conf could not be injected; submitting without it", exc_info=True)

@@ -12,8 +12,11 @@
 - :func:`stage_row_changes`: how a row-level change reaches the log. Rows leave their
   files either through deletion vectors (positions collected on the driver and merged
   with the DVs there) or by rewriting each touched file with its surviving rows; new rows
-  (updated or inserted) are written as new files on the executors. It returns the
-  file-level metrics under Delta's names.
+  (updated or inserted) are written as new files on the executors. On a table with
+  ``delta.enableChangeDataFeed=true`` it also writes the change as Delta does: the
+  removed rows (read again whole from their files) and the new rows, each with its
+  ``_change_type``, as ``cdc`` files below ``_change_data/``. It returns the file-level
+  metrics under Delta's names.
 
 Nothing here evaluates SQL: the operations build the DataFrames (``target_dataframe``
 filtered by their predicate, joined with a source) and hand them over.
@@ -29,10 +32,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F  # noqa: N812
 
 from airflow_delta.engine import (
+    CHANGE_TYPE_COLUMN,
     CommitOptions,
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -45,7 +50,6 @@ from airflow_delta.engine import (
     TableContext,
     Transaction,
     TransactionAlreadyCommittedError,
-    UnsupportedFeatureError,
     write_data_files,
 )
 from airflow_delta.spark.file_tasks import (
@@ -55,12 +59,14 @@ from airflow_delta.spark.file_tasks import (
     read_rows_in_driver,
     spark_schema,
     target_dataframe,
+    write_change_dataframe,
     write_dataframe,
 )
 from airflow_delta.spark.job_result import JobResult, find_job_commit, job_tags
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, MergeSpec, Spec, TableRef, UpdateSpec
 
 __all__ = [
+    "CHANGE_TYPE_COLUMN",
     "LOGICAL_CONFLICTS",
     "AttemptFn",
     "ChangeMetrics",
@@ -231,16 +237,6 @@ def _zero_metrics() -> ChangeMetrics:
     return metrics
 
 
-def _refuse_change_data_feed(context: TableContext) -> None:
-    if context.properties.enable_change_data_feed:
-        raise UnsupportedFeatureError(
-            ["changeDataFeed (cdc files for row-level changes)"],
-            access="write",
-            detail="the table has delta.enableChangeDataFeed=true and this operation changes some rows of a "
-            "file, which needs change data files that airflow-delta does not write yet",
-        )
-
-
 def _positions_by_file(removed: pa.Table) -> dict[str, np.ndarray]:
     """``{log path: sorted distinct physical positions}`` from (file, row) pairs, grouped in Arrow."""
     if removed.num_rows == 0:
@@ -264,11 +260,13 @@ def stage_row_changes(
     *,
     in_driver: bool = False,
     reader: str = "auto",
+    removed_change_type: str = "delete",
+    new_change_type: str = "insert",
 ) -> ChangeMetrics:
     """Stage in ``txn`` the removal of ``removed_rows`` and the addition of ``new_rows``; Delta's file metrics.
 
     The metrics: numRemovedFiles, numRemovedBytes, numAddedFiles, numAddedBytes,
-    numCopiedRows, numDeletionVectorsAdded/Removed/Updated, numAddedChangeFiles (0),
+    numCopiedRows, numDeletionVectorsAdded/Removed/Updated, numAddedChangeFiles,
     scanTimeMs (finding the removed rows) and rewriteTimeMs (DVs and files written);
     ``removed_rows`` (an attribute) counts the target rows that left their files.
 
@@ -289,54 +287,122 @@ def stage_row_changes(
     reads the touched files and writes the new ones in this process: no Python worker starts.
     ``reader`` reads a rewrite's surviving rows (``target_dataframe``'s, from
     :attr:`~airflow_delta.spark.specs.ExecutionOptions.reader`).
+
+    Change Data Feed: on a table with ``delta.enableChangeDataFeed=true`` each row's
+    ``_change_type`` is the frame's :data:`CHANGE_TYPE_COLUMN` where it has one (MERGE:
+    per clause), else ``removed_change_type`` for removed rows (``delete``; UPDATE:
+    ``update_preimage``) and ``new_change_type`` for new ones (``insert``; UPDATE:
+    ``update_postimage``). The removed rows are
+    read again, every column, from the touched files (their state before this change)
+    and written with the new rows as ``cdc`` files (``numAddedChangeFiles``). ``new_rows``
+    is then kept (persisted) for the call, so that the data files and the change data
+    hold the same values even for non-deterministic expressions.
     """
     started = time.monotonic()
     metrics = _zero_metrics()
-    removed = removed_rows.select(FILE_COLUMN, ROW_COLUMN)
-    new_data = None if new_rows is None else new_rows.select(*spark_schema(context).names)
-    copied: Observation | None = None
-    with engine_errors_from_executors():
-        if use_deletion_vectors:
-            _mark_in_deletion_vectors(txn, context, removed, metrics)
-            located = time.monotonic()
-            to_write = new_data
-        elif in_driver:
-            located = _rewrite_in_driver(txn, context, files, removed, new_data, metrics)
-            to_write = None
-        else:
-            # Kept for the anti-join of the rewrite, so the candidate files are not read and filtered twice.
-            removed = removed.persist()
-            try:
-                counts = removed.groupBy(FILE_COLUMN).count().toArrow()
+    change_data_feed = bool(context.properties.enable_change_data_feed)
+    if change_data_feed:
+        removed_rows = _with_change_type(removed_rows, removed_change_type)
+        if new_rows is not None:
+            new_rows = _with_change_type(new_rows, new_change_type)
+            new_rows = new_rows.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        removed = removed_rows.select(FILE_COLUMN, ROW_COLUMN)
+        new_data = None if new_rows is None else new_rows.select(*spark_schema(context).names)
+        copied: Observation | None = None
+        with engine_errors_from_executors():
+            if use_deletion_vectors:
+                touched_paths = _mark_in_deletion_vectors(txn, context, removed, metrics)
                 located = time.monotonic()
-                metrics.removed_rows = int(pc.sum(counts.column("count")).as_py() or 0)
-                touched = _remove_touched(txn, context, files, counts.column(FILE_COLUMN), metrics)
                 to_write = new_data
-                if touched.num_rows:
-                    survivors = target_dataframe(removed_rows.sparkSession, context, touched, reader=reader).join(
-                        removed, [FILE_COLUMN, ROW_COLUMN], "left_anti"
-                    )
-                    copied = Observation()
-                    survivors = survivors.observe(copied, F.count(F.lit(1)).alias("rows")).drop(FILE_COLUMN, ROW_COLUMN)
-                    to_write = survivors if new_data is None else survivors.unionByName(new_data)
-                _write_new_files(txn, context, to_write, metrics)
-            finally:
-                removed.unpersist()
-            to_write = None
-        _write_new_files(txn, context, to_write, metrics, in_driver=in_driver)
-        if copied is not None:
-            metrics["numCopiedRows"] += int(copied.get.get("rows", 0))
+            elif in_driver:
+                located, touched_paths = _rewrite_in_driver(txn, context, files, removed, new_data, metrics)
+                to_write = None
+            else:
+                # Kept for the anti-join of the rewrite, so the candidate files are not read and filtered twice.
+                removed = removed.persist()
+                try:
+                    counts = removed.groupBy(FILE_COLUMN).count().toArrow()
+                    located = time.monotonic()
+                    metrics.removed_rows = int(pc.sum(counts.column("count")).as_py() or 0)
+                    touched_paths = counts.column(FILE_COLUMN).combine_chunks()
+                    touched = _remove_touched(txn, context, files, counts.column(FILE_COLUMN), metrics)
+                    to_write = new_data
+                    if touched.num_rows:
+                        survivors = target_dataframe(removed_rows.sparkSession, context, touched, reader=reader).join(
+                            removed, [FILE_COLUMN, ROW_COLUMN], "left_anti"
+                        )
+                        copied = Observation()
+                        survivors = survivors.observe(copied, F.count(F.lit(1)).alias("rows")).drop(FILE_COLUMN, ROW_COLUMN)
+                        to_write = survivors if new_data is None else survivors.unionByName(new_data)
+                    _write_new_files(txn, context, to_write, metrics)
+                finally:
+                    removed.unpersist()
+                to_write = None
+            _write_new_files(txn, context, to_write, metrics, in_driver=in_driver)
+            if copied is not None:
+                metrics["numCopiedRows"] += int(copied.get.get("rows", 0))
+            if change_data_feed:
+                _stage_change_data(txn, context, files, touched_paths, removed_rows, new_rows, metrics, in_driver=in_driver)
+    finally:
+        if change_data_feed and new_rows is not None:
+            new_rows.unpersist()
     # Delta's split: finding the rows that change, then writing DVs and files.
     metrics["scanTimeMs"] = int((located - started) * 1000)
     metrics["rewriteTimeMs"] = int((time.monotonic() - located) * 1000)
     return metrics
 
 
-def _mark_in_deletion_vectors(txn: Transaction, context: TableContext, removed: DataFrame, metrics: ChangeMetrics) -> None:
+def _with_change_type(rows: DataFrame, change_type: str) -> DataFrame:
+    if CHANGE_TYPE_COLUMN in rows.columns:
+        return rows
+    return rows.withColumn(CHANGE_TYPE_COLUMN, F.lit(change_type))
+
+
+def _stage_change_data(
+    txn: Transaction,
+    context: TableContext,
+    files: pa.Table,
+    touched_paths: pa.Array,
+    removed_rows: DataFrame,
+    new_rows: DataFrame | None,
+    metrics: ChangeMetrics,
+    *,
+    in_driver: bool,
+) -> None:
+    """Write the change of :func:`stage_row_changes` as ``cdc`` files and stage them (Delta's CDF layout).
+
+    The removed rows are read again from the files they left, every column, with the DVs
+    of the snapshot the change was planned on, and matched by (file, position): what the
+    table held before. Files removed whole by a DELETE get here too, since their rows
+    were located one by one; Delta writes change data for them alike.
+    """
+    spark = removed_rows.sparkSession
+    names = spark_schema(context).names
+    parts: list[DataFrame] = []
+    touched = files.filter(pc.is_in(files.column("path"), value_set=touched_paths))
+    if touched.num_rows:
+        # Distinct: a MERGE whose only MATCHED clause is an unconditional DELETE may delete a row once per match.
+        removed_types = removed_rows.select(FILE_COLUMN, ROW_COLUMN, CHANGE_TYPE_COLUMN).distinct()
+        before = target_dataframe(spark, context, touched, in_driver=in_driver)
+        parts.append(before.join(removed_types, [FILE_COLUMN, ROW_COLUMN], "inner").select(*names, CHANGE_TYPE_COLUMN))
+    if new_rows is not None:
+        parts.append(new_rows.select(*names, CHANGE_TYPE_COLUMN))
+    if not parts:
+        return
+    change = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    for cdc in write_change_dataframe(context, change, in_driver=in_driver):
+        txn.add_cdc(cdc, written_for_this_commit=True)
+        metrics["numAddedChangeFiles"] += 1
+
+
+def _mark_in_deletion_vectors(
+    txn: Transaction, context: TableContext, removed: DataFrame, metrics: ChangeMetrics
+) -> pa.Array:
+    """Stage DVs for the ``removed`` (file, row) pairs; the paths of the files they touch."""
     deletes = _positions_by_file(removed.toArrow())
     if not deletes:
-        return
-    _refuse_change_data_feed(context)
+        return pa.array([], pa.string())
     summary = txn.delete_rows(deletes)  # log paths: the transaction finds the live files by them
     metrics.removed_rows = summary.num_deleted_rows
     metrics["numRemovedFiles"] += summary.num_removed_files
@@ -344,6 +410,7 @@ def _mark_in_deletion_vectors(txn: Transaction, context: TableContext, removed: 
     metrics["numDeletionVectorsAdded"] += summary.num_deletion_vectors_added
     metrics["numDeletionVectorsUpdated"] += summary.num_deletion_vectors_updated
     metrics["numDeletionVectorsRemoved"] += summary.num_deletion_vectors_removed
+    return pa.array(list(deletes), pa.string())
 
 
 def _remove_touched(
@@ -352,12 +419,14 @@ def _remove_touched(
     """Stage the removal of the ``files`` whose path is in ``touched_paths`` (they are rewritten); those files."""
     touched = files.filter(pc.is_in(files.column("path"), value_set=touched_paths.combine_chunks()))
     if touched.num_rows:
-        _refuse_change_data_feed(context)
         txn.remove_files(touched)
         metrics["numRemovedFiles"] += touched.num_rows
         metrics["numRemovedBytes"] += int(pc.sum(touched.column("size")).as_py() or 0)
         metrics["numDeletionVectorsRemoved"] += touched.num_rows - touched.column("deletion_vector").null_count
     return touched
+
+
+_ROW_INDEX = "__airflow_delta_row_index"
 
 
 def _rewrite_in_driver(
@@ -367,8 +436,9 @@ def _rewrite_in_driver(
     removed: DataFrame,
     new_data: DataFrame | None,
     metrics: ChangeMetrics,
-) -> float:
-    """The rewrite of :func:`stage_row_changes` for a few small files, in this process; when the rows were located.
+) -> tuple[float, pa.Array]:
+    """The rewrite of :func:`stage_row_changes` for a few small files, in this process; when the rows
+    were located, and the paths of the touched files.
 
     One Spark job collects the removed (file, row) pairs; the touched files are read, the
     pairs anti-joined away and the survivors written by the engine here, in Arrow: no
@@ -383,7 +453,14 @@ def _rewrite_in_driver(
     if touched.num_rows:
         rows = read_rows_in_driver(removed.sparkSession, context, touched)
         keys = pairs.select([FILE_COLUMN, ROW_COLUMN]).cast(rows.select([FILE_COLUMN, ROW_COLUMN]).schema)
-        survivors = rows.join(keys, [FILE_COLUMN, ROW_COLUMN], join_type="left anti").drop_columns([FILE_COLUMN, ROW_COLUMN])
+        # Acero joins carry no struct, list or map columns: join the keys and each row's index only.
+        indexed = rows.select([FILE_COLUMN, ROW_COLUMN]).append_column(_ROW_INDEX, pa.array(np.arange(rows.num_rows)))
+        kept = indexed.join(keys, [FILE_COLUMN, ROW_COLUMN], join_type="left anti").column(_ROW_INDEX)
+        survivors = rows.filter(pc.is_in(indexed.column(_ROW_INDEX), value_set=kept.combine_chunks())).drop_columns(
+            [FILE_COLUMN, ROW_COLUMN]
+        )
+        # Nullable, so that new rows with a NULL in a NOT NULL column reach the writer's constraint check.
+        survivors = survivors.cast(pa.schema([f.with_nullable(True) for f in survivors.schema]))
         metrics["numCopiedRows"] += survivors.num_rows
         parts.append(survivors)
     if new_data is not None:
@@ -395,7 +472,7 @@ def _rewrite_in_driver(
         txn.add_files(adds, written_for_this_commit=True)
         metrics["numAddedFiles"] += len(adds)
         metrics["numAddedBytes"] += sum(add.size for add in adds)
-    return located
+    return located, touched_paths
 
 
 def _write_new_files(

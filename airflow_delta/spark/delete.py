@@ -6,6 +6,11 @@ Three cases, as in Delta's ``DeleteCommand``:
 - a predicate on partition columns only: a metadata-only delete, decided per file from
   the log by the engine (:func:`airflow_delta.engine.stage_delete`); no Spark job runs,
   and given a :class:`~airflow_delta.spark.session.LazySession` no session is built;
+- a DELETE with deletion vectors whose predicate the engine evaluates exactly as Spark
+  does, over few bytes (:mod:`airflow_delta.spark.engine_rows`): the engine finds the
+  rows in the driver and writes the DVs, the same code as the in-worker DELETE
+  (:func:`airflow_delta.engine.stage_delete`); no Spark stage runs, and given a
+  :class:`~airflow_delta.spark.session.LazySession` no session is built;
 - otherwise: the engine prunes the files (and records the read), Spark reads the
   candidate files through the engine on the executors (or, when they total less than
   ``ExecutionOptions.driver_max_bytes``, in the driver) and keeps the rows where
@@ -34,11 +39,12 @@ from airflow_delta.engine import (
     stage_delete,
 )
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
+from airflow_delta.spark.engine_rows import finds_rows_in_driver
 from airflow_delta.spark.file_tasks import fits_in_driver, target_dataframe
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.plan import check_predicate, predicate_columns, read_candidates
 from airflow_delta.spark.session import LazySession, session_of
-from airflow_delta.spark.specs import DeleteSpec
+from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions
 from airflow_delta.spark.sql_columns import references_only
 
 __all__ = ["DELETE_METRICS", "run_delete"]
@@ -61,14 +67,30 @@ def _changes_anything(metrics: dict[str, int]) -> bool:
     )
 
 
+def _engine_finds_rows(
+    snapshot: Snapshot, context: TableContext, predicate: str | None, options: ExecutionOptions, use_dvs: bool
+) -> bool:
+    """Whether the engine finds the rows in the driver (see :mod:`airflow_delta.spark.engine_rows`)."""
+    # Only a DV delete: finding the rows is then all of its data work; a rewrite reads and
+    # writes whole files, the executors' work. Change data files are the Spark path's.
+    if not use_dvs or predicate is None or context.properties.enable_change_data_feed:
+        return False
+    try:
+        candidates = snapshot.plan_files(predicate)  # not recorded: stage_delete records its own read
+    except InvalidFilterError:
+        return False
+    return finds_rows_in_driver(context, candidates, predicate, options.driver_scan_max_bytes)
+
+
 def run_delete(
     spark: SparkSession | LazySession, spec: DeleteSpec, *, before_commit: Callable[[int], None] | None = None
 ) -> JobResult:
     """Run ``spec`` on ``spark``; the committed version (None if no row matched) and Delta's DELETE metrics.
 
     A metadata-only DELETE (no predicate, or one the engine parses over partition columns
-    only) is decided from the log and never asks a :class:`LazySession` for its session:
-    no SparkSession is built. Raises :class:`~airflow_delta.engine.InvalidFilterError` for
+    only) is decided from the log, and a DV delete the engine finds the rows of in the
+    driver (:mod:`airflow_delta.spark.engine_rows`) runs no Spark stage; neither asks a
+    :class:`LazySession` for its session: no SparkSession is built. Raises :class:`~airflow_delta.engine.InvalidFilterError` for
     a predicate Spark cannot analyze against the table (before any file is read), the
     engine's conflict error when a logical conflict outlasts ``spec.options.max_attempts``,
     and :class:`~airflow_delta.engine.DeletionVectorsNotEnabledError` when the options
@@ -86,6 +108,12 @@ def run_delete(
                 metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
             except InvalidFilterError:
                 metrics = None  # Spark SQL the engine cannot parse: Spark checks and evaluates it below
+        if metrics is None and _engine_finds_rows(snapshot, context, predicate, spec.options, use_dvs):
+            assert predicate is not None
+            try:
+                metrics = stage_delete(txn, predicate, use_deletion_vectors=True)
+            except InvalidFilterError:
+                metrics = None  # the engine cannot parse it after all (nothing was staged): Spark's
         if metrics is None:
             assert predicate is not None
             building = time.monotonic()

@@ -25,8 +25,9 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +38,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from airflow_delta.engine import (
+    CHANGE_TYPE_COLUMN,
+    AddCDCFile,
     AddFile,
     DeltaTable,
     InvalidArgumentError,
@@ -44,6 +47,7 @@ from airflow_delta.engine import (
     error_from_report,
     read_live_rows,
     split_by_row_groups,
+    write_change_data_files,
     write_data_files,
 )
 from airflow_delta.spark.native_scan import chosen_reader, spark_target_dataframe
@@ -299,25 +303,69 @@ def write_dataframe(
     ``in_driver`` collects the rows (few, see :func:`fits_in_driver`) and writes them in this
     process with the same engine writer, so that no Python worker starts for them.
     """
-    names = spark_schema(context).names
-    missing = [n for n in names if n not in data.columns]
-    if missing:
-        raise InvalidArgumentError("data", data.columns, f"a DataFrame with the table's columns; missing {missing}")
-    rows = data.select(*names)
+    rows = _columns_to_write(data, spark_schema(context).names, "a DataFrame with the table's columns")
     if in_driver:
-        with engine_errors_from_executors():
-            collected = rows.toArrow()
         # The engine's writer removes what it wrote when it fails.
-        return write_data_files(context, collected, target_file_size=target_file_size)
+        return write_data_files(context, _collected(rows), target_file_size=target_file_size)
     if repartition_by_partition_columns and context.partition_columns:
         rows = rows.repartition(*context.partition_columns)
 
+    def write_files(stream: pa.RecordBatchReader, token: str) -> list[AddFile]:
+        return write_data_files(context, stream, target_file_size=target_file_size, name_token=token)
+
+    return [AddFile.from_json(action["add"]) for action in _write_on_executors(context, rows, write_files)]
+
+
+def write_change_dataframe(context: TableContext, data: DataFrame, *, in_driver: bool = False) -> list[AddCDCFile]:
+    """Write ``data`` (the table's logical columns and ``_change_type``) as change data files; their ``cdc`` actions.
+
+    The engine's :func:`~airflow_delta.engine.write_change_data_files` writes each task's
+    rows below ``_change_data/``; a failed job removes what its tasks wrote, exactly as
+    :func:`write_dataframe` does (same name token and sweep). The driver stages the
+    actions with ``Transaction.add_cdc(action, written_for_this_commit=True)``.
+    ``in_driver`` collects the rows and writes them in this process.
+    """
+    names = [*spark_schema(context).names, CHANGE_TYPE_COLUMN]
+    rows = _columns_to_write(data, names, f"change data with the table's columns and {CHANGE_TYPE_COLUMN}")
+    if in_driver:
+        return write_change_data_files(context, _collected(rows))
+    if context.partition_columns:
+        rows = rows.repartition(*context.partition_columns)
+
+    def write_files(stream: pa.RecordBatchReader, token: str) -> list[AddCDCFile]:
+        return write_change_data_files(context, stream, name_token=token)
+
+    return [AddCDCFile.from_json(action["cdc"]) for action in _write_on_executors(context, rows, write_files)]
+
+
+def _columns_to_write(data: DataFrame, names: Sequence[str], expected: str) -> DataFrame:
+    missing = [n for n in names if n not in data.columns]
+    if missing:
+        raise InvalidArgumentError("data", data.columns, f"{expected}; missing {missing}")
+    return data.select(*names)
+
+
+def _collected(rows: DataFrame) -> pa.Table:
+    with engine_errors_from_executors():
+        return rows.toArrow()
+
+
+def _write_on_executors(
+    context: TableContext,
+    rows: DataFrame,
+    write_files: Callable[[pa.RecordBatchReader, str], Sequence[AddFile | AddCDCFile]],
+) -> list[dict[str, Any]]:
+    """Run ``write_files(rows of one task, token)`` in every task; the actions they return as log lines
+    (``{"add": {...}}``, ``{"cdc": {...}}``) parsed as JSON.
+
+    After a failure every file the write made is removed (see :func:`_end_tasks_and_sweep`).
+    """
     # Every file of this call carries the token in its name, and its Spark jobs the tag: after
     # a failure the driver ends the job's tasks and then finds and removes every file they wrote.
     token = uuid.uuid4().hex
     tag = f"{_WRITE_TAG_PREFIX}{token}"
-    spark_context = data.sparkSession.sparkContext
-    # The add actions of every task that finished: when another task fails the job, the
+    spark_context = rows.sparkSession.sparkContext
+    # The actions of every task that finished: when another task fails the job, the
     # driver never sees the collected rows, so the files of the finished tasks are found here
     # (Spark merges a task's accumulator updates once, when the task succeeds).
     finished = spark_context.accumulator([], _ListParam())
@@ -327,22 +375,21 @@ def write_dataframe(
         if first is None:
             return
         stream = pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches))
-        files = write_data_files(context, stream, target_file_size=target_file_size, name_token=token)
-        adds = [json.dumps(a.to_json()) for a in files]
-        finished.add(adds)
-        yield pa.RecordBatch.from_arrays([pa.array(adds, pa.string())], [_ADD_COLUMN])
+        actions = [json.dumps({"cdc" if isinstance(a, AddCDCFile) else "add": a.to_json()}) for a in write_files(stream, token)]
+        finished.add(actions)
+        yield pa.RecordBatch.from_arrays([pa.array(actions, pa.string())], [_ADD_COLUMN])
 
     spark_context.addJobTag(tag)
     try:
         with engine_errors_from_executors():
             written = rows.mapInArrow(write, StructType([StructField(_ADD_COLUMN, StringType(), False)])).collect()
     except BaseException:
-        _remove_written(context, [AddFile.from_json(json.loads(text)) for text in finished.value])
+        _remove_written(context, [json.loads(text) for text in finished.value])
         _end_tasks_and_sweep(spark_context, context, tag, token)
         raise
     finally:
         spark_context.removeJobTag(tag)
-    return [AddFile.from_json(json.loads(row[_ADD_COLUMN])) for row in written]
+    return [json.loads(row[_ADD_COLUMN]) for row in written]
 
 
 def _end_tasks_and_sweep(spark_context: SparkContext, context: TableContext, tag: str, token: str) -> None:
@@ -420,12 +467,17 @@ class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
         return value1
 
 
-def _remove_written(context: TableContext, adds: list[AddFile]) -> None:
-    """Remove data files a failed write job left: staged as this process's own files in a transaction that aborts."""
-    if not adds:
+def _remove_written(context: TableContext, actions: list[dict[str, Any]]) -> None:
+    """Remove the files a failed write job left (``add`` or ``cdc`` log lines): staged as this
+    process's own files in a transaction that aborts."""
+    if not actions:
         return
     txn = DeltaTable(context.uri, context.storage_options or None).transaction()
-    txn.add_files(adds, written_for_this_commit=True)
+    for action in actions:
+        if "add" in action:
+            txn.add_files([AddFile.from_json(action["add"])], written_for_this_commit=True)
+        else:
+            txn.add_cdc(AddCDCFile.from_json(action["cdc"]), written_for_this_commit=True)
     txn.abort()
 
 

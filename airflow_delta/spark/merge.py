@@ -53,6 +53,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import StructField, StructType
 
 from airflow_delta.engine import (
+    CHANGE_TYPE_COLUMN,
     DeltaError,
     DeltaTable,
     InvalidArgumentError,
@@ -63,6 +64,7 @@ from airflow_delta.engine import (
     Transaction,
 )
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
+from airflow_delta.spark.column_paths import set_target_paths
 from airflow_delta.spark.file_tasks import (
     FILE_COLUMN,
     ROW_COLUMN,
@@ -72,7 +74,8 @@ from airflow_delta.spark.file_tasks import (
     write_dataframe,
 )
 from airflow_delta.spark.job_result import JobResult
-from airflow_delta.spark.specs import MergeClause, MergeSource, MergeSpec
+from airflow_delta.spark.nested_assignments import Assigned, SetTree, assigned_value, resolve_set_targets
+from airflow_delta.spark.specs import MergeSource, MergeSpec
 
 __all__ = [
     "OPERATION",
@@ -186,25 +189,14 @@ class MergePlan:
         matched = [c for c in self.spec.clauses if c.group == "WHEN MATCHED"]
         return len(matched) == 1 and matched[0].kind == "matched_delete" and matched[0].condition is None
 
+    def _set_targets(self, index: int) -> SetTree:
+        """Clause ``index``'s assignments resolved against :attr:`schema`: columns, or fields of struct columns."""
+        assignments = self.spec.clauses[index].assignments or {}
+        return resolve_set_targets(self.schema, assignments, argument=f"MergeSpec.clauses[{index}].assignments")
+
     def _check_clauses(self) -> None:
-        names = {f.name.casefold(): f.name for f in self.schema.fields}
         for index, clause in enumerate(self.spec.clauses):
-            for column in clause.assignments or {}:
-                head = column.split(".", 1)[0].strip("`").casefold()
-                if column.casefold() not in names and "." in column and head in names:
-                    raise InvalidArgumentError(
-                        f"MergeSpec.clauses[{index}].assignments",
-                        column,
-                        f"a top-level column: a nested field cannot be SET yet; assign the whole struct, e.g. "
-                        f"{names[head]} = named_struct('field', <new value>, 'other', "
-                        f"{self.spec.target_alias}.{names[head]}.other)",
-                    )
-                if column.casefold() not in names:
-                    raise InvalidArgumentError(
-                        f"MergeSpec.clauses[{index}].assignments",
-                        column,
-                        f"a column of the target table, one of {sorted(names.values())}",
-                    )
+            self._set_targets(index)
             if clause.star and not self.spec.schema_evolution:
                 source_names = {f.name.casefold() for f in self.source_schema.fields}
                 missing = [f.name for f in self.target_schema.fields if f.name.casefold() not in source_names]
@@ -234,7 +226,12 @@ class MergePlan:
                 texts.append(clause.condition)
             texts.extend((clause.assignments or {}).values())
             if clause.kind in _UPDATE_KINDS:
-                assigned = {k.casefold() for k in clause.assignments or {}}
+                # Wholly assigned columns need no read; a struct with SET fields keeps its others.
+                assigned = {
+                    path[0].casefold()
+                    for path in set_target_paths("assignments", clause.assignments or {}).values()
+                    if len(path) == 1
+                }
                 for key in target_names:
                     if key not in assigned and not (clause.star and key in source_names):
                         needed.add(key)  # kept as it was: read to be written again
@@ -250,19 +247,26 @@ class MergePlan:
         # At least one column: a frame of no columns would lose its rows' count.
         return [f.name for f in self.target_schema.fields if f.name.casefold() in needed] or self.target_schema.names[:1]
 
-    def values(self, clause: MergeClause) -> list[Column]:
-        """The row ``clause`` writes, one value per column of :attr:`schema`, cast to the column's type."""
+    def values(self, index: int) -> list[Column]:
+        """The row clause ``index`` writes, one value per column of :attr:`schema`, cast to the column's type.
+
+        A struct whose fields the clause SETs is rebuilt with its other fields kept (each
+        SET value cast to its field's type), as Delta does.
+        """
+        clause = self.spec.clauses[index]
         alias_t, alias_s = self.spec.target_alias, self.spec.source_alias
-        assigned = {k.casefold(): v for k, v in (clause.assignments or {}).items()}
+        assigned = self._set_targets(index)
         source_names = {f.name.casefold(): f.name for f in self.source_schema.fields}
         target_names = {f.name.casefold() for f in self.target_schema.fields}
         is_update = clause.kind in _UPDATE_KINDS
         out = []
         for field in self.schema.fields:
             key = field.name.casefold()
-            if key in assigned:
-                value = F.expr(assigned[key])
-            elif clause.star and key in source_names:
+            target = assigned.get(field.name)
+            if target is not None:
+                out.append(assigned_value(field, target, _ref(alias_t, field.name), _cast_value))
+                continue
+            if clause.star and key in source_names:
                 value = _ref(alias_s, source_names[key])
             elif is_update and key in target_names:
                 value = _ref(alias_t, field.name)  # an UPDATE keeps what it does not assign
@@ -270,6 +274,10 @@ class MergePlan:
                 value = F.lit(None)  # INSERT of an unlisted column; a column the target does not have yet
             out.append(value.cast(field.dataType))
         return out
+
+
+def _cast_value(assigned: Assigned, field: StructField) -> Column:
+    return F.expr(assigned.expression).cast(field.dataType)
 
 
 def _first_true(conditions: Sequence[tuple[str | None, int]]) -> Column:
@@ -400,7 +408,7 @@ def _written_columns(plan: MergePlan, clauses: Sequence[int] | None = None) -> l
     rows: a frame of unmatched source rows has no target columns to evaluate an UPDATE on.
     """
     indexes = range(len(plan.spec.clauses)) if clauses is None else clauses
-    per_clause = [(index, plan.values(plan.spec.clauses[index])) for index in indexes]
+    per_clause = [(index, plan.values(index)) for index in indexes]
     written = []
     for position, field in enumerate(plan.schema.fields):
         value: Any = F
@@ -703,10 +711,22 @@ def _attempt(
         removing = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS or kind in _DELETE_KINDS]
         writing = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS or kind == "not_matched_insert"]
         action = F.col(ACTION_COLUMN)
-        removed = outcome.where(action.isin(removing)).select(FILE_COLUMN, ROW_COLUMN)
+        updating = [i for i, kind in enumerate(kinds) if kind in _UPDATE_KINDS]
+        # Change Data Feed: each row's _change_type follows its clause (used on CDF tables only).
+        removed = outcome.where(action.isin(removing)).select(
+            FILE_COLUMN, ROW_COLUMN,
+            F.when(action.isin(updating), "update_preimage").otherwise("delete").alias(CHANGE_TYPE_COLUMN),
+        )
         if overcount:
             removed = removed.distinct()
-        new_rows = outcome.where(action.isin(writing)).select(*plan.schema.names) if writing else None
+        new_rows = (
+            outcome.where(action.isin(writing)).select(
+                *plan.schema.names,
+                F.when(action.isin(updating), "update_postimage").otherwise("insert").alias(CHANGE_TYPE_COLUMN),
+            )
+            if writing
+            else None
+        )
         changes = stage_row_changes(
             txn,
             write_context,

@@ -15,8 +15,9 @@ own name, as in Spark (``MERGE INTO events USING updates ON events.id = updates.
 
 Whatever the spec cannot express is refused with an :class:`InvalidArgumentError` naming
 ``sql`` and saying what to write instead: another statement, ``DEFAULT`` values, ``SET *
-EXCEPT``, assignments to nested fields or to source columns, an INSERT in a MATCHED
-clause.
+EXCEPT``, assignments to source columns, struct fields in an INSERT's column list, an
+INSERT in a MATCHED clause. ``UPDATE SET t.address.city = s.city`` assigns a field of a
+struct (``MergeClause.assignments`` key ``address.city``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from airflow_delta.engine import InvalidArgumentError
+from airflow_delta.spark.column_paths import format_column_path, set_target_paths
 from airflow_delta.spark.specs import (
     ExecutionOptions,
     MergeClause,
@@ -94,7 +96,7 @@ def merge_spec_from_sql(
         raise InvalidArgumentError("sql", sql, "an ON condition (ON target.key = source.key ...)")
     whens = merge.args.get("whens")
     when_list = whens.expressions if whens is not None else []
-    clauses = tuple(_clause(when, target_alias, index) for index, when in enumerate(when_list))
+    clauses = tuple(_clause(when, target_alias, source_alias, index) for index, when in enumerate(when_list))
     return MergeSpec(
         target=target,
         source=source,
@@ -168,7 +170,7 @@ def _views_of(query: exp.Expression, sources: Mapping[str, MergeSource]) -> dict
     return views
 
 
-def _clause(when: exp.When, target_alias: str, index: int) -> MergeClause:
+def _clause(when: exp.When, target_alias: str, source_alias: str, index: int) -> MergeClause:
     matched = bool(when.args.get("matched"))
     by_source = bool(when.args.get("source"))
     condition_expr = when.args.get("condition")
@@ -193,11 +195,12 @@ def _clause(when: exp.When, target_alias: str, index: int) -> MergeClause:
         for item in items:
             if not isinstance(item, exp.EQ):
                 raise InvalidArgumentError("sql", item.sql(dialect=_DIALECT), f"column = expression in {where}")
-            column = _assigned_column(item.this, target_alias, where)
+            column = _assigned_column(item.this, (target_alias, source_alias), where, field_allowed=True)
             _check_value(item.expression, where)
             if column in assignments:
                 raise InvalidArgumentError("sql", column, f"each column assigned once in {where}")
             assignments[column] = item.expression.sql(dialect=_DIALECT)
+        set_target_paths("sql", assignments)  # t.a with t.a.b, or a field twice: Delta's conflicting SET
         return MergeClause(kind, condition, assignments=assignments)
     if isinstance(then, exp.Insert):
         if matched or by_source:
@@ -220,7 +223,7 @@ def _clause(when: exp.When, target_alias: str, index: int) -> MergeClause:
             )
         inserted: dict[str, str] = {}
         for column_expr, value in zip(columns.expressions, values.expressions, strict=True):
-            column = _assigned_column(column_expr, target_alias, where)
+            column = _assigned_column(column_expr, (target_alias, source_alias), where, field_allowed=False)
             _check_value(value, where)
             if column in inserted:
                 raise InvalidArgumentError("sql", column, f"each column listed once in {where}")
@@ -237,20 +240,47 @@ def _plain_star(star: exp.Star, where: str) -> None:
         )
 
 
-def _assigned_column(column: exp.Expression, target_alias: str, where: str) -> str:
-    """The target column an UPDATE SET or INSERT names: one identifier, optionally qualified by the target."""
-    if not isinstance(column, exp.Column) or column.args.get("db") is not None or column.args.get("catalog"):
+def _assigned_column(column: exp.Expression, aliases: tuple[str, str], where: str, *, field_allowed: bool) -> str:
+    """The target column (or, with ``field_allowed``, struct field) an UPDATE SET or INSERT names, as a column path.
+
+    ``t.address.city`` and ``address.city`` both name the field ``city`` of the target's
+    struct ``address`` (a leading name equal to the target's alias is the alias, as Spark
+    resolves it). A path that starts with the source's alias is refused (write ``t.s.x``
+    for a target struct named like the source); any other leading name is a target
+    column, and the job says so when the target has none.
+    """
+    target_alias, source_alias = aliases
+    names = _dotted_names(column)
+    if names is None:
         raise InvalidArgumentError(
-            "sql",
-            column.sql(dialect=_DIALECT),
-            f"a top-level target column in {where} (nested fields cannot be assigned; set the whole struct)",
+            "sql", column.sql(dialect=_DIALECT), f"a target column or struct field on the left of {where}"
         )
-    qualifier = column.table
-    if qualifier and qualifier.casefold() != target_alias.casefold():
+    if len(names) > 1 and names[0].casefold() == target_alias.casefold():
+        names = names[1:]
+    elif len(names) > 1 and names[0].casefold() == source_alias.casefold():
         raise InvalidArgumentError(
             "sql", column.sql(dialect=_DIALECT), f"a column of the target ({target_alias}) on the left of {where}"
         )
-    return column.name
+    if len(names) > 1 and not field_allowed:
+        # Delta: "Nested field is not supported in the INSERT clause of MERGE operation".
+        raise InvalidArgumentError(
+            "sql",
+            column.sql(dialect=_DIALECT),
+            f"a top-level column of the target ({target_alias}) in {where}: an INSERT names neither a struct "
+            "field nor another table's column; insert a whole struct, "
+            "e.g. INSERT (id, address) VALUES (s.id, named_struct('city', s.city, 'zip', s.zip))",
+        )
+    return format_column_path(names)
+
+
+def _dotted_names(node: exp.Expression) -> list[str] | None:
+    """The names of ``a.b.c...`` (sqlglot's Column holds up to four; longer paths nest in Dot); None for other expressions."""
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
+        return [part.name for part in node.parts]
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+        head = _dotted_names(node.this)
+        return None if head is None else [*head, node.expression.name]
+    return None
 
 
 def _check_value(value: exp.Expression, where: str) -> None:

@@ -9,6 +9,7 @@ side sets ``spark.pyspark.python`` for that.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -48,8 +49,20 @@ class LazySession:
             self._session = job_session(self.app_name, self.conf)
         return self._session
 
-    def stop(self) -> None:
+    def stop(self, *, process_exits: bool = False) -> None:
+        """Stop the session if it was built. ``process_exits``: the program ends right after.
+
+        Then the driver does not wait for PySpark's accumulator server: its loop looks for
+        a shutdown every 0.5 s, so ``SparkContext.stop()`` waits up to half a second for
+        a server that, as a daemon thread, ends with the process anyway. The JVM's
+        SparkContext stops all the same.
+        """
         if self._session is not None:
+            context = self._session.sparkContext
+            server = getattr(context, "_accumulatorServer", None)
+            # A Unix-socket server removes its socket file when shut down: that one is waited for.
+            if process_exits and getattr(server, "address_family", None) != socket.AF_UNIX:
+                context._accumulatorServer = None  # type: ignore[assignment]
             self._session.stop()
             self._session = None
 

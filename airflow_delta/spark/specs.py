@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from airflow_delta.engine import InvalidArgumentError, OptimizeOptions
+from airflow_delta.spark.column_paths import set_target_paths
 
 __all__ = [
     "APP_ID_PREFIX",
     "DEFAULT_DRIVER_MAX_BYTES",
+    "DEFAULT_DRIVER_SCAN_MAX_BYTES",
     "SPEC_VERSION",
     "ConvertSpec",
     "DeleteSpec",
@@ -294,6 +296,9 @@ class TaskIdentity:
 DEFAULT_DRIVER_MAX_BYTES = 16 << 20
 """:attr:`ExecutionOptions.driver_max_bytes` by default: candidate files below it are read in the driver."""
 
+DEFAULT_DRIVER_SCAN_MAX_BYTES = 64 << 20
+""":attr:`ExecutionOptions.driver_scan_max_bytes` by default: the engine finds a DV delete's rows in the driver up to it."""
+
 
 READERS = ("auto", "engine", "spark")
 """:attr:`ExecutionOptions.reader`'s values."""
@@ -313,8 +318,15 @@ class ExecutionOptions:
     Spark's own parquet reader (faster; local tables whose features it reads exactly, else
     the job fails with :class:`~airflow_delta.engine.UnsupportedFeatureError` saying why),
     ``"engine"`` the engine's reader in Python tasks (every table the engine reads), and
-    ``"auto"`` Spark's where it reads the files exactly, the engine's elsewhere (see
-    docs/design/spark-layer.md).
+    ``"auto"`` Spark's for MERGE's target read (where it measured faster) when it reads the
+    files exactly, the engine's elsewhere (see docs/design/spark-layer.md).
+    ``driver_max_bytes``: candidate files totalling less are read in the driver (Spark SQL
+    still evaluates the predicate). ``driver_scan_max_bytes``: a DELETE with deletion
+    vectors whose predicate the engine evaluates exactly as Spark does finds its rows with
+    the engine in the driver, with no Spark stage (and no SparkSession built), when the
+    predicate's column chunks in the row groups whose statistics may match total at most
+    this many compressed bytes (``airflow_delta.engine.predicate_read_bytes``); 0 turns it
+    off. See docs/dml.md.
     """
 
     max_attempts: int = 3
@@ -324,12 +336,14 @@ class ExecutionOptions:
     use_deletion_vectors: bool | None = None
     driver_max_bytes: int = DEFAULT_DRIVER_MAX_BYTES
     reader: str = "auto"
+    driver_scan_max_bytes: int = DEFAULT_DRIVER_SCAN_MAX_BYTES
 
     def __post_init__(self) -> None:
         if self.reader not in READERS:
             raise InvalidArgumentError("ExecutionOptions.reader", self.reader, f"one of {', '.join(READERS)}")
         _check_int("ExecutionOptions.max_attempts", self.max_attempts, minimum=1)
         _check_int("ExecutionOptions.driver_max_bytes", self.driver_max_bytes, minimum=0)
+        _check_int("ExecutionOptions.driver_scan_max_bytes", self.driver_scan_max_bytes, minimum=0)
         _check_number("ExecutionOptions.backoff_initial_seconds", self.backoff_initial_seconds, minimum=0)
         _check_number("ExecutionOptions.backoff_max_seconds", self.backoff_max_seconds, minimum=0)
         _check_number("ExecutionOptions.backoff_multiplier", self.backoff_multiplier, minimum=1)
@@ -350,6 +364,7 @@ class ExecutionOptions:
             "useDeletionVectors": self.use_deletion_vectors,
             "driverMaxBytes": self.driver_max_bytes,
             "reader": self.reader,
+            "driverScanMaxBytes": self.driver_scan_max_bytes,
         }
 
     @classmethod
@@ -362,6 +377,7 @@ class ExecutionOptions:
             "useDeletionVectors",
             "driverMaxBytes",
             "reader",
+            "driverScanMaxBytes",
         )
         obj = _JsonObject(path, value, keys)
         defaults = cls()
@@ -373,6 +389,7 @@ class ExecutionOptions:
             use_deletion_vectors=obj.optional("useDeletionVectors"),
             driver_max_bytes=obj.optional("driverMaxBytes", defaults.driver_max_bytes),
             reader=obj.optional("reader", defaults.reader),
+            driver_scan_max_bytes=obj.optional("driverScanMaxBytes", defaults.driver_scan_max_bytes),
         )
 
 
@@ -430,8 +447,10 @@ def _delete_from(obj: _JsonObject) -> DeleteSpec:
 class UpdateSpec:
     """``UPDATE table SET column = expression, ... [WHERE predicate]``.
 
-    ``set`` maps a column name to a Spark SQL expression (cast to the column's type by
-    Spark's store-assignment rules when the job runs).
+    ``set`` maps a column, or a field of a struct column (``address.city``; backticks
+    quote a name holding a dot), to a Spark SQL expression, cast to the column's or
+    field's type by Spark's store-assignment rules when the job runs. Several fields of
+    one struct combine; a struct and one of its own fields cannot both be set.
     """
 
     OPERATION: ClassVar[str] = "update"
@@ -445,6 +464,7 @@ class UpdateSpec:
     def __post_init__(self) -> None:
         _check_instance("UpdateSpec.table", self.table, TableRef)
         _check_str_dict("UpdateSpec.set", self.set, non_empty=True, sql_values=True)
+        set_target_paths("UpdateSpec.set", self.set)
         object.__setattr__(self, "set", dict(self.set))
         _check_text("UpdateSpec.predicate", self.predicate, optional=True)
         _check_instance("UpdateSpec.identity", self.identity, TaskIdentity)
@@ -550,7 +570,9 @@ class MergeClause:
     """One ``WHEN ... THEN ...`` clause of a MERGE.
 
     ``assignments`` maps a target column to a Spark SQL expression over the source and
-    target aliases (UPDATE SET, or INSERT's columns and values); ``star`` is
+    target aliases (UPDATE SET, or INSERT's columns and values); an UPDATE may assign a
+    field of a struct column (``address.city``, as in :class:`UpdateSpec`), an INSERT
+    only whole columns; ``star`` is
     ``UPDATE SET *`` / ``INSERT *``. An UPDATE or INSERT takes exactly one of the two; a
     DELETE neither. WHEN NOT MATCHED BY SOURCE has no source row, so its UPDATE cannot be
     ``*`` (Delta has no such clause).
@@ -568,6 +590,16 @@ class MergeClause:
         _check_bool("MergeClause.star", self.star)
         if self.assignments is not None:
             _check_str_dict("MergeClause.assignments", self.assignments, non_empty=True, sql_values=True)
+            paths = set_target_paths("MergeClause.assignments", self.assignments)
+            nested = [key for key, path in paths.items() if len(path) > 1]
+            if self.kind == "not_matched_insert" and nested:
+                # Delta: "Nested field is not supported in the INSERT clause of MERGE operation".
+                raise InvalidArgumentError(
+                    "MergeClause.assignments",
+                    self.assignments,
+                    f"top-level columns in an INSERT ({nested} are struct fields): insert the whole struct, "
+                    "e.g. address = named_struct('city', s.city, 'zip', s.zip)",
+                )
             object.__setattr__(self, "assignments", dict(self.assignments))
         if self.kind.endswith("_delete"):
             if self.assignments is not None or self.star:

@@ -8,7 +8,10 @@ Then :func:`~airflow_delta.spark.changes.stage_row_changes` marks the old rows i
 deletion vectors and writes only the updated ones, or rewrites each touched file with its
 updated and untouched rows.
 
-A SET value is stored the way Spark's ANSI store assignment stores it (``Dataset.to``):
+A SET target is a column or a field of a struct column (``SET address.city = 'Oslo'``):
+the struct is rebuilt with its other fields kept, as Delta does
+(:mod:`airflow_delta.spark.nested_assignments`). A SET value is stored the way Spark's
+ANSI store assignment stores it (``Dataset.to``), nested fields included:
 numbers into any numeric column (an overflow fails the job), anything into a string
 column, but never a string into a number, a date or a boolean column: that is refused
 before any file is read, naming the column. The updated rows are written by the engine's
@@ -26,12 +29,19 @@ from pyspark.errors import AnalysisException
 from pyspark.errors import ArithmeticException as SparkArithmeticException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from airflow_delta.engine import InvalidArgumentError, Snapshot, TableContext, Transaction
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
 from airflow_delta.spark.file_tasks import fits_in_driver, spark_schema, target_dataframe
 from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.nested_assignments import (
+    Assigned,
+    SetTree,
+    assigned_leaves,
+    assigned_value,
+    resolve_set_targets,
+)
 from airflow_delta.spark.plan import check_predicate, empty_target, read_candidates
 from airflow_delta.spark.specs import UpdateSpec
 
@@ -66,48 +76,65 @@ def _quoted(name: str) -> str:
 
 def _nullable(field: StructField) -> StructField:
     # NOT NULL is the engine writer's check (with Delta's error), not the analyzer's:
-    # Dataset.to would refuse any nullable expression for a NOT NULL column up front.
-    return StructField(field.name, field.dataType, True, field.metadata)
+    # Dataset.to would refuse any nullable expression for a NOT NULL column or struct field up front.
+    return StructField(field.name, _nullable_type(field.dataType), True, field.metadata)
 
 
-def resolve_assignments(spark: SparkSession, context: TableContext, assignments: Mapping[str, str]) -> dict[str, str]:
-    """``assignments`` keyed by the table's own column names, each checked by Spark's analyzer (no job).
+def _nullable_type(data_type: DataType) -> DataType:
+    if isinstance(data_type, StructType):
+        return StructType([_nullable(child) for child in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable_type(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(_nullable_type(data_type.keyType), _nullable_type(data_type.valueType), True)
+    return data_type
 
-    Column names match ignoring case, as Spark resolves them. Raises
-    :class:`InvalidArgumentError` naming ``UpdateSpec.set[column]`` for a column the table
-    does not have, an expression Spark cannot analyze, or a value type Spark's ANSI store
-    assignment refuses for the column (a string into an int column, for example).
+
+def resolve_assignments(spark: SparkSession, context: TableContext, assignments: Mapping[str, str]) -> SetTree:
+    """``assignments`` resolved against the table's schema (see :func:`resolve_set_targets`), each checked by Spark's analyzer (no job).
+
+    A key is a column or a field of a struct column (``address.city``); names match
+    ignoring case, as Spark resolves them, and the tree is keyed by the schema's own
+    names. Raises :class:`InvalidArgumentError` naming ``UpdateSpec.set[key]`` for a
+    column or field the table does not have, a path through an array or a map, an
+    expression Spark cannot analyze, or a value type Spark's ANSI store assignment refuses
+    for the column or field (a string into an int, for example).
     """
     schema = spark_schema(context)
-    by_name = {field.name.casefold(): field for field in schema.fields}
+    tree = resolve_set_targets(schema, assignments, argument="UpdateSpec.set")
     empty = empty_target(spark, context)
-    resolved: dict[str, str] = {}
-    for column, expression in assignments.items():
-        field = by_name.get(column.casefold())
-        if field is None:
-            raise InvalidArgumentError(
-                f"UpdateSpec.set[{column!r}]", column, f"a top-level column of the table, one of {schema.names}"
-            )
+    for assigned, field in assigned_leaves(schema, tree):
         try:
-            empty.select(F.expr(expression).alias(field.name)).to(StructType([_nullable(field)]))
+            empty.select(F.expr(assigned.expression).alias(field.name)).to(StructType([_nullable(field)]))
         except AnalysisException as error:
             raise InvalidArgumentError(
-                f"UpdateSpec.set[{column!r}]",
-                expression,
+                f"UpdateSpec.set[{assigned.key!r}]",
+                assigned.expression,
                 f"a Spark SQL expression over the table's columns whose value Spark can store in "
-                f"{field.name} ({field.dataType.simpleString()}): {_first_line(error)}",
+                f"{assigned.key} ({field.dataType.simpleString()}): {_first_line(error)}",
             ) from None
-        resolved[field.name] = expression
-    return resolved
+    return tree
 
 
-def updated_rows(rows: DataFrame, schema: StructType, assignments: Mapping[str, str]) -> DataFrame:
-    """``rows`` with the SET expressions applied (all of them over the old values), in the table's columns and types."""
+def updated_rows(rows: DataFrame, schema: StructType, assignments: SetTree) -> DataFrame:
+    """``rows`` with the SET expressions applied (all of them over the old values), in the table's columns and types.
+
+    A struct with SET fields is rebuilt with the other fields kept (:func:`assigned_value`);
+    ``Dataset.to`` then casts every value, nested ones too, by store assignment.
+    """
     columns: list[Column] = [
-        (F.expr(assignments[field.name]) if field.name in assignments else F.col(_quoted(field.name))).alias(field.name)
+        (
+            assigned_value(field, assignments[field.name], F.col(_quoted(field.name)), _expression)
+            if field.name in assignments
+            else F.col(_quoted(field.name))
+        ).alias(field.name)
         for field in schema.fields
     ]
     return rows.select(*columns).to(StructType([_nullable(field) for field in schema.fields]))
+
+
+def _expression(assigned: Assigned, _field: StructField) -> Column:
+    return F.expr(assigned.expression)  # cast by Dataset.to, with the whole row
 
 
 def run_update(
@@ -149,7 +176,8 @@ def run_update(
         try:
             new_rows = updated_rows(matched, spark_schema(context), assignments)
             changes = stage_row_changes(
-                txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver, reader=spec.options.reader
+                txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver, reader=spec.options.reader,
+                removed_change_type="update_preimage", new_change_type="update_postimage",
             )
         except SparkArithmeticException as error:
             raise InvalidArgumentError(

@@ -158,22 +158,32 @@ def test_the_submit_hook_runs_the_installed_program_with_the_engine_zip_and_the_
     assert Path(py_files).name.startswith("airflow_delta-py-files-") and Path(py_files).is_file()
 
 
-def test_a_small_job_runs_its_driver_jvm_with_c1_only_unless_the_conf_says_otherwise(
+def test_a_small_job_runs_its_driver_jvm_with_c1_only_and_no_ui_unless_the_conf_says_otherwise(
     monkeypatch: pytest.MonkeyPatch, table_path: str
 ) -> None:
     from airflow_delta.hooks.delta import SMALL_JOB_DRIVER_JAVA_OPTIONS
 
-    def java_options(**kwargs: object) -> list[str]:
+    def confs(**kwargs: object) -> dict[str, str]:
         hook = DeltaHook().spark_submit_hook(_spec(table_path, "id = 1"), **kwargs)  # type: ignore[arg-type]
         command = hook._build_spark_submit_command(str(DeltaHook.DML_APPLICATION))
-        confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
-        return [c for c in confs if c.startswith("spark.driver.extraJavaOptions=")]
+        given = [command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf"]
+        return {key: value for key, value in given}
+
+    def java_options(**kwargs: object) -> list[str]:
+        return confs(**kwargs).get("spark.driver.extraJavaOptions", "").split()
 
     _local_connections(monkeypatch, {})
-    assert java_options(small_job=True) == [f"spark.driver.extraJavaOptions={SMALL_JOB_DRIVER_JAVA_OPTIONS}"]
-    assert java_options() == []
+    # (The class archive's options follow: tests/hooks/test_driver_jvm.py.)
+    assert java_options(small_job=True)[0] == SMALL_JOB_DRIVER_JAVA_OPTIONS
+    assert SMALL_JOB_DRIVER_JAVA_OPTIONS not in java_options()
     own = {"spark.driver.extraJavaOptions": "-Xss4m"}
-    assert java_options(small_job=True, conf=own) == ["spark.driver.extraJavaOptions=-Xss4m"]
+    assert java_options(small_job=True, conf=own) == ["-Xss4m"]
+    # No web UI for a small job, unless the operator's or the connection's conf asks for one.
+    assert confs(small_job=True)["spark.ui.enabled"] == "false"
+    assert "spark.ui.enabled" not in confs()
+    assert confs(small_job=True, conf={"spark.ui.enabled": "true"})["spark.ui.enabled"] == "true"
+    _local_connections(monkeypatch, {"spark.ui.enabled": "true"})
+    assert confs(small_job=True)["spark.ui.enabled"] == "true"
 
 
 def test_spark_submit_is_found_next_to_the_worker_interpreter_when_not_on_path() -> None:

@@ -445,3 +445,35 @@ def test_an_openlineage_conf_injection_that_fails_leaves_the_task_running_with_t
     assert operator.conf == user_conf
     assert "OpenLineage Spark conf could not be injected" in caplog.text
     assert_oracles_read(table_path, [row for row in rows if row["part"] != "a"])
+
+
+def test_openlineage_is_not_imported_when_no_spark_conf_injection_is_asked_for(tmp_path: Path) -> None:
+    # Its Spark helpers import the whole OpenLineage client (about 0.6 s of every Spark task).
+    program = (
+        "import json, sys\n"
+        "from airflow_delta.operators.dml import DeltaDeleteOperator\n"
+        "operator = DeltaDeleteOperator(task_id='d', table='/tmp/t', predicate='id = 1', conf={'k': 'v'})\n"
+        "operator._inject_openlineage_spark_conf({})\n"
+        "loaded = sorted(name for name in sys.modules if name.startswith('airflow.providers.openlineage'))\n"
+        "print(json.dumps({'conf': operator.conf, 'openlineage': loaded}))\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
+    env["AIRFLOW_HOME"] = str(tmp_path)
+
+    def run(**options: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", program], env={**env, **options}, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return report
+
+    not_asked = run()
+    assert not_asked["conf"] == {"k": "v"}
+    # (Airflow's configuration reads the provider's package info; nothing of its client.)
+    assert [name for name in not_asked["openlineage"] if name.startswith("airflow.providers.openlineage.")] == [
+        "airflow.providers.openlineage.get_provider_info"
+    ]
+    # The counterpart: asked for, the helpers are imported (and inject what they can).
+    asked = run(AIRFLOW__OPENLINEAGE__SPARK_INJECT_TRANSPORT_INFO="True")
+    assert "airflow.providers.openlineage.utils.spark" in asked["openlineage"]

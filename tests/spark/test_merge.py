@@ -388,19 +388,6 @@ def test_a_small_source_is_broadcast_and_the_target_is_not_shuffled(spark: Any, 
         assert [(r[FILE_COLUMN] is not None, r[ROW_COLUMN]) for r in pairs.collect()] == [(True, 1)]
 
 
-def test_a_nested_field_assignment_is_refused_with_what_to_write(spark: Any, tmp_path: Path) -> None:
-    schema = pa.schema([("id", pa.int64()), ("a", pa.struct([("b", pa.int64()), ("c", pa.string())]))])
-    table = DeltaTable.create(str(tmp_path / "target"), schema)
-    table.append(pa.table({"id": [1], "a": [{"b": 1, "c": "x"}]}, schema))
-    source = tmp_path / "s.parquet"
-    pq.write_table(pa.table({"id": [1], "b": [5]}), source)
-    spec = spec_for(tmp_path / "target", MergeSource(parquet=str(source)), [MergeClause("matched_update", assignments={"a.b": "s.b"})])
-    with pytest.raises(InvalidArgumentError) as caught:
-        run_merge(spark, spec)
-    assert "a = named_struct(" in str(caught.value)
-    assert table.version() == 1
-
-
 def test_nothing_to_change_commits_nothing(spark: Any, tmp_path: Path) -> None:
     target = tmp_path / "target"
     table = make_target(target, [(1, 1, "a")])

@@ -112,6 +112,24 @@ CASES: list[tuple[str, tuple[MergeSource, str, str, str, tuple[MergeClause, ...]
         "MERGE INTO events t USING updates s ON t.`my id` = s.id WHEN MATCHED THEN UPDATE SET `my col` = s.`x y`",
         (UPDATES, "s", "t", "t.`my id` = s.id", (MergeClause("matched_update", assignments={"my col": "s.`x y`"}),), False),
     ),
+    (
+        # struct fields: with or without the target's alias (any case), deeper than sqlglot's four-part Column, quoted
+        """MERGE INTO events t USING updates s ON t.id = s.id WHEN MATCHED THEN UPDATE SET
+           t.address.city = s.city, address.geo.lat = 1, T.a.b.c.d = 2, t.`x.y`.z = 3""",
+        (
+            UPDATES,
+            "s",
+            "t",
+            "t.id = s.id",
+            (
+                MergeClause(
+                    "matched_update",
+                    assignments={"address.city": "s.city", "address.geo.lat": "1", "a.b.c.d": "2", "`x.y`.z": "3"},
+                ),
+            ),
+            False,
+        ),
+    ),
 ]
 
 
@@ -150,15 +168,22 @@ REFUSALS = [
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN DELETE", "sql", "no target row to delete"),
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN UPDATE SET v = 1", "sql", "no target row"),
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET s.v = 1", "sql", "a column of the target"),
-    ("MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET e.st.f = 1", "sql", "nested fields"),
+    ("MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET s.st.f = 1", "sql", "a column of the target"),
+    ("MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET e.st = s.st, ST.f = 1", "sql", "conflict"),
+    (
+        "MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (id, e.st.f) VALUES (s.id, 1)",
+        "sql",
+        "neither a struct field",
+    ),
+    ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (id, st.f) VALUES (s.id, 1)", "sql", "e.g."),
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET * EXCEPT (v)", "sql", "a plain *"),
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (a, b) VALUES (1)", "sql", "as many VALUES"),
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (a) VALUES (DEFAULT)", "sql", "defaults"),
     (
         # Spark resolves names ignoring case: v and V are one column
         "MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET v = 1, V = 2",
-        "MergeClause.assignments",
-        "once",
+        "sql",
+        "assigned once",
     ),
     (
         "MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN DELETE WHEN MATCHED AND s.v = 1 THEN DELETE",

@@ -58,8 +58,9 @@ def test_the_zip_alone_provides_the_engine_and_the_spark_programs(tmp_path: Path
         "                  'DeltaTable': hasattr(airflow_delta.engine, 'DeltaTable'), 'distributions': distributions}))\n"
     )
     report = json.loads(run_with_only_zip(zip_path, workdir, program))
-    assert report["file"] == f"{zip_path}/airflow_delta/__init__.py"
-    assert report["engine"] == f"{zip_path}/airflow_delta/engine/__init__.py"
+    # Loaded from the zip's bytecode (a module's file is then its .pyc).
+    assert report["file"] == f"{zip_path}/airflow_delta/__init__.pyc"
+    assert report["engine"] == f"{zip_path}/airflow_delta/engine/__init__.pyc"
     assert report["DeltaTable"]
     # Whatever importing the engine pulls in, the executors' requirements name it.
     required = {requirement.split(">")[0].split("=")[0].split("<")[0] for requirement in EXECUTOR_REQUIREMENTS}
@@ -67,7 +68,7 @@ def test_the_zip_alone_provides_the_engine_and_the_spark_programs(tmp_path: Path
     assert "pyarrow" in report["distributions"]
 
 
-def test_the_zip_holds_sources_only_in_a_fixed_order_and_time(tmp_path: Path) -> None:
+def test_the_zip_holds_sources_and_their_bytecode_in_a_fixed_order_and_time(tmp_path: Path) -> None:
     zip_path = engine_py_files(tmp_path)
     with zipfile.ZipFile(zip_path) as archive:
         entries = archive.infolist()
@@ -78,8 +79,10 @@ def test_the_zip_holds_sources_only_in_a_fixed_order_and_time(tmp_path: Path) ->
     assert "airflow_delta/engine/__init__.py" in names
     assert "airflow_delta/spark/specs.py" in names
     assert "airflow_delta/spark/packaging.py" in names
-    assert all(name.endswith(".py") and "__pycache__" not in name for name in names)
-    assert all(name.startswith(("airflow_delta/engine/", "airflow_delta/spark/")) for name in names[1:])
+    sources = [name for name in names if name.endswith(".py")]
+    assert [name for name in names if not name.endswith(".py")] == [f"{name}c" for name in sources]
+    assert all("__pycache__" not in name for name in names)
+    assert all(name.startswith(("airflow_delta/engine/", "airflow_delta/spark/")) for name in names[2:])
     assert {entry.date_time for entry in entries} == {(1980, 1, 1, 0, 0, 0)}
     shipped = {
         f"airflow_delta/{path.relative_to(INSTALLED_PACKAGE).as_posix()}"
@@ -87,7 +90,44 @@ def test_the_zip_holds_sources_only_in_a_fixed_order_and_time(tmp_path: Path) ->
         for path in (INSTALLED_PACKAGE / sub).rglob("*.py")
         if "__pycache__" not in path.parts
     }
-    assert set(names) == shipped | {"airflow_delta/__init__.py"}
+    assert set(sources) == shipped | {"airflow_delta/__init__.py"}
+
+
+# Counts the modules zipimport compiles from source while the engine and the DELETE program import.
+_COMPILED_FROM_SOURCE = (
+    "import json, zipimport\n"
+    "compiled = []\n"
+    "original = zipimport._compile_source\n"
+    "def recording(pathname, source):\n"
+    "    compiled.append(pathname)\n"
+    "    return original(pathname, source)\n"
+    "zipimport._compile_source = recording\n"
+    "import airflow_delta.engine, airflow_delta.spark.specs, airflow_delta.spark.packaging\n"
+    "print(json.dumps({'compiled': compiled, 'DeltaTable': hasattr(airflow_delta.engine, 'DeltaTable')}))\n"
+)
+
+
+def test_a_driver_of_the_workers_python_imports_the_zip_without_compiling_it(tmp_path: Path) -> None:
+    zip_path = engine_py_files(tmp_path / "cache")
+    report = json.loads(run_with_only_zip(zip_path, tmp_path, _COMPILED_FROM_SOURCE))
+    assert report == {"compiled": [], "DeltaTable": True}
+
+
+def test_another_pythons_interpreter_compiles_the_sources_of_the_zip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Bytecode of another Python version (its magic number differs): the interpreter
+    # rejects it and compiles the sources next to it, as with a zip of sources only.
+    mine = engine_py_files(tmp_path / "mine")
+    other_python = bytes([packaging.importlib.util.MAGIC_NUMBER[0] ^ 0xFF]) + packaging.importlib.util.MAGIC_NUMBER[1:]
+    monkeypatch.setattr(packaging, "_BYTECODE_MAGIC", other_python)
+    zip_path = engine_py_files(tmp_path / "cache")
+    assert zip_path.name != mine.name  # the bytecode's Python is part of the name
+
+    report = json.loads(run_with_only_zip(zip_path, tmp_path, _COMPILED_FROM_SOURCE))
+
+    assert report["DeltaTable"]
+    assert f"{zip_path}/airflow_delta/engine/__init__.py" in report["compiled"]
 
 
 def test_builds_are_byte_identical_and_reused_when_nothing_changed(tmp_path: Path) -> None:

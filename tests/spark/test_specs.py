@@ -193,6 +193,19 @@ REFUSED: list[tuple[str, Callable[[], object], str]] = [
     ("UpdateSpec.set", lambda: UpdateSpec(TABLE, {"a": "1", "A": "2"}, None, IDENTITY), "same column"),
     ("UpdateSpec.set['a']", lambda: UpdateSpec(TABLE, {"a": " "}, None, IDENTITY), "non-blank"),
     ("UpdateSpec.set", lambda: UpdateSpec(TABLE, {"": "1"}, None, IDENTITY), "not blank"),
+    # a struct and one of its fields (names ignoring case): Delta's conflicting SET
+    ("UpdateSpec.set", lambda: UpdateSpec(TABLE, {"a": "1", "A.b": "2"}, None, IDENTITY), "'a' and 'A.b' conflict"),
+    ("UpdateSpec.set['a..b']", lambda: UpdateSpec(TABLE, {"a..b": "1"}, None, IDENTITY), "no empty name"),
+    (
+        "MergeClause.assignments",
+        lambda: MergeClause(kind="matched_update", assignments={"s.x.y": "1", "s.x": "2"}),
+        "'s.x.y' and 's.x' conflict",
+    ),
+    (
+        "MergeClause.assignments",
+        lambda: MergeClause(kind="not_matched_insert", assignments={"id": "1", "address.city": "'Oslo'"}),
+        "top-level columns in an INSERT",
+    ),
     ("UpdateSpec.predicate", lambda: UpdateSpec(TABLE, {"a": "1"}, 3, IDENTITY), "non-blank"),  # type: ignore[arg-type]
     ("MergeSource", lambda: MergeSource(), "exactly one of"),
     ("MergeSource", lambda: MergeSource(delta=TABLE, parquet="p"), "exactly one of"),

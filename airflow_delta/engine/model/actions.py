@@ -452,6 +452,16 @@ class AddCDCFile:
     data_change: bool = False
     tags: Mapping[str, str] | None = None
 
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> AddCDCFile:
+        return cls(
+            path=d["path"],
+            partition_values=dict(d.get("partitionValues") or {}),
+            size=int(d["size"]),
+            data_change=bool(d.get("dataChange", False)),
+            tags=dict(d["tags"]) if d.get("tags") else None,
+        )
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "path": self.path,

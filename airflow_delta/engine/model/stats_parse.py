@@ -202,9 +202,12 @@ def _forget_unparsable_dates(raw: list[pa.Array], finished: list[pa.Array], logi
     index = {logical.field(i).name: i for i in range(logical.num_fields)}
     min_max_type = logical.field("minValues").type
     for path in _leaf_paths(min_max_type, pa.types.is_date):
+        # The raw documents carry physical names under column mapping, in the same order
+        # as the logical fields: the raw leaf is found by its position.
+        positions = _leaf_positions(min_max_type, path)
         failed: pa.Array | None = None
         for family in ("minValues", "maxValues"):
-            before = _leaf(raw[index[family]], path)
+            before = _leaf_at(raw[index[family]], positions)
             after = _leaf(finished[index[family]], path)
             bad = pc.and_(pc.is_valid(before), pc.is_null(after))
             failed = bad if failed is None else pc.or_(failed, bad)
@@ -223,6 +226,21 @@ def _leaf_paths(t: pa.StructType, wanted: Callable[[pa.DataType], bool], prefix:
         elif wanted(f.type):
             paths.append((*prefix, f.name))
     return paths
+
+
+def _leaf_positions(t: pa.StructType, path: Sequence[str]) -> list[int]:
+    positions = []
+    for name in path:
+        position = t.get_field_index(name)
+        positions.append(position)
+        t = t.field(position).type
+    return positions
+
+
+def _leaf_at(array: pa.Array, positions: Sequence[int]) -> pa.Array:
+    for position in positions:
+        array = pc.struct_field(array, [position])
+    return array
 
 
 def _leaf(array: pa.Array, path: Sequence[str]) -> pa.Array:

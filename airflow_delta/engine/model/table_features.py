@@ -44,6 +44,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "appendOnly",
         "invariants",
         "checkConstraints",
+        "changeDataFeed",
         "columnMapping",
         "deletionVectors",
         "timestampNtz",

@@ -17,6 +17,10 @@
    that lose every row, counted by their parquet footer and never by the ``numRecords``
    statistic, are removed outright); without DVs each touched file is
    rewritten without the deleted rows (:func:`~.writer.write_data_files`) and removed;
+   on a table with ``delta.enableChangeDataFeed=true`` the deleted rows are also written
+   as change data (``_change_type`` ``delete``, :func:`~.data_files.write_change_data_files`)
+   and staged as ``cdc`` actions, for the DV and the rewrite path alike (files removed
+   whole need none: readers take their rows as deleted);
 5. commit ``DELETE`` with ``operationParameters.predicate`` as Spark writes it (a JSON
    list holding the condition, ``[]`` for an unconditional delete) and Spark's
    ``operationMetrics``.
@@ -42,11 +46,10 @@ from airflow_delta.engine.errors import (
     CorruptDeletionVectorError,
     DeletionVectorsNotEnabledError,
     TableNotFoundError,
-    UnsupportedFeatureError,
 )
 from airflow_delta.engine.expressions import Predicate, parse_predicate, references_only
 from airflow_delta.engine.expressions.arrow_values import evaluate
-from airflow_delta.engine.model.arrow_numpy import bool_array, int64_array, mask_to_numpy
+from airflow_delta.engine.model.arrow_numpy import bool_array, int64_array, mask_to_numpy, string_array
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptors_from_arrow, read_deletion_vectors
 from airflow_delta.engine.model.stats_parse import parse_stats
 from airflow_delta.engine.operations.partition_filter import partition_predicate_mask
@@ -54,7 +57,7 @@ from airflow_delta.engine.operations.results import DELETE_METRIC_NAMES, DeleteR
 from airflow_delta.engine.read.row_groups import physical_row_counts
 from airflow_delta.engine.read.scan import read_data, read_with_row_positions
 from airflow_delta.engine.storage.paths import resolve_in_table
-from airflow_delta.engine.write.data_files import write_data_files
+from airflow_delta.engine.write.data_files import CHANGE_TYPE_COLUMN, write_change_data_files, write_data_files
 from airflow_delta.engine.write.row_deletion import live_files_by_path
 
 if TYPE_CHECKING:
@@ -262,7 +265,6 @@ def _execute(
         metrics["numDeletionVectorsRemoved"] += plan.whole.num_rows - plan.whole.column("deletion_vector").null_count
     if plan.partial.num_rows == 0 or plan.predicate is None:
         return metrics
-    _refuse_change_data_feed(snapshot)
     if use_deletion_vectors:
         _delete_with_deletion_vectors(txn, snapshot, plan.partial, plan.predicate, metrics)
     else:
@@ -278,6 +280,9 @@ def _delete_with_deletion_vectors(
     deletes = {path: rows for path, rows in zip(paths, positions, strict=True) if rows.size}
     if not deletes:
         return
+    if snapshot.properties.enable_change_data_feed:
+        touched = files.filter(bool_array(np.array([rows.size > 0 for rows in positions], dtype=bool)))
+        _stage_deleted_rows_as_change_data(txn, snapshot, touched, predicate, metrics)
     summary = txn.delete_rows(deletes)  # log paths: the transaction finds the live files by them
     metrics["numDeletedRows"] += summary.num_deleted_rows
     metrics["numRemovedFiles"] += summary.num_removed_files
@@ -301,20 +306,25 @@ def _delete_by_rewriting(
     files = files.filter(bool_array(np.array([hits.size > 0 for hits in physical_hits], dtype=bool)))
     expression = predicate.to_arrow(nulls_as_false=True)
 
-    def one(i: int) -> tuple[int, pa.Table | None]:
+    change_data_feed = snapshot.properties.enable_change_data_feed
+
+    def one(i: int) -> tuple[int, pa.Table | None, pa.Table | None]:
         data = read_data(snapshot, files.slice(i, 1), max_workers=1)  # live rows, DVs applied
         hits = _positions(data, expression)
         if hits.size == 0:
-            return 0, None
+            return 0, None, None
         keep = np.ones(data.num_rows, dtype=bool)
         keep[hits] = False
-        return int(hits.size), data.filter(bool_array(keep))
+        deleted = data.take(int64_array(hits)) if change_data_feed else None
+        return int(hits.size), data.filter(bool_array(keep)), deleted
 
     workers = max(1, min(files.num_rows, (os.cpu_count() or 4) * 2))
     results = _map(one, range(files.num_rows), workers)
-    touched = [i for i, (deleted, _) in enumerate(results) if deleted]
+    touched = [i for i, (deleted, _, _) in enumerate(results) if deleted]
     if not touched:
         return
+    if change_data_feed:
+        _stage_change_data(txn, snapshot, [results[i][2] for i in touched], metrics)
     survivors = [results[i][1] for i in touched]
     kept = [t for t in survivors if t is not None and t.num_rows]
     adds = (
@@ -375,16 +385,47 @@ def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     return total
 
 
-def _refuse_change_data_feed(snapshot: Snapshot) -> None:
-    props = snapshot.properties
-    if props.enable_change_data_feed:
-        raise UnsupportedFeatureError(
-            ["changeDataFeed (cdc files for row-level deletes)"],
-            access="write",
-            detail="the table has delta.enableChangeDataFeed=true and this DELETE removes only some rows of a "
-            "file, which needs change data files this engine does not write yet; delete whole partitions, "
-            "or run the DELETE with Spark",
-        )
+def _stage_deleted_rows_as_change_data(
+    txn: Transaction, snapshot: Snapshot, files: pa.Table, predicate: Predicate, metrics: dict[str, int]
+) -> None:
+    """The deleted rows of ``files`` (their live rows matching ``predicate``, every column) as change data.
+
+    The DV path found positions from the predicate's columns alone; change data needs
+    every column of the deleted rows, so the row groups the predicate may match are read
+    again, whole. Rows the file's existing DV already deletes are no change.
+    """
+    expression = predicate.to_arrow(nulls_as_false=True)
+    columns = list(snapshot.schema.names)
+    deleted_before = read_deletion_vectors(
+        snapshot.io, snapshot.table_root, dv_descriptors_from_arrow(files.column("deletion_vector"))
+    )
+
+    def one(i: int) -> pa.Table:
+        read = read_with_row_positions(snapshot, files.slice(i, 1), columns, predicate, use_threads=files.num_rows == 1)
+        hits = _positions(read.rows, expression)
+        bitmap = deleted_before[i]
+        if bitmap is not None and hits.size:
+            hits = hits[~np.isin(read.positions(hits), bitmap.to_numpy())]
+        return read.rows.take(int64_array(hits))
+
+    workers = max(1, min(files.num_rows, (os.cpu_count() or 4) * 2))
+    _stage_change_data(txn, snapshot, _map(one, range(files.num_rows), workers), metrics)
+
+
+def _stage_change_data(
+    txn: Transaction, snapshot: Snapshot, deleted: Sequence[pa.Table | None], metrics: dict[str, int]
+) -> None:
+    """Write ``deleted`` rows (logical columns) as ``delete`` change data and stage their ``cdc`` actions."""
+    parts = [t for t in deleted if t is not None and t.num_rows]
+    if not parts:
+        return
+    rows = pa.concat_tables(parts)
+    change_type = string_array(["delete"]).take(int64_array(np.zeros(rows.num_rows, dtype=np.int64)))
+    rows = rows.append_column(CHANGE_TYPE_COLUMN, change_type)
+    cdc_files = write_change_data_files(snapshot, rows, written=txn.written_files)
+    for cdc in cdc_files:
+        txn.add_cdc(cdc)
+    metrics["numAddedChangeFiles"] += len(cdc_files)
 
 
 

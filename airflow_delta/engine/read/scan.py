@@ -561,6 +561,20 @@ class PositionedRows:
         return self.group_starts[group] + (indexes - first_in_rows[group])
 
 
+def _unfiltered_plan(snapshot: ScanSource, columns: Sequence[str]) -> _FilePlan:
+    """The plan of a one-file read of ``columns`` with no row filter (a positioned read, or its footer)."""
+    read_schema = _project(snapshot.schema, columns)
+    return _FilePlan(
+        io=snapshot.io,
+        table_root=snapshot.table_root,
+        read_schema=read_schema,
+        output_names=read_schema.names,
+        partition_names=set(snapshot.partition_columns),
+        mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
+        row_filter=None,
+    )
+
+
 def read_with_row_positions(
     snapshot: ScanSource,
     file: pa.Table,
@@ -583,19 +597,10 @@ def read_with_row_positions(
     """
     if file.num_rows != 1:
         raise ValueError(f"expected exactly one file, got {file.num_rows}")
-    output_schema = _project(snapshot.schema, columns)
-    partition_names = set(snapshot.partition_columns)
+    plan = _unfiltered_plan(snapshot, columns)
+    output_schema, partition_names = plan.read_schema, plan.partition_names
     partitions = _partition_values(file, snapshot)
     path = _absolute_paths(file, snapshot.table_root)[0]
-    plan = _FilePlan(
-        io=snapshot.io,
-        table_root=snapshot.table_root,
-        read_schema=output_schema,
-        output_names=output_schema.names,
-        partition_names=partition_names,
-        mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
-        row_filter=None,
-    )
     task = _FileTask(
         path,
         None,
@@ -617,24 +622,12 @@ def read_with_row_positions(
 def _read_with_row_positions(
     plan: _FilePlan, task: _FileTask, predicate: Predicate | None, use_threads: bool, row_groups: range | None = None
 ) -> PositionedRows:
-    data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
     with plan.io.open_input_file(task.path) as source:
         parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
         metadata = parquet.metadata
         file_schema = parquet.schema_arrow
-        resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
-        matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
+        matches, resolver, groups = _groups_to_read(plan, task.path, metadata, file_schema, predicate, row_groups)
         group_rows = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)], np.int64)
-        if row_groups is not None and (row_groups.start < 0 or row_groups.stop > metadata.num_row_groups):
-            raise CorruptDataFileError(
-                task.path, f"it has {metadata.num_row_groups} row groups, fewer than the planned {row_groups.stop}"
-            )
-        if predicate is None:
-            groups = list(range(metadata.num_row_groups))
-        else:
-            groups = row_groups_may_match(predicate, metadata, _leaf_columns(plan.read_schema, file_schema, metadata, matches))
-        if row_groups is not None:
-            groups = [g for g in groups if g in row_groups]
         to_read = sorted({i for i in matches.values() if i is not None})
         if groups:
             raw = parquet.read_row_groups(
@@ -650,6 +643,64 @@ def _read_with_row_positions(
         )
     rows = _in_table_schema(plan, task, raw, raw.num_rows, file_schema, matches, resolver)
     return PositionedRows(rows, file_starts[groups], np.cumsum(read_rows).astype(np.int64), int(metadata.num_rows))
+
+
+def _groups_to_read(
+    plan: _FilePlan,
+    path: str,
+    metadata: pq.FileMetaData,
+    file_schema: pa.Schema,
+    predicate: Predicate | None,
+    row_groups: range | None,
+) -> tuple[dict[str, int | None], _Resolver, list[int]]:
+    """Where each data column of ``plan.read_schema`` is in one file (index among its top-level
+    fields, None if absent), the resolver that found them, and the row groups to read: those
+    in ``row_groups`` whose statistics do not rule ``predicate`` out."""
+    data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
+    resolver = _resolver(plan.mode if data_fields else "none", path, file_schema)
+    matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
+    if row_groups is not None and (row_groups.start < 0 or row_groups.stop > metadata.num_row_groups):
+        raise CorruptDataFileError(
+            path, f"it has {metadata.num_row_groups} row groups, fewer than the planned {row_groups.stop}"
+        )
+    if predicate is None:
+        groups = list(range(metadata.num_row_groups))
+    else:
+        groups = row_groups_may_match(predicate, metadata, _leaf_columns(plan.read_schema, file_schema, metadata, matches))
+    if row_groups is not None:
+        groups = [g for g in groups if g in row_groups]
+    return matches, resolver, groups
+
+
+def file_predicate_read_bytes(snapshot: ScanSource, file: pa.Table, predicate: Predicate) -> int:
+    """Compressed bytes that finding ``predicate``'s rows in one file (a one-row table of file actions) reads.
+
+    That is what :func:`read_with_row_positions` with the predicate's columns reads: the
+    column chunks of those columns (partition columns come from the log and cost
+    nothing) in the row groups whose statistics do not rule the predicate out; only the
+    footer is read here.
+    """
+    if file.num_rows != 1:
+        raise ValueError(f"expected exactly one file, got {file.num_rows}")
+    plan = _unfiltered_plan(snapshot, list(predicate.columns))
+    path = _absolute_paths(file, snapshot.table_root)[0]
+    try:
+        with snapshot.io.open_input_file(path) as source:
+            parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+            metadata, file_schema = parquet.metadata, parquet.schema_arrow
+    except FileNotFoundError as exc:
+        raise DataFileNotFoundError(f"data file {path} referenced by the log does not exist") from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptDataFileError(path, str(exc)) from exc
+    matches, _, groups = _groups_to_read(plan, path, metadata, file_schema, predicate, None)
+    # Leaves are numbered depth-first: a top-level field's leaves follow those of the fields before it.
+    first_leaf = np.concatenate([[0], np.cumsum([_leaf_count(f.type) for f in file_schema])]).astype(np.int64)
+    leaves = [
+        leaf
+        for index in sorted({i for i in matches.values() if i is not None})
+        for leaf in range(int(first_leaf[index]), int(first_leaf[index + 1]))
+    ]
+    return sum(metadata.row_group(g).column(leaf).total_compressed_size for g in groups for leaf in leaves)
 
 
 def _leaf_columns(

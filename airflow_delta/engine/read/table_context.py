@@ -30,6 +30,7 @@ from airflow_delta.engine.read.scan import (
     absolute_data_paths,
     deleted_rows_of_file,
     deleted_rows_of_files,
+    file_predicate_read_bytes,
     partition_values_of,
     read_with_row_positions,
     row_group_sizes,
@@ -44,6 +45,7 @@ __all__ = [
     "TableContext",
     "deleted_row_positions",
     "local_data_file_paths",
+    "predicate_read_bytes",
     "read_live_rows",
     "split_by_row_groups",
     "typed_partition_values",
@@ -239,3 +241,25 @@ def deleted_row_positions(source: TableContext, files: pa.Table, workers: int = 
     check_instance("files", files, pa.Table)
     check_int("workers", workers, minimum=1)
     return deleted_rows_of_files(source, files, workers)
+
+
+def predicate_read_bytes(source: TableContext, files: pa.Table, predicate: str) -> int:
+    """Compressed bytes that finding the rows of ``predicate`` in ``files`` reads, from the files' footers.
+
+    The engine finds a predicate's rows (a DELETE with deletion vectors) by reading only
+    the predicate's columns of the row groups whose parquet statistics may match; this
+    sums those column chunks (partition columns cost nothing) over ``files``, rows of
+    file actions as ``Transaction.read_files()`` gives them. One footer read per file, in
+    parallel; no data is read. Raises :class:`~airflow_delta.engine.InvalidFilterError`
+    for a predicate the engine cannot parse.
+    """
+    check_instance("source", source, TableContext)
+    check_instance("files", files, pa.Table)
+    check_str("predicate", predicate)
+    from airflow_delta.engine.expressions import parse_predicate
+
+    bound = parse_predicate(predicate, source.schema)
+    if files.num_rows == 0:
+        return 0
+    with ThreadPoolExecutor(max_workers=min(8, files.num_rows), thread_name_prefix="delta-footers") as pool:
+        return sum(pool.map(lambda i: file_predicate_read_bytes(source, files.slice(i, 1), bound), range(files.num_rows)))

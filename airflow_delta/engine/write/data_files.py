@@ -10,6 +10,10 @@ unreferenced files, which readers never see and VACUUM deletes.
   constraints), splits them by partition and writes parquet files, returning their
   ``add`` actions for the caller to commit (the append operation, DELETE and UPDATE
   rewrites, the Spark programs).
+* :func:`write_change_data_files` writes the change data of a row-level DELETE, UPDATE
+  or MERGE on a table with ``delta.enableChangeDataFeed=true``: the table's data columns
+  plus ``_change_type``, under ``_change_data/`` in partition directories, and returns
+  their ``cdc`` actions.
 * :func:`add_file_from_parquet` builds the ``add`` action for a file someone else
   wrote (e.g. a Spark executor), with statistics from its footer.
 """
@@ -22,7 +26,7 @@ import secrets
 import string
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -33,9 +37,9 @@ from airflow_delta.engine.errors import (
     InvalidArgumentError,
     SchemaMismatchError,
 )
-from airflow_delta.engine.model.actions import AddFile, Metadata
+from airflow_delta.engine.model.actions import AddCDCFile, AddFile, Metadata
 from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int, check_str
-from airflow_delta.engine.model.arrow_numpy import group_row_indices
+from airflow_delta.engine.model.arrow_numpy import group_row_indices, string_array
 from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.constraints import (
     Constraint,
@@ -58,6 +62,11 @@ from airflow_delta.engine.storage.written_files import WrittenFiles
 log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+# Change Data Feed (PROTOCOL.md "Change Data Files"): the directory of cdc files, their
+# extra column and its values.
+CHANGE_DATA_DIR = "_change_data"
+CHANGE_TYPE_COLUMN = "_change_type"
+CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Spark's ExternalCatalogUtils escape set for partition directory names (on POSIX), plus NUL,
@@ -249,6 +258,7 @@ class _WriteLayout:
     target_file_size: int
     tight_bounds: bool  # deletion vectors supported: stats say their bounds are tight, as Delta writes them
     name_token: str | None = None  # in every file name: a job that failed finds its files by it
+    change_data: bool = False  # cdc files: under _change_data/, named cdc-*, with _change_type, no statistics
 
     @property
     def data_columns(self) -> list[str]:
@@ -290,6 +300,17 @@ def escape_partition_path(value: str) -> str:
 
 
 def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> str:
+    if layout.change_data:
+        # Delta puts change data in Hive-style directories below _change_data/ even where
+        # data files get random prefixes; under column mapping the physical names name them.
+        return "/".join(
+            [CHANGE_DATA_DIR]
+            + [
+                f"{escape_partition_path(layout.mapping.physical_name(c))}="
+                f"{escape_partition_path(v) if v is not None else HIVE_DEFAULT_PARTITION}"
+                for c, v in ((c, values[c]) for c in layout.partition_columns)
+            ]
+        )
     if layout.random_prefix_length:
         alphabet = string.ascii_letters + string.digits
         return "".join(secrets.choice(alphabet) for _ in range(layout.random_prefix_length))
@@ -299,9 +320,9 @@ def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> st
     )
 
 
-def _file_name(index: int, compression: str, token: str | None = None) -> str:
+def _file_name(index: int, compression: str, token: str | None = None, *, kind: str = "part") -> str:
     unique = f"{token}-{uuid.uuid4()}" if token else str(uuid.uuid4())
-    return f"part-{index:05d}-{unique}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
+    return f"{kind}-{index:05d}-{unique}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
 
 
 @dataclass(slots=True)
@@ -319,7 +340,7 @@ class _FileWriter:
         self.written = written
         self.buffers: dict[tuple[str | None, ...], _PartitionBuffer] = {}
         self.rows_per_file: int | None = None
-        self.adds: list[AddFile] = []
+        self.adds: list[AddFile | AddCDCFile] = []
         self.file_index = 0
 
     def add(self, data: pa.Table) -> None:
@@ -336,7 +357,7 @@ class _FileWriter:
             if buffer.rows >= self.rows_per_file:
                 self._flush(buffer, final=False)
 
-    def finish(self) -> list[AddFile]:
+    def finish(self) -> list[AddFile | AddCDCFile]:
         for buffer in self.buffers.values():
             self._flush(buffer, final=True)
         self.buffers.clear()
@@ -356,29 +377,32 @@ class _FileWriter:
         buffer.tables = [rest] if rest.num_rows else []
         buffer.rows = rest.num_rows
 
-    def _write_file(self, rows: pa.Table, values: Mapping[str, str | None]) -> AddFile:
+    def _write_file(self, rows: pa.Table, values: Mapping[str, str | None]) -> AddFile | AddCDCFile:
 
         layout = self.layout
-        directory = _partition_dir(layout, values) if (layout.partition_columns or layout.random_prefix_length) else ""
-        name = _file_name(self.file_index, layout.compression, layout.name_token)
+        has_directory = layout.partition_columns or layout.random_prefix_length or layout.change_data
+        directory = _partition_dir(layout, values) if has_directory else ""
+        kind = "cdc" if layout.change_data else "part"
+        name = _file_name(self.file_index, layout.compression, layout.name_token, kind=kind)
         relative = f"{directory}/{name}" if directory else name
         self.file_index += 1
         absolute = resolve_in_table(layout.root, encode_log_path(relative))
         data_rows = rows.select(layout.data_columns)
+        physical = layout.mapping.to_physical(data_rows)
+        if layout.change_data:
+            physical = physical.append_column(CHANGE_TYPE_COLUMN, rows.column(CHANGE_TYPE_COLUMN))
         self.written.record(absolute)  # before writing: a file cut short by a failure is removed too
         with layout.io.open_output_stream(absolute) as out:
-            pq.write_table(
-                layout.mapping.to_physical(data_rows),
-                out,
-                compression=layout.compression,
-                write_statistics=True,
-            )
+            pq.write_table(physical, out, compression=layout.compression, write_statistics=True)
         info = layout.io.info(absolute)
         if info is None:
             raise DataFileNotFoundError(f"data file {absolute} was written but cannot be listed; storage is inconsistent")
+        partition_values = {layout.mapping.physical_name(c): values[c] for c in layout.partition_columns}
+        if layout.change_data:
+            return AddCDCFile(path=encode_log_path(relative), partition_values=partition_values, size=info.size)
         return AddFile(
             path=encode_log_path(relative),
-            partition_values={layout.mapping.physical_name(c): values[c] for c in layout.partition_columns},
+            partition_values=partition_values,
             size=info.size,
             modification_time=info.modification_time,
             data_change=True,
@@ -471,7 +495,61 @@ def write_data_files(
         writer = _FileWriter(layout, files)
         for chunk in _iter_tables(data):
             writer.add(_validated(chunk, layout.logical_schema, constraints))
-        return writer.finish()
+        return [a for a in writer.finish() if isinstance(a, AddFile)]
+
+
+def write_change_data_files(
+    snapshot: Snapshot | TableContext,
+    data: pa.Table | pa.RecordBatchReader | pa.RecordBatch,
+    *,
+    written: WrittenFiles | None = None,
+    name_token: str | None = None,
+) -> list[AddCDCFile]:
+    """Write the change data of a row-level change as ``cdc`` files; their actions, for ``Transaction.add_cdc``.
+
+    ``data`` holds the table's logical columns plus :data:`CHANGE_TYPE_COLUMN`, one of
+    :data:`CHANGE_TYPES` per row (``delete`` for a deleted row, ``update_preimage`` and
+    ``update_postimage`` for the old and new versions of an updated one, ``insert`` for
+    a MERGE insert). The files go below ``_change_data/`` in Hive-style partition
+    directories, named ``cdc-<n>-[<name_token>-]<uuid>.c000.<codec>.parquet`` and laid out
+    as Delta lays out its change data: the data columns under their physical names
+    (partition values only in the action), then ``_change_type``; no statistics. Rows
+    are not checked against the table's constraints (pre-images are rows the table held).
+    ``written`` and ``name_token`` as in :func:`write_data_files`; files of a failed call
+    are removed.
+    """
+    check_instance("snapshot", snapshot, (Snapshot, TableContext))
+    check_str("name_token", name_token, optional=True)
+    if name_token is not None and not _NAME_TOKEN.fullmatch(name_token):
+        raise InvalidArgumentError("name_token", name_token, "1 to 64 ASCII letters, digits or '-'")
+    check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
+    check_writable(snapshot.protocol, snapshot.metadata)
+    layout = replace(_layout(snapshot, None, name_token), change_data=True, random_prefix_length=0)
+    files = written if written is not None else WrittenFiles(layout.io)
+    with files.removed_on_failure():
+        writer = _FileWriter(layout, files)
+        for chunk in _iter_tables(data):
+            writer.add(_change_rows(chunk, layout.logical_schema))
+        return [a for a in writer.finish() if isinstance(a, AddCDCFile)]
+
+
+def _change_rows(chunk: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``chunk`` conformed to the table's columns, with a valid :data:`CHANGE_TYPE_COLUMN` kept after them."""
+    if CHANGE_TYPE_COLUMN not in chunk.column_names:
+        raise SchemaMismatchError(
+            f"change data needs a {CHANGE_TYPE_COLUMN!r} column (one of {', '.join(CHANGE_TYPES)}) beside the table's columns"
+        )
+    import pyarrow.compute as pc  # only change data needs it here; plain writes stay without it
+
+    change_type = chunk.column(CHANGE_TYPE_COLUMN).cast(pa.string())
+    unknown = pc.invert(pc.fill_null(pc.is_in(change_type, value_set=string_array(CHANGE_TYPES)), False))
+    if pc.any(unknown).as_py():
+        bad = change_type.filter(unknown)[0].as_py()
+        raise SchemaMismatchError(
+            f"{CHANGE_TYPE_COLUMN} must be one of {', '.join(CHANGE_TYPES)} in every row of change data, got {bad!r}"
+        )
+    conformed = conform_to_schema(chunk.drop_columns([CHANGE_TYPE_COLUMN]), schema)
+    return conformed.append_column(pa.field(CHANGE_TYPE_COLUMN, pa.string()), change_type)
 
 
 def _validated(chunk: pa.Table, schema: pa.Schema, constraints: tuple[Constraint, ...]) -> pa.Table:

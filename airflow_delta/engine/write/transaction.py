@@ -115,9 +115,10 @@ PostCommitHook = Callable[[int, Sequence[Mapping[str, Any]]], None]
 log = logging.getLogger(__name__)
 
 # Operations that replace data wholesale: on a CDF table their removes and adds are the
-# change (old rows deleted, new rows inserted), so they need no cdc actions.
+# change (old rows deleted, new rows inserted), so they need no cdc actions. RESTORE too:
+# Delta writes no change data for it, and readers see its files come and go.
 _REPLACING_OPERATIONS = frozenset(
-    {"WRITE", "CREATE OR REPLACE TABLE", "REPLACE TABLE", "CREATE OR REPLACE TABLE AS SELECT", "REPLACE TABLE AS SELECT"}
+    {"WRITE", "RESTORE", "CREATE OR REPLACE TABLE", "REPLACE TABLE", "CREATE OR REPLACE TABLE AS SELECT", "REPLACE TABLE AS SELECT"}
 )
 
 # The operations whose DeltaOperations.Operation has changesData=true in Delta
@@ -480,10 +481,18 @@ class Transaction:
         self._adds.extend(summary.adds)
         return summary
 
-    def add_cdc(self, action: AddCDCFile) -> None:
+    def add_cdc(self, action: AddCDCFile, *, written_for_this_commit: bool = False) -> None:
+        """Stage a ``cdc`` action (change data of this commit, e.g. from :func:`~.data_files.write_change_data_files`).
+
+        ``written_for_this_commit`` as in :meth:`add_files`: the file is removed when the
+        commit certainly does not land.
+        """
         self._ensure_open()
+        check_bool("written_for_this_commit", written_for_this_commit)
         action = check_file_action("action", check_instance("action", action, AddCDCFile))
         self._check_staged_paths("cdc", [action])
+        if written_for_this_commit:
+            self.written_files.record(resolve_in_table(self.location.root, action.path))
         self._cdc.append(action)
 
     def _check_staged_paths(self, kind: str, actions: Sequence[AddFile | RemoveFile | AddCDCFile]) -> None:

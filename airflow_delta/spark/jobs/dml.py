@@ -25,14 +25,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from airflow_delta.spark.jobs import ERROR_LINE_PREFIX, EXIT_DELTA_ERROR, RESULT_LINE_PREFIX, prefer_installed_pyspark
 
-from airflow_delta.engine import DeltaError, InvalidArgumentError
-from airflow_delta.spark.delete import run_delete
-from airflow_delta.spark.job_result import JobResult
-from airflow_delta.spark.jobs import ERROR_LINE_PREFIX, EXIT_DELTA_ERROR, RESULT_LINE_PREFIX
-from airflow_delta.spark.session import LazySession, session_of
-from airflow_delta.spark.specs import (
+# Before the first pyspark import: the installed PySpark's cached bytecode, not the zip's sources.
+prefer_installed_pyspark()
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from airflow_delta.engine import DeltaError, InvalidArgumentError  # noqa: E402
+from airflow_delta.spark.delete import run_delete  # noqa: E402
+from airflow_delta.spark.job_result import JobResult  # noqa: E402
+from airflow_delta.spark.session import LazySession, session_of  # noqa: E402
+from airflow_delta.spark.specs import (  # noqa: E402
     ConvertSpec,
     DeleteSpec,
     MergeSpec,
@@ -115,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             result = run_spec(spark, spec)
         finally:
-            spark.stop()
+            spark.stop(process_exits=True)
     except DeltaError as error:
         report = {"class": type(error).__name__, "message": str(error), "retryable": error.retryable}
         print(f"{ERROR_LINE_PREFIX} {json.dumps(report)}", flush=True)

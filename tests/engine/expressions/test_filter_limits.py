@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine.errors import InvalidFilterError
-from airflow_delta.engine.expressions import binding, parse_predicate, prune_files
+from airflow_delta.engine.expressions import binder, binding, parse_predicate, prune_files, sql_binding
 from airflow_delta.engine.expressions.arrow import _to_arrow
 from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH, MAX_FILTER_NODES
-from airflow_delta.engine.expressions.tree import And, InList, Not, Or
+from airflow_delta.engine.expressions.tree import And, InList, Node, Not, Or
 
 STRING_SCHEMA = pa.schema([("s", pa.string())])
 
@@ -273,9 +273,9 @@ _ITEMS = {
 }
 
 
-def _bind_outcome(sql: str) -> object:
+def _bind_outcome(bind: Callable[[], Node]) -> object:
     try:
-        root = binding._parse_and_bind(sql, IN_SCHEMA).root
+        root = bind()
     except InvalidFilterError as exc:
         return ("error", str(exc))
     negated = isinstance(root, Not)
@@ -291,20 +291,20 @@ def _bind_outcome(sql: str) -> object:
 def test_long_literal_lists_read_before_sqlglot_bind_as_sqlglot_reads_them(column: str, data: st.DataObject, negate: bool) -> None:
     items = data.draw(st.lists(_ITEMS[column], min_size=32, max_size=60))
     sql = f"{column} {'NOT IN' if negate else 'IN'} ({', '.join(items)})"
-    fast = _bind_outcome(sql)
-    original = binding._MIN_EXTRACTED_LIST
-    binding._MIN_EXTRACTED_LIST = 10**9  # every list through sqlglot
+    fast = _bind_outcome(lambda: binding._parse_and_bind(sql, IN_SCHEMA).root)  # as parse_predicate reads it
+    original = binder._MIN_EXTRACTED_LIST
+    binder._MIN_EXTRACTED_LIST = 10**9  # every list through sqlglot's reader, value by value
     try:
-        slow = _bind_outcome(sql)
+        slow = _bind_outcome(lambda: sql_binding.bind_sql(sql, IN_SCHEMA))
     finally:
-        binding._MIN_EXTRACTED_LIST = original
+        binder._MIN_EXTRACTED_LIST = original
     assert fast == slow, sql
 
 
 def test_in_lists_inside_quotes_comments_and_identifiers_are_left_alone() -> None:
     values = ", ".join(map(str, range(40)))
     schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("x IN (1", pa.int64())])
-    text, lists = binding._extract_in_lists(f"s = 'id IN ({values})' AND id IN ({values}) /* id IN ({values}) */")
+    text, lists = binder._extract_in_lists(f"s = 'id IN ({values})' AND id IN ({values}) /* id IN ({values}) */")
     assert len(lists) == 1 and text.count(f"IN ({values})") == 2
     predicate = parse_predicate(f"s = 'id IN ({values})' OR id IN ({values}) -- id IN ({values})", schema)
     rows = pa.table({"id": pa.array([3, 50, 60], pa.int64()), "s": ["x", f"id IN ({values})", "y"], "x IN (1": [1, 2, 3]})
@@ -355,7 +355,7 @@ def test_a_long_list_that_is_not_all_literals_is_declined_by_the_scan_and_bound_
     # scan must give up on the list in one pass (no splitting of whitespace between
     # regular-expression parts, which is exponential in the number of items).
     items = ["-  1", " 5", "3 ", "- 4"] * 40
-    assert binding._extract_in_lists(f"id IN ({',  '.join(items)}, id + 1)")[1] == {}
+    assert binder._extract_in_lists(f"id IN ({',  '.join(items)}, id + 1)")[1] == {}
     predicate = parse_predicate(f"id IN ({',  '.join(items)}, id + 1)", INT_SCHEMA)
     assert ROWS.filter(predicate.to_arrow()).column("id").to_pylist() == [5]
 
@@ -370,7 +370,7 @@ def test_a_200_000_value_in_list_never_reaches_sqlglot(literal: Callable[[int], 
     n = 200_000
     column = "id" if literal is str else "s"
     sql = f"{column} IN (" + ", ".join(literal(i) for i in range(n)) + ")"
-    text, lists = binding._extract_in_lists(sql)
+    text, lists = binder._extract_in_lists(sql)
     assert len(text) < 100 and len(lists) == 1, text
     (extracted,) = lists.values()
     assert sum(len(values) for values in extracted.kinds.values()) == n and not extracted.has_null

@@ -148,3 +148,24 @@ def test_num_records_alone_equal_the_full_parse(docs: list[str | None]) -> None:
     metadata = _metadata([_field("a", "long")])
     full = pa.compute.struct_field(parse_stats(docs, metadata), "numRecords") if docs else pa.nulls(0, pa.int64())
     assert parse_num_records(docs).to_pylist() == full.to_pylist()
+
+
+def test_date_bounds_under_column_mapping_are_read_by_physical_name() -> None:
+    # A date column's bounds are parsed after the read; under column mapping the raw
+    # document names it physically, and a bound that is no date forgets the column's stats.
+    mapped = {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-d"}
+    metadata = _metadata(
+        [_field("d", "date", mapped), _field("i", "long", {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-i"})],
+        configuration={"delta.columnMapping.mode": "name"},
+    )
+    documents = [
+        json.dumps({"numRecords": 2, "minValues": {"col-d": "2024-01-01", "col-i": 1}, "maxValues": {"col-d": "2024-02-01", "col-i": 5}, "nullCount": {"col-d": 0, "col-i": 0}}),
+        json.dumps({"numRecords": 1, "minValues": {"col-d": "not a date", "col-i": 1}, "maxValues": {"col-d": "2024-02-01", "col-i": 1}, "nullCount": {"col-d": 0, "col-i": 0}}),
+        json.dumps({"numRecords": 1, "nullCount": {"col-d": 1, "col-i": 1}}),
+    ]
+    stats = parse_stats(documents, metadata).to_pylist()
+    assert stats[0]["minValues"] == {"d": dt.date(2024, 1, 1), "i": 1}
+    assert stats[0]["maxValues"] == {"d": dt.date(2024, 2, 1), "i": 5}
+    assert stats[1]["minValues"]["d"] is None and stats[1]["maxValues"]["d"] is None and stats[1]["nullCount"]["d"] is None
+    assert stats[1]["minValues"]["i"] == 1
+    assert stats[2]["minValues"] is None and stats[2]["nullCount"] == {"d": 1, "i": 1}

@@ -331,15 +331,14 @@ def test_full_vacuum_during_a_concurrent_append_keeps_the_append_s_files(table_p
     assert sorted(r["id"] for r in read_with_kernel(table_path)) == expected
 
 
-def test_a_spark_table_with_change_data_feed_is_vacuumed_without_commits(shared_tables: Path, tmp_path: Path) -> None:
-    # Our engine does not write change-data-feed tables, so VACUUM START / END are not recorded,
-    # but the files go: old removed data files and the _change_data files (as Delta deletes them).
+def test_a_spark_table_with_change_data_feed_is_vacuumed(shared_tables: Path, tmp_path: Path) -> None:
+    # Old removed data files and the expired _change_data files go, as Delta deletes them;
+    # the table is writable, so VACUUM START / END are recorded.
     path = copy_shared(shared_tables, "cdf-table", str(tmp_path))
     version = DeltaTable(path).version()
     expected = read_with_deltars(path)
     result = DeltaTable(path).vacuum(retention=timedelta(0), enforce_retention_duration=False)
-    assert result.start_version is None and result.end_version is None
+    assert (result.start_version, result.end_version) == (version + 1, version + 2)
     assert result.num_deleted_files == result.num_files_to_delete > 0
     assert not list(Path(path, "_change_data").rglob("*.parquet"))
-    assert DeltaTable(path).version() == version
     assert read_with_deltars(path) == expected == read_with_kernel(path)

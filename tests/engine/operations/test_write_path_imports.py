@@ -32,7 +32,7 @@ from airflow_delta.engine import DeltaTable
 from airflow_delta.engine.expressions.arrow_values import arrow_array
 import pyarrow as pa
 path, operation, argument = sys.argv[1], sys.argv[2], sys.argv[3]
-HEAVY = ("pandas", "pyarrow.dataset", "numpy.ma")
+HEAVY = ("pandas", "pyarrow.dataset", "numpy.ma", "sqlglot")
 before = [m for m in HEAVY if m in sys.modules]
 table = DeltaTable(path)
 out = {"before": before}

@@ -20,6 +20,7 @@ from airflow_delta.engine import (
     TableContext,
     deleted_row_positions,
     local_data_file_paths,
+    predicate_read_bytes,
     read_live_rows,
     split_by_row_groups,
     typed_partition_values,
@@ -192,3 +193,48 @@ def test_a_data_file_linked_out_of_the_root_is_refused_to_another_reader(tmp_pat
     (root / name).symlink_to(outside)
     with pytest.raises(PathOutsideTableError):
         local_data_file_paths(table.context(snapshot), snapshot.add_actions)
+
+
+def _chunk_bytes(path: Path, column: str, groups: list[int]) -> int:
+    """pyarrow's own account of a column's compressed chunks in some row groups (the oracle)."""
+    metadata = pq.ParquetFile(path).metadata
+    index = metadata.schema.to_arrow_schema().get_field_index(column)
+    return sum(metadata.row_group(g).column(index).total_compressed_size for g in groups)
+
+
+def test_predicate_read_bytes_counts_the_predicates_chunks_of_the_row_groups_that_may_match(table_path: str) -> None:
+    # Four row groups of ids in order, and a wide string column the predicate does not read.
+    data = pa.table({"id": pa.array(range(400), pa.int64()), "text": [f"row {i} " * 20 for i in range(400)], "p": ["a", "b"] * 200})
+    deltalake.write_deltalake(
+        table_path, data, partition_by=["p"], writer_properties=deltalake.WriterProperties(max_row_group_size=50)
+    )
+    table = DeltaTable(table_path)
+    files, context = table.snapshot().add_actions, table.context()
+    paths = [Path(table_path, p) for p in files.column("path").to_pylist()]
+    assert all(pq.ParquetFile(p).metadata.num_row_groups == 4 for p in paths)
+    # id = 250 lies in the third row group of the file of p='a' (ids 200..298) and of p='b'.
+    assert predicate_read_bytes(context, files, "id = 250") == sum(_chunk_bytes(p, "id", [2]) for p in paths)
+    assert predicate_read_bytes(context, files, "id >= 0 AND text IS NOT NULL") == sum(
+        _chunk_bytes(p, "id", [0, 1, 2, 3]) + _chunk_bytes(p, "text", [0, 1, 2, 3]) for p in paths
+    )
+    assert predicate_read_bytes(context, files, "id < 0") == 0
+    assert predicate_read_bytes(context, files, "p = 'a'") == 0  # partition values come from the log
+    assert predicate_read_bytes(context, files.slice(0, 0), "id = 1") == 0
+    with pytest.raises(InvalidFilterError):
+        predicate_read_bytes(context, files, "nope = 1")
+
+
+def test_predicate_read_bytes_follows_column_mapping() -> None:
+    # Spark-written, column mapping mode name: the parquet columns have physical names.
+    root = shared_tables_dir() / "table_with_column_mapping"
+    table = DeltaTable(str(root))
+    snapshot = table.snapshot()
+    files, context = snapshot.add_actions, table.context()
+    column = "Super Name"  # a data column ("Company Very Short" is the partition column)
+    physical = snapshot.schema.field(column).metadata[b"delta.columnMapping.physicalName"].decode()
+    expected = 0
+    for path in files.column("path").to_pylist():
+        metadata = pq.ParquetFile(root / path).metadata
+        expected += _chunk_bytes(root / path, physical, list(range(metadata.num_row_groups)))
+    assert expected > 0
+    assert predicate_read_bytes(context, files, f"`{column}` IS NOT NULL") == expected

@@ -416,7 +416,7 @@ def test_duplicate_and_misplaced_actions_are_refused(table: DeltaTable) -> None:
 
 
 def _cdf_table(table_path: str) -> DeltaTable:
-    """A table with Change Data Feed and deletion vectors on (written raw: the writer refuses CDF tables)."""
+    """A table with Change Data Feed and deletion vectors on, its protocol written raw as Spark writes it."""
     reference = DeltaTable.create(table_path + "_ref", SCHEMA, partition_by=["p"])
     metadata = reference.snapshot().metadata
     config = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
@@ -430,19 +430,7 @@ def _cdf_table(table_path: str) -> DeltaTable:
     return t
 
 
-def test_change_data_feed_tables_are_not_writable_yet(table_path: str) -> None:
-    t = _cdf_table(table_path)
-    txn = t.transaction()
-    txn.add_files(data_files(txn, rows("a", [1])))
-    with pytest.raises(UnsupportedFeatureError, match="changeDataFeed"):
-        txn.commit("WRITE")
-
-
-def test_change_data_feed_rewrite_needs_cdc_actions(table_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The protocol gate refuses CDF tables today; this is the rule that applies once it does not.
-    from airflow_delta.engine.model import table_features as gate
-
-    monkeypatch.setattr(gate, "SUPPORTED_WRITER_FEATURES", gate.SUPPORTED_WRITER_FEATURES | {"changeDataFeed"})
+def test_change_data_feed_rewrite_needs_cdc_actions(table_path: str) -> None:
     t = _cdf_table(table_path)
     with t.transaction() as txn:
         txn.add_files(data_files(txn, pa.concat_tables([rows("a", [1, 2]), rows("b", [3])])))
