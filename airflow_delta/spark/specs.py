@@ -316,7 +316,7 @@ class ExecutionOptions:
 
     ``reader`` chooses who reads the target table's files on the executors: ``"spark"`` is
     Spark's own parquet reader (faster; local tables whose features it reads exactly, else
-    the job fails with :class:`~airflow_delta.engine.UnsupportedFeatureError` saying why),
+    the job fails with :class:`~airflow_delta.engine.InvalidArgumentError` saying why),
     ``"engine"`` the engine's reader in Python tasks (every table the engine reads), and
     ``"auto"`` Spark's for MERGE's target read (where it measured faster) when it reads the
     files exactly, the engine's elsewhere (see docs/design/spark-layer.md).
