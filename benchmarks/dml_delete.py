@@ -80,6 +80,8 @@ def cases() -> list[Case]:
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("spark rewrite delete 1 row", ours="spark_rewrite_delete", theirs="delta_rs_delete",
              args=tables, repeat=2, fresh=True, setup="fresh_copies"),
+        Case("spark rewrite delete 1 row, Spark's reader", ours="spark_rewrite_delete_spark_reader",
+             theirs="delta_rs_delete", args=tables, repeat=2, fresh=True, setup="fresh_copies"),
         Case("metadata-only delete, worker", ours="worker_partition_delete", theirs="delta_rs_partition_delete",
              args=(str(partitioned),), repeat=3, fresh=True, setup="fresh_partitioned_copy"),
         Case("metadata-only delete, spark", ours="spark_partition_delete", theirs="delta_rs_partition_delete",
@@ -158,6 +160,13 @@ def spark_rewrite_delete(dv: str, plain: str) -> dict[str, Any]:
     return {"executionTimeMs": metrics["executionTimeMs"]}
 
 
+def spark_rewrite_delete_spark_reader(dv: str, plain: str) -> dict[str, Any]:
+    """The rewrite with Spark's parquet reader (``reader="spark"``); ``auto`` reads with the engine's, faster here."""
+    metrics = _spark_delete(plain, one_row.PREDICATE, False, {"reader": "spark"})
+    assert metrics["numDeletedRows"] == 1 and metrics["numAddedFiles"] >= 1, metrics
+    return {"executionTimeMs": metrics["executionTimeMs"]}
+
+
 def spark_partition_delete(path: str) -> dict[str, Any]:
     metrics = _spark_delete(path, PARTITION_PREDICATE, None)
     assert metrics["numDeletedRows"] == PARTITIONED_ROWS // 10 and metrics["numAddedFiles"] == 0, metrics
@@ -202,6 +211,14 @@ def summarize(results: list[Result]) -> None:
             f"(DV {exec_ms(rewrite) / max(exec_ms(dv), 1):.1f}x faster); delta-rs {exec_ms(dv, 'theirs'):.0f} ms; "
             f"wall DV {dv.ours.seconds:.1f} s, rewrite {rewrite.ours.seconds:.1f} s, delta-rs {dv.theirs.seconds:.1f} s "
             f"(ours / delta-rs: {dv.ours.seconds / dv.theirs.seconds:.2f} and {rewrite.ours.seconds / rewrite.theirs.seconds:.2f})",
+            flush=True,
+        )
+    spark_read = by_name.get("spark rewrite delete 1 row, Spark's reader")
+    if rewrite is not None and spark_read is not None:
+        print(
+            f"# rewrite on Spark by reader: executionTimeMs engine reader (auto) {exec_ms(rewrite):.0f} ms, "
+            f"Spark's parquet reader {exec_ms(spark_read):.0f} ms (ratio {exec_ms(spark_read) / max(exec_ms(rewrite), 1):.2f}); "
+            f"wall {rewrite.ours.seconds:.1f} s vs {spark_read.ours.seconds:.1f} s",
             flush=True,
         )
     searched = by_name.get("spark dv delete 1 row, spark search")

@@ -97,10 +97,12 @@ def cases() -> list[Case]:
     if not source.exists():
         _build_source(source)
     print(f"# input: {NUM_ROWS:,} target rows written by delta-rs; {NUM_SOURCE:,} source rows, {MATCHED:,} matching", flush=True)
+    # The job as it runs by default (reader="auto": Spark's parquet reader for this target),
+    # then with the engine's reader: the two target readers side by side.
     return [
         Case(
-            f"merge 1M into {NUM_ROWS // 1_000_000}M",
-            ours="ours_merge",
+            f"merge 1M into {NUM_ROWS // 1_000_000}M{suffix}",
+            ours=function,
             theirs="delta_rs_merge",
             args=(str(dv), str(plain), str(source)),
             # A 50M-row run takes minutes per side: one run each there.
@@ -108,6 +110,7 @@ def cases() -> list[Case]:
             fresh=True,
             setup="fresh_copies",
         )
+        for suffix, function in (("", "ours_merge"), (", engine reader", "ours_merge_engine_reader"))
     ]
 
 
@@ -128,10 +131,20 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 def ours_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The job's MERGE as it runs by default (``reader="auto"``: Spark's parquet reader for this local table)."""
+    return _ours_merge(dv, source, "auto")
+
+
+def ours_merge_engine_reader(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The same MERGE with the engine's reader on executors (``reader="engine"``)."""
+    return _ours_merge(dv, source, "engine")
+
+
+def _ours_merge(dv: str, source: str, reader: str) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from airflow_delta.spark.merge import run_merge
     from airflow_delta.spark.session import job_session
-    from airflow_delta.spark.specs import MergeClause, MergeSource, MergeSpec, TableRef, TaskIdentity
+    from airflow_delta.spark.specs import ExecutionOptions, MergeClause, MergeSource, MergeSpec, TableRef, TaskIdentity
 
     spark = job_session(
         "bench-merge",
@@ -152,6 +165,7 @@ def ours_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
         identity=TaskIdentity("bench", "merge", "run"),
         source_alias="s",
         target_alias="t",
+        options=ExecutionOptions(reader=reader),
     )
     result = run_merge(spark, spec)
     metrics = result.metrics
@@ -181,6 +195,17 @@ def delta_rs_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
 
 
 def summarize(results: list[Result]) -> None:
+    by_reader = {r.case.name.endswith("engine reader"): r for r in results}
+    if len(by_reader) == 2:
+        spark_read, engine_read = by_reader[False].ours, by_reader[True].ours
+        spark_ms = float(spark_read.detail.get("executionTimeMs") or 0)
+        engine_ms = float(engine_read.detail.get("executionTimeMs") or 0)
+        print(
+            f"# target reader: executionTimeMs Spark's parquet reader (auto) {spark_ms:.0f} ms, engine reader "
+            f"{engine_ms:.0f} ms (ratio {spark_ms / max(engine_ms, 1):.2f}); wall {spark_read.seconds:.1f} s vs "
+            f"{engine_read.seconds:.1f} s",
+            flush=True,
+        )
     for result in results:
         theirs = result.theirs
         assert theirs is not None

@@ -33,7 +33,9 @@ Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
     value; ``DeltaTable.context(snapshot)``), :func:`predicate_read_bytes` (what finding a
     predicate's rows reads, from the footers), :func:`read_live_rows` (one data file's live
-    rows and their physical positions), :class:`WriterOptions`, :func:`write_data_files`
+    rows and their physical positions); for another reader of the same files
+    :func:`local_data_file_paths`, :func:`typed_partition_values`, :func:`deleted_row_positions`;
+    :class:`WriterOptions`, :func:`write_data_files`
     (takes a snapshot or a context), :func:`write_change_data_files` (Change Data Feed
     ``cdc`` files: the table's columns plus :data:`CHANGE_TYPE_COLUMN`),
     :func:`add_file_from_parquet`.
@@ -180,9 +182,12 @@ from airflow_delta.engine.operations.results import (
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.read.table_context import (
     TableContext,
+    deleted_row_positions,
+    local_data_file_paths,
     predicate_read_bytes,
     read_live_rows,
     split_by_row_groups,
+    typed_partition_values,
 )
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
@@ -395,10 +400,12 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "convert_file",
+    "deleted_row_positions",
     "error_from_report",
     "interleave_bits",
     "list_table_files",
     "list_top_level",
+    "local_data_file_paths",
     "merge_file_schemas",
     "merge_listings",
     "parse_interval",
@@ -416,6 +423,7 @@ __all__ = [
     "split_by_row_groups",
     "stage_delete",
     "storage_options_from_airflow_connection",
+    "typed_partition_values",
     "write_change_data_files",
     "write_checkpoint",
     "write_data_files",

@@ -259,6 +259,7 @@ def stage_row_changes(
     use_deletion_vectors: bool,
     *,
     in_driver: bool = False,
+    reader: str = "auto",
     removed_change_type: str = "delete",
     new_change_type: str = "insert",
 ) -> ChangeMetrics:
@@ -284,6 +285,8 @@ def stage_row_changes(
     with the engine's :class:`ConstraintViolationError`. Nothing is committed.
     ``in_driver`` (few small files, see :func:`~airflow_delta.spark.file_tasks.fits_in_driver`)
     reads the touched files and writes the new ones in this process: no Python worker starts.
+    ``reader`` reads a rewrite's surviving rows (``target_dataframe``'s, from
+    :attr:`~airflow_delta.spark.specs.ExecutionOptions.reader`).
 
     Change Data Feed: on a table with ``delta.enableChangeDataFeed=true`` each row's
     ``_change_type`` is the frame's :data:`CHANGE_TYPE_COLUMN` where it has one (MERGE:
@@ -326,7 +329,7 @@ def stage_row_changes(
                     touched = _remove_touched(txn, context, files, counts.column(FILE_COLUMN), metrics)
                     to_write = new_data
                     if touched.num_rows:
-                        survivors = target_dataframe(removed_rows.sparkSession, context, touched).join(
+                        survivors = target_dataframe(removed_rows.sparkSession, context, touched, reader=reader).join(
                             removed, [FILE_COLUMN, ROW_COLUMN], "left_anti"
                         )
                         copied = Observation()

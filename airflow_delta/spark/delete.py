@@ -129,10 +129,19 @@ def run_delete(
             columns = predicate_columns(session, context, predicate) or None
             in_driver = fits_in_driver(files, spec.options.driver_max_bytes)
             target = target_dataframe(
-                session, context, files, columns, row_group_filter=engine_filter, in_driver=in_driver
+                session,
+                context,
+                files,
+                columns,
+                row_group_filter=engine_filter,
+                in_driver=in_driver,
+                reader=spec.options.reader,
+                purpose="find",
             )
             matched = target.filter(f"({predicate}) IS TRUE")
-            changes = stage_row_changes(txn, context, files, matched, None, use_dvs, in_driver=in_driver)
+            changes = stage_row_changes(
+                txn, context, files, matched, None, use_dvs, in_driver=in_driver, reader=spec.options.reader
+            )
             metrics = {**changes, "numDeletedRows": changes.removed_rows}
             metrics["scanTimeMs"] += planned_ms
         metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)

@@ -50,6 +50,8 @@ from airflow_delta.engine import (
     write_change_data_files,
     write_data_files,
 )
+from airflow_delta.spark.native_scan import chosen_reader, spark_target_dataframe
+from airflow_delta.spark.specs import READERS
 
 FILE_COLUMN = "_delta_file"
 ROW_COLUMN = "_delta_row"
@@ -189,6 +191,8 @@ def _read_split_actions(
         groups = None if start is None else range(start, stop)
         one = one.drop_columns([_GROUPS_START, _GROUPS_STOP])
         rows, positions = read_live_rows(context, one, names, row_group_filter=row_group_filter, row_groups=groups)
+        if rows.column_names != list(names):  # the engine gives the table's order; the frame has the caller's
+            rows = rows.select(list(names))
         path = one.column("path")[0]
         rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
         step = rows_per_batch or max(rows.num_rows, 1)
@@ -227,8 +231,10 @@ def target_dataframe(
     *,
     row_group_filter: str | None = None,
     in_driver: bool = False,
+    reader: str = "auto",
+    purpose: str = "copy",
 ) -> DataFrame:
-    """The live rows of ``files`` (file actions of ``context``'s snapshot), read by the engine on executors.
+    """The live rows of ``files`` (file actions of ``context``'s snapshot), read on executors.
 
     Columns: the table's logical columns (or ``columns``, in that order), then
     :data:`FILE_COLUMN` and :data:`ROW_COLUMN`. A file that the snapshot no longer has,
@@ -237,8 +243,23 @@ def target_dataframe(
     rule it out: the rows are then a superset of those matching it, for a caller that
     filters them by that condition anyway. ``in_driver`` reads the files in this process
     (for a few small files, see :func:`fits_in_driver`) and hands Spark the rows.
+
+    ``reader`` (:attr:`~airflow_delta.spark.specs.ExecutionOptions.reader`) picks who reads
+    the files on executors: ``"spark"`` is Spark's own parquet reader
+    (:mod:`~airflow_delta.spark.native_scan`; ``row_group_filter`` then filters the rows, and
+    Spark skips row groups with it), ``"engine"`` the engine's, and ``"auto"`` Spark's
+    where it reads the files exactly (:func:`~airflow_delta.spark.native_scan.spark_reader_refusal`)
+    and measured faster for ``purpose`` (:func:`~airflow_delta.spark.native_scan.chosen_reader`).
     """
+    if reader not in READERS:
+        raise InvalidArgumentError("reader", reader, f"one of {', '.join(READERS)}")
     out_schema = _target_schema(context, columns)
+    if not in_driver and chosen_reader(reader, purpose) == "spark" and files.num_rows:
+        native = spark_target_dataframe(
+            spark, context, files, out_schema, FILE_COLUMN, ROW_COLUMN, required=reader == "spark", row_filter=row_group_filter
+        )
+        if native is not None:
+            return native
     names = out_schema.names[:-2]
     arrow_out = _arrow_schema_for(spark, out_schema)
     if in_driver:

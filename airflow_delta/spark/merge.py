@@ -668,7 +668,7 @@ def _attempt(
     files = _read_target_files(txn, spec, plan)
     metrics["numTargetFilesBeforeSkipping"] = snapshot.add_actions.num_rows
     metrics["numTargetFilesAfterSkipping"] = files.num_rows
-    target = target_dataframe(spark, context, files, plan.target_columns_read())
+    target = target_dataframe(spark, context, files, plan.target_columns_read(), reader=spec.options.reader, purpose="join")
     parameters = operation_parameters(spec)
 
     # Building the frames runs Spark's analyzer (no job): a bad column or expression fails here.
@@ -728,7 +728,13 @@ def _attempt(
             else None
         )
         changes = stage_row_changes(
-            txn, write_context, files, removed, new_rows, uses_deletion_vectors(context, spec.options)
+            txn,
+            write_context,
+            files,
+            removed,
+            new_rows,
+            uses_deletion_vectors(context, spec.options),
+            reader=spec.options.reader,
         )
     return _finish(_with_file_metrics(metrics, changes), run_started, parameters)
 

@@ -300,9 +300,13 @@ DEFAULT_DRIVER_SCAN_MAX_BYTES = 64 << 20
 """:attr:`ExecutionOptions.driver_scan_max_bytes` by default: the engine finds a DV delete's rows in the driver up to it."""
 
 
+READERS = ("auto", "engine", "spark")
+""":attr:`ExecutionOptions.reader`'s values."""
+
+
 @dataclass(frozen=True)
 class ExecutionOptions:
-    """How the job runs: attempts on logical conflicts, backoff between them, DVs.
+    """How the job runs: attempts on logical conflicts, backoff between them, DVs, the target reader.
 
     ``max_attempts`` counts every attempt, the first included. The wait before attempt
     ``n + 1`` is ``min(backoff_initial_seconds * backoff_multiplier ** (n - 1),
@@ -310,6 +314,12 @@ class ExecutionOptions:
     ``delta.enableDeletionVectors``; False rewrites files even where DVs are enabled; True
     requires DVs and fails on a table that does not enable them.
 
+    ``reader`` chooses who reads the target table's files on the executors: ``"spark"`` is
+    Spark's own parquet reader (faster; local tables whose features it reads exactly, else
+    the job fails with :class:`~airflow_delta.engine.InvalidArgumentError` saying why),
+    ``"engine"`` the engine's reader in Python tasks (every table the engine reads), and
+    ``"auto"`` Spark's for MERGE's target read (where it measured faster) when it reads the
+    files exactly, the engine's elsewhere (see docs/design/spark-layer.md).
     ``driver_max_bytes``: candidate files totalling less are read in the driver (Spark SQL
     still evaluates the predicate). ``driver_scan_max_bytes``: a DELETE with deletion
     vectors whose predicate the engine evaluates exactly as Spark does finds its rows with
@@ -325,9 +335,12 @@ class ExecutionOptions:
     backoff_multiplier: float = 2.0
     use_deletion_vectors: bool | None = None
     driver_max_bytes: int = DEFAULT_DRIVER_MAX_BYTES
+    reader: str = "auto"
     driver_scan_max_bytes: int = DEFAULT_DRIVER_SCAN_MAX_BYTES
 
     def __post_init__(self) -> None:
+        if self.reader not in READERS:
+            raise InvalidArgumentError("ExecutionOptions.reader", self.reader, f"one of {', '.join(READERS)}")
         _check_int("ExecutionOptions.max_attempts", self.max_attempts, minimum=1)
         _check_int("ExecutionOptions.driver_max_bytes", self.driver_max_bytes, minimum=0)
         _check_int("ExecutionOptions.driver_scan_max_bytes", self.driver_scan_max_bytes, minimum=0)
@@ -350,6 +363,7 @@ class ExecutionOptions:
             "backoffMultiplier": self.backoff_multiplier,
             "useDeletionVectors": self.use_deletion_vectors,
             "driverMaxBytes": self.driver_max_bytes,
+            "reader": self.reader,
             "driverScanMaxBytes": self.driver_scan_max_bytes,
         }
 
@@ -362,6 +376,7 @@ class ExecutionOptions:
             "backoffMultiplier",
             "useDeletionVectors",
             "driverMaxBytes",
+            "reader",
             "driverScanMaxBytes",
         )
         obj = _JsonObject(path, value, keys)
@@ -373,6 +388,7 @@ class ExecutionOptions:
             backoff_multiplier=obj.optional("backoffMultiplier", defaults.backoff_multiplier),
             use_deletion_vectors=obj.optional("useDeletionVectors"),
             driver_max_bytes=obj.optional("driverMaxBytes", defaults.driver_max_bytes),
+            reader=obj.optional("reader", defaults.reader),
             driver_scan_max_bytes=obj.optional("driverScanMaxBytes", defaults.driver_scan_max_bytes),
         )
 

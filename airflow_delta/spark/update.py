@@ -162,13 +162,21 @@ def run_update(
         planned_ms = int((time.monotonic() - started) * 1000)
         # Row groups the predicate cannot match are skipped: a rewrite reads the untouched rows itself.
         in_driver = fits_in_driver(files, spec.options.driver_max_bytes)
-        target = target_dataframe(spark, context, files, row_group_filter=engine_filter, in_driver=in_driver)
+        target = target_dataframe(
+            spark,
+            context,
+            files,
+            row_group_filter=engine_filter,
+            in_driver=in_driver,
+            reader=spec.options.reader,
+            purpose="find",
+        )
         # Kept: the positions and the new values must come from the same rows, read once.
         matched = (target if predicate is None else target.filter(f"({predicate}) IS TRUE")).persist()
         try:
             new_rows = updated_rows(matched, spark_schema(context), assignments)
             changes = stage_row_changes(
-                txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver,
+                txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver, reader=spec.options.reader,
                 removed_change_type="update_preimage", new_change_type="update_postimage",
             )
         except SparkArithmeticException as error:

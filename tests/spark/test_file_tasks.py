@@ -60,24 +60,26 @@ def _naive_utc(rows: list[dict]) -> list[dict]:
     return [{k: value(v) for k, v in row.items()} for row in rows]
 
 
+@pytest.mark.parametrize("reader", ["engine", "spark"])
 @pytest.mark.parametrize("name", SHARED_TABLES)
-def test_target_rows_are_the_rows_both_oracles_read(spark, name: str) -> None:
+def test_target_rows_are_the_rows_both_oracles_read(spark, name: str, reader: str) -> None:
     path = str(shared_tables_dir() / name)
     table = DeltaTable(path)
     snapshot = table.snapshot()
-    df = target_dataframe(spark, table.context(snapshot), snapshot.add_actions)
+    df = target_dataframe(spark, table.context(snapshot), snapshot.add_actions, reader=reader)
     rows = _rows(df.drop(FILE_COLUMN, ROW_COLUMN))
     expected = _naive_utc(read_with_kernel(path))
     assert sorted(map(repr, rows)) == sorted(map(repr, expected))
     assert len(rows) == len(read_with_deltars(path))
 
 
-def test_row_positions_are_physical_and_skip_deleted_rows(spark) -> None:
+@pytest.mark.parametrize("reader", ["engine", "spark"])
+def test_row_positions_are_physical_and_skip_deleted_rows(spark, reader: str) -> None:
     # Spark wrote this table's deletion vectors: positions must be the file's physical rows.
     path = str(shared_tables_dir() / "table-with-dv-small")
     table = DeltaTable(path)
     snapshot = table.snapshot()
-    df = target_dataframe(spark, table.context(snapshot), snapshot.add_actions)
+    df = target_dataframe(spark, table.context(snapshot), snapshot.add_actions, reader=reader)
     got = {(r[FILE_COLUMN], r[ROW_COLUMN]): r["value"] for r in df.collect()}
     physical = {}
     for file_path in {f for f, _ in got}:
@@ -239,9 +241,10 @@ def test_a_large_file_is_shared_by_tasks_and_reads_the_same(spark, table_path: s
     table = DeltaTable(table_path)
     table.delete("id % 3 = 0")
     snapshot = table.snapshot()
-    whole = sorted((r[FILE_COLUMN], r[ROW_COLUMN], r["id"]) for r in target_dataframe(spark, table.context(snapshot), snapshot.add_actions).collect())
+    # The engine's reader splits files itself (Spark's splits by its own maxPartitionBytes).
+    whole = sorted((r[FILE_COLUMN], r[ROW_COLUMN], r["id"]) for r in target_dataframe(spark, table.context(snapshot), snapshot.add_actions, reader="engine").collect())
     monkeypatch.setattr(file_tasks, "_SPLIT_BYTES", 1)
-    split = target_dataframe(spark, table.context(snapshot), snapshot.add_actions)
+    split = target_dataframe(spark, table.context(snapshot), snapshot.add_actions, reader="engine")
     assert split.rdd.getNumPartitions() > 1
     assert sorted((r[FILE_COLUMN], r[ROW_COLUMN], r["id"]) for r in split.collect()) == whole
     assert [row_id for _, _, row_id in whole] == sorted(r["id"] for r in read_with_kernel(table_path))

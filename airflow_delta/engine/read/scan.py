@@ -227,6 +227,21 @@ def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
     return [resolve_in_table(table_root, p) for p in paths]
 
 
+def absolute_data_paths(files: pa.Table, table_root: str) -> list[str]:
+    """The storage paths of ``files`` (file actions), each checked to lie below ``table_root``."""
+    return _absolute_paths(files, table_root)
+
+
+def partition_values_of(files: pa.Table, snapshot: ScanSource) -> pa.StructArray:
+    """The typed partition values of ``files`` (file actions), one struct per file."""
+    return _partition_values(files, snapshot)
+
+
+def deleted_rows_of_files(snapshot: ScanSource, files: pa.Table, workers: int) -> list[np.ndarray | None]:
+    """Per file of ``files``, the sorted row indexes its deletion vector removes (None without a DV)."""
+    return _deleted_rows(snapshot, files, workers)
+
+
 def row_group_sizes(snapshot: ScanSource, file: pa.Table) -> np.ndarray:
     """Compressed bytes of each row group of one data file (a one-row table of file actions), from its footer."""
     path = _absolute_paths(file, snapshot.table_root)[0]

@@ -27,18 +27,29 @@ from airflow_delta.engine.model.arguments import check_instance, check_int, chec
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.schema import schema_to_arrow
 from airflow_delta.engine.read.scan import (
+    absolute_data_paths,
     deleted_rows_of_file,
+    deleted_rows_of_files,
     file_predicate_read_bytes,
+    partition_values_of,
     read_with_row_positions,
     row_group_sizes,
 )
-from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.snapshot import Snapshot
 
-__all__ = ["TableContext", "predicate_read_bytes", "read_live_rows", "split_by_row_groups"]
+__all__ = [
+    "TableContext",
+    "deleted_row_positions",
+    "local_data_file_paths",
+    "predicate_read_bytes",
+    "read_live_rows",
+    "split_by_row_groups",
+    "typed_partition_values",
+]
 
 @dataclass(frozen=True)
 class TableContext:
@@ -191,6 +202,45 @@ def split_by_row_groups(source: TableContext, files: pa.Table, target_bytes: int
                 out.append((i, range(start, g + 1)))
                 start, taken = g + 1, 0
     return out
+
+
+# For a reader other than the engine's (Spark's own parquet reader on a driver that plans
+# with the engine): what it needs to read files exactly as read_live_rows does.
+
+
+def local_data_file_paths(source: TableContext, files: pa.Table) -> list[str] | None:
+    """The absolute local paths of ``files`` (file actions), or None for a table not on the local file system.
+
+    Each path is checked as a read checks it: below the table root, no symbolic link
+    leading out (:class:`~airflow_delta.engine.PathOutsideTableError`,
+    :class:`~airflow_delta.engine.InvalidPathError` otherwise).
+    """
+    check_instance("source", source, TableContext)
+    check_instance("files", files, pa.Table)
+    io = source.io
+    if not isinstance(io, LocalFileIO):
+        return None
+    paths = absolute_data_paths(files, source.table_root)
+    io.check_inside(paths)
+    return paths
+
+
+def typed_partition_values(source: TableContext, files: pa.Table) -> pa.StructArray:
+    """The partition values of ``files`` (file actions), one struct per file: logical names, table types."""
+    check_instance("source", source, TableContext)
+    check_instance("files", files, pa.Table)
+    return partition_values_of(files, source)
+
+
+def deleted_row_positions(source: TableContext, files: pa.Table, workers: int = 8) -> list[np.ndarray | None]:
+    """Per file of ``files``, the sorted physical row positions its deletion vector deletes (None without one).
+
+    DV files shared by several data files are read once, distinct ones by up to ``workers`` threads.
+    """
+    check_instance("source", source, TableContext)
+    check_instance("files", files, pa.Table)
+    check_int("workers", workers, minimum=1)
+    return deleted_rows_of_files(source, files, workers)
 
 
 def predicate_read_bytes(source: TableContext, files: pa.Table, predicate: str) -> int:

@@ -16,10 +16,14 @@ from airflow_delta.engine import (
     DeltaTable,
     InvalidArgumentError,
     InvalidFilterError,
+    PathOutsideTableError,
     TableContext,
+    deleted_row_positions,
+    local_data_file_paths,
     predicate_read_bytes,
     read_live_rows,
     split_by_row_groups,
+    typed_partition_values,
     write_data_files,
 )
 from tests.conftest import shared_tables_dir
@@ -157,6 +161,38 @@ def test_reading_by_row_group_ranges_gives_the_whole_files_rows_and_positions(ta
     assert pa.concat_tables([rows for rows, _ in parts]).equals(whole_rows)
     assert [int(p) for _, positions in parts for p in positions] == [int(p) for p in whole_positions]
     assert sorted(whole_rows.column("id").to_pylist()) == sorted(r["id"] for r in read_with_kernel(table_path))
+
+
+def test_another_readers_view_of_the_files_is_the_engine_readers(tmp_path: Path) -> None:
+    # Paths, partition values and deleted rows as read_live_rows applies them, for a reader elsewhere.
+    table = DeltaTable(str(shared_tables_dir() / "table-with-dv-small"))
+    snapshot = table.snapshot()
+    context = table.context(snapshot)
+    files = snapshot.add_actions
+    paths = local_data_file_paths(context, files)
+    assert paths is not None and all(Path(p).is_file() for p in paths)
+    for i, positions in enumerate(deleted_row_positions(context, files)):
+        live, kept = read_live_rows(context, files.slice(i, 1))
+        total = pq.ParquetFile(paths[i]).metadata.num_rows
+        deleted = set() if positions is None else set(positions.tolist())
+        assert set(kept.tolist()) == set(range(total)) - deleted and live.num_rows == len(kept)
+    partitioned = DeltaTable(str(shared_tables_dir() / "delta-0.8.0-partitioned"))
+    part_snapshot = partitioned.snapshot()
+    values = typed_partition_values(partitioned.context(part_snapshot), part_snapshot.add_actions)
+    assert values.type.names == list(part_snapshot.metadata.partition_columns)
+
+
+def test_a_data_file_linked_out_of_the_root_is_refused_to_another_reader(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table = DeltaTable.create(str(root), pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1, 2]}))
+    snapshot = table.snapshot()
+    (name,) = snapshot.add_actions.column("path").to_pylist()
+    outside = tmp_path / "outside.parquet"
+    (root / name).rename(outside)
+    (root / name).symlink_to(outside)
+    with pytest.raises(PathOutsideTableError):
+        local_data_file_paths(table.context(snapshot), snapshot.add_actions)
 
 
 def _chunk_bytes(path: Path, column: str, groups: list[int]) -> int:
