@@ -92,6 +92,7 @@ class _DeltaDmlOperator(BaseOperator):
         max_attempts: int = 3,
         use_deletion_vectors: bool | None = None,
         storage_conn_id: str | None = None,
+        reader: str = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -101,13 +102,16 @@ class _DeltaDmlOperator(BaseOperator):
         self.conf = conf
         self.max_attempts = max_attempts
         self.use_deletion_vectors = use_deletion_vectors
-        self._options()  # a bad max_attempts or use_deletion_vectors fails when the DAG is parsed
+        self.reader = reader
+        self._options()  # a bad max_attempts, use_deletion_vectors or reader fails when the DAG is parsed
         self._hook: DeltaHook | None = None
         self._planned: tuple[Snapshot, str, pa.Table] | None = None
 
     # ------------------------------------------------------------------ parts
     def _options(self) -> ExecutionOptions:
-        return ExecutionOptions(max_attempts=self.max_attempts, use_deletion_vectors=self.use_deletion_vectors)
+        return ExecutionOptions(
+            max_attempts=self.max_attempts, use_deletion_vectors=self.use_deletion_vectors, reader=self.reader
+        )
 
     def _table_ref(self, hook: DeltaHook) -> TableRef:
         return TableRef(uri=self.table, storage_options=hook.settings.storage_options)
@@ -231,6 +235,9 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         ConcurrentDeleteDelete), the first included, before the task fails with a retryable error.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
         files; True requires DVs.
+    :param reader: who reads the target's files on Spark: ``"auto"`` (Spark's own parquet
+        reader for MERGE's target where it reads the table exactly, the engine's elsewhere),
+        ``"spark"`` or ``"engine"``.
     """
 
     OPERATION = LINEAGE_OPERATION = "DELETE"
@@ -340,6 +347,9 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
         files; True requires DVs.
+    :param reader: who reads the target's files on Spark: ``"auto"`` (Spark's own parquet
+        reader for MERGE's target where it reads the table exactly, the engine's elsewhere),
+        ``"spark"`` or ``"engine"``.
     """
 
     OPERATION = LINEAGE_OPERATION = "UPDATE"
@@ -395,6 +405,9 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     :param max_attempts: Attempts on a logical conflict, the first included.
     :param use_deletion_vectors: None follows ``delta.enableDeletionVectors``; False rewrites
         files; True requires DVs.
+    :param reader: who reads the target's files on Spark: ``"auto"`` (Spark's own parquet
+        reader for MERGE's target where it reads the table exactly, the engine's elsewhere),
+        ``"spark"`` or ``"engine"``.
     """
 
     OPERATION = LINEAGE_OPERATION = "MERGE"

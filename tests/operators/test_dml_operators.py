@@ -331,3 +331,12 @@ def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_
 def test_bad_execution_options_fail_when_the_dag_is_parsed() -> None:
     with pytest.raises(InvalidArgumentError, match="max_attempts"):
         DeltaUpdateOperator(task_id="u", table="/t", set={"a": "1"}, max_attempts=0)
+    with pytest.raises(InvalidArgumentError, match="reader"):
+        DeltaUpdateOperator(task_id="u", table="/t", set={"a": "1"}, reader="pandas")
+
+
+def test_the_reader_reaches_the_jobs_execution_options() -> None:
+    # The operator's reader is the spec's: the Spark job reads the target with it.
+    for reader in ("auto", "engine", "spark"):
+        operator = DeltaDeleteOperator(task_id="d", table="/t", predicate="id = 1", reader=reader)
+        assert operator._options().reader == reader
