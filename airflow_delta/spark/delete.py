@@ -72,7 +72,9 @@ def _engine_finds_rows(
 ) -> bool:
     """Whether the engine finds the rows in the driver (see :mod:`airflow_delta.spark.engine_rows`)."""
     # Only a DV delete: finding the rows is then all of its data work; a rewrite reads and
-    # writes whole files, the executors' work. Change data files are the Spark path's.
+    # writes whole files, the executors' work. A Change Data Feed table is the Spark path's:
+    # its change data re-reads every column of the touched row groups, which
+    # driver_scan_max_bytes (the predicate's columns only) does not bound.
     if not use_dvs or predicate is None or context.properties.enable_change_data_feed:
         return False
     try:
