@@ -275,14 +275,15 @@ def _execute(
 def _delete_with_deletion_vectors(
     txn: Transaction, snapshot: Snapshot, files: pa.Table, predicate: Predicate, metrics: dict[str, int]
 ) -> None:
-    positions = matching_rows(snapshot, files, predicate)
+    if snapshot.properties.enable_change_data_feed:
+        positions, deleted_rows = _matching_rows_and_change_data(snapshot, files, predicate)
+    else:
+        positions, deleted_rows = matching_rows(snapshot, files, predicate), []
     paths = files.column("path").to_pylist()
     deletes = {path: rows for path, rows in zip(paths, positions, strict=True) if rows.size}
     if not deletes:
         return
-    if snapshot.properties.enable_change_data_feed:
-        touched = files.filter(bool_array(np.array([rows.size > 0 for rows in positions], dtype=bool)))
-        _stage_deleted_rows_as_change_data(txn, snapshot, touched, predicate, metrics)
+    _stage_change_data(txn, snapshot, deleted_rows, metrics)
     summary = txn.delete_rows(deletes)  # log paths: the transaction finds the live files by them
     metrics["numDeletedRows"] += summary.num_deleted_rows
     metrics["numRemovedFiles"] += summary.num_removed_files
@@ -385,14 +386,15 @@ def _live_rows(snapshot: Snapshot, files: pa.Table) -> int:
     return total
 
 
-def _stage_deleted_rows_as_change_data(
-    txn: Transaction, snapshot: Snapshot, files: pa.Table, predicate: Predicate, metrics: dict[str, int]
-) -> None:
-    """The deleted rows of ``files`` (their live rows matching ``predicate``, every column) as change data.
+def _matching_rows_and_change_data(
+    snapshot: Snapshot, files: pa.Table, predicate: Predicate
+) -> tuple[list[np.ndarray], list[pa.Table]]:
+    """:func:`matching_rows` (physical positions) of ``files``, and their deleted rows as change data.
 
-    The DV path found positions from the predicate's columns alone; change data needs
-    every column of the deleted rows, so the row groups the predicate may match are read
-    again, whole. Rows the file's existing DV already deletes are no change.
+    Change data needs every column of the deleted rows, so on a Change Data Feed table the
+    row groups the predicate may match are read whole, once, for both. Rows the file's
+    existing DV already deletes are matched (as :func:`matching_rows` matches them) but
+    are no change.
     """
     expression = predicate.to_arrow(nulls_as_false=True)
     columns = list(snapshot.schema.names)
@@ -400,16 +402,18 @@ def _stage_deleted_rows_as_change_data(
         snapshot.io, snapshot.table_root, dv_descriptors_from_arrow(files.column("deletion_vector"))
     )
 
-    def one(i: int) -> pa.Table:
+    def one(i: int) -> tuple[np.ndarray, pa.Table]:
         read = read_with_row_positions(snapshot, files.slice(i, 1), columns, predicate, use_threads=files.num_rows == 1)
         hits = _positions(read.rows, expression)
+        positions = read.positions(hits)
         bitmap = deleted_before[i]
         if bitmap is not None and hits.size:
-            hits = hits[~np.isin(read.positions(hits), bitmap.to_numpy())]
-        return read.rows.take(int64_array(hits))
+            hits = hits[~np.isin(positions, bitmap.to_numpy())]
+        return positions, read.rows.take(int64_array(hits))
 
     workers = max(1, min(files.num_rows, (os.cpu_count() or 4) * 2))
-    _stage_change_data(txn, snapshot, _map(one, range(files.num_rows), workers), metrics)
+    found = _map(one, range(files.num_rows), workers)
+    return [positions for positions, _ in found], [rows for _, rows in found]
 
 
 def _stage_change_data(
