@@ -45,7 +45,7 @@ from airflow_delta.engine import (
     error_from_report,
     storage_options_from_airflow_connection,
 )
-from airflow_delta.hooks.driver_jvm import DriverClassArchive, pyspark_home, worker_driver_class_archive
+from airflow_delta.hooks.driver_jvm import DriverClassArchive, worker_driver_class_archive, worker_spark_home
 from airflow_delta.provider import DELTA_CONNECTION_FIELDS, DELTA_UI_FIELD_BEHAVIOUR
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
 from airflow_delta.spark.jobs import (
@@ -265,12 +265,11 @@ class _DmlSubmitHook(SparkSubmitHook):
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
         env = dict(kwargs.pop("env", None) or os.environ)
         env["PATH"] = _path_with_spark_submit(env.get("PATH", ""))
-        if "SPARK_HOME" not in env:
-            # spark-submit otherwise asks `python3` where PySpark is, and the system
-            # python3 may not have it: the worker's PySpark is the Spark to run.
-            spark_home = pyspark_home()
-            if spark_home is not None:
-                env["SPARK_HOME"] = spark_home
+        # spark-submit otherwise asks `python3` where PySpark is, and the system python3
+        # may not have it: the worker's PySpark is the Spark to run.
+        spark_home = worker_spark_home(env)
+        if spark_home is not None:
+            env["SPARK_HOME"] = spark_home
         try:
             driver_id = super().submit(application, env=env, start_new_session=True, **kwargs)
         except BaseException:

@@ -38,6 +38,7 @@ __all__ = [
     "java_executable",
     "pyspark_home",
     "worker_driver_class_archive",
+    "worker_spark_home",
 ]
 
 ARCHIVE_SUFFIX = ".jsa"
@@ -150,9 +151,18 @@ def pyspark_home() -> str | None:
     return str(Path(found.origin).parent)
 
 
+def worker_spark_home(env: Mapping[str, str]) -> str | None:
+    """The Spark that ``spark-submit`` runs under ``env``: ``$SPARK_HOME``, else the installed PySpark.
+
+    The hook sets it when ``env`` lacks it (spark-submit would otherwise ask the system
+    ``python3``), and the archive is keyed by the same installation.
+    """
+    return env.get("SPARK_HOME") or pyspark_home()
+
+
 def worker_driver_class_archive() -> DriverClassArchive | None:
     """The archive of client-mode drivers that this worker's ``spark-submit`` starts
-    (``$SPARK_HOME``, else the installed PySpark; the Java that ``spark-submit`` finds),
-    in the worker's cache (:func:`~airflow_delta.spark.packaging.default_cache_dir`)."""
-    spark_home = os.environ.get("SPARK_HOME") or pyspark_home()
+    (:func:`worker_spark_home`; the Java that ``spark-submit`` finds), in the worker's
+    cache (:func:`~airflow_delta.spark.packaging.default_cache_dir`)."""
+    spark_home = worker_spark_home(os.environ)
     return None if spark_home is None else driver_class_archive(spark_home, os.environ, default_cache_dir())
