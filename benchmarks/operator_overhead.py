@@ -154,13 +154,17 @@ def bare_spark_submit_archived(program: str) -> dict[str, Any]:
     return bare_spark_submit(program, "--conf", f"spark.driver.extraJavaOptions={options}")
 
 
+def _cpu_with_children(result: Result) -> float:
+    """The measuring process's CPU plus its children's (spark-submit's JVM, the Python driver and workers)."""
+    return result.ours.cpu_seconds + float(result.ours.detail.get("childrenCpuSeconds", 0.0))
+
+
 def summarize(results: list[Result]) -> None:
     by_name = {r.case.name: r for r in results}
     operator, bare = by_name.get("operator delete on spark"), by_name.get("bare spark-submit")
     if operator is None or bare is None:
         return
-    op_cpu = operator.ours.cpu_seconds + float(operator.ours.detail.get("childrenCpuSeconds", 0.0))
-    bare_cpu = bare.ours.cpu_seconds + float(bare.ours.detail.get("childrenCpuSeconds", 0.0))
+    op_cpu, bare_cpu = _cpu_with_children(operator), _cpu_with_children(bare)
     print(
         f"# operator overhead: {operator.ours.seconds - bare.ours.seconds:.2f} s wall "
         f"(operator {operator.ours.seconds:.2f} s, bare spark-submit {bare.ours.seconds:.2f} s; goal < 3 s); "
@@ -168,21 +172,18 @@ def summarize(results: list[Result]) -> None:
         f"executionTimeMs {operator.ours.detail.get('executionTimeMs')}; load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
-    bare_c1 = by_name.get("bare spark-submit, C1 driver")
-    if bare_c1 is not None:
-        c1_cpu = bare_c1.ours.cpu_seconds + float(bare_c1.ours.detail.get("childrenCpuSeconds", 0.0))
+    for name, what in (
+        ("bare spark-submit, C1 driver", "the same C1 driver"),
+        ("bare spark-submit, C1 + archive", "the same C1 driver and class archive"),
+    ):
+        baseline = by_name.get(name)
+        if baseline is None:
+            continue
+        baseline_cpu = _cpu_with_children(baseline)
         print(
-            f"# against a bare spark-submit with the same C1 driver: {operator.ours.seconds - bare_c1.ours.seconds:.2f} s "
-            f"wall (bare {bare_c1.ours.seconds:.2f} s), CPU incl. children {op_cpu - c1_cpu:.2f} s (bare {c1_cpu:.2f} s)",
-            flush=True,
-        )
-    bare_archived = by_name.get("bare spark-submit, C1 + archive")
-    if bare_archived is not None:
-        archived_cpu = bare_archived.ours.cpu_seconds + float(bare_archived.ours.detail.get("childrenCpuSeconds", 0.0))
-        print(
-            f"# against a bare spark-submit with the same C1 driver and class archive: "
-            f"{operator.ours.seconds - bare_archived.ours.seconds:.2f} s wall (bare {bare_archived.ours.seconds:.2f} s), "
-            f"CPU incl. children {op_cpu - archived_cpu:.2f} s (bare {archived_cpu:.2f} s)",
+            f"# against a bare spark-submit with {what}: {operator.ours.seconds - baseline.ours.seconds:.2f} s "
+            f"wall (bare {baseline.ours.seconds:.2f} s), CPU incl. children {op_cpu - baseline_cpu:.2f} s "
+            f"(bare {baseline_cpu:.2f} s)",
             flush=True,
         )
     shutil.rmtree(_SCRATCH, ignore_errors=True)
