@@ -9,6 +9,7 @@ read why a task failed without opening the log.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -153,6 +154,29 @@ class InvalidFilterError(DeltaError):
     def __init__(self, filter_sql: str, reason: str) -> None:
         self.filter_sql = filter_sql
         super().__init__(f"invalid filter {filter_sql!r}: {reason}")
+
+
+class SparkAnalysisError(DeltaError):
+    """Spark refused a job's SQL or input before running it: a path that does not exist, an
+    unknown column, SQL that does not parse, a type mismatch (Spark's analysis errors, and
+    its errors of SQLSTATE class 42 or 22).
+
+    The message is Spark's own, whole (error class in brackets, SQLSTATE), with the job's
+    internal columns left out of Spark's suggestions. The same input fails again, so it is
+    not retryable. :attr:`spark_error_class` is Spark's error class (``PATH_NOT_FOUND``,
+    ``UNRESOLVED_COLUMN.WITH_SUGGESTION``, ``PARSE_SYNTAX_ERROR``...), read from the message.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    @property
+    def spark_error_class(self) -> str | None:
+        found = _SPARK_ERROR_CLASS.search(str(self))
+        return found.group(1) if found else None
+
+
+_SPARK_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 
 
 class SchemaMismatchError(DeltaError):

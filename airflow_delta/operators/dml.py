@@ -53,7 +53,7 @@ from airflow_delta.spark.specs import (
     TaskIdentity,
     UpdateSpec,
 )
-from airflow_delta.spark.sql_columns import references_only
+from airflow_delta.spark.sql_columns import references_only, refuse_text_spark_refuses
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -151,6 +151,8 @@ class _DeltaDmlOperator(BaseOperator):
                 self.OPERATION, self.table, snapshot.version, files_summary(snapshot.files()),
             )
             spec = self.build_spec(identity, hook)
+            # SQL text Spark is sure to refuse fails here, at once, before any job starts.
+            refuse_text_spark_refuses(spec)
             if self.run_in_worker(table, spec, snapshot):
                 result = self._run_in_worker(table, spec, snapshot)
             else:
