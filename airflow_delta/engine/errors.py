@@ -501,17 +501,25 @@ class LogMovedPastCommitError(CommitFailedError):
 
     Metadata cleanup (or a newer checkpoint) made ``version`` part of history that readers
     no longer replay: a commit written there would be invisible, and the commits it must
-    be checked against for conflicts may be gone. Retrying the whole operation on the
-    latest snapshot can succeed.
+    be checked against for conflicts may be gone. ``listing_behind``: the cause is a
+    listing of the log that hides versions this writer has seen (the message says so
+    rather than blaming cleanup). Retrying the whole operation on the latest snapshot can
+    succeed.
     """
 
-    def __init__(self, table_uri: str, version: int, reason: str) -> None:
+    def __init__(self, table_uri: str, version: int, reason: str, *, listing_behind: bool = False) -> None:
         self.table_uri = table_uri
         self.version = version
+        self.listing_behind = listing_behind
+        why = (
+            "the store's listing must show every log file once it is written (list-after-write consistency); "
+            "check for a cache or a replica in front of the store, or for a process deleting log files"
+            if listing_behind
+            else "this one is older than the log retention, or a log cleanup ran with a clock ahead of this writer"
+        )
         super().__init__(
             f"cannot commit version {version} of {table_uri!r}: {reason}. Nothing was written; "
-            "start a new transaction on the latest version (this one is older than the log retention, "
-            "or a log cleanup ran with a clock ahead of this writer)"
+            f"start a new transaction on the latest version ({why})"
         )
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_delta.engine import DeltaTable, InvalidArgumentError, InvalidFilterError, SparkAnalysisError
+from airflow_delta.engine import DeltaTable, InvalidArgumentError, InvalidFilterError
 from airflow_delta.operators.dml import DeltaDeleteOperator, DeltaMergeOperator, DeltaUpdateOperator
 from airflow_delta.operators.maintenance import VacuumOperator
 from airflow_delta.operators.retry import DeltaNonRetryableError
@@ -48,6 +48,8 @@ def _merge(table: str, **kwargs: Any) -> DeltaMergeOperator:
 def test_a_merge_source_path_that_does_not_exist_fails_at_once_with_sparks_error_class(
     table_path: str, tmp_path: Path
 ) -> None:
+    from airflow_delta.engine import SparkAnalysisError
+
     rows = make_table(table_path)
     missing = str(tmp_path / "no_such_source")
 
