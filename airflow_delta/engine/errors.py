@@ -598,6 +598,27 @@ class StorageUnavailableError(DeltaError, OSError):
         )
 
 
+class ObjectStoreForkError(DeltaError):
+    """An object-store table was used in a process forked from one that had used an object store.
+
+    obstore runs its requests on one I/O runtime per process, whose threads do not survive
+    ``fork()``: a request in the child would wait forever. The engine refuses it at once
+    instead. Not retryable in the same process: start workers with the ``spawn`` or
+    ``forkserver`` method, or open object-store tables only after the fork.
+    """
+
+    def __init__(self, location: str, parent_pid: int, pid: int) -> None:
+        self.location = location
+        self.parent_pid = parent_pid
+        self.pid = pid
+        super().__init__(
+            f"cannot reach {location} from process {pid}: it was forked from process {parent_pid}, which had used an "
+            "object store, and obstore's I/O runtime does not survive fork() (a request would hang). Start worker "
+            "processes with the 'spawn' or 'forkserver' method (multiprocessing.get_context('spawn')), or use "
+            "object-store tables only in the processes that fork, not in the parent"
+        )
+
+
 # ------------------------------------------------------------------ across processes
 
 
