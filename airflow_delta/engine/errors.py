@@ -9,6 +9,7 @@ read why a task failed without opening the log.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -153,6 +154,29 @@ class InvalidFilterError(DeltaError):
     def __init__(self, filter_sql: str, reason: str) -> None:
         self.filter_sql = filter_sql
         super().__init__(f"invalid filter {filter_sql!r}: {reason}")
+
+
+class SparkAnalysisError(DeltaError):
+    """Spark refused a job's SQL or input before running it: a path that does not exist, an
+    unknown column, SQL that does not parse, a type mismatch (Spark's analysis errors, and
+    its errors of SQLSTATE class 42 or 22).
+
+    The message is Spark's own, whole (error class in brackets, SQLSTATE), with the job's
+    internal columns left out of Spark's suggestions. The same input fails again, so it is
+    not retryable. :attr:`spark_error_class` is Spark's error class (``PATH_NOT_FOUND``,
+    ``UNRESOLVED_COLUMN.WITH_SUGGESTION``, ``PARSE_SYNTAX_ERROR``...), read from the message.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    @property
+    def spark_error_class(self) -> str | None:
+        found = _SPARK_ERROR_CLASS.search(str(self))
+        return found.group(1) if found else None
+
+
+_SPARK_ERROR_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 
 
 class SchemaMismatchError(DeltaError):
@@ -477,17 +501,25 @@ class LogMovedPastCommitError(CommitFailedError):
 
     Metadata cleanup (or a newer checkpoint) made ``version`` part of history that readers
     no longer replay: a commit written there would be invisible, and the commits it must
-    be checked against for conflicts may be gone. Retrying the whole operation on the
-    latest snapshot can succeed.
+    be checked against for conflicts may be gone. ``listing_behind``: the cause is a
+    listing of the log that hides versions this writer has seen (the message says so
+    rather than blaming cleanup). Retrying the whole operation on the latest snapshot can
+    succeed.
     """
 
-    def __init__(self, table_uri: str, version: int, reason: str) -> None:
+    def __init__(self, table_uri: str, version: int, reason: str, *, listing_behind: bool = False) -> None:
         self.table_uri = table_uri
         self.version = version
+        self.listing_behind = listing_behind
+        why = (
+            "the store's listing must show every log file once it is written (list-after-write consistency); "
+            "check for a cache or a replica in front of the store, or for a process deleting log files"
+            if listing_behind
+            else "this one is older than the log retention, or a log cleanup ran with a clock ahead of this writer"
+        )
         super().__init__(
             f"cannot commit version {version} of {table_uri!r}: {reason}. Nothing was written; "
-            "start a new transaction on the latest version (this one is older than the log retention, "
-            "or a log cleanup ran with a clock ahead of this writer)"
+            f"start a new transaction on the latest version ({why})"
         )
 
 
@@ -563,6 +595,27 @@ class StorageUnavailableError(DeltaError, OSError):
             self,
             f"{store} did not complete a request for {location} after retries with backoff: {reason}; "
             "the store is throttling, failing or unreachable: run the operation again later",
+        )
+
+
+class ObjectStoreForkError(DeltaError):
+    """An object-store table was used in a process forked from one that had used an object store.
+
+    obstore runs its requests on one I/O runtime per process, whose threads do not survive
+    ``fork()``: a request in the child would wait forever. The engine refuses it at once
+    instead. Not retryable in the same process: start workers with the ``spawn`` or
+    ``forkserver`` method, or open object-store tables only after the fork.
+    """
+
+    def __init__(self, location: str, parent_pid: int, pid: int) -> None:
+        self.location = location
+        self.parent_pid = parent_pid
+        self.pid = pid
+        super().__init__(
+            f"cannot reach {location} from process {pid}: it was forked from process {parent_pid}, which had used an "
+            "object store, and obstore's I/O runtime does not survive fork() (a request would hang). Start worker "
+            "processes with the 'spawn' or 'forkserver' method (multiprocessing.get_context('spawn')), or use "
+            "object-store tables only in the processes that fork, not in the parent"
         )
 
 

@@ -67,6 +67,7 @@ __all__ = [
     "DeltaConnectionSettings",
     "DeltaHook",
     "DeltaSparkJobError",
+    "check_table_uri",
     "error_from_line",
     "files_summary",
 ]
@@ -294,6 +295,33 @@ class _DmlSubmitHook(SparkSubmitHook):
                 pass  # already gone
 
 
+def check_table_uri(argument: str, uri: object) -> str:
+    """``uri`` if it is absolute: a URI with a scheme (``s3://``, ``file:///``, ``file:/``) or an absolute path.
+
+    A relative path would resolve against the current directory of whichever worker (or
+    triggerer, or Spark driver) runs the task, which no DAG controls: it is refused with an
+    :class:`~airflow_delta.engine.InvalidArgumentError` naming ``argument``.
+    """
+    if isinstance(uri, str) and ("://" not in uri and uri[:5].lower() != "file:" and not os.path.isabs(uri)):
+        raise InvalidArgumentError(
+            argument,
+            uri,
+            "an absolute path or a URI (/data/events, file:///data/events, s3://bucket/events): a relative path "
+            "would resolve against the current directory of whichever worker runs the task",
+        )
+    return uri  # type: ignore[return-value]  # anything else is the engine's to check
+
+
+def _missing_connection(argument: str, conn_id: str, conn_type: str) -> InvalidArgumentError:
+    """The error for a connection that is named but not defined (a typo, or one not created yet)."""
+    return InvalidArgumentError(
+        argument,
+        conn_id,
+        f"the id of a defined Airflow connection of type {conn_type}; no connection {conn_id!r} exists: "
+        f"fix the id, or create it (Admin > Connections, `airflow connections add`, or AIRFLOW_CONN_{conn_id.upper()})",
+    )
+
+
 def _path_with_spark_submit(path: str) -> str:
     """PATH with the worker interpreter's bin directory appended when spark-submit is not on it."""
     if shutil.which("spark-submit", path=path):
@@ -363,6 +391,7 @@ class DeltaHook(BaseHook):
         self._deploy_mode = deploy_mode
         self._storage_conn_id = storage_conn_id
         self._settings: DeltaConnectionSettings | None = None
+        self._spark_conn_named = spark_conn_id is not None
         self._submit_hook: _DmlSubmitHook | None = None
 
     # ------------------------------------------------------------------ connection
@@ -374,9 +403,12 @@ class DeltaHook(BaseHook):
                 extra = self.get_connection(self.delta_conn_id).extra_dejson
             except AirflowNotFoundException:
                 if self.delta_conn_id != DEFAULT_CONN_ID:
-                    raise
+                    raise _missing_connection("delta_conn_id", self.delta_conn_id, "delta") from None
                 extra = {}
             settings = DeltaConnectionSettings.from_extra(self.delta_conn_id, extra)
+            # A Spark connection named (in the extra or by the caller) must exist: the
+            # apache-spark hook would fall back to `--master yarn` without a word.
+            self._spark_conn_named = self._spark_conn_id is not None or bool(extra.get("spark_conn_id"))
             if self._spark_conn_id is not None:
                 settings = replace(settings, spark_conn_id=self._spark_conn_id)
             if self._deploy_mode is not None:
@@ -396,7 +428,10 @@ class DeltaHook(BaseHook):
         and google providers need not be installed; see ``docs/storage.md`` for what each
         type's fields and extras map to.
         """
-        conn = self.get_connection(conn_id)
+        try:
+            conn = self.get_connection(conn_id)
+        except AirflowNotFoundException:
+            raise _missing_connection("storage_conn_id", conn_id, "aws, wasb, adls or google_cloud_platform") from None
         if conn.conn_type not in STORAGE_CONN_TYPES:
             raise InvalidArgumentError(
                 f"connection {conn_id!r} conn_type", conn.conn_type,
@@ -411,8 +446,11 @@ class DeltaHook(BaseHook):
         return self.settings
 
     def table(self, uri: str) -> DeltaTable:
-        """The engine table at ``uri``, opened with the connection's storage options."""
-        return DeltaTable(uri, self.settings.storage_options or None)
+        """The engine table at ``uri``, opened with the connection's storage options.
+
+        A relative path is refused (:func:`check_table_uri`).
+        """
+        return DeltaTable(check_table_uri("table", uri), self.settings.storage_options or None)
 
     # ------------------------------------------------------------------ the log
     def find_commit(
@@ -463,6 +501,11 @@ class DeltaHook(BaseHook):
         conf sets ``spark.driver.extraJavaOptions`` itself.
         """
         settings = self.settings
+        if self._spark_conn_named:
+            try:
+                self.get_connection(settings.spark_conn_id)
+            except AirflowNotFoundException:
+                raise _missing_connection("spark_conn_id", settings.spark_conn_id, "spark") from None
         merged = {**(SMALL_JOB_CONF if small_job else {}), **settings.spark_conf, **dict(conf or {})}
         # Executors (and a client-mode driver) run the worker's interpreter unless told
         # otherwise: the system python3 may lack pyarrow and pyroaring.

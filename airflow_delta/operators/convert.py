@@ -149,7 +149,7 @@ class ConvertToDeltaOperator(_DeltaMaintenanceOperator):
         )
         printed = hook.submit(spec, conf=self.conf)
         # Version 0 is in the log whether or not the driver's output was visible (cluster mode).
-        snapshot = DeltaTable(self.table, hook.settings.storage_options or None).snapshot()
+        snapshot = hook.table(self.table).snapshot()
         self.log.info("CONVERT TO DELTA of %s on Spark: %s", self.table, printed)
         return {
             "version": snapshot.version,

@@ -53,7 +53,7 @@ from airflow_delta.spark.specs import (
     TaskIdentity,
     UpdateSpec,
 )
-from airflow_delta.spark.sql_columns import references_only
+from airflow_delta.spark.sql_columns import references_only, refuse_text_spark_refuses
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -151,6 +151,8 @@ class _DeltaDmlOperator(BaseOperator):
                 self.OPERATION, self.table, snapshot.version, files_summary(snapshot.files()),
             )
             spec = self.build_spec(identity, hook)
+            # SQL text Spark is sure to refuse fails here, at once, before any job starts.
+            refuse_text_spark_refuses(spec)
             if self.run_in_worker(table, spec, snapshot):
                 result = self._run_in_worker(table, spec, snapshot)
             else:
@@ -378,8 +380,31 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     ``USING`` reads; the statement's target is ``table``) or the structured ``source``,
     ``on`` and ``clauses``. Clauses run in Delta's order (WHEN
     MATCHED, WHEN NOT MATCHED [BY TARGET], WHEN NOT MATCHED BY SOURCE), each group in the
-    order given. More than one source row matching a target row that a clause modifies
-    fails the task at once, as in Delta.
+    order given. A target row that the ON condition joins with more than one source row
+    fails the task at once (``MultipleSourceRowsMatchedError``), whatever the clause
+    conditions, as in Delta; not when the only WHEN MATCHED clause is an unconditional
+    DELETE, nor in an insert-only MERGE.
+
+    In the structured form, ``on``, conditions and values name the two sides by
+    ``source_alias`` and ``target_alias`` (``source`` and ``target`` unless given: with
+    ``on="t.id = s.id"`` pass ``source_alias="s", target_alias="t"``). A clause's ``kind`` is
+    ``matched_update``, ``matched_delete``, ``not_matched_insert``,
+    ``not_matched_by_source_update`` or ``not_matched_by_source_delete``; ``"star": True``
+    is ``UPDATE SET *`` / ``INSERT *``. A full example is in ``docs/operators.md``::
+
+        DeltaMergeOperator(
+            task_id="upsert",
+            table="s3://lake/customers",
+            source={"parquet": "s3://lake/incoming/customers/{{ ds }}/"},
+            on="t.id = s.id",
+            source_alias="s",
+            target_alias="t",
+            clauses=[
+                {"kind": "matched_delete", "condition": "s.deleted"},
+                {"kind": "matched_update", "assignments": {"email": "s.email"}},
+                {"kind": "not_matched_insert", "star": True},
+            ],
+        )
 
     :param table: URI of the target Delta table (templated).
     :param merge_sql: A ``MERGE INTO ... USING ... ON ... WHEN ...`` statement in Spark SQL
@@ -390,12 +415,13 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     :param source: The source: a :class:`~airflow_delta.spark.specs.MergeSource`, or its JSON
         form ``{"delta": {"uri": ..., "version": ...}}``, ``{"parquet": path}`` or
         ``{"query": sql, "views": {name: {"delta": ...} | {"parquet": ...}}}``. (templated)
-    :param on: The merge condition over ``source_alias`` and ``target_alias``. (templated)
+    :param on: The merge condition over ``source_alias`` and ``target_alias`` (by default
+        ``source`` and ``target``). (templated)
     :param clauses: :class:`~airflow_delta.spark.specs.MergeClause` objects or their JSON
-        form ``{"kind": "matched_update", "condition": ..., "assignments": {...}, "star": false}``.
-        (templated)
-    :param source_alias: The source's alias in ``on`` and the clauses.
-    :param target_alias: The target's alias in ``on`` and the clauses.
+        form ``{"kind": "matched_update", "condition": ..., "assignments": {...}, "star": false}``
+        (kinds above). (templated)
+    :param source_alias: The source's alias in ``on`` and the clauses (default ``source``).
+    :param target_alias: The target's alias in ``on`` and the clauses (default ``target``).
     :param schema_evolution: Let ``UPDATE SET *`` and ``INSERT *`` add the source's new columns.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).

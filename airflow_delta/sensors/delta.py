@@ -20,12 +20,14 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_delta.engine import (
     ConflictWatch,
+    DeltaError,
     DeltaTable,
     InvalidArgumentError,
     TableNotFoundError,
     error_from_report,
 )
-from airflow_delta.hooks.delta import DEFAULT_CONN_ID
+from airflow_delta.hooks.delta import DEFAULT_CONN_ID, check_table_uri
+from airflow_delta.hooks.task_errors import task_error
 from airflow_delta.triggers.delta import (
     MAX_LISTED_COMMITS,
     DeltaCommitConflictTrigger,
@@ -62,11 +64,29 @@ def _seconds(name: str, value: timedelta | float | int) -> float:
 
 
 def _open_table(table_uri: str, delta_conn_id: str | None, storage_options: Mapping[str, Any] | None) -> DeltaTable:
-    """The table with the connection's storage options, the sensor's own over them."""
-    return DeltaTable(table_uri, merged_storage_options(connection_storage_options(delta_conn_id), storage_options))
+    """The table with the connection's storage options, the sensor's own over them (a relative path is refused)."""
+    return DeltaTable(
+        check_table_uri("table_uri", table_uri),
+        merged_storage_options(connection_storage_options(delta_conn_id), storage_options),
+    )
 
 
-class DeltaCommitConflictSensor(BaseSensorOperator):
+class _TaskErrorsMixin:
+    """Engine errors as the operators raise them: a non-retryable one fails the task at once
+    (:class:`~airflow_delta.operators.retry.DeltaNonRetryableError`, or a skip with
+    ``soft_fail``), a retryable one is a :class:`~airflow_delta.operators.retry.DeltaRetryableError`."""
+
+    def poke(self, context: Any) -> bool | PokeReturnValue:
+        try:
+            return self._poke(context)
+        except DeltaError as error:
+            raise task_error(error) from error
+
+    def _poke(self, context: Any) -> bool | PokeReturnValue:
+        raise NotImplementedError
+
+
+class DeltaCommitConflictSensor(_TaskErrorsMixin, BaseSensorOperator):
     """Wait until no recent commit of a Delta table conflicts with the work the next task will do.
 
     Each poke reads the commits after the version it judges from (``read_version``, or,
@@ -188,7 +208,7 @@ class DeltaCommitConflictSensor(BaseSensorOperator):
             )
         return self._judgement
 
-    def poke(self, context: Any) -> bool | PokeReturnValue:
+    def _poke(self, context: Any) -> bool | PokeReturnValue:
         judgement = self._poll(context)
         conflicting = judgement.conflicting
         if self.fail_on_conflict and conflicting:
@@ -262,10 +282,11 @@ class DeltaCommitConflictSensor(BaseSensorOperator):
                 f"read version {event['read_version']}: {first['error']}. Plan the work again from version "
                 f"{event['safe_version']} or later"
             )
-        raise error_from_report(str(event.get("error")), str(event.get("message")))
+        error = error_from_report(str(event.get("error")), str(event.get("message")))
+        raise task_error(error) from error
 
 
-class DeltaPartitionSensor(BaseSensorOperator):
+class DeltaPartitionSensor(_TaskErrorsMixin, BaseSensorOperator):
     """Wait until a partition of a Delta table has data committed after a version or a time.
 
     A poke lists the log, reads the commit files after ``after_version`` (or those
@@ -330,7 +351,7 @@ class DeltaPartitionSensor(BaseSensorOperator):
                 terms.append(f"{name} = '" + str(value).replace("'", "''") + "'")
         return " AND ".join(terms)
 
-    def poke(self, context: Any) -> bool | PokeReturnValue:
+    def _poke(self, context: Any) -> bool | PokeReturnValue:
         table = _open_table(self.table_uri, self.delta_conn_id, self.storage_options)
         predicate = self._predicate()
         after_version = _optional_version("after_version", self.after_version)

@@ -57,6 +57,7 @@ from airflow_delta.engine import (
     DeltaError,
     DeltaTable,
     InvalidArgumentError,
+    InvalidFilterError,
     Metadata,
     MultipleSourceRowsMatchedError,
     Snapshot,
@@ -75,6 +76,7 @@ from airflow_delta.spark.file_tasks import (
 )
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.nested_assignments import Assigned, SetTree, assigned_value, resolve_set_targets
+from airflow_delta.spark.spark_errors import spark_error_text
 from airflow_delta.spark.specs import MergeSource, MergeSpec
 
 __all__ = [
@@ -565,16 +567,18 @@ _FILE_METRICS = {
 
 @contextmanager
 def _analyzed(spec: MergeSpec) -> Iterator[None]:
-    """Spark's analysis errors (unknown columns, bad expressions, non-boolean conditions) as :class:`InvalidArgumentError`."""
+    """Spark's analysis errors (unknown columns, bad expressions, non-boolean conditions) as :class:`InvalidFilterError`.
+
+    The message is Spark's whole (the column, its suggestions), without the job's internal
+    columns (:func:`~airflow_delta.spark.spark_errors.spark_error_text`).
+    """
     try:
         yield
     except AnalysisException as error:  # ParseException is one too
-        text = str(error).strip()
-        raise InvalidArgumentError(
-            "MergeSpec",
-            text.splitlines()[0] if text else type(error).__name__,
-            f"ON, conditions and values in Spark SQL over the target ({spec.target_alias}) and source "
-            f"({spec.source_alias}) columns, with boolean conditions",
+        raise InvalidFilterError(
+            spec.on,
+            f"Spark cannot analyze the MERGE's ON condition, clause conditions and values over the target "
+            f"({spec.target_alias}) and source ({spec.source_alias}) columns: {spark_error_text(error)}",
         ) from None
 
 

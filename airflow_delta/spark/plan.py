@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from airflow_delta.engine import InvalidFilterError, TableContext, Transaction
 from airflow_delta.spark.file_tasks import spark_schema
+from airflow_delta.spark.spark_errors import spark_error_text
 
 __all__ = ["Candidates", "check_predicate", "empty_target", "is_partition_predicate", "predicate_columns", "read_candidates"]
 
@@ -36,17 +37,12 @@ def empty_target(spark: SparkSession, context: TableContext, schema: StructType 
     return spark.createDataFrame([], schema if schema is not None else spark_schema(context))
 
 
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def check_predicate(spark: SparkSession, context: TableContext, predicate: str) -> None:
     """Raise :class:`InvalidFilterError` unless ``predicate`` is a boolean Spark SQL expression over the table's columns."""
     try:
         empty_target(spark, context).filter(predicate)
     except AnalysisException as error:  # ParseException is one too
-        raise InvalidFilterError(predicate, f"Spark cannot use it as a condition on the table: {_first_line(error)}") from None
+        raise InvalidFilterError(predicate, f"Spark cannot use it as a condition on the table: {spark_error_text(error)}") from None
 
 
 def predicate_columns(spark: SparkSession, context: TableContext, predicate: str) -> list[str] | None:

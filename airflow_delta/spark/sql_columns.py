@@ -10,12 +10,19 @@ error or evaluates it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
-__all__ = ["references_only"]
+from airflow_delta.engine import InvalidArgumentError, InvalidFilterError
+
+if TYPE_CHECKING:
+    from airflow_delta.spark.specs import Spec
+
+__all__ = ["references_only", "refuse_text_spark_refuses"]
 
 
 def references_only(predicate: str, columns: Sequence[str]) -> bool:
@@ -25,8 +32,64 @@ def references_only(predicate: str, columns: Sequence[str]) -> bool:
     """
     try:
         tree = sqlglot.parse_one(predicate, read="spark")
-    except sqlglot.errors.ParseError:
+    except sqlglot.errors.SqlglotError:  # ParseError, and TokenError for an unbalanced quote
         return False
     allowed = {column.casefold() for column in columns}
     # ``t.c`` (an alias) and ``s.f`` (a struct field) both count by whichever part is a column.
     return all(any(part.name.casefold() in allowed for part in column.parts) for column in tree.find_all(exp.Column))
+
+
+def _text_fault(text: str) -> str | None:
+    """Why Spark is sure to refuse ``text`` as one expression, or None when its tokens do not show it.
+
+    Only what the tokens prove: a string, quoted identifier or comment left open, or a ``;``
+    outside them (a second statement). Anything subtler is left to Spark's analyzer, which
+    reports it from the job (sqlglot's grammar is not Spark's, so a parse error here proves
+    nothing).
+    """
+    try:
+        tokens = sqlglot.tokenize(text, read="spark")
+    except sqlglot.errors.TokenError:
+        return "a quote, backquote or comment is not closed"
+    if any(token.token_type == TokenType.SEMICOLON for token in tokens):
+        return "';' ends a statement: write one expression (combine conditions with AND / OR)"
+    return None
+
+
+def _texts(spec: Spec) -> Iterator[tuple[str, str, bool]]:
+    """Each SQL text of ``spec``: (where it is, the text, whether it is a condition)."""
+    from airflow_delta.spark.specs import DeleteSpec, MergeSpec, UpdateSpec
+
+    if isinstance(spec, (DeleteSpec, UpdateSpec)) and spec.predicate is not None:
+        yield "predicate", spec.predicate, True
+    if isinstance(spec, UpdateSpec):
+        for key, value in spec.set.items():
+            yield f"UpdateSpec.set[{key!r}]", value, False
+    if isinstance(spec, MergeSpec):
+        yield "on", spec.on, True
+        for i, clause in enumerate(spec.clauses):
+            if clause.condition is not None:
+                yield f"clauses[{i}].condition", clause.condition, True
+            for key, value in (clause.assignments or {}).items():
+                yield f"clauses[{i}].assignments[{key!r}]", value, False
+        sources = [spec.source, *spec.source.views.values()]
+        for source in sources:
+            if source.query is not None:
+                yield "source.query", source.query, False
+
+
+def refuse_text_spark_refuses(spec: Spec) -> None:
+    """Raise for SQL text of ``spec`` that Spark is sure to refuse, before any job is submitted.
+
+    A condition (a predicate, an ON condition, a clause condition) is an
+    :class:`InvalidFilterError`; a value (a SET or assignment value, a source query) an
+    :class:`InvalidArgumentError` naming it. Neither is retryable: the task fails at once,
+    in the worker, instead of after a Spark job's start.
+    """
+    for where, text, condition in _texts(spec):
+        fault = _text_fault(text)
+        if fault is None:
+            continue
+        if condition:
+            raise InvalidFilterError(text, f"{where}: {fault}")
+        raise InvalidArgumentError(where, text, f"one Spark SQL expression: {fault}")

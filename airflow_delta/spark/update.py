@@ -43,6 +43,7 @@ from airflow_delta.spark.nested_assignments import (
     resolve_set_targets,
 )
 from airflow_delta.spark.plan import check_predicate, empty_target, read_candidates
+from airflow_delta.spark.spark_errors import spark_error_text
 from airflow_delta.spark.specs import UpdateSpec
 
 __all__ = ["UPDATE_METRICS", "resolve_assignments", "run_update"]
@@ -63,11 +64,6 @@ UPDATE_METRICS = (
     "numAddedBytes",
     "rewriteTimeMs",
 )
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _quoted(name: str) -> str:
@@ -111,7 +107,7 @@ def resolve_assignments(spark: SparkSession, context: TableContext, assignments:
                 f"UpdateSpec.set[{assigned.key!r}]",
                 assigned.expression,
                 f"a Spark SQL expression over the table's columns whose value Spark can store in "
-                f"{assigned.key} ({field.dataType.simpleString()}): {_first_line(error)}",
+                f"{assigned.key} ({field.dataType.simpleString()}): {spark_error_text(error)}",
             ) from None
     return tree
 
@@ -181,7 +177,7 @@ def run_update(
             )
         except SparkArithmeticException as error:
             raise InvalidArgumentError(
-                "UpdateSpec.set", dict(spec.set), f"values that fit their columns: {_first_line(error)}"
+                "UpdateSpec.set", dict(spec.set), f"values that fit their columns: {spark_error_text(error)}"
             ) from None
         finally:
             matched.unpersist()

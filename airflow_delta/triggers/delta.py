@@ -33,7 +33,7 @@ from airflow_delta.engine import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from airflow_delta.hooks.delta import DeltaHook
+from airflow_delta.hooks.delta import DeltaHook, check_table_uri
 
 # At most this many waited-out commits are listed in an event or an XCom (the count is always given).
 MAX_LISTED_COMMITS = 20
@@ -196,7 +196,7 @@ class DeltaCommitConflictTrigger(BaseTrigger):
         )
 
     def _watch(self, storage_options: dict[str, Any] | None) -> ConflictWatch:
-        table = DeltaTable(self.table_uri, storage_options)
+        table = DeltaTable(check_table_uri("table_uri", self.table_uri), storage_options)
         return ConflictWatch(
             table.location,
             self.read_version,
@@ -359,7 +359,9 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from_connection = await aconnection_storage_options(self.delta_conn_id)
         table = await asyncio.to_thread(
-            DeltaTable, self.table_uri, merged_storage_options(from_connection, self.storage_options)
+            DeltaTable,
+            check_table_uri("table_uri", self.table_uri),
+            merged_storage_options(from_connection, self.storage_options),
         )
         watermark = await self._stored_watermark()
         if watermark is None:
@@ -380,6 +382,13 @@ class DeltaTableCommitTrigger(BaseEventTrigger):
                 # longer than the log's retention): what they were cannot be told any more.
                 last = await asyncio.to_thread(table.version)
                 self.log.warning("%s; resuming after the latest version, %d", exc, last)
+            except DeltaError as exc:
+                if not exc.retryable:
+                    # A bad partition filter, an unsupported table: no later poll can do better.
+                    self.log.error("watching %s failed and stops: %s: %s", self.table_uri, type(exc).__name__, exc)
+                    raise
+                # The store is failing for now (or a commit is in flight): the next poll tries again.
+                self.log.warning("watching %s: %s: %s; polling again", self.table_uri, type(exc).__name__, exc)
             for payload in events:
                 await self._store_watermark(payload["version"])
                 self.log.info("new commit %d (%s) of %s", payload["version"], payload["operation"], self.table_uri)

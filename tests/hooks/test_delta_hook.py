@@ -86,7 +86,7 @@ def test_a_missing_default_connection_means_defaults_and_a_missing_named_one_fai
     settings = DeltaHook().settings
     assert (settings.storage_options, settings.spark_conn_id, settings.deploy_mode) == ({}, "spark_default", None)
 
-    with pytest.raises(Exception, match="nowhere"):
+    with pytest.raises(InvalidArgumentError, match="no connection 'nowhere' exists"):
         _ = DeltaHook("nowhere").settings
 
 

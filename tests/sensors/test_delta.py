@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import (
     AirflowFailException,
-    AirflowNotFoundException,
     AirflowSensorTimeout,
     AirflowSkipException,
     TaskDeferred,
 )
 
 from airflow_delta.engine import DeltaTable, InvalidArgumentError, InvalidFilterError, TableNotFoundError
+from airflow_delta.operators.retry import DeltaNonRetryableError, DeltaRetryableError
 from airflow_delta.sensors.delta import DeltaCommitConflictSensor, DeltaPartitionSensor
 from airflow_delta.triggers.delta import DeltaCommitConflictTrigger
 from tests.airflow_layer import set_connection
@@ -185,8 +185,15 @@ def test_deferrable_does_not_defer_when_already_quiet(table: DeltaTable) -> None
 def test_deferrable_resume_raises_what_the_trigger_reported(table: DeltaTable) -> None:
     sensor = conflict_sensor(table, deferrable=True)
     error = {"status": "error", "error": "TableNotFoundError", "message": "no Delta table at 'x'"}
-    with pytest.raises(TableNotFoundError, match="no Delta table"):
+    with pytest.raises(DeltaNonRetryableError, match="no Delta table") as raised:  # fails at once, as operators do
         sensor.execute_complete({}, error)
+    assert isinstance(raised.value.__cause__, TableNotFoundError)
+    bad_predicate = {"status": "error", "error": "InvalidFilterError", "message": "invalid filter 'nope = 1'"}
+    with pytest.raises(DeltaNonRetryableError, match="InvalidFilterError"):
+        sensor.execute_complete({}, bad_predicate)
+    unavailable = {"status": "error", "error": "StorageUnavailableError", "message": "s3 did not complete"}
+    with pytest.raises(DeltaRetryableError, match="StorageUnavailableError"):
+        sensor.execute_complete({}, unavailable)
     conflict = {"status": "conflict", "read_version": 1, "safe_version": 3,
                 "waited_out": [{"version": 2, "operation": "DELETE", "error": "ConcurrentDeleteReadException"}]}
     with pytest.raises(AirflowFailException, match=r"version 2 \(DELETE\)"):
@@ -194,14 +201,37 @@ def test_deferrable_resume_raises_what_the_trigger_reported(table: DeltaTable) -
 
 
 def test_bad_arguments_are_named(table: DeltaTable) -> None:
-    with pytest.raises(InvalidArgumentError, match="read_version"):
+    with pytest.raises(DeltaNonRetryableError, match="read_version") as raised:
         conflict_sensor(table, read_version="yesterday").execute({})
+    assert isinstance(raised.value.__cause__, InvalidArgumentError)
     with pytest.raises(InvalidArgumentError, match="quiet_period"):
         conflict_sensor(table, quiet_period=-1)
-    with pytest.raises(InvalidFilterError):
-        conflict_sensor(table, read_version=0, predicate="nope = 1").execute({})
     with pytest.raises(InvalidArgumentError, match="after_version"):
         DeltaPartitionSensor(task_id="p", table_uri=table.table_uri, partition="p = 'a'")
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_predicate_typo_fails_the_sensor_at_once_whatever_its_retries(table: DeltaTable, deferrable: bool) -> None:
+    sensor = conflict_sensor(table, read_version=0, predicate="nope = 1", deferrable=deferrable, retries=3)
+    with pytest.raises(DeltaNonRetryableError) as raised:
+        sensor.execute({})
+    assert isinstance(raised.value, AirflowFailException)  # Airflow does not retry it
+    assert isinstance(raised.value.__cause__, InvalidFilterError) and "nope" in str(raised.value)
+    partition = DeltaPartitionSensor(task_id="p", table_uri=table.table_uri, partition="nope = 'a'", after_version=0)
+    with pytest.raises(DeltaNonRetryableError, match="InvalidFilterError"):
+        partition.poke({})
+    # With soft_fail, the failure skips the task, as every other failure of a sensor does.
+    with pytest.raises(AirflowSkipException):
+        conflict_sensor(table, read_version=0, predicate="nope = 1", deferrable=deferrable, soft_fail=True).execute({})
+
+
+def test_a_relative_table_path_is_refused_by_the_sensors(table: DeltaTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(table.root)
+    monkeypatch.chdir(root.parent)
+    with pytest.raises(DeltaNonRetryableError, match="relative path"):
+        DeltaCommitConflictSensor(task_id="w", table_uri=root.name, read_version=0, timeout=5).execute({})
+    with pytest.raises(DeltaNonRetryableError, match="relative path"):
+        DeltaPartitionSensor(task_id="p", table_uri=root.name, partition="p = 'a'", after_version=0).poke({})
 
 
 def test_templated_fields_and_ui_color() -> None:
@@ -290,8 +320,8 @@ def test_both_sensors_read_the_table_with_the_delta_connections_storage_options(
                                  delta_conn_id="delta_s3", poke_interval=0.05, timeout=30)
     assert partition.execute({})["version"] == read_version + 1
 
-    # A connection id that names no connection fails with Airflow's error, not a guess at the options.
-    with pytest.raises(AirflowNotFoundException, match="delta_nowhere"):
+    # A connection id that names no connection fails at once, naming it, not with a guess at the options.
+    with pytest.raises(DeltaNonRetryableError, match="no connection 'delta_nowhere' exists"):
         conflict_sensor(s3_table, read_version=0, delta_conn_id="delta_nowhere").execute({})
 
 

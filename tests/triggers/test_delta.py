@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 from airflow.models.trigger import Trigger
-from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.serialization.decoders import smart_decode_trigger_kwargs
 from airflow.serialization.encoders import encode_trigger
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_delta.engine import DeltaTable
+from airflow_delta.engine import DeltaTable, InvalidArgumentError
 from airflow_delta.triggers.delta import WATERMARK_KEY, DeltaCommitConflictTrigger, DeltaTableCommitTrigger
 from tests.airflow_layer import set_connection
 from tests.commit_watch_helpers import SCHEMA, events_table, rows
@@ -345,5 +344,5 @@ def test_both_triggers_read_storage_options_from_the_delta_connection_in_the_eve
     assert judged.payload["status"] == "success" and judged.payload["safe_version"] == appended
 
     missing = DeltaTableCommitTrigger(table_uri=table.table_uri, delta_conn_id="delta_nowhere")
-    with pytest.raises(AirflowNotFoundException, match="delta_nowhere"):
+    with pytest.raises(InvalidArgumentError, match="no connection 'delta_nowhere' exists"):
         asyncio.run(next_event(missing.run()))

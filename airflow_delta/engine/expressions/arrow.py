@@ -96,12 +96,31 @@ def _to_arrow(node: Node) -> pc.Expression:
     raise TypeError(f"unknown node {node!r}")
 
 
+# Terms of one associative chain that pyarrow may flatten together (see _balanced).
+_CHAIN_GROUP = 64
+
+
 def _balanced(combine: Callable[[pc.Expression, pc.Expression], pc.Expression], terms: list[pc.Expression]) -> pc.Expression:
-    """``t1 op t2 op ...`` as a balanced tree, log2(n) deep.
+    """``t1 op t2 op ...`` as a balanced tree, log2(n) deep, in groups pyarrow keeps apart.
 
     A left-deep chain of 10,000 terms overflows the C stack when pyarrow walks it
-    (SIGSEGV); Kleene AND and OR are associative, so the grouping does not matter.
+    (SIGSEGV); Kleene AND and OR are associative, so the grouping does not matter. A
+    balanced tree alone is not enough: binding an expression for execution canonicalizes
+    it, which flattens nested calls of one associative function back into a left-deep
+    chain of every term. So every group of at most :data:`_CHAIN_GROUP` terms is closed by
+    a cast to its own type (boolean to boolean: the values, NULLs included, are unchanged),
+    which canonicalization does not look through: no chain pyarrow builds is longer than
+    the group, whatever the number of terms.
     """
+    while len(terms) > _CHAIN_GROUP:
+        terms = [
+            _pairwise(combine, terms[i : i + _CHAIN_GROUP]).cast(pa.bool_())
+            for i in range(0, len(terms), _CHAIN_GROUP)
+        ]
+    return _pairwise(combine, terms)
+
+
+def _pairwise(combine: Callable[[pc.Expression, pc.Expression], pc.Expression], terms: list[pc.Expression]) -> pc.Expression:
     while len(terms) > 1:
         paired = [combine(terms[i], terms[i + 1]) for i in range(0, len(terms) - 1, 2)]
         if len(terms) % 2:

@@ -129,6 +129,18 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _as_written(e: exp.Expression) -> str:
+    """How a user wrote ``e``: the operator of a binary expression as SQL spells it (``||``,
+    not sqlglot's ``dpipe``), else the expression's own text."""
+    text = e.sql(dialect="spark")
+    if isinstance(e, exp.Binary) and e.this is not None and e.expression is not None:
+        left, right = e.this.sql(dialect="spark"), e.expression.sql(dialect="spark")
+        if text.startswith(left) and text.endswith(right) and len(text) > len(left) + len(right):
+            operator = text[len(left) : len(text) - len(right)].strip()
+            return f"the operator {operator} (in {text!r})"
+    return repr(text)
+
+
 _SUPPORTED_FUNCTIONS = "lower, upper, coalesce, abs, length, trim, ltrim, rtrim, year, month, day, hour"
 
 
@@ -211,7 +223,7 @@ class _SqlglotBinder(_Binder):
             return self._function(e)
         if isinstance(e, exp.Subquery | exp.Query):
             raise self.error("subqueries are not supported; write literal values instead")
-        raise self.error(f"{e.sql(dialect='spark')!r} ({e.key}) is not supported in a filter")
+        raise self.error(f"{_as_written(e)} is not supported in a filter the engine evaluates")
 
     def _predicate(self, e: exp.Expression) -> Node:
         node = self.bind(e)

@@ -195,13 +195,20 @@ class CommitFrontier:
     holds (its commit, else its checkpoint's first file); while it still exists after
     the commit file was written, no cleanup has moved past ``version`` meanwhile,
     because cleanup deletes the oldest versions first and never the checkpoint it
-    keeps.
+    keeps. ``listing_behind``: the reason is a listing that hides versions the writer
+    has seen (a store whose listing lags its writes), not metadata cleanup.
     """
 
     version: int
     target_listed: bool
     predecessor: str | None
     moved_past: str | None
+    listing_behind: bool = False
+
+
+def _newest(*versions: int | None) -> int:
+    """The newest of the versions that are known, -1 when none is."""
+    return max((v for v in versions if v is not None), default=-1)
 
 
 def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
@@ -216,6 +223,7 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
         if at_previous:
             predecessor = at_previous[0].files[0].path
     reason: str | None = None
+    hidden = False
     if not listed:
         newest_commit = max(listing.commits, default=None)
         newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else None
@@ -236,12 +244,23 @@ def commit_frontier(listing: LogListing, version: int) -> CommitFrontier:
             )
         elif newest_commit is not None and newest_commit > version:
             reason = f"the log holds commit {newest_commit} but not commit {version} (it was cleaned up)"
+        elif version > 0 and predecessor is None and _newest(newest_commit, newest_checkpoint) < previous:
+            # Cleanup deletes the oldest versions first and keeps the newest: a listing
+            # with nothing at or after the version this transaction follows is behind.
+            newest = _newest(newest_commit, newest_checkpoint)
+            shown = f"version {newest}" if newest >= 0 else "no version"
+            reason = (
+                f"the listing of the log shows {shown}, older than version {previous} that this commit follows "
+                "and that was in the log when the transaction read it: the store's listing is behind, or the "
+                "newest log files were deleted"
+            )
+            hidden = True
         elif version > 0 and predecessor is None:
             reason = (
                 f"version {previous}, the one this commit follows, is no longer in the log "
                 "(metadata cleanup cleaned it up), so the commits after it cannot be checked for conflicts"
             )
-    return CommitFrontier(version, listed, predecessor, reason)
+    return CommitFrontier(version, listed, predecessor, reason, listing_behind=hidden)
 
 
 def _parse_hint(io: FileIO, directory: str) -> LastCheckpointHint | None:

@@ -30,6 +30,7 @@ from airflow_delta.engine.errors import (
     AtomicWriteError,
     CommitNotSupportedError,
     DeltaError,
+    InvalidArgumentError,
     InvalidPathError,
     PathOutsideTableError,
 )
@@ -579,6 +580,26 @@ def _mtime_ms(info: pafs.FileInfo) -> int:
     return int(mtime_ns // 1_000_000) if mtime_ns is not None else 0
 
 
+def _local_path_of_file_uri(table_uri: str) -> str:
+    """The local path of a ``file:`` URI in each form Hadoop and Spark write: ``file:///data/t``,
+    ``file://localhost/data/t`` and ``file:/data/t`` (one slash, as Spark and the engine's symlink
+    manifests write it); anything else is a path already."""
+    lowered = table_uri[:5].lower()
+    if lowered != "file:":
+        return table_uri
+    rest = table_uri[len("file:"):]
+    if rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        if authority not in ("", "localhost"):
+            raise InvalidArgumentError(
+                "table_uri", table_uri, "a file: URI of this machine (file:///path or file:/path), not of another host"
+            )
+        return slash + path
+    if not rest.startswith("/"):
+        raise InvalidArgumentError("table_uri", table_uri, "an absolute file: URI (file:///path or file:/path)")
+    return rest
+
+
 def resolve_table_uri(table_uri: str, storage_options: Mapping[str, Any] | None = None) -> tuple[FileIO, str]:
     """Return the FileIO for a local path or a ``pyarrow.fs`` URI, and the table root in that FileIO's form.
 
@@ -588,8 +609,8 @@ def resolve_table_uri(table_uri: str, storage_options: Mapping[str, Any] | None 
     ``ObjectStoreFileIO`` before they reach this function; any other scheme (``hdfs://``...)
     goes through ``pyarrow.fs.FileSystem.from_uri``, reads only (no atomic create-if-absent).
     """
-    if "://" not in table_uri or table_uri.startswith("file://"):
-        local = table_uri[len("file://"):] if table_uri.startswith("file://") else table_uri
+    if "://" not in table_uri or table_uri[:7].lower() == "file://":
+        local = _local_path_of_file_uri(table_uri)
         root = os.path.abspath(os.path.expanduser(local)).rstrip("/") or "/"
         return LocalFileIO(root), root
     if storage_options:

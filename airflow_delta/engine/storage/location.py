@@ -52,6 +52,10 @@ class TableLocation:
             raise InvalidArgumentError("table_uri", table_uri, "pass a non-empty path or URI string")
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise InvalidArgumentError("storage_options", storage_options, "pass a mapping of option names to values, or None")
+        if "\x00" in table_uri:
+            # No file system or object store names a path with a NUL byte; the OS would
+            # refuse it later with an untyped ValueError.
+            raise InvalidArgumentError("table_uri", table_uri, "a path or URI without NUL bytes")
         if is_object_store_uri(table_uri):
             # Imported here: obstore is needed only where a table on an object store is
             # opened, so an executor working on a local table runs without it.

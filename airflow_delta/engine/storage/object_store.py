@@ -28,6 +28,7 @@ writes them, so the lexical path rules (``storage/paths.py``) apply unchanged.
 from __future__ import annotations
 
 import io
+import os
 import posixpath
 import re
 import threading
@@ -44,6 +45,7 @@ from obstore.store import AzureStore, GCSStore, S3Store
 from airflow_delta.engine.errors import (
     CommitNotSupportedError,
     InvalidArgumentError,
+    ObjectStoreForkError,
     StorageAccessError,
     StorageUnavailableError,
 )
@@ -70,6 +72,25 @@ DELETE_BATCH = 1000
 DELETE_THREADS = 16
 
 _BACKOFF = {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=15), "base": 2.0}
+
+
+# The process whose obstore runtime serves this interpreter: the first that reached a store.
+_runtime_pid: int | None = None
+
+
+def _refuse_after_fork(location: str) -> None:
+    """Raise :class:`ObjectStoreForkError` in a process forked after its parent used an object store.
+
+    obstore's tokio runtime is per process and created on first use; fork() copies it
+    without its threads, so every request of the child (through any client, old or new)
+    waits forever. delta-rs refuses the same case; so does this, before any request.
+    """
+    global _runtime_pid
+    pid = os.getpid()
+    if _runtime_pid is None:
+        _runtime_pid = pid
+    elif _runtime_pid != pid:
+        raise ObjectStoreForkError(location, _runtime_pid, pid)
 
 
 class ObjectStoreFileIO(FileIO):
@@ -108,6 +129,7 @@ class ObjectStoreFileIO(FileIO):
     # ---------------------------------------------------------------- the client
     @property
     def store(self) -> S3Store | AzureStore | GCSStore:
+        _refuse_after_fork(f"{_SCHEME[self.kind]}://{self.bucket}")
         if self._client is None:
             with self._store_lock:
                 if self._client is None:

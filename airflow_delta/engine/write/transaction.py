@@ -877,7 +877,9 @@ class Transaction:
         if frontier.moved_past is not None:
             if self.read_version < 0:
                 raise TableAlreadyExistsError(self.location.uri)
-            raise LogMovedPastCommitError(self.location.uri, version, frontier.moved_past)
+            raise LogMovedPastCommitError(
+                self.location.uri, version, frontier.moved_past, listing_behind=frontier.listing_behind
+            )
         return frontier
 
     def _confirm_not_shadowed(self, frontier: CommitFrontier, *, written_now: bool) -> None:

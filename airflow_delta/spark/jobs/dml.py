@@ -11,6 +11,9 @@ builds none) and prints one line on stdout:
 - ``AIRFLOW_DELTA_ERROR {"class": ..., "message": ..., "retryable": ...}`` when an engine
   error (a :class:`~airflow_delta.engine.DeltaError`) ends it (exit status 3), so the
   operator re-raises the same class;
+- Spark's refusal of the input (its analysis errors: a missing path, an unknown column,
+  SQL that does not parse; errors of SQLSTATE class 42 or 22) is reported the same way,
+  as a :class:`~airflow_delta.engine.SparkAnalysisError` (not retryable);
 - anything else is a bug or an infrastructure failure: Python's traceback, exit status 1.
 
 The operator reads the job's result from the table's log, not from these lines: they
@@ -30,12 +33,14 @@ from airflow_delta.spark.jobs import ERROR_LINE_PREFIX, EXIT_DELTA_ERROR, RESULT
 # Before the first pyspark import: the installed PySpark's cached bytecode, not the zip's sources.
 prefer_installed_pyspark()
 
+from pyspark.errors import PySparkException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 from airflow_delta.engine import DeltaError, InvalidArgumentError  # noqa: E402
 from airflow_delta.spark.delete import run_delete  # noqa: E402
 from airflow_delta.spark.job_result import JobResult  # noqa: E402
 from airflow_delta.spark.session import LazySession, session_of  # noqa: E402
+from airflow_delta.spark.spark_errors import input_error  # noqa: E402
 from airflow_delta.spark.specs import (  # noqa: E402
     ConvertSpec,
     DeleteSpec,
@@ -108,6 +113,12 @@ def _app_name(spec: Spec) -> str:
     return f"airflow-delta {spec.OPERATION} {identity.dag_id}.{identity.task_id}"
 
 
+def _report(error: DeltaError) -> int:
+    report = {"class": type(error).__name__, "message": str(error), "retryable": error.retryable}
+    print(f"{ERROR_LINE_PREFIX} {json.dumps(report)}", flush=True)
+    return EXIT_DELTA_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the program; its exit status (0, or 3 after an engine error)."""
     args = _parser().parse_args(argv)
@@ -121,9 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             spark.stop(process_exits=True)
     except DeltaError as error:
-        report = {"class": type(error).__name__, "message": str(error), "retryable": error.retryable}
-        print(f"{ERROR_LINE_PREFIX} {json.dumps(report)}", flush=True)
-        return EXIT_DELTA_ERROR
+        return _report(error)
+    except PySparkException as error:
+        # Spark's refusal of the input (a missing path, an unknown column, SQL that does
+        # not parse) fails every retry the same way: reported as a typed, non-retryable error.
+        typed = input_error(error)
+        if typed is None:
+            raise
+        return _report(typed)
     print(f"{RESULT_LINE_PREFIX} {result.to_json()}", flush=True)
     return 0
 

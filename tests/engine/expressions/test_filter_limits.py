@@ -144,6 +144,39 @@ def test_ten_thousand_unfoldable_terms_filter_read_and_delete_without_crashing(t
     assert result.stdout.split("\n")[:3] == ["['v4']", "1", "['v3', 'x']"]
 
 
+# Every kind of associative chain the binder keeps as one AND or OR of many terms, 10,000
+# terms each (NOT of an OR becomes an AND). Each used to reach pyarrow, whose binding
+# flattens nested AND / OR back into one 10,000-deep chain: SIGSEGV.
+LONG_CHAINS = {
+    "and_of_comparisons": '" AND ".join(f"id <> {i + 100}" for i in range(10_000))',
+    "and_of_likes": '" AND ".join(f"s NOT LIKE \'%x{i}\'" for i in range(10_000))',
+    "not_of_or": '"NOT (" + " OR ".join(f"s = \'{i}x\'" for i in range(10_000)) + ")"',
+    "or_of_likes": '" OR ".join(f"s LIKE \'%x{i}\'" for i in range(10_000)) + " OR id = 5"',
+    "and_of_ors": '" AND ".join(f"(id <> {i + 100} OR s = \'z\')" for i in range(5_000))',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LONG_CHAINS))
+def test_ten_thousand_term_and_or_chains_of_every_kind_read_and_delete_without_crashing(tmp_path: Path, kind: str) -> None:
+    result = _run_isolated(
+        f"""
+        import pyarrow as pa
+        from airflow_delta.engine import DeltaTable
+        sql = {LONG_CHAINS[kind]}
+        table = DeltaTable.create({str(tmp_path / "t")!r}, pa.schema([("id", pa.int64()), ("s", pa.string())]))
+        table.append(pa.table({{"id": pa.array([1, 5, 20_000], pa.int64()), "s": ["v3", "v4", "x"]}}))
+        expected = sorted(r["s"] for r in table.snapshot().to_arrow().to_pylist() if r["id"] in (1, 5, 20_000))
+        print(table.snapshot().files(sql).num_rows)
+        print(sorted(table.snapshot().to_arrow(filter=sql).column("s").to_pylist()))
+        print(table.delete(sql).num_deleted_rows)
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]  # -11 was the SIGSEGV
+    matching = ["v4"] if kind == "or_of_likes" else ["v3", "v4", "x"]
+    assert result.stdout.split("\n")[:3] == ["1", str(matching), str(len(matching))]
+
+
 def test_too_many_terms_is_an_invalid_filter_that_says_to_use_in(monkeypatch: pytest.MonkeyPatch) -> None:
     assert MAX_FILTER_NODES == 50_000  # documented in limits.py; a smaller limit keeps this test fast
     monkeypatch.setattr(binding, "MAX_FILTER_NODES", 300)

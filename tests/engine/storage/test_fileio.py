@@ -72,6 +72,31 @@ def test_resolve_table_uri_local_forms(tmp_path: Path) -> None:
     assert root2 == str(tmp_path)
 
 
+@pytest.mark.parametrize("form", ["file:{}", "file://{}", "file://localhost{}", "FILE:{}"])
+def test_every_local_file_uri_form_names_the_path_not_a_directory_under_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _, root = resolve_table_uri(form.format(tmp_path / "t"))
+    assert root == str(tmp_path / "t")  # one slash is Hadoop's form, the one symlink manifests hold
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("/data/x\x00y", "without NUL bytes"),
+        ("file:/data/x\x00y", "without NUL bytes"),
+        ("file://otherhost/data/t", "not of another host"),
+        ("file:data/t", "absolute file: URI"),
+    ],
+)
+def test_table_uris_no_store_can_name_are_typed_errors(uri: str, expected: str) -> None:
+    from airflow_delta.engine import DeltaTable, InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=expected):
+        DeltaTable(uri)
+
+
 # ------------------------------------------------ confinement to the table's real root
 
 

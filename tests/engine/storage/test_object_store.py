@@ -343,3 +343,56 @@ def test_a_table_context_reads_the_table_in_another_process(object_store: Object
     payload = pickle.dumps((table.context(snapshot), snapshot.add_actions))
     with mp.get_context("spawn").Pool(1) as pool:
         assert pool.apply(_read_in_fresh_process, (payload,)) == [1, 2, 4, 5, 7, 8]
+
+
+# --------------------------------------------------------------------------- fork
+
+
+def _version_in_child(uri: str, options: dict[str, str], table: object, results: object) -> None:
+    """In the forked child: the version through the parent's table and through a new one, or the error class."""
+    from airflow_delta.engine import DeltaError, DeltaTable
+
+    outcome: list[str] = []
+    for opened in (table, DeltaTable(uri, options)):
+        if opened is None:  # a spawned child has no parent's table
+            outcome.append("-")
+            continue
+        try:
+            outcome.append(str(opened.version()))  # type: ignore[attr-defined]
+        except DeltaError as error:
+            outcome.append(f"{type(error).__name__}: {error}")
+    results.put(outcome)  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_of_a_process_that_used_the_store_fails_fast_with_a_typed_error(
+    s3_server: ObjectStoreServer,
+) -> None:
+    import multiprocessing
+
+    uri = s3_server.uri()
+    table = DeltaTable.create(uri, pa.schema([("id", pa.int64())]), storage_options=s3_server.storage_options)
+    table.append(pa.table({"id": pa.array([1], pa.int64())}))
+    assert table.version() == 1  # this process's obstore runtime is running
+
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_version_in_child, args=(uri, s3_server.storage_options, table, results))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():  # the old behaviour: the first request waits forever
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung on its first object-store request")
+    outcome = results.get(timeout=5)
+    assert child.exitcode == 0
+    for reported in outcome:  # the parent's table and a table opened in the child alike
+        assert reported.startswith("ObjectStoreForkError: ") and "'spawn'" in reported
+    # The parent is unaffected, and a spawned process (a fresh runtime) reads the table.
+    assert table.version() == 1
+    spawned = multiprocessing.get_context("spawn")
+    results = spawned.Queue()
+    child = spawned.Process(target=_version_in_child, args=(uri, s3_server.storage_options, None, results))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == 0
+    assert results.get(timeout=5)[1] == "1"

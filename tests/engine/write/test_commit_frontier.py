@@ -568,3 +568,22 @@ def test_create_never_deletes_a_version_0_it_cannot_tell_apart(
     assert caught.value.version == 0 and caught.value.retryable is False
     assert Path(table_path, "_delta_log", f"{0:020d}.json").exists()
     assert ids_of(DeltaTable(table_path)) == [1]
+
+
+def test_a_listing_that_hides_the_newest_entries_is_named_as_the_cause_not_cleanup(table: DeltaTable) -> None:
+    # The writer read version 1; the store's listing then lags behind and shows only
+    # version 0. No cleanup ran (it keeps the newest versions): the message must say so.
+    txn = stale_transaction(table, HookedCommitter(table))
+    hidden = commit_file(table, 1)
+    moved = hidden.with_name("lagging-replica")
+    hidden.rename(moved)
+    try:
+        with pytest.raises(LogMovedPastCommitError) as caught:
+            txn.commit("WRITE")
+    finally:
+        moved.rename(hidden)
+    message = str(caught.value)
+    assert caught.value.listing_behind and caught.value.retryable
+    assert "listing of the log shows version 0, older than version 1" in message
+    assert "list-after-write" in message and "cleanup ran" not in message and "cleaned it up" not in message
+    assert not commit_file(table, 2).exists() and ids_of(table) == [1]
