@@ -151,6 +151,7 @@ from airflow_delta.engine.errors import (
     TransactionAlreadyCommittedError,
     UnknownTablePropertyError,
     UnsupportedFeatureError,
+    VacuumLiteNotPossibleError,
     VersionNotFoundError,
     error_from_report,
 )
@@ -395,6 +396,7 @@ __all__ = [
     "TransactionAlreadyCommittedError",
     "UnknownTablePropertyError",
     "UnsupportedFeatureError",
+    "VacuumLiteNotPossibleError",
     "VacuumResult",
     "VersionNotFoundError",
     "WriterOptions",
