@@ -635,6 +635,13 @@ def vacuum(
     effective_ms = default_ms if retention_ms is None else retention_ms
     if enforce_retention_duration and effective_ms < default_ms:
         raise RetentionTooShortError(effective_ms, default_ms)
+    if effective_ms > default_ms:
+        log.warning(
+            "vacuum of %s: the retention asked for (%d ms) is longer than the table's "
+            "delta.deletedFileRetentionDuration (%d ms): checkpoints keep only the tombstones the table's "
+            "retention keeps, so versions older than that may lose files all the same; to keep time "
+            "travel longer, raise delta.deletedFileRetentionDuration", snapshot.table_root, effective_ms, default_ms,
+        )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     delete_before = now - effective_ms
     if mode == "full":
