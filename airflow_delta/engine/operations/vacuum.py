@@ -60,6 +60,7 @@ from airflow_delta.engine.errors import (
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
+    int64_array,
     int64_scalar,
     int64_to_numpy,
     mask_to_numpy,
@@ -69,7 +70,7 @@ from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.deletion_vector_files import dv_file_name, split_uuid_path
 from airflow_delta.engine.model.table_features import check_writable
 from airflow_delta.engine.operations.results import VacuumResult
-from airflow_delta.engine.read.commit_reader import read_commits
+from airflow_delta.engine.read.commit_reader import read_commit_removes
 from airflow_delta.engine.read.history import version_at_timestamp
 from airflow_delta.engine.read.listing import LogListing, list_log, log_dir
 from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
@@ -131,7 +132,7 @@ def dv_file_paths_by_row(root: str, deletion_vectors: pa.Array | pa.ChunkedArray
     """The relative DV file path of each row whose DV is on disk (``u`` or ``p``), and those rows' indices."""
     dvs = combined(deletion_vectors)
     if len(dvs) == 0 or dvs.null_count == len(dvs):
-        return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+        return string_array([]), np.zeros(0, dtype=np.int64)
     storage = pc.fill_null(pc.struct_field(dvs, "storageType"), "")
     on_disk = pc.or_(pc.equal(storage, "u"), pc.equal(storage, "p"))
     rows = np.flatnonzero(mask_to_numpy(on_disk))
@@ -147,7 +148,7 @@ def dv_file_paths_by_row(root: str, deletion_vectors: pa.Array | pa.ChunkedArray
     absolute = pc.utf8_slice_codeunits(distinct.filter(bool_array(~is_uuid)), 2)
     resolved[~is_uuid] = relative_paths(root, absolute).cast(pa.string()).to_pylist() if len(absolute) else []
     index = pc.index_in(keys, value_set=distinct)
-    return pa.array(list(resolved), pa.string()).take(index), rows
+    return string_array(list(resolved)).take(index), rows
 
 
 def retained_paths(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
@@ -436,7 +437,7 @@ def _removed_in_commits(snapshot: Snapshot, listing: LogListing, start: int, end
     Delta's lite VACUUM gathers them."""
     files = [listing.commits[v] for v in range(start, end + 1)]
     prefixes = tuple(p[:-1] for p in partition_dir_prefixes(snapshot))
-    parsed = read_commits(snapshot.io, files, list(range(start, end + 1)), partition_keys=prefixes)
+    parsed = read_commit_removes(snapshot.io, files, list(range(start, end + 1)), partition_keys=prefixes)
     removes = parsed.file_actions.filter(pc.invert(parsed.file_actions.column("is_add")))
     times = int64_to_numpy(pc.fill_null(removes.column("deletion_timestamp"), int64_scalar(0)))
     sizes = int64_to_numpy(pc.fill_null(removes.column("size"), int64_scalar(0)))
@@ -464,7 +465,7 @@ def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
     """
     listing = list_log(snapshot.io, snapshot.table_root)
     end = latest_version_outside_retention(snapshot, delete_before_ms, listing)
-    empty = VacuumPlan(pa.array([], pa.string()), np.zeros(0, dtype=np.int64), 0, end)
+    empty = VacuumPlan(string_array([]), np.zeros(0, dtype=np.int64), 0, end)
     if end is None:
         return empty
     last = read_last_vacuum_info(snapshot)
@@ -498,7 +499,7 @@ def _with_dv_file_sizes(snapshot: Snapshot, paths: pa.Array, sizes: np.ndarray) 
     if not len(unknown):
         return sizes
     sizes = sizes.copy()
-    for i, relative in zip(unknown, paths.take(pa.array(unknown)).to_pylist(), strict=True):
+    for i, relative in zip(unknown, paths.take(int64_array(unknown)).to_pylist(), strict=True):
         info = snapshot.io.info(f"{snapshot.table_root}/{relative}")
         sizes[i] = info.size if info is not None else 0
     return sizes
