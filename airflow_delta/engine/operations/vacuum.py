@@ -431,7 +431,7 @@ def latest_version_outside_retention(snapshot: Snapshot, delete_before_ms: int, 
 
 
 def _removed_in_commits(snapshot: Snapshot, listing: LogListing, start: int, end: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """(absolute-or-relative paths, sizes, times) of what commits ``start..end`` removed: the files of
+    """(paths relative to the root, sizes, times) of what commits ``start..end`` removed: the files of
     ``remove`` actions and their DV files (at the remove's ``deletionTimestamp``, 0 when absent),
     and the change data files of ``cdc`` actions (time 0: they expire with their commit), as
     Delta's lite VACUUM gathers them."""
@@ -469,7 +469,9 @@ def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
     if end is None:
         return empty
     last = read_last_vacuum_info(snapshot)
-    start = min(snapshot.version, 0 if last is None else last + 1)
+    # Delta starts at min(snapshot version, last + 1), reading the latest commit again when
+    # no commit followed the last vacuum; ours starts after it (end <= the snapshot's version).
+    start = 0 if last is None else last + 1
     commits = [v for v in listing.commits if v <= snapshot.version]
     earliest = min(commits) if commits else None
     if start > end:

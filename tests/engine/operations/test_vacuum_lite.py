@@ -126,3 +126,13 @@ def test_lite_deletes_change_data_files_of_commits_outside_the_retention(tmp_pat
     assert result.num_deleted_files == 4  # the two rewritten data files and their change data
     assert not list(Path(path, "_change_data").rglob("*.parquet"))
     assert read_with_deltars(path) == [{"id": i, "p": "ab"[i % 2]} for i in range(4, 10)]
+
+
+def test_a_recorded_latest_version_is_not_read_again(tmp_path: Path) -> None:
+    # A table vacuumed without VACUUM START / END commits (one this engine may vacuum but not
+    # write) records its latest version; with no commit since, there is nothing new to read.
+    table = _history(str(tmp_path / "t"))
+    Path(table.root, "_delta_log", "_last_vacuum_info").write_text(
+        json.dumps({"latestCommitVersionOutsideOfRetentionWindow": table.version()})
+    )
+    assert table.vacuum(mode="lite", dry_run=True, now=_later()).num_files_to_delete == 0
