@@ -372,7 +372,7 @@ def health_lines(report: HealthReport, path: str) -> list[str]:
             "tombstones",
             f"{format_count(report.tombstones)} ({human_bytes(report.tombstone_bytes)}), oldest "
             f"{format_ms(report.oldest_tombstone_ms) if report.oldest_tombstone_ms is not None else '-'}; "
-            f"{format_count(report.vacuumable_tombstones)} ({human_bytes(report.vacuumable_bytes)}) past retention",
+            f"VACUUM would delete {format_count(report.vacuumable_tombstones)} ({human_bytes(report.vacuumable_bytes)})",
         ],
         [
             "log",

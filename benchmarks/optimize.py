@@ -20,6 +20,7 @@ Each side checks its own outcome (files removed and added) and returns its file 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -102,25 +103,35 @@ def _build_zorder(target: Path) -> None:
     tmp.rename(target)
 
 
+# BENCH_OPTIMIZE_CASES=worker,spark,zorder (default: all) runs only some cases, e.g. the worker's
+# compaction alone on a shared machine.
+CASE_NAMES = ("worker", "spark", "zorder")
+
+
 def cases() -> list[Case]:
     base = data_dir("optimize")
     small, zorder = base / "small", base / "zorder"
-    if not small.exists():
+    wanted = [c.strip() for c in os.environ.get("BENCH_OPTIMIZE_CASES", ",".join(CASE_NAMES)).split(",") if c.strip()]
+    unknown = sorted(set(wanted) - set(CASE_NAMES))
+    if unknown:
+        raise SystemExit(f"BENCH_OPTIMIZE_CASES: unknown case(s) {unknown}; choose from {', '.join(CASE_NAMES)}")
+    if not small.exists() and {"worker", "spark"} & set(wanted):
         print(f"building {SMALL_FILES:,} small files (once; cached in {base})", file=sys.stderr, flush=True)
         _build_small(small)
-    if not zorder.exists():
+    if not zorder.exists() and "zorder" in wanted:
         print(f"building the {ZORDER_ROWS:,}-row table with delta-rs (once)", file=sys.stderr, flush=True)
         _build_zorder(zorder)
     print(f"# inputs: {SMALL_FILES:,} files of {ROWS_PER_SMALL_FILE} rows in {SMALL_PARTITIONS} partitions; "
           f"{ZORDER_ROWS:,} rows written by delta-rs", flush=True)
-    return [
-        Case("compact 10,000 small files (worker)", ours="ours_compact", theirs="delta_rs_compact",
-             args=(str(small),), repeat=2, fresh=True, setup="fresh_copy"),
-        Case("compact 10,000 small files (Spark local[2])", ours="ours_compact_spark", theirs="delta_rs_compact",
-             args=(str(small),), repeat=2, fresh=True, setup="fresh_copy"),
-        Case("Z-order 10M rows by (x, y)", ours="ours_zorder", theirs="delta_rs_zorder",
-             args=(str(zorder),), repeat=2, fresh=True, setup="fresh_copy"),
-    ]
+    every = {
+        "worker": Case("compact 10,000 small files (worker)", ours="ours_compact", theirs="delta_rs_compact",
+                       args=(str(small),), repeat=2, fresh=True, setup="fresh_copy"),
+        "spark": Case("compact 10,000 small files (Spark local[2])", ours="ours_compact_spark",
+                      theirs="delta_rs_compact", args=(str(small),), repeat=2, fresh=True, setup="fresh_copy"),
+        "zorder": Case("Z-order 10M rows by (x, y)", ours="ours_zorder", theirs="delta_rs_zorder",
+                       args=(str(zorder),), repeat=2, fresh=True, setup="fresh_copy"),
+    }
+    return [every[name] for name in CASE_NAMES if name in wanted]
 
 
 _SCRATCH = Path(tempfile.gettempdir()) / "airflow-delta-bench-optimize"

@@ -153,6 +153,7 @@ from airflow_delta.engine.errors import (
     TransactionAlreadyCommittedError,
     UnknownTablePropertyError,
     UnsupportedFeatureError,
+    VacuumLiteNotPossibleError,
     VersionNotFoundError,
     error_from_report,
 )
@@ -399,6 +400,7 @@ __all__ = [
     "TransactionAlreadyCommittedError",
     "UnknownTablePropertyError",
     "UnsupportedFeatureError",
+    "VacuumLiteNotPossibleError",
     "VacuumResult",
     "VersionNotFoundError",
     "WriterOptions",

@@ -660,6 +660,26 @@ class RetentionTooShortError(DeltaError):
         )
 
 
+class VacuumLiteNotPossibleError(DeltaError):
+    """A lite VACUUM would need commits that log cleanup has deleted (Delta's ``DELTA_CANNOT_VACUUM_LITE``).
+
+    Lite mode finds its files in the commits since the last VACUUM (``_delta_log/_last_vacuum_info``);
+    when some of them are gone, files they removed would never be found. Running again
+    cannot help; a full VACUUM lists the table instead, and records where the next lite
+    one may start.
+    """
+
+    def __init__(self, table_root: str, first_needed: int, earliest_commit: int | None) -> None:
+        self.table_root = table_root
+        self.first_needed = first_needed
+        self.earliest_commit = earliest_commit
+        have = f"the earliest commit left is {earliest_commit}" if earliest_commit is not None else "no commit file is left"
+        super().__init__(
+            f"VACUUM lite of {table_root} needs the commits from version {first_needed} on to find every removed file, "
+            f"but {have} (log cleanup deleted the others); run VACUUM with mode='full' once, then lite works again"
+        )
+
+
 class RestoreFilesMissingError(DeltaError):
     """RESTORE needs data or deletion vector files of the target version that no longer exist (vacuumed)."""
 

@@ -340,7 +340,8 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
 
 
     def _log_file_list(self, path: str) -> None:
-        verb = "would delete" if self.dry_run else "deleted"
+        # A real run lists its plan; numDeletedFiles (logged after) counts the files that still existed.
+        verb = "would delete" if self.dry_run else "planned"
         with open(path, encoding="utf-8") as listing:
             chunk: list[str] = []
             for line in listing:

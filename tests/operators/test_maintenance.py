@@ -158,6 +158,23 @@ def test_vacuum_refuses_a_retention_shorter_than_the_tables_and_only_if_needed_s
     assert DeltaTable(table_path).version() == 3
 
 
+@pytest.mark.usefixtures("no_spark")
+def test_lite_vacuum_only_if_needed_skips_once_the_files_are_gone(
+    table_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 20 item 14: lite used to re-plan files it had deleted, so it never skipped.
+    make_table(table_path)
+    _delete_partition_a(table_path)
+    lite = {"mode": "lite", "retention": timedelta(0), "enforce_retention_duration": False, "only_if_needed": True}
+    first = VacuumOperator(task_id="v", table=table_path, **lite).execute(context())
+    assert first["metrics"]["numDeletedFiles"] == 2
+    assert "VACUUM planned" in capsys.readouterr().out
+    version = DeltaTable(table_path).version()
+    with pytest.raises(AirflowSkipException, match="would delete no file"):
+        VacuumOperator(task_id="v", table=table_path, **lite).execute(context(run_id="next"))
+    assert DeltaTable(table_path).version() == version  # no VACUUM START / END pair for nothing
+
+
 # --------------------------------------------------------------------------- OPTIMIZE
 
 

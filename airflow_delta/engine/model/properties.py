@@ -7,6 +7,7 @@ allow with :class:`InvalidTablePropertyError`, naming the property and what it e
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,42 +16,118 @@ from datetime import timedelta
 from airflow_delta.engine.errors import InvalidTablePropertyError
 from airflow_delta.engine.model.arguments import check_instance, check_str
 
-_INTERVAL_UNITS_MS = {
-    "microsecond": 0.001,
-    "millisecond": 1,
-    "second": 1_000,
-    "minute": 60_000,
-    "hour": 3_600_000,
-    "day": 86_400_000,
-    "week": 7 * 86_400_000,
+# Spark's interval units (``IntervalUtils.stringToInterval``), singular or plural, and
+# which of CalendarInterval's three fields each adds to: months, days or microseconds.
+log = logging.getLogger(__name__)
+
+_INTERVAL_UNITS: dict[str, tuple[str, int]] = {
+    "year": ("months", 12),
+    "month": ("months", 1),
+    "week": ("days", 7),
+    "day": ("days", 1),
+    "hour": ("micros", 3_600_000_000),
+    "minute": ("micros", 60_000_000),
+    "second": ("micros", 1_000_000),
+    "millisecond": ("micros", 1_000),
+    "microsecond": ("micros", 1),
 }
-_INTERVAL_PART = re.compile(r"(-?\d+)\s*([a-z]+?)s?\b")
+_WHITESPACE = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"  # Java's Character.isWhitespace, ASCII part
+_INTERVAL_TERM = re.compile(
+    rf"[{_WHITESPACE}]*(?P<sign>[+-]?)[{_WHITESPACE}]*(?P<value>\d+(?:\.\d*)?|\.\d+)[{_WHITESPACE}]+"
+    rf"(?P<unit>{'|'.join(sorted(_INTERVAL_UNITS, key=len, reverse=True))})s?(?=[{_WHITESPACE}]|$)"
+)
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+_MICROS_PER_DAY = 86_400_000_000
+MAX_INTERVAL = timedelta(microseconds=_LONG_MAX)
+"""The longest retention the engine uses: Delta's own limit, a Long of microseconds (~292,000
+years). A longer interval (``interval 2147483647 days``, which Delta accepts) means "forever" and
+is capped here; arithmetic on it (``now - retention``) stays within int64 milliseconds."""
+
+_INTERVAL_EXPECTED = (
+    "a calendar interval such as 'interval 7 days' or '2 weeks' (units week, day, hour, minute, second, "
+    "millisecond, microsecond; months and years are not accepted: use '365 days' for a year)"
+)
+
+
+def _calendar_interval(key: str, value: str) -> tuple[int, int, int]:
+    """``(months, days, microseconds)`` of ``value`` as Delta parses a duration property.
+
+    Delta prepends ``interval `` when absent and hands the text to Spark's
+    ``IntervalUtils.stringToInterval``: signed terms ``<number> <unit>`` separated by
+    whitespace, a fraction (up to 9 digits) for seconds only, each field checked for
+    overflow (months and days are ints, microseconds a long) as Spark checks it.
+    """
+    text = value.strip(_WHITESPACE + "\x00").lower()
+    if not text:
+        raise InvalidTablePropertyError(key, value, _INTERVAL_EXPECTED)
+    body = text[len("interval "):] if text.startswith("interval ") else text
+    fields = {"months": 0, "days": 0, "micros": 0}
+    position = 0
+    body = body.strip(_WHITESPACE)
+    while position < len(body):
+        match = _INTERVAL_TERM.match(body, position)
+        if match is None:
+            raise InvalidTablePropertyError(key, value, _INTERVAL_EXPECTED)
+        whole, _, fraction = match["value"].partition(".")
+        unit = match["unit"]
+        if "." in match["value"] and unit != "second":
+            raise InvalidTablePropertyError(key, value, _INTERVAL_EXPECTED + f"; only seconds may have a fraction, not {unit}s")
+        if len(fraction) > 9:
+            raise InvalidTablePropertyError(key, value, _INTERVAL_EXPECTED + "; at most nanosecond precision")
+        amount = int(whole or "0")
+        if amount > _LONG_MAX:
+            raise InvalidTablePropertyError(key, value, _INTERVAL_EXPECTED + f"; {amount} does not fit a long")
+        sign = -1 if match["sign"] == "-" else 1
+        field_name, factor = _INTERVAL_UNITS[unit]
+        added = sign * amount * factor
+        if unit == "second" and fraction:
+            added += sign * (int(fraction.ljust(9, "0")) // 1000)
+        total = fields[field_name] + added
+        limit = _LONG_MAX if field_name == "micros" else _INT_MAX
+        if not -limit - 1 <= total <= limit or not -limit - 1 <= sign * amount * factor <= limit:
+            raise InvalidTablePropertyError(key, value, _INTERVAL_EXPECTED + f"; the {field_name} overflow")
+        fields[field_name] = total
+        position = match.end()
+        while position < len(body) and body[position] in _WHITESPACE:
+            position += 1
+    return fields["months"], fields["days"], fields["micros"]
 
 
 def parse_interval(key: str, value: str) -> timedelta:
-    """Parse a Delta interval such as ``interval 7 days`` or ``interval 1 week 12 hours``.
+    """Parse a Delta duration such as ``interval 7 days``, ``1 week 12 hours`` or ``0.5 seconds``.
 
-    Months and years are refused, as Delta refuses them: their length is not fixed.
+    Every form Delta accepts (Spark's interval syntax, ``interval`` optional). Months and
+    years are refused, as Delta refuses them: their length is not fixed; so is a negative
+    total. An interval longer than :data:`MAX_INTERVAL` (Delta's own limit) is capped there.
     """
     check_str("key", key)
     check_str(key, value)
-    text = value.strip().lower()
-    if text.startswith("interval"):
-        text = text[len("interval"):].strip()
-    parts = _INTERVAL_PART.findall(text)
-    leftover = _INTERVAL_PART.sub("", text).strip()
-    if not parts or leftover:
-        raise InvalidTablePropertyError(key, value, "an interval such as 'interval 7 days'")
-    total_ms = 0.0
-    for amount, unit in parts:
-        if unit not in _INTERVAL_UNITS_MS:
-            raise InvalidTablePropertyError(
-                key, value, "an interval in weeks, days, hours, minutes, seconds or smaller units"
-            )
-        total_ms += int(amount) * _INTERVAL_UNITS_MS[unit]
-    if total_ms < 0:
+    months, days, micros = _calendar_interval(key, value)
+    if months:
+        raise InvalidTablePropertyError(key, value, _INTERVAL_EXPECTED)
+    total = days * _MICROS_PER_DAY + micros
+    if total < 0:
         raise InvalidTablePropertyError(key, value, "a non-negative interval")
-    return timedelta(milliseconds=total_ms)
+    return timedelta(microseconds=min(total, _LONG_MAX))
+
+
+def check_interval_settable(key: str, value: str) -> None:
+    """Refuse a duration that a table must not be given, beyond what :func:`parse_interval` refuses.
+
+    Delta computes ``days * 86400000000 + microseconds`` in a long without an overflow
+    check: an interval it parses can wrap to a negative duration there (``interval
+    106751992 days``), which its VACUUM would read as a retention ending in the future.
+    Such a value is refused when set; one that wraps to a positive duration (``interval
+    2147483647 days``) is accepted, as Delta accepts it.
+    """
+    parse_interval(key, value)
+    _, days, micros = _calendar_interval(key, value)
+    wrapped = (days * _MICROS_PER_DAY + micros + 2**63) % 2**64 - 2**63
+    if wrapped < 0:
+        raise InvalidTablePropertyError(
+            key, value, "an interval Delta can hold: at most 106751991 days (a long of microseconds)"
+        )
 
 
 def _parse_bool(key: str, value: str | None, default: bool) -> bool:
@@ -110,6 +187,15 @@ def _parse_choice(key: str, value: str | None, default: str, choices: tuple[str,
     raise InvalidTablePropertyError(key, value, "one of " + ", ".join(choices))
 
 
+# The duration properties the engine acts on, with the protocol's defaults (None: no default).
+DURATION_DEFAULTS: dict[str, timedelta | None] = {
+    "delta.logRetentionDuration": timedelta(days=30),
+    "delta.deletedFileRetentionDuration": timedelta(days=7),
+    "delta.checkpointRetentionDuration": timedelta(days=2),
+    "delta.setTransactionRetentionDuration": None,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class TableProperties:
     append_only: bool = False
@@ -117,10 +203,9 @@ class TableProperties:
     checkpoint_policy: str = "classic"
     checkpoint_write_stats_as_json: bool = True
     checkpoint_write_stats_as_struct: bool = False
-    log_retention: timedelta = timedelta(days=30)
-    deleted_file_retention: timedelta = timedelta(days=7)
-    checkpoint_retention: timedelta = timedelta(days=2)
-    set_transaction_retention: timedelta | None = None
+    # The duration properties as set, parsed when an operation asks for one: a value this
+    # engine cannot use fails that operation (typed), never a read of the table.
+    durations: tuple[tuple[str, str], ...] = ()
     enable_expired_log_cleanup: bool = True
     enable_deletion_vectors: bool = False
     enable_change_data_feed: bool = False
@@ -145,10 +230,6 @@ class TableProperties:
                 raise InvalidTablePropertyError(str(key), value, "a string value, as Delta stores every table property")
         c = configuration
 
-        def interval(key: str, default: timedelta) -> timedelta:
-            v = c.get(key)
-            return parse_interval(key, v) if v is not None else default
-
         ict_version = c.get("delta.inCommitTimestampEnablementVersion")
         ict_ts = c.get("delta.inCommitTimestampEnablementTimestamp")
         stats_cols = c.get("delta.dataSkippingStatsColumns")
@@ -162,14 +243,7 @@ class TableProperties:
             checkpoint_write_stats_as_struct=_parse_bool(
                 "delta.checkpoint.writeStatsAsStruct", c.get("delta.checkpoint.writeStatsAsStruct"), False
             ),
-            log_retention=interval("delta.logRetentionDuration", timedelta(days=30)),
-            deleted_file_retention=interval("delta.deletedFileRetentionDuration", timedelta(days=7)),
-            checkpoint_retention=interval("delta.checkpointRetentionDuration", timedelta(days=2)),
-            set_transaction_retention=(
-                parse_interval("delta.setTransactionRetentionDuration", c["delta.setTransactionRetentionDuration"])
-                if c.get("delta.setTransactionRetentionDuration") is not None
-                else None
-            ),
+            durations=tuple((key, c[key]) for key in DURATION_DEFAULTS if c.get(key) is not None),
             enable_expired_log_cleanup=_parse_bool(
                 "delta.enableExpiredLogCleanup", c.get("delta.enableExpiredLogCleanup"), True
             ),
@@ -210,3 +284,59 @@ class TableProperties:
                 "delta.parquet.compression.codec", c.get("delta.parquet.compression.codec")
             ),
         )
+
+    @classmethod
+    def for_reading(cls, configuration: Mapping[str, str]) -> TableProperties:
+        """The properties as a reader uses them: a value this engine cannot parse is logged and
+        read as the property's default, so that no table property ever fails a read.
+
+        Writers parse with :meth:`from_configuration`, which raises
+        :class:`InvalidTablePropertyError`; duration properties are parsed only when an
+        operation asks for one (:meth:`duration`).
+        """
+        usable = dict(configuration)
+        while True:
+            try:
+                return cls.from_configuration(usable)
+            except InvalidTablePropertyError as exc:
+                if exc.key not in usable:
+                    raise
+                log.warning("reading the table with the default of %s: %s", exc.key, exc)
+                del usable[exc.key]
+
+    def duration(self, key: str) -> timedelta | None:
+        """The duration property ``key`` (one of :data:`DURATION_DEFAULTS`), or its default.
+
+        Raises :class:`InvalidTablePropertyError` for a value Delta would not accept (months,
+        a negative total, text that is no interval); a value longer than Delta can hold is
+        capped at :data:`MAX_INTERVAL`.
+        """
+        for name, value in self.durations:
+            if name == key:
+                return parse_interval(key, value)
+        return DURATION_DEFAULTS[key]
+
+    @property
+    def log_retention(self) -> timedelta:
+        """``delta.logRetentionDuration`` (30 days)."""
+        return self.duration("delta.logRetentionDuration") or timedelta(0)
+
+    @property
+    def deleted_file_retention(self) -> timedelta:
+        """``delta.deletedFileRetentionDuration`` (7 days)."""
+        return self.duration("delta.deletedFileRetentionDuration") or timedelta(0)
+
+    @property
+    def checkpoint_retention(self) -> timedelta:
+        """``delta.checkpointRetentionDuration`` (2 days)."""
+        return self.duration("delta.checkpointRetentionDuration") or timedelta(0)
+
+    @property
+    def set_transaction_retention(self) -> timedelta | None:
+        """``delta.setTransactionRetentionDuration`` (None: identifiers never expire)."""
+        return self.duration("delta.setTransactionRetentionDuration")
+
+    def check_durations_settable(self) -> None:
+        """Refuse, when a table is given them, durations Delta refuses or would misread."""
+        for key, value in self.durations:
+            check_interval_settable(key, value)

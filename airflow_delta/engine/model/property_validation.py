@@ -142,7 +142,7 @@ def normalize_properties(properties: Mapping[str, str] | None) -> NormalizedProp
             raise UnsupportedFeatureError([feature], access="write", detail=f"{key}=true asks for it")
     if configuration.get("delta.universalFormat.enabledFormats", "").strip():
         raise UnsupportedFeatureError(["icebergCompatV2"], access="write", detail="delta.universalFormat.enabledFormats")
-    TableProperties.from_configuration(configuration)  # raises InvalidTablePropertyError
+    TableProperties.from_configuration(configuration).check_durations_settable()  # InvalidTablePropertyError
     return NormalizedProperties(configuration, frozenset(features), min_reader, min_writer)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_delta.engine.errors import VacuumLiteNotPossibleError
 from airflow_delta.engine.model.arguments import check_instance, check_int
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
@@ -32,7 +33,10 @@ from airflow_delta.engine.model.arrow_numpy import (
 )
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.results import HealthReport, SizeBucket
-from airflow_delta.engine.operations.vacuum import expired_tombstones
+from airflow_delta.engine.operations.vacuum import plan_lite, plan_lite_from_state
+from airflow_delta.engine.read.commit_reader import read_commits
+from airflow_delta.engine.read.history import read_commit_infos
+from airflow_delta.engine.read.listing import list_log
 from airflow_delta.engine.read.snapshot import Snapshot
 
 DEFAULT_TARGET_FILE_SIZE = 128 << 20
@@ -42,6 +46,8 @@ SIZE_BUCKET_EDGES = (0, 1 << 20, 8 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 
 TOP_PARTITIONS = 10
 # Recommend a checkpoint once this many commits must be replayed on top of the last one.
 COMMITS_BEFORE_CHECKPOINT_ADVICE = 100
+# How far back the report looks for the last OPTIMIZE when it recommends another one.
+COMMITS_SCANNED_FOR_OPTIMIZE = 100
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -88,19 +94,53 @@ def _log_size(snapshot: Snapshot) -> tuple[int, int]:
     return len(files), sum(f.size for f in files)
 
 
+def _small_files_since_optimize(snapshot: Snapshot, small_paths: pa.Array) -> tuple[int, int] | None:
+    """(version of the last OPTIMIZE among the latest commits, how many of ``small_paths`` commits
+    after it added), or None when none of the last :data:`COMMITS_SCANNED_FOR_OPTIMIZE` commits is one.
+
+    Why OPTIMIZE is still recommended right after one: usually files written since (a
+    concurrent writer, the next ingestion). Only the commits' heads are read to find it,
+    and the commits after it for their adds.
+    """
+    listing = list_log(snapshot.io, snapshot.table_root)
+    versions = sorted((v for v in listing.commits if v <= snapshot.version), reverse=True)[:COMMITS_SCANNED_FOR_OPTIMIZE]
+    infos = read_commit_infos(snapshot.io, [listing.commits[v].path for v in versions])
+    last = next((v for v, info in zip(versions, infos, strict=True) if (info or {}).get("operation") == "OPTIMIZE"), None)
+    if last is None:
+        return None
+    after = list(range(last + 1, snapshot.version + 1))
+    if not after:
+        return last, 0
+    parsed = read_commits(snapshot.io, [listing.commits[v] for v in after], after)
+    added = parsed.file_actions.filter(parsed.file_actions.column("is_add")).column("path")
+    return last, int(pc.sum(pc.is_in(small_paths, value_set=added)).as_py() or 0)
+
+
+def _hours(ms: int) -> str:
+    hours = ms / 3_600_000
+    return f"{hours:g} h" if hours < 1e6 else "unbounded"
+
+
 def _recommendations(
     *, files: int, small: int, files_after: int, purge: int, vacuumable: int, vacuumable_bytes: int,
-    retention_ms: int, commits_since_checkpoint: int,
+    retention_ms: int, commits_since_checkpoint: int, vacuum_from_log: bool,
+    since_optimize: tuple[int, int] | None,
 ) -> tuple[str, ...]:
     out = []
     if small >= 2 and files_after < files:
-        out.append(f"OPTIMIZE: {small} small files; compaction would leave about {files_after} files instead of {files}")
+        why = ""
+        if since_optimize is not None:
+            why = f" ({since_optimize[1]} of them added since the last OPTIMIZE, version {since_optimize[0]})"
+        out.append(
+            f"OPTIMIZE: {small} small files{why}; compaction would leave about {files_after} files instead of {files}"
+        )
     if purge:
         out.append(f"OPTIMIZE (purge deletion vectors): {purge} files have more deleted rows than the purge ratio")
     if vacuumable:
         out.append(
-            f"VACUUM: {vacuumable} removed files ({vacuumable_bytes} bytes) are past the "
-            f"{retention_ms // 3_600_000} h retention"
+            f"VACUUM: {vacuumable} removed files ({vacuumable_bytes} bytes) that no version within the "
+            f"{_hours(retention_ms)} retention reads"
+            + ("" if vacuum_from_log else "; log cleanup removed commits a lite VACUUM reads: run a full one")
         )
     if commits_since_checkpoint >= COMMITS_BEFORE_CHECKPOINT_ADVICE:
         out.append(
@@ -151,10 +191,15 @@ def health_report(
         ratio = np.where(records > 0, cardinality / np.maximum(records, 1), 0.0)
     above_purge = int(np.count_nonzero(has_dv & (ratio > max_deleted_rows_ratio)))
 
-    # Tombstones and what vacuum would reclaim now under the table's retention.
+    # Tombstones, and what a VACUUM would reclaim now under the table's retention: the plan of
+    # a lite dry run itself (a tombstone of a file still live with a new DV, or one a VACUUM
+    # deleted already, is not counted).
     tombstones = snapshot.tombstones
     retention_ms = int(props.deleted_file_retention.total_seconds() * 1000)
-    expired = expired_tombstones(tombstones, now - retention_ms)
+    try:
+        vacuum_plan, from_log = plan_lite(snapshot, now - retention_ms), True
+    except VacuumLiteNotPossibleError:  # commits gone: the state's tombstones, which may be gone too
+        vacuum_plan, from_log = plan_lite_from_state(snapshot, now - retention_ms), False
     stamps = tombstones.column("deletion_timestamp").drop_null()
     oldest = pc.min(stamps).as_py() if len(stamps) else None
 
@@ -163,7 +208,11 @@ def health_report(
     since = snapshot.version - (checkpoint_version if checkpoint_version is not None else -1)
     small = int(np.count_nonzero(small_mask))
     files_with_dv = int(np.count_nonzero(has_dv))
-    vacuumable_bytes = int(_sizes(expired).sum())
+    since_optimize = None
+    if small >= 2 and files_after < adds.num_rows:
+        since_optimize = _small_files_since_optimize(snapshot, adds.column("path").filter(bool_array(small_mask)))
+    vacuumable = len(vacuum_plan.paths)
+    vacuumable_bytes = vacuum_plan.total_bytes
     return HealthReport(
         table_root=snapshot.table_root,
         version=snapshot.version,
@@ -183,7 +232,7 @@ def health_report(
         tombstones=tombstones.num_rows,
         tombstone_bytes=int(_sizes(tombstones).sum()),
         oldest_tombstone_ms=oldest,
-        vacuumable_tombstones=expired.num_rows,
+        vacuumable_tombstones=vacuumable,
         vacuumable_bytes=vacuumable_bytes,
         commits_since_checkpoint=since,
         last_checkpoint_version=checkpoint_version,
@@ -194,9 +243,12 @@ def health_report(
         reader_features=tuple(sorted(reader_features(snapshot.protocol))),
         writer_features=tuple(sorted(writer_features(snapshot.protocol))),
         files_after_optimize=files_after,
+        last_optimize_version=since_optimize[0] if since_optimize else None,
+        small_files_since_optimize=since_optimize[1] if since_optimize else None,
         recommendations=_recommendations(
             files=adds.num_rows, small=small, files_after=files_after, purge=above_purge,
-            vacuumable=expired.num_rows, vacuumable_bytes=vacuumable_bytes, retention_ms=retention_ms,
+            vacuumable=vacuumable, vacuumable_bytes=vacuumable_bytes, retention_ms=retention_ms,
+            vacuum_from_log=from_log, since_optimize=since_optimize,
             commits_since_checkpoint=since,
         ),
     )

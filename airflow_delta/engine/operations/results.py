@@ -167,12 +167,14 @@ class HealthReport:
     (from statistics; None when a file has none), ``files_above_purge_ratio`` (deleted
     rows over ``max_deleted_rows_ratio``). Tombstones: ``tombstones``, ``tombstone_bytes``,
     ``oldest_tombstone_ms``, and those already past ``delta.deletedFileRetentionDuration``
-    (``vacuumable_tombstones``, ``vacuumable_bytes``: what a lite vacuum reclaims now;
-    a full one also finds orphans). Log: ``commits_since_checkpoint``,
-    ``last_checkpoint_version``, ``log_files``, ``log_size_in_bytes``. Protocol:
-    ``min_reader_version``, ``min_writer_version``, ``reader_features``,
-    ``writer_features``. Gains: ``files_after_optimize``. ``recommendations``: short
-    sentences, most useful first.
+    (``vacuumable_tombstones``, ``vacuumable_bytes``: the files, and their bytes, that a
+    lite VACUUM dry run plans now, DV files included; a full one also finds orphans). Log:
+    ``commits_since_checkpoint``, ``last_checkpoint_version``, ``log_files``,
+    ``log_size_in_bytes``. Protocol: ``min_reader_version``, ``min_writer_version``,
+    ``reader_features``, ``writer_features``. Gains: ``files_after_optimize``; when
+    OPTIMIZE is recommended, ``last_optimize_version`` and ``small_files_since_optimize``
+    (None when none of the last 100 commits is an OPTIMIZE) say how many small files came
+    after the last one. ``recommendations``: short sentences, most useful first.
     """
 
     table_root: str
@@ -205,6 +207,8 @@ class HealthReport:
     writer_features: tuple[str, ...]
     files_after_optimize: int
     recommendations: tuple[str, ...]
+    last_optimize_version: int | None = None
+    small_files_since_optimize: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready: buckets as dicts, tuples as lists."""

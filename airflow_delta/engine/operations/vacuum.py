@@ -35,6 +35,7 @@ writes them. Deletes run on a bounded thread pool.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import posixpath
@@ -53,10 +54,13 @@ from airflow_delta.engine.errors import (
     PathOutsideTableError,
     RetentionTooShortError,
     UnsupportedFeatureError,
+    VacuumLiteNotPossibleError,
+    VersionNotFoundError,
 )
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
+    int64_array,
     int64_scalar,
     int64_to_numpy,
     mask_to_numpy,
@@ -66,6 +70,9 @@ from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.deletion_vector_files import dv_file_name, split_uuid_path
 from airflow_delta.engine.model.table_features import check_writable
 from airflow_delta.engine.operations.results import VacuumResult
+from airflow_delta.engine.read.commit_reader import read_commit_removes
+from airflow_delta.engine.read.history import version_at_timestamp
+from airflow_delta.engine.read.listing import LogListing, list_log, log_dir
 from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
 from airflow_delta.engine.write.transaction import Transaction
@@ -90,6 +97,9 @@ class VacuumPlan:
     paths: pa.Array  # string, relative to the table root, decoded
     sizes: np.ndarray  # int64 bytes
     directories_scanned: int
+    # Delta's latestCommitVersionOutsideOfRetentionWindow: the last commit at or before the
+    # retention's start, recorded in _last_vacuum_info once the files are deleted (None: none).
+    latest_version_outside_retention: int | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -115,20 +125,30 @@ def is_hidden_name(name: str, partition_prefixes: tuple[str, ...]) -> bool:
 
 def dv_file_paths(root: str, deletion_vectors: pa.Array | pa.ChunkedArray) -> list[str]:
     """Relative paths of the DV files (``u`` and ``p`` storage) that ``deletion_vectors`` name, each once."""
+    return pc.unique(dv_file_paths_by_row(root, deletion_vectors)[0]).to_pylist()
+
+
+def dv_file_paths_by_row(root: str, deletion_vectors: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """The relative DV file path of each row whose DV is on disk (``u`` or ``p``), and those rows' indices."""
     dvs = combined(deletion_vectors)
     if len(dvs) == 0 or dvs.null_count == len(dvs):
-        return []
-    storage = pc.struct_field(dvs, "storageType")
-    where = pc.struct_field(dvs, "pathOrInlineDv")
-    out: list[str] = []
-    # Loops over distinct DV files, not rows: packed DV files are shared by many rows.
-    for value in pc.unique(where.filter(pc.equal(storage, "u"))).to_pylist():
-        prefix, file_id = split_uuid_path(value)
-        out.append(posixpath.join(prefix, dv_file_name(file_id)) if prefix else dv_file_name(file_id))
-    absolute = pc.unique(where.filter(pc.equal(storage, "p")))
-    if len(absolute):
-        out.extend(relative_paths(root, absolute).to_pylist())
-    return out
+        return string_array([]), np.zeros(0, dtype=np.int64)
+    storage = pc.fill_null(pc.struct_field(dvs, "storageType"), "")
+    on_disk = pc.or_(pc.equal(storage, "u"), pc.equal(storage, "p"))
+    rows = np.flatnonzero(mask_to_numpy(on_disk))
+    keys = pc.binary_join_element_wise(storage.filter(on_disk), pc.struct_field(dvs, "pathOrInlineDv").filter(on_disk), ":")
+    distinct = pc.unique(keys)  # packed DV files are shared by many rows: resolve each file once
+    is_uuid = mask_to_numpy(pc.starts_with(distinct, "u:"))
+    resolved = np.empty(len(distinct), dtype=object)
+    uuid_paths = []
+    for key in distinct.filter(bool_array(is_uuid)).to_pylist():
+        prefix, file_id = split_uuid_path(key[2:])
+        uuid_paths.append(posixpath.join(prefix, dv_file_name(file_id)) if prefix else dv_file_name(file_id))
+    resolved[is_uuid] = uuid_paths
+    absolute = pc.utf8_slice_codeunits(distinct.filter(bool_array(~is_uuid)), 2)
+    resolved[~is_uuid] = relative_paths(root, absolute).cast(pa.string()).to_pylist() if len(absolute) else []
+    index = pc.index_in(keys, value_set=distinct)
+    return string_array(list(resolved)).take(index), rows
 
 
 def retained_paths(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
@@ -355,23 +375,156 @@ def plan_full(
     return VacuumPlan(candidates.filter(bool_array(old)), sizes[old], listing.directories)
 
 
+# ------------------------------------------------------------------ lite: the commits since the last vacuum
+
+LAST_VACUUM_INFO = "_last_vacuum_info"
+LAST_VACUUM_INFO_KEY = "latestCommitVersionOutsideOfRetentionWindow"
+
+
+def read_last_vacuum_info(snapshot: Snapshot) -> int | None:
+    """The last vacuum's ``latestCommitVersionOutsideOfRetentionWindow`` from ``_delta_log/_last_vacuum_info``.
+
+    Delta's file, read as Delta reads it: missing, unreadable or without the field means
+    "no vacuum recorded" (lite then starts at the earliest commit).
+    """
+    try:
+        data = json.loads(snapshot.io.read_bytes(f"{log_dir(snapshot.table_root)}/{LAST_VACUUM_INFO}"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("vacuum: ignoring an unreadable %s: %s", LAST_VACUUM_INFO, exc)
+        return None
+    value = data.get(LAST_VACUUM_INFO_KEY) if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def write_last_vacuum_info(snapshot: Snapshot, version: int) -> None:
+    """Record that every file removed at or before commit ``version`` has been vacuumed.
+
+    The file Delta writes after a VACUUM (overwritten, not a commit): Delta's lite VACUUM
+    and ours start after it. It only moves forward, and a failure to write it is logged,
+    never raised: the next lite VACUUM then re-reads more commits, and deletes nothing
+    that a retained version needs.
+    """
+    previous = read_last_vacuum_info(snapshot)
+    if previous is not None and previous >= version:
+        return
+    try:
+        snapshot.io.write_bytes(
+            f"{log_dir(snapshot.table_root)}/{LAST_VACUUM_INFO}", json.dumps({LAST_VACUUM_INFO_KEY: version}).encode()
+        )
+    except Exception:
+        log.warning("vacuum: could not write %s (the next lite VACUUM reads more commits)", LAST_VACUUM_INFO,
+                    exc_info=True)
+
+
+def latest_version_outside_retention(snapshot: Snapshot, delete_before_ms: int, listing: LogListing) -> int | None:
+    """The last commit at or before ``delete_before_ms`` (Delta's ``getActiveCommitAtTime`` that may
+    return the latest commit), at most the snapshot's version; None when every commit is younger."""
+    if delete_before_ms >= snapshot.timestamp:
+        return snapshot.version
+    try:
+        version = version_at_timestamp(snapshot.io, snapshot.table_root, delete_before_ms, listing=listing)
+    except VersionNotFoundError:
+        return None
+    return min(version, snapshot.version)
+
+
+def _removed_in_commits(snapshot: Snapshot, listing: LogListing, start: int, end: int) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """(paths relative to the root, sizes, times) of what commits ``start..end`` removed: the files of
+    ``remove`` actions and their DV files (at the remove's ``deletionTimestamp``, 0 when absent),
+    and the change data files of ``cdc`` actions (time 0: they expire with their commit), as
+    Delta's lite VACUUM gathers them."""
+    files = [listing.commits[v] for v in range(start, end + 1)]
+    prefixes = tuple(p[:-1] for p in partition_dir_prefixes(snapshot))
+    parsed = read_commit_removes(snapshot.io, files, list(range(start, end + 1)), partition_keys=prefixes)
+    removes = parsed.file_actions.filter(pc.invert(parsed.file_actions.column("is_add")))
+    times = int64_to_numpy(pc.fill_null(removes.column("deletion_timestamp"), int64_scalar(0)))
+    sizes = int64_to_numpy(pc.fill_null(removes.column("size"), int64_scalar(0)))
+    dv_paths, dv_rows = dv_file_paths_by_row(snapshot.table_root, removes.column("deletion_vector"))
+    cdc = [a.body for a in parsed.actions if a.key == "cdc"]
+    paths = pa.concat_arrays([
+        relative_paths(snapshot.table_root, removes.column("path")).cast(pa.string()),
+        dv_paths,
+        relative_paths(snapshot.table_root, string_array([c.get("path", "") for c in cdc])).cast(pa.string()),
+    ])
+    # DV files' sizes are not in the log (only each DV's slice of them): -1 until read (_with_dv_file_sizes).
+    all_sizes = np.concatenate([
+        sizes, np.full(len(dv_paths), -1, dtype=np.int64), np.array([int(c.get("size") or 0) for c in cdc], dtype=np.int64)
+    ])
+    all_times = np.concatenate([times, times[dv_rows], np.zeros(len(cdc), dtype=np.int64)])
+    return paths, all_sizes, all_times
+
+
 def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
-    """The files of expired tombstones (and their DV files) that no retained version needs; no listing."""
-    root = snapshot.table_root
-    expired = expired_tombstones(snapshot.tombstones, delete_before_ms)
-    data_paths = relative_paths(root, expired.column("path")).cast(pa.string())
-    data_sizes = int64_to_numpy(pc.fill_null(expired.column("size"), int64_scalar(0)))
-    dv_paths = string_array(dv_file_paths(root, expired.column("deletion_vector")))
-    paths = pa.concat_arrays([data_paths, dv_paths])
-    # DV files' sizes are not in the log (only each DV's slice of them): counted as 0 bytes.
-    sizes = np.concatenate([data_sizes, np.zeros(len(dv_paths), dtype=np.int64)])
+    """What Delta's lite VACUUM deletes: files removed by the commits since the last vacuum (its
+    ``_last_vacuum_info``) up to the last commit outside the retention, older than the retention,
+    that no retained version needs. No listing of the data; a file once vacuumed is not planned again.
+
+    Raises :class:`VacuumLiteNotPossibleError` when log cleanup deleted commits it needs.
+    """
+    listing = list_log(snapshot.io, snapshot.table_root)
+    end = latest_version_outside_retention(snapshot, delete_before_ms, listing)
+    empty = VacuumPlan(string_array([]), np.zeros(0, dtype=np.int64), 0, end)
+    if end is None:
+        return empty
+    last = read_last_vacuum_info(snapshot)
+    # Delta starts at min(snapshot version, last + 1), reading the latest commit again when
+    # no commit followed the last vacuum; ours starts after it (end <= the snapshot's version).
+    start = 0 if last is None else last + 1
+    commits = [v for v in listing.commits if v <= snapshot.version]
+    earliest = min(commits) if commits else None
+    if start > end:
+        return empty
+    if earliest is None or start < earliest or any(v not in listing.commits for v in range(start, end + 1)):
+        raise VacuumLiteNotPossibleError(snapshot.table_root, start, earliest)
+    paths, sizes, times = _removed_in_commits(snapshot, listing, start, end)
+    old = times < delete_before_ms
+    paths, sizes = paths.filter(bool_array(old)), sizes[old]
     # One entry per path (a file removed twice, with and without a DV, appears twice).
     unique = pc.unique(paths)
     first = int64_to_numpy(pc.index_in(unique, value_set=paths).cast(pa.int64()))
     paths, sizes = unique, sizes[first]
     delete = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
     delete &= _not_hidden(paths, partition_dir_prefixes(snapshot))
-    return VacuumPlan(paths.filter(bool_array(delete)), sizes[delete], 0)
+    paths = paths.filter(bool_array(delete))
+    return VacuumPlan(paths, _with_dv_file_sizes(snapshot, paths, sizes[delete]), 0, end)
+
+
+def _with_dv_file_sizes(snapshot: Snapshot, paths: pa.Array, sizes: np.ndarray) -> np.ndarray:
+    """``sizes`` with the entries of DV files (-1: not in the log) read from storage; 0 for a file gone.
+
+    One metadata read per DV file the plan deletes (a DML commit writes one, shared by its
+    DVs), so the bytes agree with what a full VACUUM, which lists them, reports.
+    """
+    unknown = np.flatnonzero(sizes < 0)
+    if not len(unknown):
+        return sizes
+    sizes = sizes.copy()
+    for i, relative in zip(unknown, paths.take(int64_array(unknown)).to_pylist(), strict=True):
+        info = snapshot.io.info(f"{snapshot.table_root}/{relative}")
+        sizes[i] = info.size if info is not None else 0
+    return sizes
+
+
+def plan_lite_from_state(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
+    """The expired tombstones still in the snapshot's state (and their DV files) that no retained
+    version needs: what lite would find when it cannot read the commits (the health report's
+    fallback; it may name files a VACUUM already deleted)."""
+    root = snapshot.table_root
+    expired = expired_tombstones(snapshot.tombstones, delete_before_ms)
+    data_paths = relative_paths(root, expired.column("path")).cast(pa.string())
+    data_sizes = int64_to_numpy(pc.fill_null(expired.column("size"), int64_scalar(0)))
+    dv_paths = string_array(dv_file_paths(root, expired.column("deletion_vector")))
+    paths = pa.concat_arrays([data_paths, dv_paths])
+    sizes = np.concatenate([data_sizes, np.full(len(dv_paths), -1, dtype=np.int64)])
+    unique = pc.unique(paths)
+    first = int64_to_numpy(pc.index_in(unique, value_set=paths).cast(pa.int64()))
+    paths, sizes = unique, sizes[first]
+    delete = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
+    delete &= _not_hidden(paths, partition_dir_prefixes(snapshot))
+    paths = paths.filter(bool_array(delete))
+    return VacuumPlan(paths, _with_dv_file_sizes(snapshot, paths, sizes[delete]), 0)
 
 
 # ------------------------------------------------------------------ deleting
@@ -438,6 +591,21 @@ def _write_file_list(path: str, relative: Sequence[str]) -> None:
 # ------------------------------------------------------------------ the operation
 
 
+def _record_last_vacuum(snapshot: Snapshot, plan: VacuumPlan, delete_before_ms: int) -> None:
+    """After a completed run, ``_last_vacuum_info`` as Delta writes it, so that the next lite VACUUM
+    (ours or Delta's) reads only the commits after this one's retention boundary. A full run
+    records it too (Delta writes none then): it deleted everything a lite run would have."""
+    end = plan.latest_version_outside_retention
+    if end is None and plan.directories_scanned:  # full: find the boundary now
+        try:
+            end = latest_version_outside_retention(snapshot, delete_before_ms, list_log(snapshot.io, snapshot.table_root))
+        except Exception:
+            log.warning("vacuum: could not find the last commit outside the retention", exc_info=True)
+            return
+    if end is not None:
+        write_last_vacuum_info(snapshot, end)
+
+
 def _can_commit(snapshot: Snapshot) -> bool:
     """Whether this engine may commit to the table. VACUUM's commits hold only commitInfo, but a
     table with a writer feature we do not implement (change data feed, ...) refuses every commit:
@@ -470,6 +638,13 @@ def vacuum(
     effective_ms = default_ms if retention_ms is None else retention_ms
     if enforce_retention_duration and effective_ms < default_ms:
         raise RetentionTooShortError(effective_ms, default_ms)
+    if effective_ms > default_ms:
+        log.warning(
+            "vacuum of %s: the retention asked for (%d ms) is longer than the table's "
+            "delta.deletedFileRetentionDuration (%d ms): checkpoints keep only the tombstones the table's "
+            "retention keeps, so versions older than that may lose files all the same; to keep time "
+            "travel longer, raise delta.deletedFileRetentionDuration", snapshot.table_root, effective_ms, default_ms,
+        )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     delete_before = now - effective_ms
     if mode == "full":
@@ -517,6 +692,7 @@ def vacuum(
     try:
         deleted, refused = delete_files(snapshot.io, snapshot.table_root, relative, parallelism)
         status = "COMPLETED"
+        _record_last_vacuum(snapshot, plan, delete_before)
     finally:
         end_metrics = {"numDeletedFiles": deleted, "numVacuumedDirectories": plan.directories_scanned}
         if record:
@@ -539,6 +715,7 @@ __all__ = [
     "VacuumPlan",
     "delete_files",
     "dv_file_paths",
+    "dv_file_paths_by_row",
     "expired_tombstones",
     "is_hidden_name",
     "list_table_files",
@@ -546,6 +723,8 @@ __all__ = [
     "merge_listings",
     "plan_full",
     "plan_lite",
+    "plan_lite_from_state",
+    "read_last_vacuum_info",
     "retained_paths",
     "unexpired_tombstones",
     "vacuum",

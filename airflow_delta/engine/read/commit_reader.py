@@ -200,6 +200,42 @@ def read_commits(
                            partition_keys=partition_keys, file_actions=file_actions)
 
 
+def read_commit_removes(
+    io: FileIO, files: Sequence[FileInfo], versions: Sequence[int], *, partition_keys: Iterable[str] = ()
+) -> ParsedLog:
+    """:func:`read_commits` for a reader of ``remove`` actions only (lite VACUUM): the non-file
+    actions and the removes are parsed, with the same checks; ``add`` lines are split off
+    unparsed, so a commit of 100,000 adds costs its read and one line scan."""
+    contents = read_files_joined(io, files)
+    log = split_log_lines(contents, [f.path for f in files], versions)
+    if log is None:
+        return ParsedLog(EMPTY_FILE_ACTIONS, (), 0)
+    actions, stray = parse_non_file_actions(log)
+    keys = set(partition_keys)
+    for action in actions:
+        if action.key == "metaData":
+            keys |= partition_keys_of(action.body)
+    is_remove = mask_to_numpy(pc.starts_with(log.lines, '{"remove":'))
+    is_remove[[seq for _, seq, key, _ in stray if key == "remove"]] = True  # unusual spacing
+    return ParsedLog(parse_file_actions(_only_lines(log, is_remove), partition_keys=keys), actions, log.num_lines)
+
+
+def _only_lines(log: LogLines, keep: np.ndarray) -> LogLines:
+    """The lines of ``log`` where ``keep`` is true, as a log of their own (errors name their files)."""
+    rows = np.flatnonzero(keep)
+    lines = log.lines.take(int64_array(rows))  # a fresh, contiguous buffer
+    file_of_line = log.file_of_line[rows]
+    return LogLines(
+        data=lines.buffers()[2] if len(lines) else pa.py_buffer(b""),
+        lines=lines,
+        is_file_line=bool_array(np.ones(len(rows), dtype=bool)),
+        file_of_line=file_of_line,
+        first_line_of_file=np.searchsorted(file_of_line, np.arange(len(log.names)), side="left"),
+        versions=log.versions,
+        names=log.names,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class JoinedFiles:
     """Several files' bytes in one buffer, each followed by a newline; ``starts[i]`` is file i's offset."""

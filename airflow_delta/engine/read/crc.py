@@ -126,7 +126,7 @@ def write_version_checksum(io: FileIO, root: str, version: int, checksum: Mappin
 
 
 def _ict_enabled(metadata: Mapping[str, Any]) -> bool:
-    return TableProperties.from_configuration(Metadata.from_json(metadata).configuration).enable_in_commit_timestamps
+    return TableProperties.for_reading(Metadata.from_json(metadata).configuration).enable_in_commit_timestamps
 
 
 def checksum_from_snapshot(snapshot: Snapshot) -> dict[str, Any]:

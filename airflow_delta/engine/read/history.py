@@ -128,7 +128,7 @@ def latest_properties(io: FileIO, root: str, listing: LogListing | None = None) 
     listing = listing if listing is not None else list_log(io, root)
     segment = segment_from_listing(listing)
     state = replay_metadata(io, segment, check_protocol=False)
-    return TableProperties.from_configuration(state.metadata.configuration)
+    return TableProperties.for_reading(state.metadata.configuration)
 
 
 # ------------------------------------------------------------------ history

@@ -22,6 +22,7 @@ planned files (deletion vectors applied) and filters their rows.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +39,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import (
     CorruptCheckpointError,
     DeltaError,
+    InvalidTablePropertyError,
     LogNotContiguousError,
     LogTooLargeError,
     VersionNotFoundError,
@@ -80,6 +82,8 @@ from airflow_delta.engine.storage.paths import (
 
 if TYPE_CHECKING:
     from airflow_delta.engine.read.history import TimestampLike
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -528,7 +532,7 @@ def load_snapshot(
         listing, segment, state = _load_state(io, root, version)
     except MemoryError:  # numpy's, or pyarrow's ArrowMemoryError: a typed error, not a crash
         raise LogTooLargeError(root, "replaying the log's metadata") from None
-    properties = TableProperties.from_configuration(state.metadata.configuration)
+    properties = TableProperties.for_reading(state.metadata.configuration)
     commit_info = state.commit_infos.get(segment.version)
     if commit_info is None and segment.latest_commit_file is not None and segment.version == segment.checkpoint_version:
         # Replay started from this version's checkpoint, which keeps no commitInfo.
@@ -562,7 +566,11 @@ def _unexpired_transactions(
     As the property defines: a snapshot ignores an identifier whose ``lastUpdated`` is at
     or before now minus the retention (identifiers without ``lastUpdated`` never expire).
     """
-    retention = properties.set_transaction_retention
+    try:
+        retention = properties.set_transaction_retention
+    except InvalidTablePropertyError as exc:  # a read never fails on a property: no identifier expires
+        log.warning("keeping every txn identifier: %s", exc)
+        return transactions
     if retention is None:
         return transactions
     cutoff = time.time_ns() // 1_000_000 - int(retention.total_seconds() * 1000)

@@ -103,7 +103,7 @@ class TableContext:
 
     @cached_property
     def properties(self) -> TableProperties:
-        return TableProperties.from_configuration(self.metadata.configuration)
+        return TableProperties.for_reading(self.metadata.configuration)
 
     # Pickled as the log's own JSON of the protocol and metadata (their frozen maps do
     # not pickle), without the cached values.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import pyarrow as pa
 
@@ -11,8 +10,11 @@ from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadat
 from airflow_delta.engine.model.properties import TableProperties
 
 
-def removes_from_file_actions(files: pa.Table, deletion_timestamp: int, *, data_change: bool = True) -> list[RemoveFile]:
-    """``remove`` actions for ``FILE_ACTIONS_SCHEMA`` rows, carrying what Delta puts in extended file metadata."""
+def removes_from_file_actions(
+    files: pa.Table, deletion_timestamp: int, *, data_change: bool = True, partition_columns: Sequence[str] | None = None
+) -> list[RemoveFile]:
+    """``remove`` actions for ``FILE_ACTIONS_SCHEMA`` rows, carrying what Delta puts in extended file metadata
+    (``partition_columns``: partition values trimmed to exactly those keys, :func:`only_partition_columns`)."""
     out: list[RemoveFile] = []
     for row in files.to_pylist():
         dv = row.get("deletion_vector")
@@ -24,7 +26,10 @@ def removes_from_file_actions(files: pa.Table, deletion_timestamp: int, *, data_
                 deletion_timestamp=deletion_timestamp,
                 data_change=data_change,
                 extended_file_metadata=True,
-                partition_values=dict(pv) if pv is not None else {},
+                partition_values=(
+                    only_partition_columns(pv, partition_columns) if partition_columns is not None
+                    else dict(pv) if pv is not None else {}
+                ),
                 size=row.get("size"),
                 stats=row.get("stats"),
                 tags=dict(tags) if tags else None,
@@ -38,11 +43,9 @@ def removes_from_file_actions(files: pa.Table, deletion_timestamp: int, *, data_
 
 def staged_removes(files: pa.Table, metadata: Metadata, deletion_timestamp: int, *, data_change: bool) -> list[RemoveFile]:
     """The ``remove`` actions a transaction stages for ``files``: partition values trimmed to the table's columns."""
-    partition_columns = physical_partition_columns(metadata)
-    return [
-        replace(r, partition_values=only_partition_columns(r.partition_values, partition_columns))
-        for r in removes_from_file_actions(files, deletion_timestamp, data_change=data_change)
-    ]
+    return removes_from_file_actions(
+        files, deletion_timestamp, data_change=data_change, partition_columns=physical_partition_columns(metadata)
+    )
 
 
 def physical_partition_columns(metadata: Metadata) -> list[str]:

@@ -414,3 +414,44 @@ def test_every_partition_values_object_is_checked_or_read_whole(
     # A key announced but absent reads as null, as the protocol's readers take it.
     read = [{k: v for k, v in r["partition_values"] if v is not None} for r in rows]
     assert read == [{k: v for k, v in pv.items() if v is not None} for pv in values]
+
+
+@pytest.mark.parametrize("table", ["table_with_deletion_logs", "cdf-table-with-cdc-and-dvs", "checkpoints", "simple_table"])
+def test_removes_only_read_matches_the_full_read(table: str, tmp_path: Path) -> None:
+    # Lite VACUUM's reader: the removes of every commit, as the full parse gives them, adds unparsed.
+    import shutil
+
+    from airflow_delta.engine.read.commit_reader import read_commit_removes
+    from airflow_delta.engine.read.listing import list_log
+    from tests.conftest import shared_tables_dir
+
+    root = tmp_path / table
+    shutil.copytree(shared_tables_dir() / table, root)
+    listing = list_log(IO, str(root))
+    versions = sorted(listing.commits)
+    files = [listing.commits[v] for v in versions]
+    full = read_commits(IO, files, versions)
+    removes = read_commit_removes(IO, files, versions)
+    import pyarrow.compute as pc
+
+    expected = full.file_actions.filter(pc.invert(full.file_actions.column("is_add")))
+    assert removes.file_actions.select(["version", "path", "deletion_timestamp", "size", "deletion_vector"]).to_pylist() == (
+        expected.select(["version", "path", "deletion_timestamp", "size", "deletion_vector"]).to_pylist()
+    )
+    assert [a.key for a in removes.actions] == [a.key for a in full.actions]
+
+
+def test_removes_only_read_keeps_removes_written_with_unusual_spacing(tmp_path: Path) -> None:
+    from airflow_delta.engine.read.commit_reader import read_commit_removes
+
+    commit = tmp_path / "00000000000000000000.json"
+    commit.write_bytes(
+        b'{"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": true}}\n'
+        b'{ "remove" : {"path": "spaced", "dataChange": true, "deletionTimestamp": 5}}\n'
+        b'{"remove": {"path": "plain", "dataChange": true, "deletionTimestamp": 6}}\n'
+    )
+    parsed = read_commit_removes(IO, IO.list_dir(str(tmp_path)), [0])
+    rows = _rows(parsed.file_actions)
+    assert sorted((r["path"], r["is_add"], r["deletion_timestamp"]) for r in rows) == [
+        ("plain", False, 6), ("spaced", False, 5)
+    ]
