@@ -33,7 +33,10 @@ Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
     value; ``DeltaTable.context(snapshot)``), :func:`predicate_read_bytes` (what finding a
     predicate's rows reads, from the footers), :func:`read_live_rows` (one data file's live
-    rows and their physical positions); for another reader of the same files
+    rows and their physical positions), :func:`row_tracking_values` (their stable row IDs
+    and commit versions, on a table where :func:`keeps_row_ids`: rewrites carry them as
+    :data:`ROW_ID_COLUMN` / :data:`ROW_COMMIT_VERSION_COLUMN` for :func:`write_data_files`
+    to keep); for another reader of the same files
     :func:`local_data_file_paths`, :func:`typed_partition_values`, :func:`deleted_row_positions`;
     :class:`WriterOptions`, :func:`write_data_files`
     (takes a snapshot or a context), :func:`write_change_data_files` (Change Data Feed
@@ -143,6 +146,7 @@ from airflow_delta.engine.errors import (
     RestoreFilesMissingError,
     RetentionTooShortError,
     RowIndexOutOfRangeError,
+    RowTrackingBackfillError,
     SchemaMismatchError,
     StorageAccessError,
     StorageUnavailableError,
@@ -165,6 +169,9 @@ from airflow_delta.engine.model.actions import (
     SetTransaction,
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
+from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION as ROW_COMMIT_VERSION_COLUMN
+from airflow_delta.engine.model.row_tracking import ROW_ID as ROW_ID_COLUMN
+from airflow_delta.engine.model.row_tracking import keeps_row_ids
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.options import CheckpointOptions
 from airflow_delta.engine.operations.results import (
@@ -186,6 +193,7 @@ from airflow_delta.engine.read.table_context import (
     local_data_file_paths,
     predicate_read_bytes,
     read_live_rows,
+    row_tracking_values,
     split_by_row_groups,
     typed_partition_values,
 )
@@ -291,6 +299,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CHANGE_TYPE_COLUMN",
     "DELETE_METRIC_NAMES",
+    "ROW_COMMIT_VERSION_COLUMN",
+    "ROW_ID_COLUMN",
     "SYMLINK_MANIFEST_PROPERTY",
     "ZORDER_NUM_RANGES",
     "AddCDCFile",
@@ -377,6 +387,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableFailure",
     "RowIndexOutOfRangeError",
+    "RowTrackingBackfillError",
     "SchemaMismatchError",
     "SetTransaction",
     "SizeBucket",
@@ -403,6 +414,7 @@ __all__ = [
     "deleted_row_positions",
     "error_from_report",
     "interleave_bits",
+    "keeps_row_ids",
     "list_table_files",
     "list_top_level",
     "local_data_file_paths",
@@ -419,6 +431,7 @@ __all__ = [
     "read_parquet_schema",
     "reader_features",
     "rewrite_bin",
+    "row_tracking_values",
     "size_histogram_png",
     "split_by_row_groups",
     "stage_delete",

@@ -56,7 +56,13 @@ from airflow_delta.engine import (
     rewrite_bin,
 )
 from airflow_delta.spark.changes import backoff_seconds
-from airflow_delta.spark.file_tasks import engine_errors_from_executors, target_dataframe, write_dataframe
+from airflow_delta.spark.file_tasks import (
+    ROW_TRACKING_COLUMNS,
+    engine_errors_from_executors,
+    target_dataframe,
+    tracks_rows,
+    write_dataframe,
+)
 from airflow_delta.spark.job_result import JobResult, job_tags
 from airflow_delta.spark.specs import OptimizeSpec
 
@@ -110,6 +116,8 @@ class SparkBinRewriter:
     def _zorder(self, plan: OptimizePlan, bin: OptimizeBin) -> list[AddFile]:
         columns = list(plan.zorder_by)
         names = list(self.context.schema.names)
+        if tracks_rows(self.context):  # the rows keep their stable row IDs and commit versions
+            names += list(ROW_TRACKING_COLUMNS)
         rows = target_dataframe(self.spark, self.context, bin.files).select(*names)
         # Spark's RangePartitioner samples to find range bounds; so do we, once, on the driver.
         fraction = min(1.0, _SAMPLE_ROWS / max(1, _num_records(bin.files)))

@@ -54,6 +54,15 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "inCommitTimestamp",
         "typeWidening",
         "typeWidening-preview",
+        # Row tracking: fresh row IDs and commit versions on every add, the high-water
+        # mark domain, materialized columns on copies (model/row_tracking.py).
+        "rowTracking",
+        # Liquid clustering: the delta.clustering domain is kept, OPTIMIZE clusters.
+        # "liquid" is the preview spelling (domain delta.liquid) of early Delta 3 tables.
+        "clustering",
+        "liquid",
+        # Log cleanup keeps the history before delta.requireCheckpointProtectionBeforeVersion.
+        "checkpointProtection",
     }
 )
 
@@ -260,6 +269,8 @@ def required_features(
     if _uses_type(dict(schema_json), "timestamp_ntz"):
         needed.add("timestampNtz")
     if writes_domains:
+        needed.add("domainMetadata")
+    if "rowTracking" in needed:  # its high-water mark is a domain (PROTOCOL.md, Row Tracking enablement)
         needed.add("domainMetadata")
     return frozenset(needed)
 

@@ -474,7 +474,9 @@ def rewrite_bin(
     bin. On failure the files this call wrote are removed (``written`` records them for
     the caller's transaction too).
     """
-    data = read_data(source, files)  # DVs applied: purged rows are not rewritten
+    # DVs applied: purged rows are not rewritten. Row-tracking tables: the rows keep their
+    # stable row IDs and commit versions (materialized in the new files).
+    data = read_data(source, files, row_tracking=True)
     if data.num_rows == 0:
         return []
     slices = [data]
