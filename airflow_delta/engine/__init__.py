@@ -21,6 +21,7 @@ OPTIMIZE
     :func:`plan_optimize` (:class:`OptimizePlan` of :class:`OptimizeBin`) and
     :func:`rewrite_bin` (one bin's files rewritten, where they are read), and Delta's
     Z-value pieces :func:`range_bounds`, :func:`range_ids_from_bounds`, :func:`interleave_bits`
+    (and :func:`curve_key`, the Hilbert index of a clustered table's OPTIMIZE)
     and :data:`ZORDER_NUM_RANGES`.
 
 Committing
@@ -228,6 +229,7 @@ if TYPE_CHECKING:
         ZORDER_NUM_RANGES,
         OptimizeBin,
         OptimizePlan,
+        curve_key,
         interleave_bits,
         plan_optimize,
         range_bounds,
@@ -265,6 +267,7 @@ _LOADED_ON_FIRST_USE = {
     "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
     "ZORDER_NUM_RANGES": "airflow_delta.engine.operations.optimize",
     "interleave_bits": "airflow_delta.engine.operations.optimize",
+    "curve_key": "airflow_delta.engine.operations.optimize",
     "OptimizeBin": "airflow_delta.engine.operations.optimize",
     "OptimizePlan": "airflow_delta.engine.operations.optimize",
     "plan_optimize": "airflow_delta.engine.operations.optimize",
@@ -411,6 +414,7 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "convert_file",
+    "curve_key",
     "deleted_row_positions",
     "error_from_report",
     "interleave_bits",

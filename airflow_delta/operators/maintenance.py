@@ -358,7 +358,9 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     Small files of each partition are compacted toward the target size (``dataChange=false``
     commits, one per batch), files whose deletion vectors delete more than
     ``max_deleted_rows_ratio`` of their rows are rewritten without them, and ``zorder_by``
-    rewrites every selected file in Z-order.
+    rewrites every selected file in Z-order. On a clustered table (liquid clustering)
+    OPTIMIZE clusters by the table's clustering columns instead, incrementally, as
+    Delta's does; ``zorder_by`` and ``where`` are refused there.
 
     ``execution="auto"`` plans in the worker (a dry run) and compacts there, with the
     engine and no Spark job, when the planned input totals less than
@@ -380,6 +382,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param max_bytes: Budget: at most this many input bytes this run.
     :param batch_size: Input bytes per commit (default: one commit).
     :param dry_run: Return the plan per partition; write and commit nothing.
+    :param full: Clustered tables: recluster every file (Delta's ``OPTIMIZE FULL``).
     :param execution: ``auto``, ``worker`` or ``spark`` (see above).
     :param worker_threshold_bytes: ``auto`` compacts in the worker below this many input bytes.
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
@@ -410,6 +413,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         max_bytes: int | None = None,
         batch_size: int | None = None,
         dry_run: bool = False,
+        full: bool = False,
         execution: Literal["auto", "worker", "spark"] = "auto",
         worker_threshold_bytes: int = DEFAULT_OPTIMIZE_WORKER_THRESHOLD_BYTES,
         only_if_needed: bool = False,
@@ -432,6 +436,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         self.max_bytes = max_bytes
         self.batch_size = batch_size
         self.dry_run = dry_run
+        self.full = full
         self.execution = execution
         self.worker_threshold_bytes = worker_threshold_bytes
         self.only_if_needed = only_if_needed
@@ -484,6 +489,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
             max_bytes=self.max_bytes,
             batch_size=self.batch_size,
             dry_run=self.dry_run,
+            full=self.full,
             options=ExecutionOptions(max_attempts=self.max_attempts),
         )
 
