@@ -270,9 +270,22 @@ def required_features(
         needed.add("timestampNtz")
     if writes_domains:
         needed.add("domainMetadata")
-    if "rowTracking" in needed:  # its high-water mark is a domain (PROTOCOL.md, Row Tracking enablement)
-        needed.add("domainMetadata")
     return frozenset(needed)
+
+
+# Features that need others (PROTOCOL.md, each feature's "Enablement"): row tracking and
+# clustering keep their state in domain metadata.
+_DEPENDENCIES: Mapping[str, frozenset[str]] = {
+    "rowTracking": frozenset({"domainMetadata"}),
+    "clustering": frozenset({"domainMetadata"}),
+}
+
+
+def _with_dependencies(features: Iterable[str]) -> set[str]:
+    wanted = set(features)
+    for feature in list(wanted):
+        wanted |= _DEPENDENCIES.get(feature, frozenset())
+    return wanted
 
 
 def minimal_protocol(
@@ -290,7 +303,7 @@ def minimal_protocol(
     every feature, and reader version 3 listing the reader-writer ones when there are
     any (reader version 1 otherwise).
     """
-    wanted = set(features)
+    wanted = _with_dependencies(features)
     unsupported = sorted(
         f
         for f in wanted
@@ -332,7 +345,7 @@ def upgrade_protocol(protocol: Protocol, features: Iterable[str]) -> Protocol:
     feature is missing); the features implied by legacy versions are listed explicitly
     so that nothing the table may already use is dropped, as the spec asks of upgrades.
     """
-    wanted = frozenset(features)
+    wanted = frozenset(_with_dependencies(features))
     have_readers = reader_features(protocol)
     have_writers = writer_features(protocol)
     wanted_readers = {f for f in wanted if f in READER_WRITER_FEATURES}
