@@ -172,7 +172,7 @@ def test_concurrent_appends_are_rebased_onto_the_winners_high_water_mark(
     all_ids = [row_id for row_id, _ in rows.values()]
     assert len(set(all_ids)) == len(all_ids) == 3 + sum(sizes)  # no ID is given twice
     assert high_water_mark(path) == max(all_ids) == len(all_ids) - 1
-    for txn, ids in writers:
+    for _txn, ids in writers:
         assert {rows[i][1] for i in ids} == {versions[ids.start]}  # the version it landed at, not the one it tried
 
 
