@@ -1,7 +1,7 @@
 """Row tracking (PROTOCOL.md "Row Tracking"): fresh row IDs per commit, the high-water mark, rebases, copies.
 
-The row IDs and commit versions a table holds are read back by :func:`reference_row_tracking`,
-a reader written here from the protocol's reader requirements alone (JSON commits replayed,
+The row IDs and commit versions a table holds are read back by
+:func:`tests.oracles.reference_row_tracking`, a reader written from the protocol's reader requirements alone (JSON commits replayed,
 data files read with pyarrow, materialized columns coalesced with ``baseRowId`` plus the
 row's position), never by the engine's reader. Delta Lake itself checks the same behaviour
 in ``tests/spark/test_row_tracking_delta.py`` once the Delta oracle is available.
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,60 +27,9 @@ from airflow_delta.engine import (
     RowTrackingBackfillError,
 )
 from airflow_delta.engine.model.row_tracking import assign_row_tracking, high_water_mark_domain
-from tests.oracles import assert_oracles_read
+from tests.oracles import assert_oracles_read, high_water_mark, reference_row_tracking
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
-
-
-def _commits(path: str | Path) -> list[tuple[int, list[dict[str, Any]]]]:
-    log = Path(path) / "_delta_log"
-    out = []
-    for file in sorted(log.glob("*.json")):
-        out.append((int(file.name.split(".")[0]), [json.loads(line) for line in file.read_text().splitlines() if line]))
-    return out
-
-
-def reference_row_tracking(path: str | Path) -> dict[int, tuple[int, int]]:
-    """``id`` -> (stable row ID, stable row commit version) of every live row, from the log and files alone.
-
-    Tables without deletion vectors: live files are the adds not removed since.
-    """
-    live: dict[str, dict[str, Any]] = {}
-    configuration: dict[str, str] = {}
-    for _version, actions in _commits(path):
-        for action in actions:
-            if "metaData" in action:
-                configuration = action["metaData"]["configuration"]
-            elif "add" in action:
-                live[action["add"]["path"]] = action["add"]
-            elif "remove" in action:
-                live.pop(action["remove"]["path"], None)
-    row_id_column = configuration["delta.rowTracking.materializedRowIdColumnName"]
-    version_column = configuration["delta.rowTracking.materializedRowCommitVersionColumnName"]
-    rows: dict[int, tuple[int, int]] = {}
-    for file_path, add in live.items():
-        assert add.get("deletionVector") is None
-        data = pq.read_table(Path(path) / file_path)
-        ids = data.column("id").to_pylist()
-        stored_ids = data.column(row_id_column).to_pylist() if row_id_column in data.column_names else [None] * len(ids)
-        stored_versions = (
-            data.column(version_column).to_pylist() if version_column in data.column_names else [None] * len(ids)
-        )
-        for position, value in enumerate(ids):
-            row_id = stored_ids[position] if stored_ids[position] is not None else add["baseRowId"] + position
-            version = stored_versions[position] if stored_versions[position] is not None else add["defaultRowCommitVersion"]
-            rows[value] = (row_id, version)
-    return rows
-
-
-def high_water_mark(path: str | Path) -> int | None:
-    mark = None
-    for _version, actions in _commits(path):
-        for action in actions:
-            domain = action.get("domainMetadata")
-            if domain and domain["domain"] == "delta.rowTracking":
-                mark = json.loads(domain["configuration"])["rowIdHighWaterMark"]
-    return mark
 
 
 def _rows(ids: range | list[int]) -> pa.Table:
