@@ -53,6 +53,7 @@ from airflow_delta.engine import (
     TransactionAlreadyCommittedError,
     list_table_files,
     parse_interval,
+    writer_features,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
 from airflow_delta.operators.lineage import DeltaLineageMixin
@@ -352,6 +353,11 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
                 self.log.info("VACUUM %s:\n%s", verb, "\n".join(chunk))
 
 
+def _is_clustered(table: DeltaTable) -> bool:
+    """Whether OPTIMIZE clusters the table (liquid clustering) rather than compacts it."""
+    return bool({"clustering", "liquid"} & writer_features(table.snapshot().protocol))
+
+
 class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]`` with DV purge.
 
@@ -386,7 +392,8 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param execution: ``auto``, ``worker`` or ``spark`` (see above).
     :param worker_threshold_bytes: ``auto`` compacts in the worker below this many input bytes.
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
-        (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
+        (no fewer files after it and no file above the purge ratio); never with ``zorder_by``,
+        ``full``, or on a clustered table (compaction health says nothing about clustering).
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
@@ -452,7 +459,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         if resuming:
             # An earlier try committed batches: finish (or report) its OPTIMIZE, whatever health says now.
             self.log.info("An earlier try of this task committed OPTIMIZE batches on %s: resuming after them", self.table)
-        elif self.only_if_needed and not self.zorder_by:
+        elif self.only_if_needed and not self.zorder_by and not self.full and not _is_clustered(table):
             report = table.health(
                 target_file_size=self.target_file_size, max_deleted_rows_ratio=float(self.max_deleted_rows_ratio)
             )
