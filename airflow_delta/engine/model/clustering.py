@@ -110,9 +110,8 @@ def _logical_path(schema: Mapping[str, object], physical: Sequence[str], mapped:
     return out
 
 
-def clustering_domain(protocol: Protocol, physical_paths: Sequence[Sequence[str]]) -> DomainMetadata:
-    """The clustering domain action listing ``physical_paths``, as Delta writes it."""
-    name = clustering_domain_name(protocol)
+def clustering_domain(name: str, physical_paths: Sequence[Sequence[str]]) -> DomainMetadata:
+    """The clustering domain action ``name`` (:func:`clustering_domain_name`) listing ``physical_paths``, as Delta writes it."""
     if name == PREVIEW_CLUSTERING_DOMAIN:
         columns: list[object] = [{"physicalName": list(p)} for p in physical_paths]
     else:

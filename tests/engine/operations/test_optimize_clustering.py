@@ -232,3 +232,42 @@ def test_shared_domain_metadata_table_takes_a_delete_and_an_append(tmp_path: Pat
     assert snapshot.add_actions.column("base_row_id").to_pylist() == [436]  # above Databricks' mark of 435
     assert {"delta.clustering", "com.databricks.liquid"} <= set(snapshot.domain_metadata)
     assert table.optimize().versions != ()  # one unclustered file: it becomes a ZCube
+
+
+# ------------------------------------------------------------------ ALTER TABLE CLUSTER BY
+
+
+def test_cluster_by_makes_a_table_clustered_and_changes_its_columns(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    table = DeltaTable.create(path, SCHEMA)
+    table.append(pa.table({"a": [3, 1], "b": [1, 2], "c": [0, 0], "s": ["x", "y"]}, schema=SCHEMA))
+    assert table.cluster_by([]) is None  # CLUSTER BY NONE on a table that is not clustered: nothing
+    version = table.cluster_by(["b", "A"])
+    snapshot = table.snapshot()
+    assert version == 2 and "clustering" in snapshot.protocol.writer_features
+    assert json.loads(snapshot.domain_metadata["delta.clustering"].configuration)["clusteringColumns"] == [["b"], ["a"]]
+    info = _last_actions(path)[0]["commitInfo"]
+    assert info["operation"] == "CLUSTER BY"
+    assert info["operationParameters"] == {"oldClusteringColumns": "", "newClusteringColumns": "b,a"}
+    table.optimize()
+    table.cluster_by(["c"])
+    assert table.optimize().versions == ()  # the old ZCube stays until a full OPTIMIZE
+    assert table.optimize(OptimizeOptions(full=True)).metrics["numFilesRemoved"] == 1
+    table.cluster_by([])
+    assert json.loads(table.snapshot().domain_metadata["delta.clustering"].configuration)["clusteringColumns"] == []
+    assert table.optimize().versions == ()  # no clustering columns: plain compaction of one file
+    assert_oracles_read(path, [{"a": 3, "b": 1, "c": 0, "s": "x"}, {"a": 1, "b": 2, "c": 0, "s": "y"}])
+
+
+def test_cluster_by_follows_deltas_rules(tmp_path: Path) -> None:
+    table = DeltaTable.create(str(tmp_path / "t"), SCHEMA, properties={"delta.dataSkippingNumIndexedCols": "2"})
+    with pytest.raises(InvalidArgumentError, match="at most 4"):
+        table.cluster_by(["a", "b", "c", "s", "a"])
+    with pytest.raises(InvalidArgumentError, match="statistics"):
+        table.cluster_by(["c"])
+    with pytest.raises(InvalidArgumentError, match="not one of"):
+        table.cluster_by(["nope"])
+    partitioned = DeltaTable.create(str(tmp_path / "p"), SCHEMA, partition_by=["s"])
+    with pytest.raises(InvalidArgumentError, match="partitioned"):
+        partitioned.cluster_by(["a"])
+    assert table.version() == 0 and partitioned.version() == 0
