@@ -134,7 +134,10 @@ def delta_rs_zorder(path: str, columns: list[str]) -> dict[str, Any]:
 
 def _strip_clustering(source: Path, target: Path) -> None:
     _link_copy(source, target)
-    for commit in sorted((target / "_delta_log").glob("*.json")):
+    log = target / "_delta_log"
+    for derived in [*log.glob("*.checkpoint*.parquet"), *log.glob("*.crc"), log / "_last_checkpoint"]:
+        derived.unlink(missing_ok=True)  # they repeat the protocol: the JSON commits alone are the table
+    for commit in sorted(log.glob("*.json")):
         lines = []
         for line in commit.read_text().splitlines():
             action = json.loads(line)
