@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -233,3 +234,14 @@ def test_a_recommitted_file_keeps_its_values(tmp_path: Path) -> None:
     assert add.column("base_row_id").to_pylist() == [0]
     assert add.column("default_row_commit_version").to_pylist() == [1]
     assert high_water_mark(path) == 5
+
+
+def test_convert_to_delta_with_row_tracking_assigns_ids_in_version_zero(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    path.mkdir()
+    pq.write_table(_rows(range(0, 3)), path / "a.parquet")
+    pq.write_table(_rows(range(3, 5)), path / "b.parquet")
+    DeltaTable.convert_to_delta(str(path), properties={"delta.enableRowTracking": "true"})
+    rows = reference_row_tracking(path)
+    assert sorted(rows.values()) == [(i, 0) for i in range(5)]
+    assert high_water_mark(path) == 4
