@@ -119,6 +119,11 @@ class SparkBinRewriter:
         if tracks_rows(self.context):  # the rows keep their stable row IDs and commit versions
             names += list(ROW_TRACKING_COLUMNS)
         rows = target_dataframe(self.spark, self.context, bin.files).select(*names)
+        if plan.curve == "linear":  # a clustered table's one column: its values in order
+            num_files = max(1, bin.size // plan.max_file_size)
+            ordered = rows.repartitionByRange(num_files, *columns).sortWithinPartitions(*columns)
+            adds = write_dataframe(self.context, ordered, target_file_size=_ONE_FILE, repartition_by_partition_columns=False)
+            return [dataclasses.replace(a, data_change=False) for a in adds]
         # Spark's RangePartitioner samples to find range bounds; so do we, once, on the driver.
         fraction = min(1.0, _SAMPLE_ROWS / max(1, _num_records(bin.files)))
         sample = rows.select(*columns).sample(withReplacement=False, fraction=fraction, seed=0).toArrow()

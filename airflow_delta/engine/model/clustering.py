@@ -30,9 +30,12 @@ PREVIEW_CLUSTERING_DOMAIN = "delta.liquid"
 CLUSTERING_PROVIDER = "liquid"  # Delta's ClusteredTableUtils.clusteringProvider
 ZCUBE_ID_TAG = "ZCUBE_ID"
 ZCUBE_ZORDER_BY_TAG = "ZCUBE_ZORDER_BY"
-# Delta's MultiDimClustering curve for a clustered table: Hilbert over several columns,
-# Z-order (a plain order of range ids) over one.
+# The order of a clustered table's rows: the Hilbert curve of the range ids over several
+# columns (Delta's MultiDimClustering "hilbert"), the values themselves over one (a plain
+# sort; Delta orders by range id there, which leaves neighbouring files overlapping
+# within a range). ZORDER is the Z-order of OPTIMIZE ZORDER BY.
 HILBERT = "hilbert"
+LINEAR = "linear"
 ZORDER = "zorder"
 # Delta's DELTA_OPTIMIZE_CLUSTERING_MIN_CUBE_SIZE: 100 x the 1 GiB OPTIMIZE file size. A
 # ZCube this large takes no new data; smaller ones are reclustered with new files.
@@ -121,7 +124,7 @@ def clustering_domain(name: str, physical_paths: Sequence[Sequence[str]]) -> Dom
 
 def curve(columns: Sequence[str]) -> str:
     """The space-filling curve Delta clusters ``columns`` by."""
-    return HILBERT if len(columns) > 1 else ZORDER
+    return HILBERT if len(columns) > 1 else LINEAR
 
 
 def zcube_tags(zcube_id: str, columns: Sequence[str]) -> dict[str, str]:

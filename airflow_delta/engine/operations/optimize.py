@@ -615,7 +615,11 @@ def curve_key(ids: Sequence[np.ndarray], curve: str = "zorder") -> np.ndarray:
 def zorder_permutation(
     data: pa.Table, columns: Sequence[str], num_ranges: int = ZORDER_NUM_RANGES, *, curve: str = "zorder"
 ) -> np.ndarray:
-    """Row order of ``data`` by the Z-value (or Hilbert index, ``curve="hilbert"``) of ``columns``, stable."""
+    """Row order of ``data`` by the Z-value (or Hilbert index, ``curve="hilbert"``) of ``columns``, stable;
+    ``curve="linear"``: by the values of the one column, nulls first."""
+    if curve == clustering_model.LINEAR:
+        order = pc.sort_indices(data.select(list(columns)), sort_keys=[(c, "ascending", "at_start") for c in columns])
+        return np.asarray(order.to_numpy(zero_copy_only=False), dtype=np.int64)
     ids = [range_partition_ids(data.column(c), num_ranges) for c in columns]
     words = np.empty((data.num_rows, len(columns)), dtype=np.uint32)
     for start in range(0, data.num_rows, _ZORDER_CHUNK_ROWS):
