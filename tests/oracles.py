@@ -7,10 +7,12 @@ with ``==`` whatever order they return files in.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 
 def _sort(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -113,3 +115,58 @@ def read_change_files(path: str | Path, version: int) -> list[dict[str, Any]]:
             rows.append({logical.get(k, k): v for k, v in row.items()} | partition)
     order = [f["name"] for f in schema["fields"]] + ["_change_type"]
     return _sort([{name: row[name] for name in order} for row in rows])
+
+
+# Row tracking has no independent reader among delta-rs and delta-kernel-rs: this one follows
+# PROTOCOL.md's reader requirements alone (JSON commits replayed, files read with pyarrow).
+
+
+def _commits(path: str | Path) -> list[tuple[int, list[dict[str, Any]]]]:
+    log = Path(path) / "_delta_log"
+    out = []
+    for file in sorted(log.glob("*.json")):
+        out.append((int(file.name.split(".")[0]), [json.loads(line) for line in file.read_text().splitlines() if line]))
+    return out
+
+
+def reference_row_tracking(path: str | Path) -> dict[int, tuple[int, int]]:
+    """``id`` -> (stable row ID, stable row commit version) of every live row, from the log and files alone.
+
+    Tables without deletion vectors: live files are the adds not removed since.
+    """
+    live: dict[str, dict[str, Any]] = {}
+    configuration: dict[str, str] = {}
+    for _version, actions in _commits(path):
+        for action in actions:
+            if "metaData" in action:
+                configuration = action["metaData"]["configuration"]
+            elif "add" in action:
+                live[action["add"]["path"]] = action["add"]
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
+    row_id_column = configuration["delta.rowTracking.materializedRowIdColumnName"]
+    version_column = configuration["delta.rowTracking.materializedRowCommitVersionColumnName"]
+    rows: dict[int, tuple[int, int]] = {}
+    for file_path, add in live.items():
+        assert add.get("deletionVector") is None
+        data = pq.read_table(Path(path) / file_path)
+        ids = data.column("id").to_pylist()
+        stored_ids = data.column(row_id_column).to_pylist() if row_id_column in data.column_names else [None] * len(ids)
+        stored_versions = (
+            data.column(version_column).to_pylist() if version_column in data.column_names else [None] * len(ids)
+        )
+        for position, value in enumerate(ids):
+            row_id = stored_ids[position] if stored_ids[position] is not None else add["baseRowId"] + position
+            version = stored_versions[position] if stored_versions[position] is not None else add["defaultRowCommitVersion"]
+            rows[value] = (row_id, version)
+    return rows
+
+
+def high_water_mark(path: str | Path) -> int | None:
+    mark = None
+    for _version, actions in _commits(path):
+        for action in actions:
+            domain = action.get("domainMetadata")
+            if domain and domain["domain"] == "delta.rowTracking":
+                mark = json.loads(domain["configuration"])["rowIdHighWaterMark"]
+    return mark

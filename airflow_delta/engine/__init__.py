@@ -21,6 +21,7 @@ OPTIMIZE
     :func:`plan_optimize` (:class:`OptimizePlan` of :class:`OptimizeBin`) and
     :func:`rewrite_bin` (one bin's files rewritten, where they are read), and Delta's
     Z-value pieces :func:`range_bounds`, :func:`range_ids_from_bounds`, :func:`interleave_bits`
+    (and :func:`curve_key`, the Hilbert index of a clustered table's OPTIMIZE)
     and :data:`ZORDER_NUM_RANGES`.
 
 Committing
@@ -33,7 +34,10 @@ Per-file work elsewhere (Spark executors), committed by a driver
     :class:`TableContext` (a snapshot's location, protocol and metadata as a picklable
     value; ``DeltaTable.context(snapshot)``), :func:`predicate_read_bytes` (what finding a
     predicate's rows reads, from the footers), :func:`read_live_rows` (one data file's live
-    rows and their physical positions); for another reader of the same files
+    rows and their physical positions), :func:`row_tracking_values` (their stable row IDs
+    and commit versions, on a table where :func:`keeps_row_ids`: rewrites carry them as
+    :data:`ROW_ID_COLUMN` / :data:`ROW_COMMIT_VERSION_COLUMN` for :func:`write_data_files`
+    to keep); for another reader of the same files
     :func:`local_data_file_paths`, :func:`typed_partition_values`, :func:`deleted_row_positions`;
     :class:`WriterOptions`, :func:`write_data_files`
     (takes a snapshot or a context), :func:`write_change_data_files` (Change Data Feed
@@ -144,6 +148,7 @@ from airflow_delta.engine.errors import (
     RestoreFilesMissingError,
     RetentionTooShortError,
     RowIndexOutOfRangeError,
+    RowTrackingBackfillError,
     SchemaMismatchError,
     SparkAnalysisError,
     StorageAccessError,
@@ -168,6 +173,9 @@ from airflow_delta.engine.model.actions import (
     SetTransaction,
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
+from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION as ROW_COMMIT_VERSION_COLUMN
+from airflow_delta.engine.model.row_tracking import ROW_ID as ROW_ID_COLUMN
+from airflow_delta.engine.model.row_tracking import keeps_row_ids
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.options import CheckpointOptions
 from airflow_delta.engine.operations.results import (
@@ -189,6 +197,7 @@ from airflow_delta.engine.read.table_context import (
     local_data_file_paths,
     predicate_read_bytes,
     read_live_rows,
+    row_tracking_values,
     split_by_row_groups,
     typed_partition_values,
 )
@@ -223,6 +232,7 @@ if TYPE_CHECKING:
         ZORDER_NUM_RANGES,
         OptimizeBin,
         OptimizePlan,
+        curve_key,
         interleave_bits,
         plan_optimize,
         range_bounds,
@@ -260,6 +270,7 @@ _LOADED_ON_FIRST_USE = {
     "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
     "ZORDER_NUM_RANGES": "airflow_delta.engine.operations.optimize",
     "interleave_bits": "airflow_delta.engine.operations.optimize",
+    "curve_key": "airflow_delta.engine.operations.optimize",
     "OptimizeBin": "airflow_delta.engine.operations.optimize",
     "OptimizePlan": "airflow_delta.engine.operations.optimize",
     "plan_optimize": "airflow_delta.engine.operations.optimize",
@@ -294,6 +305,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CHANGE_TYPE_COLUMN",
     "DELETE_METRIC_NAMES",
+    "ROW_COMMIT_VERSION_COLUMN",
+    "ROW_ID_COLUMN",
     "SYMLINK_MANIFEST_PROPERTY",
     "ZORDER_NUM_RANGES",
     "AddCDCFile",
@@ -381,6 +394,7 @@ __all__ = [
     "RetryPolicy",
     "RetryableFailure",
     "RowIndexOutOfRangeError",
+    "RowTrackingBackfillError",
     "SchemaMismatchError",
     "SetTransaction",
     "SizeBucket",
@@ -406,9 +420,11 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "convert_file",
+    "curve_key",
     "deleted_row_positions",
     "error_from_report",
     "interleave_bits",
+    "keeps_row_ids",
     "list_table_files",
     "list_top_level",
     "local_data_file_paths",
@@ -425,6 +441,7 @@ __all__ = [
     "read_parquet_schema",
     "reader_features",
     "rewrite_bin",
+    "row_tracking_values",
     "size_histogram_png",
     "split_by_row_groups",
     "stage_delete",

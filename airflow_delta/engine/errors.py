@@ -145,6 +145,25 @@ class UnsupportedFeatureError(DeltaError):
         super().__init__(msg)
 
 
+class RowTrackingBackfillError(UnsupportedFeatureError):
+    """A commit would enable row tracking (``delta.enableRowTracking=true``) on a table whose files have no row IDs.
+
+    Enabling it there first needs a backfill commit giving every existing file a
+    ``baseRowId`` (PROTOCOL.md "Row Tracking", Enablement), which Delta's
+    ``ALTER TABLE ... SET TBLPROPERTIES`` does and airflow-delta does not. Not retryable.
+    """
+
+    def __init__(self, table_uri: str, files_without_row_ids: int) -> None:
+        self.table_uri = table_uri
+        self.files_without_row_ids = files_without_row_ids
+        super().__init__(
+            ["rowTracking"], access="write",
+            detail=f"enabling row tracking on {table_uri!r} needs a backfill of row IDs for its "
+            f"{files_without_row_ids} existing file(s) without baseRowId; run ALTER TABLE ... SET TBLPROPERTIES "
+            "('delta.enableRowTracking' = 'true') with Delta Lake, or create the table with it",
+        )
+
+
 # ----------------------------------------------------------------- user input
 
 

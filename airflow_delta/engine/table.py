@@ -282,6 +282,19 @@ class DeltaTable:
             post_commit=self._post_commit, rewriter=rewriter, tags=tags, app_id=app_id,
         )
 
+    def cluster_by(self, columns: Sequence[str], *, commit: CommitOptions | None = None) -> int | None:
+        """``ALTER TABLE ... CLUSTER BY (columns)`` (``()``: ``CLUSTER BY NONE``); the version, None if nothing changed.
+
+        Delta's rules: at most four top-level columns with statistics, not on a partitioned
+        table; a table that is not clustered gets the ``clustering`` feature. No file is
+        rewritten (docs/optimize.md#clustered-tables).
+        """
+        from airflow_delta.engine.operations.cluster_by import cluster_by
+
+        names = check_str_sequence("columns", columns, allow_single=True)
+        check_instance("commit", commit, CommitOptions, optional=True)
+        return cluster_by(self.location, self.snapshot(), list(names or ()), commit=commit, post_commit=self._post_commit)
+
     def checkpoint(self, version: int | None = None, options: CheckpointOptions | None = None) -> CheckpointRunResult:
         """Write a checkpoint of ``version`` (default: latest), of the table's kind or ``options.kind``,
         then clean up the log per retention (``options.cleanup_log``); returns version, kind, files, size."""

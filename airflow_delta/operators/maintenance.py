@@ -53,6 +53,7 @@ from airflow_delta.engine import (
     TransactionAlreadyCommittedError,
     list_table_files,
     parse_interval,
+    writer_features,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
 from airflow_delta.operators.lineage import DeltaLineageMixin
@@ -353,13 +354,20 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
                 self.log.info("VACUUM %s:\n%s", verb, "\n".join(chunk))
 
 
+def _is_clustered(table: DeltaTable) -> bool:
+    """Whether OPTIMIZE clusters the table (liquid clustering) rather than compacts it."""
+    return bool({"clustering", "liquid"} & writer_features(table.snapshot().protocol))
+
+
 class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]`` with DV purge.
 
     Small files of each partition are compacted toward the target size (``dataChange=false``
     commits, one per batch), files whose deletion vectors delete more than
     ``max_deleted_rows_ratio`` of their rows are rewritten without them, and ``zorder_by``
-    rewrites every selected file in Z-order.
+    rewrites every selected file in Z-order. On a clustered table (liquid clustering)
+    OPTIMIZE clusters by the table's clustering columns instead, incrementally, as
+    Delta's does; ``zorder_by`` and ``where`` are refused there.
 
     ``execution="auto"`` plans in the worker (a dry run) and compacts there, with the
     engine and no Spark job, when the planned input totals less than
@@ -381,10 +389,12 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param max_bytes: Budget: at most this many input bytes this run.
     :param batch_size: Input bytes per commit (default: one commit).
     :param dry_run: Return the plan per partition; write and commit nothing.
+    :param full: Clustered tables: recluster every file (Delta's ``OPTIMIZE FULL``).
     :param execution: ``auto``, ``worker`` or ``spark`` (see above).
     :param worker_threshold_bytes: ``auto`` compacts in the worker below this many input bytes.
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
-        (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
+        (no fewer files after it and no file above the purge ratio); never with ``zorder_by``,
+        ``full``, or on a clustered table (compaction health says nothing about clustering).
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
@@ -411,6 +421,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         max_bytes: int | None = None,
         batch_size: int | None = None,
         dry_run: bool = False,
+        full: bool = False,
         execution: Literal["auto", "worker", "spark"] = "auto",
         worker_threshold_bytes: int = DEFAULT_OPTIMIZE_WORKER_THRESHOLD_BYTES,
         only_if_needed: bool = False,
@@ -433,6 +444,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         self.max_bytes = max_bytes
         self.batch_size = batch_size
         self.dry_run = dry_run
+        self.full = full
         self.execution = execution
         self.worker_threshold_bytes = worker_threshold_bytes
         self.only_if_needed = only_if_needed
@@ -448,7 +460,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
         if resuming:
             # An earlier try committed batches: finish (or report) its OPTIMIZE, whatever health says now.
             self.log.info("An earlier try of this task committed OPTIMIZE batches on %s: resuming after them", self.table)
-        elif self.only_if_needed and not self.zorder_by:
+        elif self.only_if_needed and not self.zorder_by and not self.full and not _is_clustered(table):
             report = table.health(
                 target_file_size=self.target_file_size, max_deleted_rows_ratio=float(self.max_deleted_rows_ratio)
             )
@@ -485,6 +497,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
             max_bytes=self.max_bytes,
             batch_size=self.batch_size,
             dry_run=self.dry_run,
+            full=self.full,
             options=ExecutionOptions(max_attempts=self.max_attempts),
         )
 

@@ -55,10 +55,12 @@ from airflow_delta.engine import (
 from airflow_delta.spark.file_tasks import (
     FILE_COLUMN,
     ROW_COLUMN,
+    ROW_TRACKING_COLUMNS,
     engine_errors_from_executors,
     read_rows_in_driver,
     spark_schema,
     target_dataframe,
+    tracks_rows,
     write_change_dataframe,
     write_dataframe,
 )
@@ -308,7 +310,7 @@ def stage_row_changes(
             new_rows = new_rows.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         removed = removed_rows.select(FILE_COLUMN, ROW_COLUMN)
-        new_data = None if new_rows is None else new_rows.select(*spark_schema(context).names)
+        new_data = None if new_rows is None else _new_data(context, new_rows)
         copied: Observation | None = None
         with engine_errors_from_executors():
             if use_deletion_vectors:
@@ -351,6 +353,18 @@ def stage_row_changes(
     metrics["scanTimeMs"] = int((located - started) * 1000)
     metrics["rewriteTimeMs"] = int((time.monotonic() - located) * 1000)
     return metrics
+
+
+def _new_data(context: TableContext, new_rows: DataFrame) -> DataFrame:
+    """``new_rows`` in the table's columns; on a row-tracking table with the stable row ID and
+    commit version they carry (NULL where they have none: an inserted row, an updated row's version)."""
+    names = spark_schema(context).names
+    if not tracks_rows(context):
+        return new_rows.select(*names)
+    tracking = [
+        F.col(name) if name in new_rows.columns else F.lit(None).cast("long").alias(name) for name in ROW_TRACKING_COLUMNS
+    ]
+    return new_rows.select(*names, *tracking)
 
 
 def _with_change_type(rows: DataFrame, change_type: str) -> DataFrame:

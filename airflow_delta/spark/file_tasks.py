@@ -39,13 +39,17 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from airflow_delta.engine import (
     CHANGE_TYPE_COLUMN,
+    ROW_COMMIT_VERSION_COLUMN,
+    ROW_ID_COLUMN,
     AddCDCFile,
     AddFile,
     DeltaTable,
     InvalidArgumentError,
     TableContext,
     error_from_report,
+    keeps_row_ids,
     read_live_rows,
+    row_tracking_values,
     split_by_row_groups,
     write_change_data_files,
     write_data_files,
@@ -57,7 +61,12 @@ FILE_COLUMN = "_delta_file"
 ROW_COLUMN = "_delta_row"
 
 # The file-action columns that per-file reads use; statistics and tags stay on the driver.
-_SHIPPED_ACTION_COLUMNS = ("path", "partition_values", "size", "deletion_vector")
+_SHIPPED_ACTION_COLUMNS = (
+    "path", "partition_values", "size", "deletion_vector", "base_row_id", "default_row_commit_version"
+)
+# Row tracking: the stable row ID and commit version of each target row (after ROW_COLUMN),
+# which rewrites keep (engine's ROW_ID_COLUMN / ROW_COMMIT_VERSION_COLUMN).
+ROW_TRACKING_COLUMNS = (ROW_ID_COLUMN, ROW_COMMIT_VERSION_COLUMN)
 # Files per input row of the read: enough rows for Spark to balance tasks over cores,
 # few enough that a 100,000-file table does not become 100,000 tiny records.
 _TASKS_PER_CORE = 4
@@ -122,12 +131,30 @@ def spark_schema(context: TableContext, columns: Sequence[str] | None = None) ->
     return StructType([by_name[c] for c in columns])
 
 
+def tracks_rows(context: TableContext) -> bool:
+    """Whether the table has row tracking enabled: target rows carry :data:`ROW_TRACKING_COLUMNS`, rewrites keep them."""
+    return keeps_row_ids(context.metadata)
+
+
 def _target_schema(context: TableContext, columns: Sequence[str] | None) -> StructType:
-    """The schema of :func:`target_dataframe`: the data columns, then :data:`FILE_COLUMN` and :data:`ROW_COLUMN`."""
+    """The schema of :func:`target_dataframe`: the data columns, then :data:`FILE_COLUMN` and :data:`ROW_COLUMN`
+    (and :data:`ROW_TRACKING_COLUMNS` on a row-tracking table)."""
     data_schema = spark_schema(context, columns)
+    tracking = [StructField(name, LongType(), True) for name in ROW_TRACKING_COLUMNS] if tracks_rows(context) else []
     return StructType(
-        [*data_schema.fields, StructField(FILE_COLUMN, StringType(), False), StructField(ROW_COLUMN, LongType(), False)]
+        [
+            *data_schema.fields,
+            StructField(FILE_COLUMN, StringType(), False),
+            StructField(ROW_COLUMN, LongType(), False),
+            *tracking,
+        ]
     )
+
+
+def _data_names(schema: StructType) -> list[str]:
+    """The data columns of a :func:`_target_schema`."""
+    extra = {FILE_COLUMN, ROW_COLUMN, *ROW_TRACKING_COLUMNS}
+    return [name for name in schema.names if name not in extra]
 
 
 def _arrow_schema_for(spark: SparkSession, schema: StructType) -> pa.Schema:
@@ -195,6 +222,10 @@ def _read_split_actions(
             rows = rows.select(list(names))
         path = one.column("path")[0]
         rows = rows.append_column(ROW_COLUMN, pa.array(positions, pa.int64()))
+        if len(arrow_out) > len(names) + 2:  # row tracking: each row's stable ID and commit version
+            tracked = row_tracking_values(context, one, positions)
+            for name in ROW_TRACKING_COLUMNS:
+                rows = rows.append_column(name, tracked.column(name))
         step = rows_per_batch or max(rows.num_rows, 1)
         for begin in range(0, max(rows.num_rows, 1), step):
             part = rows.slice(begin, step)
@@ -212,7 +243,7 @@ def _read_in_driver(
 def read_rows_in_driver(spark: SparkSession, context: TableContext, files: pa.Table) -> pa.Table:
     """What ``target_dataframe(spark, context, files)`` holds, read in this process as one Arrow table."""
     schema = _target_schema(context, None)
-    return _read_in_driver(context, files, schema.names[:-2], None, _arrow_schema_for(spark, schema))
+    return _read_in_driver(context, files, _data_names(schema), None, _arrow_schema_for(spark, schema))
 
 
 def fits_in_driver(files: pa.Table, max_bytes: int) -> bool:
@@ -254,13 +285,14 @@ def target_dataframe(
     if reader not in READERS:
         raise InvalidArgumentError("reader", reader, f"one of {', '.join(READERS)}")
     out_schema = _target_schema(context, columns)
-    if not in_driver and chosen_reader(reader, purpose) == "spark" and files.num_rows:
+    # Spark's reader knows nothing of row IDs: a row-tracking table is read by the engine.
+    if not in_driver and chosen_reader(reader, purpose) == "spark" and files.num_rows and not tracks_rows(context):
         native = spark_target_dataframe(
             spark, context, files, out_schema, FILE_COLUMN, ROW_COLUMN, required=reader == "spark", row_filter=row_group_filter
         )
         if native is not None:
             return native
-    names = out_schema.names[:-2]
+    names = _data_names(out_schema)
     arrow_out = _arrow_schema_for(spark, out_schema)
     if in_driver:
         # The same engine read, in this process: no Spark task (and no Python worker) starts.
@@ -303,7 +335,10 @@ def write_dataframe(
     ``in_driver`` collects the rows (few, see :func:`fits_in_driver`) and writes them in this
     process with the same engine writer, so that no Python worker starts for them.
     """
-    rows = _columns_to_write(data, spark_schema(context).names, "a DataFrame with the table's columns")
+    names = spark_schema(context).names
+    if tracks_rows(context):  # rows copied or updated keep their stable values (null: the file's default)
+        names += [name for name in ROW_TRACKING_COLUMNS if name in data.columns]
+    rows = _columns_to_write(data, names, "a DataFrame with the table's columns")
     if in_driver:
         # The engine's writer removes what it wrote when it fails.
         return write_data_files(context, _collected(rows), target_file_size=target_file_size)

@@ -69,6 +69,7 @@ from airflow_delta.spark.column_paths import set_target_paths
 from airflow_delta.spark.file_tasks import (
     FILE_COLUMN,
     ROW_COLUMN,
+    ROW_TRACKING_COLUMNS,
     engine_errors_from_executors,
     spark_schema,
     target_dataframe,
@@ -127,6 +128,14 @@ def _quote(name: str) -> str:
 
 def _ref(alias: str, name: str) -> Column:
     return F.col(f"{_quote(alias)}.{_quote(name)}")
+
+
+def _target_row_id(frame: DataFrame, alias: str | None) -> list[Column]:
+    """On a row-tracking table: the target row's stable row ID (NULL for a source row), which an update keeps."""
+    row_id = ROW_TRACKING_COLUMNS[0]
+    if row_id not in frame.columns:
+        return []
+    return [(_ref(alias, row_id) if alias is not None else F.lit(None).cast("long")).alias(row_id)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -331,6 +340,7 @@ def merge_outcome(plan: MergePlan, source: DataFrame, target: DataFrame) -> Data
     return with_action.where(F.col(ACTION_COLUMN).isNotNull() | F.col(MATCHED_COLUMN)).select(
         _ref(spec.target_alias, FILE_COLUMN).alias(FILE_COLUMN),
         _ref(spec.target_alias, ROW_COLUMN).alias(ROW_COLUMN),
+        *_target_row_id(target, spec.target_alias),
         F.col(ACTION_COLUMN),
         F.col(MATCHED_COLUMN),
         *_written_columns(plan),
@@ -356,6 +366,7 @@ def matched_pairs(plan: MergePlan, source: DataFrame, target: DataFrame, *, broa
         _ref(spec.source_alias, SOURCE_ROW_COLUMN).alias(SOURCE_ROW_COLUMN),
         _ref(spec.target_alias, FILE_COLUMN).alias(FILE_COLUMN),
         _ref(spec.target_alias, ROW_COLUMN).alias(ROW_COLUMN),
+        *_target_row_id(target, spec.target_alias),
         F.col(ACTION_COLUMN),
         F.lit(True).alias(MATCHED_COLUMN),
         *_written_columns(plan, [index for _, index in matched_group]),
@@ -377,7 +388,7 @@ def outcome_of_matches(plan: MergePlan, source: DataFrame, pairs: DataFrame) -> 
 
 def insert_only_rows(plan: MergePlan, source: DataFrame, pairs: DataFrame) -> DataFrame:
     """Insert-only MERGE: the rows to insert (source rows in no pair of :func:`matched_pairs` that take an INSERT clause)."""
-    return _unmatched_rows(plan, source, pairs).drop(FILE_COLUMN, ROW_COLUMN, MATCHED_COLUMN)
+    return _unmatched_rows(plan, source, pairs).drop(FILE_COLUMN, ROW_COLUMN, MATCHED_COLUMN, *ROW_TRACKING_COLUMNS)
 
 
 def _unmatched_rows(plan: MergePlan, source: DataFrame, pairs: DataFrame) -> DataFrame:
@@ -389,6 +400,7 @@ def _unmatched_rows(plan: MergePlan, source: DataFrame, pairs: DataFrame) -> Dat
     return chosen.select(
         F.lit(None).cast("string").alias(FILE_COLUMN),
         F.lit(None).cast("long").alias(ROW_COLUMN),
+        *_target_row_id(pairs, None),
         F.col(ACTION_COLUMN),
         F.lit(False).alias(MATCHED_COLUMN),
         *_written_columns(plan, [index for _, index in group]),
@@ -723,10 +735,18 @@ def _attempt(
         )
         if overcount:
             removed = removed.distinct()
+        # Row tracking: an updated row keeps its row ID and takes this commit's version (NULL:
+        # the new file's defaultRowCommitVersion); an inserted row gets fresh ones.
+        tracking = (
+            [F.col(ROW_TRACKING_COLUMNS[0]), F.lit(None).cast("long").alias(ROW_TRACKING_COLUMNS[1])]
+            if ROW_TRACKING_COLUMNS[0] in outcome.columns
+            else []
+        )
         new_rows = (
             outcome.where(action.isin(writing)).select(
                 *plan.schema.names,
                 F.when(action.isin(updating), "update_postimage").otherwise("insert").alias(CHANGE_TYPE_COLUMN),
+                *tracking,
             )
             if writing
             else None

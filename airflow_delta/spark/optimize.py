@@ -50,13 +50,19 @@ from airflow_delta.engine import (
     Snapshot,
     TableContext,
     TransactionAlreadyCommittedError,
-    interleave_bits,
+    curve_key,
     range_bounds,
     range_ids_from_bounds,
     rewrite_bin,
 )
 from airflow_delta.spark.changes import backoff_seconds
-from airflow_delta.spark.file_tasks import engine_errors_from_executors, target_dataframe, write_dataframe
+from airflow_delta.spark.file_tasks import (
+    ROW_TRACKING_COLUMNS,
+    engine_errors_from_executors,
+    target_dataframe,
+    tracks_rows,
+    write_dataframe,
+)
 from airflow_delta.spark.job_result import JobResult, job_tags
 from airflow_delta.spark.specs import OptimizeSpec
 
@@ -110,12 +116,19 @@ class SparkBinRewriter:
     def _zorder(self, plan: OptimizePlan, bin: OptimizeBin) -> list[AddFile]:
         columns = list(plan.zorder_by)
         names = list(self.context.schema.names)
+        if tracks_rows(self.context):  # the rows keep their stable row IDs and commit versions
+            names += list(ROW_TRACKING_COLUMNS)
         rows = target_dataframe(self.spark, self.context, bin.files).select(*names)
+        if plan.curve == "linear":  # a clustered table's one column: its values in order
+            num_files = max(1, bin.size // plan.max_file_size)
+            ordered = rows.repartitionByRange(num_files, *columns).sortWithinPartitions(*columns)
+            adds = write_dataframe(self.context, ordered, target_file_size=_ONE_FILE, repartition_by_partition_columns=False)
+            return [dataclasses.replace(a, data_change=False) for a in adds]
         # Spark's RangePartitioner samples to find range bounds; so do we, once, on the driver.
         fraction = min(1.0, _SAMPLE_ROWS / max(1, _num_records(bin.files)))
         sample = rows.select(*columns).sample(withReplacement=False, fraction=fraction, seed=0).toArrow()
         bounds = [range_bounds(sample.column(c), ZORDER_NUM_RANGES) for c in columns]
-        zvalues = _with_zvalue(rows, columns, bounds)
+        zvalues = _with_zvalue(rows, columns, bounds, plan.curve)
         num_files = max(1, bin.size // plan.max_file_size)
         clustered = (
             zvalues.repartitionByRange(num_files, sql_functions.col(_ZVALUE)).sortWithinPartitions(_ZVALUE).select(*names)
@@ -132,15 +145,16 @@ def _num_records(files: pa.Table) -> int:
     return total
 
 
-def _with_zvalue(rows: DataFrame, columns: list[str], bounds: list[pa.Array]) -> DataFrame:
-    """``rows`` plus Delta's Z-value: ``interleave_bits`` of each column's range id, computed on executors."""
+def _with_zvalue(rows: DataFrame, columns: list[str], bounds: list[pa.Array], curve: str = "zorder") -> DataFrame:
+    """``rows`` plus Delta's Z-value (``interleave_bits`` of each column's range id) or, for a clustered
+    table's several columns, its Hilbert index (``curve_key``), computed on executors."""
     schema = StructType([*rows.schema.fields, StructField(_ZVALUE, BinaryType(), False)])
     width = 4 * len(columns)
 
     def interleave(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             ids = [range_ids_from_bounds(batch.column(c), b) for c, b in zip(columns, bounds, strict=True)]
-            packed = interleave_bits(ids)
+            packed = curve_key(ids, curve)
             values = pa.FixedSizeBinaryArray.from_buffers(
                 pa.binary(width), batch.num_rows, [None, pa.py_buffer(packed.tobytes())]
             ).cast(pa.binary())

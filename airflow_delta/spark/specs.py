@@ -784,6 +784,7 @@ class OptimizeSpec:
     max_bytes: int | None = None
     batch_size: int | None = None
     dry_run: bool = False
+    full: bool = False
     options: ExecutionOptions = field(default_factory=ExecutionOptions)
 
     def __post_init__(self) -> None:
@@ -815,6 +816,7 @@ class OptimizeSpec:
             max_bytes=self.max_bytes,
             batch_size=self.batch_size,
             dry_run=self.dry_run,
+            full=self.full,
         )
 
     def to_json(self) -> str:
@@ -833,6 +835,7 @@ class OptimizeSpec:
                 "maxBytes": self.max_bytes,
                 "batchSize": self.batch_size,
                 "dryRun": self.dry_run,
+                "full": self.full,
                 "options": self.options.to_obj(),
             },
         )
@@ -852,6 +855,7 @@ _OPTIMIZE_FIELDS = {
     "maxBytes": "max_bytes",
     "batchSize": "batch_size",
     "dryRun": "dry_run",
+    "full": "full",
 }
 
 

@@ -29,11 +29,11 @@ from pyspark.errors import AnalysisException
 from pyspark.errors import ArithmeticException as SparkArithmeticException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructField, StructType
 
 from airflow_delta.engine import InvalidArgumentError, Snapshot, TableContext, Transaction
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
-from airflow_delta.spark.file_tasks import fits_in_driver, spark_schema, target_dataframe
+from airflow_delta.spark.file_tasks import ROW_TRACKING_COLUMNS, fits_in_driver, spark_schema, target_dataframe
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.nested_assignments import (
     Assigned,
@@ -126,7 +126,16 @@ def updated_rows(rows: DataFrame, schema: StructType, assignments: SetTree) -> D
         ).alias(field.name)
         for field in schema.fields
     ]
-    return rows.select(*columns).to(StructType([_nullable(field) for field in schema.fields]))
+    updated = rows.select(*columns).to(StructType([_nullable(field) for field in schema.fields]))
+    if ROW_TRACKING_COLUMNS[0] not in rows.columns:
+        return updated
+    # Row tracking: the updated row keeps its stable row ID; its commit version is NULL, i.e.
+    # the new file's defaultRowCommitVersion (this commit), as Delta's UPDATE writes it.
+    carried = rows.select(*columns, F.col(ROW_TRACKING_COLUMNS[0]))
+    typed = carried.to(
+        StructType([*(_nullable(field) for field in schema.fields), StructField(ROW_TRACKING_COLUMNS[0], LongType(), True)])
+    )
+    return typed.withColumn(ROW_TRACKING_COLUMNS[1], F.lit(None).cast("long"))
 
 
 def _expression(assigned: Assigned, _field: StructField) -> Column:

@@ -235,7 +235,7 @@ def write_checkpoint(
 # Writer features whose tables we may checkpoint and clean up: they constrain data
 # writes, or they are carried in actions and fields a checkpoint copies (baseRowId,
 # defaultRowCommitVersion, clusteringProvider, domainMetadata, deletionVector). Any
-# other writer feature (checkpointProtection, catalogManaged, one added after this
+# other writer feature (catalogManaged, one added after this
 # was written) may change what a checkpoint must hold or what cleanup may delete.
 LOG_MAINTENANCE_WRITER_FEATURES: frozenset[str] = frozenset(
     {
@@ -245,6 +245,8 @@ LOG_MAINTENANCE_WRITER_FEATURES: frozenset[str] = frozenset(
         "liquid", "vacuumProtocolCheck", "typeWidening", "typeWidening-preview", "inCommitTimestamp",
         "allowColumnDefaults", "variantType", "variantType-preview", "variantShredding",
         "variantShredding-preview",
+        # Governs only which history cleanup may delete (operations/log_cleanup.py).
+        "checkpointProtection",
     }
 )
 

@@ -59,6 +59,7 @@ KNOWN_DELTA_PROPERTIES: tuple[str, ...] = (
     "delta.parquet.format.version",
     "delta.randomPrefixLength",
     "delta.randomizeFilePrefixes",
+    "delta.requireCheckpointProtectionBeforeVersion",
     "delta.rowTrackingSuspended",
     "delta.sampleRetentionDuration",
     "delta.setTransactionRetentionDuration",

@@ -54,6 +54,15 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "inCommitTimestamp",
         "typeWidening",
         "typeWidening-preview",
+        # Row tracking: fresh row IDs and commit versions on every add, the high-water
+        # mark domain, materialized columns on copies (model/row_tracking.py).
+        "rowTracking",
+        # Liquid clustering: the delta.clustering domain is kept, OPTIMIZE clusters.
+        # "liquid" is the preview spelling (domain delta.liquid) of early Delta 3 tables.
+        "clustering",
+        "liquid",
+        # Log cleanup keeps the history before delta.requireCheckpointProtectionBeforeVersion.
+        "checkpointProtection",
     }
 )
 
@@ -282,6 +291,21 @@ def required_features(
     return frozenset(needed)
 
 
+# Features that need others (PROTOCOL.md, each feature's "Enablement"): row tracking and
+# clustering keep their state in domain metadata.
+_DEPENDENCIES: Mapping[str, frozenset[str]] = {
+    "rowTracking": frozenset({"domainMetadata"}),
+    "clustering": frozenset({"domainMetadata"}),
+}
+
+
+def _with_dependencies(features: Iterable[str]) -> set[str]:
+    wanted = set(features)
+    for feature in list(wanted):
+        wanted |= _DEPENDENCIES.get(feature, frozenset())
+    return wanted
+
+
 def minimal_protocol(
     features: Iterable[str],
     min_reader_version: int | None = None,
@@ -297,7 +321,7 @@ def minimal_protocol(
     every feature, and reader version 3 listing the reader-writer ones when there are
     any (reader version 1 otherwise).
     """
-    wanted = set(features)
+    wanted = _with_dependencies(features)
     unsupported = sorted(
         f
         for f in wanted
@@ -339,7 +363,7 @@ def upgrade_protocol(protocol: Protocol, features: Iterable[str]) -> Protocol:
     feature is missing); the features implied by legacy versions are listed explicitly
     so that nothing the table may already use is dropped, as the spec asks of upgrades.
     """
-    wanted = frozenset(features)
+    wanted = frozenset(_with_dependencies(features))
     have_readers = reader_features(protocol)
     have_writers = writer_features(protocol)
     wanted_readers = {f for f in wanted if f in READER_WRITER_FEATURES}

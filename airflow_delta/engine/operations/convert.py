@@ -44,11 +44,13 @@ from airflow_delta.engine.errors import (
     InvalidLogError,
     TableAlreadyExistsError,
 )
+from airflow_delta.engine.model import row_tracking
 from airflow_delta.engine.model.actions import AddFile, Metadata
 from airflow_delta.engine.model.arrow_numpy import string_array
 from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.partition_values import parse_partition_strings, serialize_partition_value
 from airflow_delta.engine.model.schema import delta_type_to_arrow
+from airflow_delta.engine.model.table_features import writer_features
 from airflow_delta.engine.operations.create import new_table_commit_info, new_table_state, table_exists
 from airflow_delta.engine.read.listing import commit_path
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
@@ -424,6 +426,12 @@ def convert_to_delta(
     adds = reader.add_files(plan, metadata)
     if not collect_stats:
         adds = [replace(a, stats=None) for a in adds]
+    row_ids: list[dict[str, Any]] = []
+    if row_tracking.is_supported(writer_features(protocol), metadata):
+        # Version 0 assigns the files' row IDs as any commit would (they need numRecords).
+        adds, mark = row_tracking.assign_row_tracking(adds, row_tracking.MISSING_HIGH_WATER_MARK, 0)
+        if mark != row_tracking.MISSING_HIGH_WATER_MARK:
+            row_ids.append({"domainMetadata": row_tracking.high_water_mark_domain(mark).to_json()})
     commit_info = new_table_commit_info(
         metadata,
         CONVERT_OPERATION,
@@ -439,6 +447,7 @@ def convert_to_delta(
     actions: list[dict[str, Any]] = [
         {"commitInfo": commit_info}, {"protocol": protocol.to_json()}, {"metaData": metadata.to_json()},
     ]
+    actions.extend(row_ids)
     actions.extend({"add": a.to_json()} for a in adds)
     body = utf8_bytes("".join(json_text(a) + "\n" for a in actions), "CONVERT TO DELTA")
     publish_version_zero(location, body)

@@ -26,6 +26,7 @@ from airflow_delta.engine.errors import (
     InvalidTablePropertyError,
     TableAlreadyExistsError,
 )
+from airflow_delta.engine.model import row_tracking
 from airflow_delta.engine.model.actions import Metadata, Protocol
 from airflow_delta.engine.model.commit_info import ENGINE_INFO, encode_operation_metrics, encode_operation_parameters
 from airflow_delta.engine.model.constraints import CHECK_CONSTRAINT_PREFIX
@@ -238,6 +239,9 @@ def new_table_state(
     if mode != "none":
         schema_json, max_id = assign_column_mapping(schema_json)
         configuration[COLUMN_MAPPING_MAX_ID] = str(max_id)
+    if row_tracking.is_enabled_configuration(configuration):
+        # Named once, at creation, as Delta does: copies of rows keep their IDs in them.
+        configuration = {**row_tracking.new_materialized_column_properties(), **configuration}
     protocol = minimal_protocol(
         required_features(schema_json, configuration) | props.features,
         props.min_reader_version,

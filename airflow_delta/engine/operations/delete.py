@@ -310,13 +310,15 @@ def _delete_by_rewriting(
     change_data_feed = snapshot.properties.enable_change_data_feed
 
     def one(i: int) -> tuple[int, pa.Table | None, pa.Table | None]:
-        data = read_data(snapshot, files.slice(i, 1), max_workers=1)  # live rows, DVs applied
+        # Live rows, DVs applied; on a row-tracking table with their stable row IDs and
+        # commit versions, which the copies keep.
+        data = read_data(snapshot, files.slice(i, 1), max_workers=1, row_tracking=True)
         hits = _positions(data, expression)
         if hits.size == 0:
             return 0, None, None
         keep = np.ones(data.num_rows, dtype=bool)
         keep[hits] = False
-        deleted = data.take(int64_array(hits)) if change_data_feed else None
+        deleted = data.select(snapshot.schema.names).take(int64_array(hits)) if change_data_feed else None
         return int(hits.size), data.filter(bool_array(keep)), deleted
 
     workers = max(1, min(files.num_rows, (os.cpu_count() or 4) * 2))

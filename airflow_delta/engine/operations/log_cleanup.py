@@ -55,6 +55,7 @@ from airflow_delta.engine.checkpoint.writer import (
 from airflow_delta.engine.errors import CorruptCommitError, DeltaError
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
+from airflow_delta.engine.model.table_features import writer_features
 from airflow_delta.engine.read.checkpoint_reader import verify_checkpoint
 from airflow_delta.engine.read.listing import Checkpoint, LastCheckpointHint, list_log
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO
@@ -151,6 +152,23 @@ def _properties(snapshot: Snapshot) -> TableProperties:
     # catalog-managed staged commits), so tables with those (or unknown ones) are refused.
     check_log_maintenance_supported(snapshot.protocol)
     return snapshot.properties
+
+
+CHECKPOINT_PROTECTION_PROPERTY = "delta.requireCheckpointProtectionBeforeVersion"
+
+
+def checkpoint_protection_version(snapshot: Snapshot) -> int:
+    """The version before which history is protected (0: none), as Delta's CheckpointProtectionTableFeature reads it."""
+    if "checkpointProtection" not in writer_features(snapshot.protocol):
+        return 0
+    raw = snapshot.metadata.configuration.get(CHECKPOINT_PROTECTION_PROPERTY)
+    try:
+        return max(int(raw), 0) if raw is not None else 0
+    except ValueError:
+        raise DeltaError(
+            f"{CHECKPOINT_PROTECTION_PROPERTY}={raw!r} is not a version number; log cleanup stops rather than "
+            "delete protected history"
+        ) from None
 
 
 def _commit_info(io: FileIO, path: str) -> Mapping[str, Any]:
@@ -342,8 +360,14 @@ def plan_cleanup(
     *,
     retention: timedelta | str | None = None,
     now: datetime | int | None = None,
+    protected_before: int = 0,
 ) -> CleanupPlan:
-    """Decide what metadata cleanup deletes (nothing is deleted here)."""
+    """Decide what metadata cleanup deletes (nothing is deleted here).
+
+    ``protected_before`` (``delta.requireCheckpointProtectionBeforeVersion`` of a table with
+    the ``checkpointProtection`` feature): history before that version is truncated in one
+    go or not at all, so a cleanup whose anchor is older deletes nothing.
+    """
     log_dir = f"{root}/_delta_log"
     now_ms = _to_ms(now)
     if isinstance(retention, str):
@@ -358,6 +382,13 @@ def plan_cleanup(
     if anchor is None:
         return CleanupPlan()
     anchor_version = anchor.version
+    if anchor_version < protected_before:
+        log.info(
+            "log cleanup: the newest usable checkpoint (%d) is before the protected version %d "
+            "(checkpointProtection); nothing is deleted until history can be truncated past it",
+            anchor_version, protected_before,
+        )
+        return CleanupPlan()
 
     doomed: list[tuple[int, str]] = []
     doomed += [(v, f.path) for v, f in listing.commits.items() if v < anchor_version]
@@ -404,7 +435,10 @@ def cleanup_log(
     ``delta.logRetentionDuration``; ``now`` (datetime or epoch ms) is the clock.
     """
     properties = _properties(snapshot)
-    plan = plan_cleanup(location.io, location.root, properties, retention=retention, now=now)
+    plan = plan_cleanup(
+        location.io, location.root, properties, retention=retention, now=now,
+        protected_before=checkpoint_protection_version(snapshot),
+    )
     log_dir = location.log_dir
     for path in plan.paths:
         # Belt and braces: only ever delete inside this table's _delta_log.

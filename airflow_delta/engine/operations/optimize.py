@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,9 +45,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta.engine.errors import InvalidArgumentError, TableNotFoundError
+from airflow_delta.engine.model import clustering as clustering_model
 from airflow_delta.engine.model.actions import AddFile
 from airflow_delta.engine.model.arrow_numpy import group_row_indices, int64_array, mask_to_numpy
 from airflow_delta.engine.model.column_mapping import ColumnMapping
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.stats_columns import indexed_columns
 from airflow_delta.engine.model.stats_parse import parse_stats
 from airflow_delta.engine.operations.optimize_progress import (
@@ -73,6 +76,7 @@ __all__ = [
     "BinRewriter",
     "OptimizeBin",
     "OptimizePlan",
+    "curve_key",
     "interleave_bits",
     "optimize",
     "plan_optimize",
@@ -125,6 +129,11 @@ class OptimizePlan:
     batches: tuple[tuple[int, ...], ...]  # indexes into ``bins``, one tuple per commit
     considered_files: int  # live files ``where`` selects
     bins_over_budget: int  # bins left for a later run by max_files / max_bytes
+    # A clustered table: ``zorder_by`` holds its clustering columns, ordered along ``curve``
+    # (Hilbert for several, Z-order for one), and each bin's files become one tagged ZCube.
+    clustering: bool = False
+    curve: str = clustering_model.ZORDER
+    full: bool = False
 
     def output_files(self, bin: OptimizeBin) -> int:
         """How many files a bin is written as (estimated from bytes for Z-order)."""
@@ -162,6 +171,9 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions, *, earlier: Earl
     statistics.
     """
     min_size, max_size = options.file_sizes(snapshot.properties.target_file_size)
+    clustered_by = _clustering_columns(snapshot, options)
+    if clustered_by:
+        return _plan_clustering(snapshot, options, clustered_by, min_size, max_size, earlier)
     zorder_by = _checked_zorder_columns(snapshot, options.zorder_by)
     files = _candidate_files(snapshot, options.where)
     mapping = ColumnMapping.from_metadata(snapshot.metadata, snapshot.protocol)
@@ -216,6 +228,114 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions, *, earlier: Earl
         batches=_batches(kept, options.batch_size),
         considered_files=files.num_rows,
         bins_over_budget=over_budget,
+    )
+
+
+def _clustering_columns(snapshot: Snapshot, options: OptimizeOptions) -> tuple[str, ...]:
+    """The clustering columns OPTIMIZE clusters by (empty for a table that is not clustered); Delta's refusals."""
+    columns = (
+        clustering_model.clustering_columns(snapshot.protocol, snapshot.metadata, snapshot.domain_metadata)
+        if clustering_model.is_clustered(snapshot.protocol)
+        else ()
+    )
+    if not columns:
+        if options.full:
+            raise InvalidArgumentError(
+                "full", True, "full=False: a full OPTIMIZE reclusters a clustered table, and this table has no "
+                "clustering columns (Delta refuses OPTIMIZE FULL here too)",
+            )
+        return ()
+    if options.zorder_by:
+        raise InvalidArgumentError(
+            "zorder_by", list(options.zorder_by),
+            f"no Z-order columns: the table is clustered by {list(columns)} and OPTIMIZE clusters it by them; "
+            "Delta refuses ZORDER BY on a clustered table too (change the clustering columns instead)",
+        )
+    if options.where:
+        raise InvalidArgumentError(
+            "where", options.where,
+            "no predicate: a clustered table has no partitions to select, and Delta refuses one here too",
+        )
+    nested = [c for c in columns if "." in c and c not in snapshot.schema.names]
+    if nested:
+        raise InvalidArgumentError(
+            "table", snapshot.version,
+            f"a table clustered by top-level columns: clustering by nested columns ({nested}) is not implemented; "
+            "run OPTIMIZE with Delta Lake",
+        )
+    return tuple(columns)
+
+
+def _plan_clustering(
+    snapshot: Snapshot,
+    options: OptimizeOptions,
+    columns: tuple[str, ...],
+    min_size: int,
+    max_size: int,
+    earlier: EarlierBatches | None,
+) -> OptimizePlan:
+    """Delta's ClusteringStrategy: which files join one new ZCube (one bin), incrementally.
+
+    Files clustered by another provider or by other columns are left alone, and so are
+    ZCubes of at least :data:`~.clustering.MIN_CUBE_SIZE`; the rest (unclustered files and
+    small ZCubes) is reclustered together, unless it is one ZCube alone, which is as
+    clustered as it gets. ``full`` reclusters every file.
+    """
+    files = snapshot.add_actions
+    if earlier is not None:
+        files = files.filter(pc.invert(pc.is_in(files.column("path"), value_set=earlier.added_paths)))
+    selected = np.ones(files.num_rows, dtype=bool)
+    if not options.full and files.num_rows:
+        provider = files.column("clustering_provider")
+        own_provider = mask_to_numpy(pc.fill_null(pc.equal(provider, clustering_model.CLUSTERING_PROVIDER), True))
+        cube = pc.map_lookup(files.column("tags"), clustering_model.ZCUBE_ID_TAG, "first")
+        cube_columns = pc.map_lookup(files.column("tags"), clustering_model.ZCUBE_ZORDER_BY_TAG, "first")
+        in_cube = ~mask_to_numpy(pc.is_null(cube)) & ~mask_to_numpy(pc.is_null(cube_columns))
+        same_columns = mask_to_numpy(pc.fill_null(pc.equal(cube_columns, json_text(list(columns))), False))
+        selected = own_provider & (~in_cube | same_columns)
+        sizes = _int64(files.column("size"))
+        cube_ids = np.asarray(cube.to_pylist(), dtype=object)  # one entry per file, for the grouping below
+        cubes = {c for c in cube_ids[selected & in_cube]}
+        for cube_id in cubes:
+            members = selected & in_cube & (cube_ids == cube_id)
+            if int(sizes[members].sum()) >= clustering_model.MIN_CUBE_SIZE:
+                selected &= ~members
+        small_cubes = {c for c in cube_ids[selected & in_cube]}
+        if not (selected & ~in_cube).any() and len(small_cubes) <= 1:
+            selected[:] = False  # one ZCube alone (or nothing): already clustered
+    chosen = np.flatnonzero(selected)
+    bins: list[OptimizeBin] = []
+    if chosen.size:
+        sizes = _int64(files.column("size"))
+        deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
+        has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
+        size = int(sizes[chosen].sum())
+        records = _num_records(snapshot, files)
+        live = np.where(has_dv & ~np.isnan(records) & (records > 0), 1.0 - np.nan_to_num(deleted / records), 1.0)
+        bins.append(
+            OptimizeBin(
+                partition_values={},
+                files=files.take(int64_array(chosen)),
+                size=size,
+                deleted_rows=int(deleted[chosen][has_dv[chosen]].sum()),
+                live_fraction=float((sizes[chosen] * live[chosen]).sum() / size) if size else 1.0,
+            )
+        )
+    kept, over_budget = _within_budget(bins, options.max_files, options.max_bytes)
+    return OptimizePlan(
+        read_version=snapshot.version,
+        where=None,
+        zorder_by=columns,
+        min_file_size=min_size,
+        max_file_size=max_size,
+        max_deleted_rows_ratio=float(options.max_deleted_rows_ratio),
+        bins=tuple(kept),
+        batches=_batches(kept, options.batch_size),
+        considered_files=files.num_rows,
+        bins_over_budget=over_budget,
+        clustering=True,
+        curve=clustering_model.curve(columns),
+        full=options.full,
     )
 
 
@@ -443,13 +563,68 @@ def interleave_bits(ids: Sequence[np.ndarray]) -> np.ndarray:
     return np.packbits(bits.transpose(0, 2, 1).reshape(rows, 32 * len(ids)), axis=1)
 
 
-def zorder_permutation(data: pa.Table, columns: Sequence[str], num_ranges: int = ZORDER_NUM_RANGES) -> np.ndarray:
-    """Row order of ``data`` by the Z-value of ``columns`` (Delta's ZOrderClustering key), stable."""
+def hilbert_transpose(ids: Sequence[np.ndarray], num_bits: int) -> list[np.ndarray]:
+    """The Hilbert index of points (one coordinate array per column, values below ``2**num_bits``), transposed.
+
+    Skilling's AxestoTranspose ("Programming the Hilbert curve", 2004), vectorised over the
+    rows: the index's bits are, most significant first, bit ``num_bits - 1`` of each
+    returned array in column order, then the next bit, and so on, so that
+    :func:`interleave_bits` of the arrays (shifted to the top of 32 bits) orders rows along
+    the curve, as Delta's ``hilbert_index`` does for several clustering columns.
+    """
+    x = [np.asarray(i, dtype=np.uint32).copy() for i in ids]
+    n = len(x)
+    top = np.uint32(1 << (num_bits - 1))
+    q = top
+    while q > 1:  # inverse undo of the excess work
+        p = np.uint32(q - 1)
+        for i in range(n):
+            high = (x[i] & q) != 0
+            x[0] = np.where(high, x[0] ^ p, x[0])
+            t = np.where(high, np.uint32(0), (x[0] ^ x[i]) & p)
+            x[0] = x[0] ^ t
+            x[i] = x[i] ^ t
+        q = np.uint32(q >> 1)
+    for i in range(1, n):  # Gray encode
+        x[i] = x[i] ^ x[i - 1]
+    t = np.zeros_like(x[0])
+    q = top
+    while q > 1:
+        t = np.where((x[n - 1] & q) != 0, t ^ np.uint32(q - 1), t)
+        q = np.uint32(q >> 1)
+    return [xi ^ t for xi in x]
+
+
+# Delta's HilbertClustering: bits per range id, floor(log2(numRanges)) + 1.
+HILBERT_NUM_BITS = ZORDER_NUM_RANGES.bit_length()
+
+
+def curve_key(ids: Sequence[np.ndarray], curve: str = "zorder") -> np.ndarray:
+    """The clustering key of rows from their per-column range ids, as bytes that compare along ``curve``.
+
+    ``"zorder"``: Delta's ``interleave_bits`` (Z-order, and a single clustering column);
+    ``"hilbert"``: Delta's ``hilbert_index`` over :data:`HILBERT_NUM_BITS`-bit ids.
+    A ``(rows, 4 * len(ids))`` uint8 matrix.
+    """
+    if curve == "hilbert" and len(ids) > 1:
+        shift = np.uint32(32 - HILBERT_NUM_BITS)
+        return interleave_bits([t << shift for t in hilbert_transpose(ids, HILBERT_NUM_BITS)])
+    return interleave_bits(ids)
+
+
+def zorder_permutation(
+    data: pa.Table, columns: Sequence[str], num_ranges: int = ZORDER_NUM_RANGES, *, curve: str = "zorder"
+) -> np.ndarray:
+    """Row order of ``data`` by the Z-value (or Hilbert index, ``curve="hilbert"``) of ``columns``, stable;
+    ``curve="linear"``: by the values of the one column, nulls first."""
+    if curve == clustering_model.LINEAR:
+        order = pc.sort_indices(data.select(list(columns)), sort_keys=[(c, "ascending", "at_start") for c in columns])
+        return np.asarray(order.to_numpy(zero_copy_only=False), dtype=np.int64)
     ids = [range_partition_ids(data.column(c), num_ranges) for c in columns]
     words = np.empty((data.num_rows, len(columns)), dtype=np.uint32)
     for start in range(0, data.num_rows, _ZORDER_CHUNK_ROWS):
         stop = min(data.num_rows, start + _ZORDER_CHUNK_ROWS)
-        packed = interleave_bits([i[start:stop] for i in ids])
+        packed = curve_key([i[start:stop] for i in ids], curve)
         # Each 4 bytes of the Z-value as one big-endian word: the words compare like the bytes.
         words[start:stop] = packed.view(">u4").astype(np.uint32)
     # lexsort: the last key is the primary one.
@@ -466,6 +641,7 @@ def rewrite_bin(
     zorder_by: Sequence[str] = (),
     max_file_size: int,
     written: WrittenFiles | None = None,
+    curve: str = "zorder",
 ) -> list[AddFile]:
     """Read the live rows of ``files`` (one bin) and write them back; the ``add`` actions, ``dataChange=false``.
 
@@ -474,12 +650,14 @@ def rewrite_bin(
     bin. On failure the files this call wrote are removed (``written`` records them for
     the caller's transaction too).
     """
-    data = read_data(source, files)  # DVs applied: purged rows are not rewritten
+    # DVs applied: purged rows are not rewritten. Row-tracking tables: the rows keep their
+    # stable row IDs and commit versions (materialized in the new files).
+    data = read_data(source, files, row_tracking=True)
     if data.num_rows == 0:
         return []
     slices = [data]
     if zorder_by:
-        data = data.take(int64_array(zorder_permutation(data, zorder_by)))
+        data = data.take(int64_array(zorder_permutation(data, zorder_by, curve=curve)))
         size = int(pc.sum(files.column("size")).as_py() or 0)
         num_files = min(data.num_rows, max(1, size // max_file_size))
         bounds = np.linspace(0, data.num_rows, num_files + 1).astype(np.int64)
@@ -577,12 +755,14 @@ def optimize(
                     raise InvalidArgumentError(
                         "rewriter", rewriter, f"a rewriter returning one list of adds per bin ({len(bins)}), not {len(written)}"
                     )
+            if plan.clustering:
+                written = [_as_zcube(adds, plan.zorder_by) for adds in written]
             # Files another process wrote are removed with the transaction's own if the commit fails.
             txn.add_files([a for adds in written for a in adds], written_for_this_commit=rewriter is not None)
             txn.remove_files(removed, data_change=False)
             version = txn.commit(
                 "OPTIMIZE",
-                {"predicate": [options.where] if options.where else [], "zOrderBy": list(plan.zorder_by), "auto": False},
+                _operation_parameters(options, plan),
                 _commit_metrics(bins, [a for adds in written for a in adds]),
                 tags=batch_tags or None,
             )
@@ -599,6 +779,25 @@ def optimize(
         plan=_actual_partitions(plan, adds_per_bin),
         dry_run=False,
     )
+
+
+def _operation_parameters(options: OptimizeOptions, plan: OptimizePlan) -> dict[str, Any]:
+    """Delta's OPTIMIZE operationParameters; a clustered table's list its clusterBy and isFull, zOrderBy empty."""
+    if plan.clustering:
+        return {"predicate": [], "zOrderBy": [], "clusterBy": list(plan.zorder_by), "auto": False, "isFull": plan.full}
+    return {"predicate": [options.where] if options.where else [], "zOrderBy": list(plan.zorder_by), "auto": False}
+
+
+def _as_zcube(adds: Sequence[AddFile], columns: Sequence[str]) -> list[AddFile]:
+    """The files of one clustered bin as one new ZCube: its tags and ``clusteringProvider``, as Delta's
+    ClusteringStrategy writes them, so that Delta's own OPTIMIZE sees them as clustered."""
+    tags = clustering_model.zcube_tags(str(uuid.uuid4()), columns)
+    return [
+        dataclasses.replace(
+            add, tags={**dict(add.tags or {}), **tags}, clustering_provider=clustering_model.CLUSTERING_PROVIDER
+        )
+        for add in adds
+    ]
 
 
 def _remaining_budget(options: OptimizeOptions, earlier: EarlierBatches | None) -> OptimizeOptions | None:
@@ -633,7 +832,10 @@ def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[Optimiz
     releases the GIL) overlaps another's reads. Memory holds at most two bins."""
     if len(bins) == 1 or plan.zorder_by:  # a Z-order bin is a whole partition: one at a time
         return [
-            rewrite_bin(snapshot, b.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size, written=written)
+            rewrite_bin(
+                snapshot, b.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size, written=written,
+                curve=plan.curve,
+            )
             for b in bins
         ]
     # Each bin records its files apart (a failing bin removes only its own while others write);

@@ -43,10 +43,11 @@ from airflow_delta.engine.errors import (
     SchemaMismatchError,
 )
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, Protocol
-from airflow_delta.engine.model.arrow_numpy import bool_array, combined, empty_table, mask_to_numpy
+from airflow_delta.engine.model.arrow_numpy import bool_array, combined, empty_table, int64_array, mask_to_numpy
 from airflow_delta.engine.model.column_mapping import column_mapping_mode
 from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
+from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, materialized_columns, stable_values
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
 from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
 from airflow_delta.engine.storage.fileio import FileIO
@@ -91,8 +92,14 @@ def read_data(
     row_filter: pc.Expression | None = None,
     *,
     max_workers: int | None = None,
+    row_tracking: bool = False,
 ) -> pa.Table:
     """The rows of ``files`` (live file actions of ``snapshot``) as one Arrow table.
+
+    ``row_tracking``: on a table with row tracking enabled, two more columns follow,
+    :data:`~.row_tracking.ROW_ID` and :data:`~.row_tracking.ROW_COMMIT_VERSION`, each
+    row's stable row ID and commit version, for a rewrite that copies rows and must
+    keep them (:func:`row_tracking_values`); ignored on other tables.
 
     ``columns`` selects top-level columns by logical name (output keeps the table's
     column order); ``row_filter`` is an Arrow expression over logical names, applied
@@ -109,6 +116,19 @@ def read_data(
         if not _binds(row_filter, table_schema):
             raise InvalidFilterError(str(row_filter), "it references columns that are not in the table")
         read_schema = table_schema
+    if row_tracking and materialized_columns(snapshot.metadata) is not None:
+        if row_filter is not None:
+            raise ValueError("row_tracking reads whole files: filter the rows afterwards")
+        parts = [
+            _with_columns(
+                read_data(snapshot, files.slice(i, 1), columns, max_workers=max_workers),
+                row_tracking_values(snapshot, files.slice(i, 1)),
+            )
+            for i in range(files.num_rows)
+        ]
+        if parts:
+            return pa.concat_tables(parts)
+        return _with_columns(empty_table(output_schema), row_tracking_values(snapshot, files, np.empty(0, np.int64)))
     if files.num_rows == 0:
         return empty_table(output_schema)
 
@@ -257,6 +277,64 @@ def row_group_sizes(snapshot: ScanSource, file: pa.Table) -> np.ndarray:
         group = metadata.row_group(g)
         sizes[g] = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
     return sizes
+
+
+def _with_columns(data: pa.Table, extra: pa.Table) -> pa.Table:
+    for name in extra.column_names:
+        data = data.append_column(extra.schema.field(name), extra.column(name))
+    return data
+
+
+def row_tracking_values(source: ScanSource, file: pa.Table, positions: np.ndarray | None = None) -> pa.Table:
+    """Stable row IDs and row commit versions of rows of one data file (a one-row table of file actions).
+
+    A table of :data:`~.row_tracking.ROW_ID` and :data:`~.row_tracking.ROW_COMMIT_VERSION`
+    (int64), one row per position of ``positions`` (physical row indexes), or per live
+    row (deletion vector applied) in file order when None. The file's materialized
+    columns win where they hold a value; otherwise the ID is ``baseRowId`` plus the
+    position and the version ``defaultRowCommitVersion`` (PROTOCOL.md, reader
+    requirements of row tracking). The table must have row tracking enabled.
+    """
+    names = materialized_columns(source.metadata)
+    if names is None:
+        raise ValueError("the table does not have row tracking enabled (delta.enableRowTracking)")
+    schema = pa.schema([pa.field(ROW_ID, pa.int64()), pa.field(ROW_COMMIT_VERSION, pa.int64())])
+    if file.num_rows == 0:
+        return schema.empty_table()
+    path = _absolute_paths(file, source.table_root)[0]
+    try:
+        with source.io.open_input_file(path) as handle:
+            parquet = pq.ParquetFile(handle)
+            present = [n for n in (names.row_id, names.row_commit_version) if n in parquet.schema_arrow.names]
+            stored = parquet.read(columns=present, use_threads=False) if present else None
+            num_rows = parquet.metadata.num_rows
+    except FileNotFoundError as exc:
+        raise DataFileNotFoundError(f"data file {path} referenced by the log does not exist") from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptDataFileError(path, str(exc)) from exc
+    if positions is None:
+        positions = np.arange(num_rows, dtype=np.int64)
+        deleted = deleted_rows_of_file(source, file)
+        if deleted is not None and deleted.size:
+            positions = positions[~np.isin(positions, deleted)]
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size and int(positions.max()) >= num_rows:
+        raise CorruptDataFileError(path, f"row {int(positions.max())} asked for, the file has {num_rows} rows")
+
+    def materialized(name: str) -> pa.Array | None:
+        if stored is None or name not in stored.column_names:
+            return None
+        return combined(stored.column(name)).take(int64_array(positions))
+
+    base = file.column("base_row_id")[0].as_py() if "base_row_id" in file.column_names else None
+    version = file.column("default_row_commit_version")[0].as_py() if "default_row_commit_version" in file.column_names else None
+    return pa.Table.from_arrays(
+        [
+            stable_values(base, positions, materialized(names.row_id), per_row=True),
+            stable_values(version, positions, materialized(names.row_commit_version), per_row=False),
+        ],
+        schema=schema,
+    )
 
 
 def deleted_rows_of_file(snapshot: ScanSource, file: pa.Table) -> np.ndarray | None:

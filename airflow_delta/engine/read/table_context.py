@@ -34,6 +34,7 @@ from airflow_delta.engine.read.scan import (
     partition_values_of,
     read_with_row_positions,
     row_group_sizes,
+    row_tracking_values,
 )
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
@@ -47,6 +48,7 @@ __all__ = [
     "local_data_file_paths",
     "predicate_read_bytes",
     "read_live_rows",
+    "row_tracking_values",
     "split_by_row_groups",
     "typed_partition_values",
 ]

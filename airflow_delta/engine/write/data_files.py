@@ -48,6 +48,12 @@ from airflow_delta.engine.model.constraints import (
     table_constraints,
 )
 from airflow_delta.engine.model.partition_values import serialize_partition_value
+from airflow_delta.engine.model.row_tracking import (
+    ROW_COMMIT_VERSION,
+    ROW_ID,
+    MaterializedColumns,
+    materialized_columns,
+)
 from airflow_delta.engine.model.schema import schema_to_arrow
 from airflow_delta.engine.model.stats_compute import compute_stats, stats_from_parquet_metadata
 from airflow_delta.engine.model.table_features import (
@@ -259,6 +265,8 @@ class _WriteLayout:
     tight_bounds: bool  # deletion vectors supported: stats say their bounds are tight, as Delta writes them
     name_token: str | None = None  # in every file name: a job that failed finds its files by it
     change_data: bool = False  # cdc files: under _change_data/, named cdc-*, with _change_type, no statistics
+    # Row tracking enabled: copied rows' stable row IDs and commit versions go into these columns.
+    materialized: MaterializedColumns | None = None
 
     @property
     def data_columns(self) -> list[str]:
@@ -291,6 +299,7 @@ def _layout(
         target_file_size=int(size),
         tight_bounds=snapshot.protocol.has_writer_feature("deletionVectors"),
         name_token=name_token,
+        materialized=materialized_columns(metadata),
     )
 
 
@@ -391,6 +400,12 @@ class _FileWriter:
         physical = layout.mapping.to_physical(data_rows)
         if layout.change_data:
             physical = physical.append_column(CHANGE_TYPE_COLUMN, rows.column(CHANGE_TYPE_COLUMN))
+        elif layout.materialized is not None and ROW_ID in rows.column_names:
+            # Hidden columns, not in the schema (so no statistics): the rows' stable values, null
+            # where a row takes the file's default (a new row, or an updated row's version).
+            physical = physical.append_column(
+                pa.field(layout.materialized.row_id, pa.int64()), rows.column(ROW_ID)
+            ).append_column(pa.field(layout.materialized.row_commit_version, pa.int64()), rows.column(ROW_COMMIT_VERSION))
         self.written.record(absolute)  # before writing: a file cut short by a failure is removed too
         with layout.io.open_output_stream(absolute) as out:
             pq.write_table(physical, out, compression=layout.compression, write_statistics=True)
@@ -494,8 +509,37 @@ def write_data_files(
     with files.removed_on_failure():
         writer = _FileWriter(layout, files)
         for chunk in _iter_tables(data):
-            writer.add(_validated(chunk, layout.logical_schema, constraints))
+            chunk, carried = _split_row_tracking(chunk, layout.materialized)
+            rows = _validated(chunk, layout.logical_schema, constraints)
+            if carried is not None:
+                rows = rows.append_column(ROW_ID, carried[0]).append_column(ROW_COMMIT_VERSION, carried[1])
+            writer.add(rows)
         return [a for a in writer.finish() if isinstance(a, AddFile)]
+
+
+def _split_row_tracking(
+    chunk: pa.Table, materialized: MaterializedColumns | None
+) -> tuple[pa.Table, tuple[pa.ChunkedArray, pa.ChunkedArray] | None]:
+    """``chunk`` without the row-tracking columns, and those columns (int64) when the table keeps them.
+
+    Rows read with ``read_data(..., row_tracking=True)`` carry their stable row ID and
+    commit version: a copy keeps both, an updated row keeps its ID with a null version.
+    On a table without row tracking enabled the columns are dropped (nothing to keep).
+    """
+    present = [n for n in (ROW_ID, ROW_COMMIT_VERSION) if n in chunk.column_names]
+    if not present:
+        return chunk, None
+    rest = chunk.drop_columns(present)
+    if materialized is None:
+        return rest, None
+
+    def column(name: str) -> pa.ChunkedArray:
+        if name not in chunk.column_names:
+            return pa.chunked_array([pa.nulls(chunk.num_rows, pa.int64())])
+        values = chunk.column(name)
+        return values if values.type == pa.int64() else values.cast(pa.int64())
+
+    return rest, (column(ROW_ID), column(ROW_COMMIT_VERSION))
 
 
 def write_change_data_files(

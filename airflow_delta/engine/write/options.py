@@ -105,6 +105,12 @@ class OptimizeOptions:
     do not fit are left for the next run. ``batch_size``: bytes of input per commit
     (default: one commit), so a failure or conflict loses at most one batch.
     ``dry_run``: plan only, write and commit nothing.
+
+    On a clustered table (liquid clustering) OPTIMIZE clusters by the table's clustering
+    columns, incrementally: files already clustered into a ZCube are left alone, the
+    others are clustered together (Delta's OPTIMIZE). ``full``: recluster every file
+    (Delta's OPTIMIZE FULL; clustered tables only). ``zorder_by`` and ``where`` are
+    refused there, as Delta refuses them.
     """
 
     where: str | None = None
@@ -117,6 +123,7 @@ class OptimizeOptions:
     max_bytes: int | None = None
     batch_size: int | None = None
     dry_run: bool = False
+    full: bool = False
 
     def __post_init__(self) -> None:
         check_str("OptimizeOptions.where", self.where, non_empty=True, optional=True)
@@ -133,6 +140,7 @@ class OptimizeOptions:
                 "OptimizeOptions.max_deleted_rows_ratio", self.max_deleted_rows_ratio, "a ratio between 0 and 1"
             )
         check_bool("OptimizeOptions.dry_run", self.dry_run)
+        check_bool("OptimizeOptions.full", self.full)
         if self.min_file_size is not None and self.max_file_size is not None and self.min_file_size > self.max_file_size:
             raise InvalidArgumentError(
                 "OptimizeOptions.min_file_size",

@@ -47,10 +47,12 @@ from airflow_delta.engine.errors import (
     InvalidTransactionError,
     LogMovedPastCommitError,
     PathOutsideTableError,
+    RowTrackingBackfillError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
 )
+from airflow_delta.engine.model import row_tracking
 from airflow_delta.engine.model import table_features as protocol_gate
 from airflow_delta.engine.model.actions import (
     AddCDCFile,
@@ -157,6 +159,10 @@ class _CommitPlan:
     ict_enabled: bool
     enables_ict: bool
     matcher: Callable[[Sequence[Any], pa.Table], pa.BooleanArray]
+    # Row tracking supported: each attempt assigns fresh row IDs above this high-water
+    # mark (the snapshot's) or a newer winner's, and its version as defaultRowCommitVersion.
+    assigns_row_ids: bool = False
+    read_high_water_mark: int = row_tracking.MISSING_HIGH_WATER_MARK
 
 
 @dataclass
@@ -583,6 +589,11 @@ class Transaction:
         check_instance("configuration", configuration, (str, Mapping))
         check_bool("removed", removed)
         check_bool("system", system)
+        if domain == row_tracking.ROW_TRACKING_DOMAIN:
+            raise InvalidTransactionError(
+                f"the {domain!r} domain (the row ID high-water mark) is assigned by the commit itself; "
+                "it cannot be staged"
+            )
         if domain.startswith("delta.") and not system:
             raise InvalidTransactionError(
                 f"domain {domain!r} is system-controlled (its name starts with 'delta.'); users may not change it"
@@ -706,7 +717,7 @@ class Transaction:
         """Everything about the commit that does not depend on the version it lands at; validates the actions."""
         read_protocol = self.snapshot.protocol if self.snapshot is not None else None
         read_metadata = self.snapshot.metadata if self.snapshot is not None else None
-        metadata = self.metadata
+        metadata = self._row_tracking_metadata(self.metadata, read_metadata)
         base_protocol = self._protocol or read_protocol or Protocol(1, 2)
         features = (
             protocol_gate.required_features(
@@ -753,7 +764,14 @@ class Transaction:
         def matcher(predicates: Sequence[Any], added: pa.Table) -> pa.BooleanArray:
             return files_may_match(predicates, added, matcher_metadata)
 
+        assigns_row_ids = row_tracking.is_supported(protocol_gate.writer_features(protocol), metadata)
         return _CommitPlan(
+            assigns_row_ids=assigns_row_ids,
+            read_high_water_mark=(
+                row_tracking.high_water_mark(self.snapshot.domain_metadata)
+                if assigns_row_ids and self.snapshot is not None
+                else row_tracking.MISSING_HIGH_WATER_MARK
+            ),
             operation=operation,
             operation_parameters=operation_parameters,
             operation_metrics=operation_metrics,
@@ -787,12 +805,54 @@ class Transaction:
                     _ICT_TIMESTAMP_KEY: str(ict),
                 },
             )
+        adds, row_domains = self._row_tracked_adds(plan, version)
         return self._serialize(
             plan.operation, plan.operation_parameters, plan.operation_metrics, plan.user_metadata, plan.tags,
             now=now, ict=ict, isolation=plan.isolation, is_blind_append=plan.is_blind_append,
             protocol=plan.protocol if plan.write_protocol else None,
             metadata=commit_metadata if (plan.write_metadata or plan.enables_ict) else None,
+            adds=adds, extra_domains=row_domains,
         )
+
+    def _row_tracked_adds(self, plan: _CommitPlan, version: int) -> tuple[Sequence[AddFile], list[DomainMetadata]]:
+        """The adds of an attempt at ``version`` with row IDs and commit versions, and the high-water mark domain.
+
+        Assigned per attempt from the newest high-water mark (a winner's, after a lost race),
+        so fresh IDs never overlap those a concurrent writer committed.
+        """
+        if not plan.assigns_row_ids:
+            return self._adds, []
+        mark = plan.read_high_water_mark
+        for winner in self.winning_commits:
+            winner_mark = row_tracking.high_water_mark(winner.domains)
+            if winner_mark != row_tracking.MISSING_HIGH_WATER_MARK:
+                mark = max(mark, winner_mark)
+        adds, new_mark = row_tracking.assign_row_tracking(self._adds, mark, version)
+        return adds, ([row_tracking.high_water_mark_domain(new_mark)] if new_mark != mark else [])
+
+    def _row_tracking_metadata(self, metadata: Metadata, read_metadata: Metadata | None) -> Metadata:
+        """``metadata``, with materialized column names when this commit enables row tracking.
+
+        Enabling it on a table whose files have no ``baseRowId`` needs a backfill of every
+        file (Delta's ALTER TABLE does it); that is refused rather than done halfway.
+        """
+        if not row_tracking.is_enabled(metadata) or (
+            read_metadata is not None and row_tracking.is_enabled(read_metadata)
+        ):
+            return metadata
+        if self.snapshot is not None:
+            files = self.snapshot.add_actions
+            if files.num_rows and files.column("base_row_id").null_count:
+                raise RowTrackingBackfillError(self.location.uri, files.column("base_row_id").null_count)
+        if all(key in metadata.configuration for key in (
+            row_tracking.ROW_ID_COLUMN_PROPERTY, row_tracking.ROW_COMMIT_VERSION_COLUMN_PROPERTY
+        )):
+            return metadata
+        configuration = {**row_tracking.new_materialized_column_properties(), **dict(metadata.configuration)}
+        staged = replace(metadata, configuration=configuration)
+        if self._metadata is not None:
+            self._metadata = staged
+        return staged
 
     def _catch_up(self, plan: _CommitPlan, race: _Race) -> int | None:
         """Read and check every winner from the version just lost; the version if one of them is ours.
@@ -1102,6 +1162,8 @@ class Transaction:
         is_blind_append: bool,
         protocol: Protocol | None,
         metadata: Metadata | None,
+        adds: Sequence[AddFile],
+        extra_domains: Sequence[DomainMetadata] = (),
     ) -> bytes:
         info = build_commit_info(
             operation,
@@ -1129,8 +1191,9 @@ class Transaction:
             lines.append(encoded(action_to_line(metadata)))
         lines.extend(encoded(action_to_line(t)) for t in self._app_transactions.values())
         lines.extend(encoded(action_to_line(d)) for d in self._domains.values())
+        lines.extend(encoded(action_to_line(d)) for d in extra_domains)
         lines.extend(encoded(action_to_line(r)) for r in self._removes)
-        lines.extend(encoded(action_to_line(a)) for a in self._adds)
+        lines.extend(encoded(action_to_line(a)) for a in adds)
         lines.extend(encoded(action_to_line(c)) for c in self._cdc)
         lines.append(b"")
         return b"\n".join(lines)

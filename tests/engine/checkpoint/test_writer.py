@@ -460,9 +460,9 @@ def test_create_checkpoint_refuses_writer_features_that_govern_checkpoints(table
     synthetic_log(table_path, 3)
     log0 = Path(f"{table_path}/_delta_log/{0:020d}.json")
     log0.write_text(log0.read_text().replace(
-        '"minWriterVersion": 2}', '"minWriterVersion": 7, "writerFeatures": ["checkpointProtection"]}'
+        '"minWriterVersion": 2}', '"minWriterVersion": 7, "writerFeatures": ["someFutureFeature"]}'
     ))
-    with pytest.raises(UnsupportedFeatureError, match="checkpointProtection"):
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
         DeltaTable(table_path).checkpoint()
     assert not any(".checkpoint." in n for n in log_names(table_path))
 

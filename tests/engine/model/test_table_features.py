@@ -68,8 +68,13 @@ def test_legacy_writer_version_features() -> None:
 
 
 def test_unknown_writer_feature() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        check_writable(Protocol(3, 7, frozenset(), frozenset({"rowTracking"})), _metadata())
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+        check_writable(Protocol(3, 7, frozenset(), frozenset({"someFutureFeature"})), _metadata())
+
+
+@pytest.mark.parametrize("feature", ["rowTracking", "clustering", "liquid", "checkpointProtection"])
+def test_row_tracking_clustering_and_checkpoint_protection_are_writable(feature: str) -> None:
+    check_writable(Protocol(3, 7, frozenset(), frozenset({feature, "domainMetadata"})), _metadata())
 
 
 @pytest.mark.parametrize(
@@ -120,8 +125,8 @@ def test_upgrade_protocol_supports_the_features_and_drops_nothing(before: Protoc
 
 
 def test_minimal_protocol_refuses_unknown_feature() -> None:
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        minimal_protocol({"rowTracking"})
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+        minimal_protocol({"someFutureFeature"})
 
 
 def test_required_features_from_schema_and_properties() -> None:

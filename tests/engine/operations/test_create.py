@@ -189,7 +189,7 @@ def test_invalid_property_values(table_path: str, properties: dict[str, str]) ->
 
 @pytest.mark.parametrize(
     "properties",
-    [{"delta.enableRowTracking": "true"}, {"delta.feature.catalogManaged": "supported"}],
+    [{"delta.enableVariantShredding": "true"}, {"delta.feature.catalogManaged": "supported"}],
 )
 def test_unsupported_features_refused(table_path: str, properties: dict[str, str]) -> None:
     with pytest.raises(UnsupportedFeatureError):

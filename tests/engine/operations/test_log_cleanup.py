@@ -638,11 +638,37 @@ def test_cleanup_of_a_shared_table_keeps_it_readable(shared_tables: Path, tmp_pa
 def test_tables_with_unknown_writer_features_are_refused(table_path: str) -> None:
     from airflow_delta.engine.errors import UnsupportedFeatureError
 
-    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["checkpointProtection"]}
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureFeature"]}
     build_log(table_path, 6, checkpoints=(3,), protocol=protocol)
     with pytest.raises(UnsupportedFeatureError):
         cleanup(table_path, cutoff_version=5)
     assert len([n for n in log_files(table_path) if n.endswith(".json")]) == 6
+
+
+@pytest.mark.parametrize(("protected_before", "expected_anchor"), [(0, 6), (4, 6), (6, 6), (7, None), (9, None)])
+def test_checkpoint_protection_truncates_history_before_the_protected_version_in_one_go_or_not_at_all(
+    table_path: str, protected_before: int, expected_anchor: int | None
+) -> None:
+    # Delta's CheckpointProtectionTableFeature: history before
+    # delta.requireCheckpointProtectionBeforeVersion goes only up to at least that version.
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["checkpointProtection"]}
+    build_log(
+        table_path, 9, checkpoints=(3, 6), protocol=protocol,
+        config={"delta.requireCheckpointProtectionBeforeVersion": str(protected_before)},
+    )
+    deleted = cleanup(table_path, cutoff_version=8)
+    remaining = sorted(int(n.split(".")[0]) for n in log_files(table_path) if n.endswith(".json"))
+    if expected_anchor is None:
+        assert deleted == [] and remaining == list(range(9))
+    else:
+        assert remaining == list(range(expected_anchor, 9))
+    assert RsTable(table_path).version() == 8
+
+
+def test_checkpoint_protection_without_the_feature_is_only_a_property(table_path: str) -> None:
+    build_log(table_path, 9, checkpoints=(3, 6), config={"delta.requireCheckpointProtectionBeforeVersion": "9"})
+    cleanup(table_path, cutoff_version=8)
+    assert sorted(int(n.split(".")[0]) for n in log_files(table_path) if n.endswith(".json")) == list(range(6, 9))
 
 
 def test_retention_can_be_given_as_an_interval_string(table_path: str) -> None:

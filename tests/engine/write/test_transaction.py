@@ -869,12 +869,12 @@ def test_feature_properties_shape_the_protocol_and_are_not_stored(table: DeltaTa
 
 def test_properties_of_unimplemented_features_are_refused(table: DeltaTable) -> None:
     txn = table.transaction()
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
-        txn.set_properties({"delta.enableRowTracking": "true"})
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV1"):
+        txn.set_properties({"delta.enableIcebergCompatV1": "true"})
     from dataclasses import replace as dc_replace
 
-    txn.set_metadata(dc_replace(txn.metadata, configuration={"delta.enableRowTracking": "true"}))
-    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+    txn.set_metadata(dc_replace(txn.metadata, configuration={"delta.enableIcebergCompatV1": "true"}))
+    with pytest.raises(UnsupportedFeatureError, match="icebergCompatV1"):
         txn.commit("SET TBLPROPERTIES")
     assert table.version() == 2
 

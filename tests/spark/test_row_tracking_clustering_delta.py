@@ -1,0 +1,158 @@
+"""Delta Lake as the oracle for row tracking and liquid clustering (issue 18).
+
+Tables are created by Delta Lake itself (the ``delta_lake`` fixture of ``tests/delta_lake.py``,
+delta-spark on its own PySpark); our DELETE, UPDATE, MERGE and OPTIMIZE run on one copy,
+Delta's same statements on another, and Delta reads both: the rows, each surviving row's
+``_metadata.row_id`` and ``_metadata.row_commit_version``, ``DESCRIBE DETAIL``'s clustering
+columns, and whether Delta's own OPTIMIZE right after ours finds anything to do.
+
+The module is skipped until the Delta oracle (branch ``delta17``) is merged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("tests.delta_lake", reason="the Delta Lake oracle (tests/delta_lake.py) is not merged yet")
+
+from airflow_delta.engine import DeltaTable
+from airflow_delta.spark.merge import run_merge
+from airflow_delta.spark.merge_sql import merge_spec_from_sql
+from airflow_delta.spark.specs import ExecutionOptions, MergeSource, TableRef, TaskIdentity, UpdateSpec
+from airflow_delta.spark.update import run_update
+
+pytestmark = pytest.mark.slow
+
+_numbers = itertools.count()
+
+
+def _identity() -> TaskIdentity:
+    return TaskIdentity("dag", f"delta-oracle-{next(_numbers)}", "run")
+
+
+_OPTIONS = ExecutionOptions(backoff_initial_seconds=0.0, backoff_max_seconds=0.0)
+
+
+def _tracked(delta_lake: Any, path: str) -> dict[int, tuple[int, int]]:
+    """``id`` -> (row ID, row commit version), as Delta Lake reads them."""
+    rows = delta_lake.sql(
+        f"SELECT id, _metadata.row_id AS row_id, _metadata.row_commit_version AS version FROM delta.`{path}`"
+    )
+    return {int(r["id"]): (int(r["row_id"]), int(r["version"])) for r in rows}
+
+
+def _rows(delta_lake: Any, path: str) -> list[dict[str, Any]]:
+    return sorted(delta_lake.read(path).to_pylist(), key=lambda r: r["id"])
+
+
+def _versions(delta_lake: Any, path: str) -> int:
+    return max(int(h["version"]) for h in delta_lake.history(path))
+
+
+@pytest.fixture
+def tracked_pair(delta_lake: Any, tmp_path: Path) -> tuple[str, str]:
+    """The same row-tracking table twice: ``ours`` for our operations, ``theirs`` for Delta's."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    delta_lake.sql(
+        f"CREATE TABLE delta.`{ours}` (id BIGINT, v BIGINT) USING delta "
+        "TBLPROPERTIES ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'false')"
+    )
+    for start in (0, 10, 20):
+        values = ", ".join(f"({i}, 0)" for i in range(start, start + 10))
+        delta_lake.sql(f"INSERT INTO delta.`{ours}` VALUES {values}")
+    shutil.copytree(ours, theirs)
+    return ours, theirs
+
+
+def test_row_ids_and_commit_versions_match_delta_after_each_operation(
+    delta_lake: Any, spark: Any, tracked_pair: tuple[str, str], tmp_path: Path
+) -> None:
+    ours, theirs = tracked_pair
+    table = DeltaTable(ours)
+
+    table.delete("id % 5 = 0")
+    delta_lake.sql(f"DELETE FROM delta.`{theirs}` WHERE id % 5 = 0")
+    assert _tracked(delta_lake, ours) == _tracked(delta_lake, theirs)
+
+    run_update(spark, UpdateSpec(TableRef(ours), {"v": "v + 1"}, "id % 4 = 1", _identity(), _OPTIONS))
+    delta_lake.sql(f"UPDATE delta.`{theirs}` SET v = v + 1 WHERE id % 4 = 1")
+    assert _tracked(delta_lake, ours) == _tracked(delta_lake, theirs)
+
+    source = str(tmp_path / "source.parquet")
+    pq.write_table(pa.table({"id": pa.array([2, 3, 100], pa.int64()), "v": pa.array([7, 8, 9], pa.int64())}), source)
+    run_merge(
+        spark,
+        merge_spec_from_sql(
+            "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
+            target=TableRef(ours), identity=_identity(), sources={"s": MergeSource(parquet=source)}, options=_OPTIONS,
+        ),
+    )
+    delta_lake.sql(
+        f"MERGE INTO delta.`{theirs}` t USING parquet.`{source}` s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
+    )
+    ours_rows, theirs_rows = _tracked(delta_lake, ours), _tracked(delta_lake, theirs)
+    # An inserted row's fresh ID depends on how many files each writer wrote before it (each
+    # file reserves its rows' IDs): it is above every older ID on both sides, same version.
+    assert {k: v for k, v in ours_rows.items() if k != 100} == {k: v for k, v in theirs_rows.items() if k != 100}
+    assert ours_rows[100][1] == theirs_rows[100][1]
+    assert ours_rows[100][0] > max(v[0] for k, v in ours_rows.items() if k != 100)
+
+    table.optimize()
+    delta_lake.sql(f"OPTIMIZE delta.`{theirs}`")
+    assert _tracked(delta_lake, ours) == ours_rows  # OPTIMIZE copies: nothing changes
+    assert _tracked(delta_lake, theirs) == theirs_rows
+    assert _rows(delta_lake, ours) == _rows(delta_lake, theirs)
+
+    # And Delta keeps writing our table: its next UPDATE sees our row IDs.
+    delta_lake.sql(f"UPDATE delta.`{ours}` SET v = 0 WHERE id = 1")
+    assert _tracked(delta_lake, ours)[1][0] == ours_rows[1][0]
+
+
+@pytest.mark.parametrize("columns", [["a"], ["a", "b", "c"]])
+def test_clustered_tables_after_our_operations_are_clustered_for_delta(
+    delta_lake: Any, spark: Any, tmp_path: Path, columns: list[str]
+) -> None:
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    delta_lake.sql(
+        f"CREATE TABLE delta.`{ours}` (id BIGINT, a BIGINT, b BIGINT, c BIGINT) USING delta CLUSTER BY ({', '.join(columns)})"
+    )
+    for batch in range(4):
+        values = ", ".join(f"({i}, {(i * 37) % 101}, {(i * 53) % 97}, {(i * 11) % 89})" for i in range(batch * 50, batch * 50 + 50))
+        delta_lake.sql(f"INSERT INTO delta.`{ours}` VALUES {values}")
+    shutil.copytree(ours, theirs)
+    table = DeltaTable(ours)
+
+    table.delete("id % 7 = 0")
+    delta_lake.sql(f"DELETE FROM delta.`{theirs}` WHERE id % 7 = 0")
+    run_update(spark, UpdateSpec(TableRef(ours), {"b": "b + 1"}, "id < 20", _identity(), _OPTIONS))
+    delta_lake.sql(f"UPDATE delta.`{theirs}` SET b = b + 1 WHERE id < 20")
+    source = str(tmp_path / "source.parquet")
+    pq.write_table(pa.table({k: pa.array(v, pa.int64()) for k, v in {"id": [1, 500], "a": [1, 2], "b": [3, 4], "c": [5, 6]}.items()}), source)
+    merge_sql = "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *"
+    run_merge(
+        spark,
+        merge_spec_from_sql(
+            f"MERGE INTO t USING s ON t.id = s.id {merge_sql}", target=TableRef(ours), identity=_identity(),
+            sources={"s": MergeSource(parquet=source)}, options=_OPTIONS,
+        ),
+    )
+    delta_lake.sql(f"MERGE INTO delta.`{theirs}` t USING parquet.`{source}` s ON t.id = s.id {merge_sql}")
+    assert _rows(delta_lake, ours) == _rows(delta_lake, theirs)
+
+    table.optimize()
+    assert delta_lake.detail(ours)["clusteringColumns"] == columns
+    before = _versions(delta_lake, ours)
+    delta_lake.sql(f"OPTIMIZE delta.`{ours}`")
+    history = delta_lake.history(ours)
+    latest = max(history, key=lambda h: int(h["version"]))
+    # Delta's OPTIMIZE right after ours finds one ZCube and nothing else: no commit, or one rewriting nothing.
+    assert _versions(delta_lake, ours) == before or int(latest["operationMetrics"].get("numAddedFiles", 0)) == 0
+    assert _rows(delta_lake, ours) == _rows(delta_lake, theirs)
