@@ -32,7 +32,7 @@ from airflow_delta.engine.model.arrow_numpy import (
 )
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.results import HealthReport, SizeBucket
-from airflow_delta.engine.operations.vacuum import expired_tombstones
+from airflow_delta.engine.operations.vacuum import plan_lite
 from airflow_delta.engine.read.snapshot import Snapshot
 
 DEFAULT_TARGET_FILE_SIZE = 128 << 20
@@ -149,12 +149,14 @@ def health_report(
     records, complete = _num_records(adds.column("stats"))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(records > 0, cardinality / np.maximum(records, 1), 0.0)
-    above_purge = int(np.count_nonzero(has_dv & (ratio > max_deleted_rows_ratio)))
+    purge_mask = has_dv & (ratio > max_deleted_rows_ratio)
+    above_purge = int(np.count_nonzero(purge_mask))
 
-    # Tombstones and what vacuum would reclaim now under the table's retention.
+    # Tombstones, and what a lite VACUUM would delete now under the table's retention, counted
+    # by its own dry-run plan: one entry per path, DV files included, retained paths excluded.
     tombstones = snapshot.tombstones
     retention_ms = int(props.deleted_file_retention.total_seconds() * 1000)
-    expired = expired_tombstones(tombstones, now - retention_ms)
+    vacuum_plan = plan_lite(snapshot, now - retention_ms)
     stamps = tombstones.column("deletion_timestamp").drop_null()
     oldest = pc.min(stamps).as_py() if len(stamps) else None
 
@@ -163,7 +165,8 @@ def health_report(
     since = snapshot.version - (checkpoint_version if checkpoint_version is not None else -1)
     small = int(np.count_nonzero(small_mask))
     files_with_dv = int(np.count_nonzero(has_dv))
-    vacuumable_bytes = int(_sizes(expired).sum())
+    vacuumable_files = len(vacuum_plan.paths)
+    vacuumable_bytes = vacuum_plan.total_bytes
     return HealthReport(
         table_root=snapshot.table_root,
         version=snapshot.version,
@@ -183,7 +186,7 @@ def health_report(
         tombstones=tombstones.num_rows,
         tombstone_bytes=int(_sizes(tombstones).sum()),
         oldest_tombstone_ms=oldest,
-        vacuumable_tombstones=expired.num_rows,
+        vacuumable_tombstones=vacuumable_files,
         vacuumable_bytes=vacuumable_bytes,
         commits_since_checkpoint=since,
         last_checkpoint_version=checkpoint_version,
@@ -194,9 +197,11 @@ def health_report(
         reader_features=tuple(sorted(reader_features(snapshot.protocol))),
         writer_features=tuple(sorted(writer_features(snapshot.protocol))),
         files_after_optimize=files_after,
+        small_file_bytes=int(sizes[small_mask].sum()),
+        bytes_above_purge_ratio=int(sizes[purge_mask].sum()),
         recommendations=_recommendations(
             files=adds.num_rows, small=small, files_after=files_after, purge=above_purge,
-            vacuumable=expired.num_rows, vacuumable_bytes=vacuumable_bytes, retention_ms=retention_ms,
+            vacuumable=vacuumable_files, vacuumable_bytes=vacuumable_bytes, retention_ms=retention_ms,
             commits_since_checkpoint=since,
         ),
     )

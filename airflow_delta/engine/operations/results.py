@@ -172,7 +172,8 @@ class HealthReport:
     ``last_checkpoint_version``, ``log_files``, ``log_size_in_bytes``. Protocol:
     ``min_reader_version``, ``min_writer_version``, ``reader_features``,
     ``writer_features``. Gains: ``files_after_optimize``. ``recommendations``: short
-    sentences, most useful first.
+    sentences, most useful first. What compaction and a DV purge would rewrite:
+    ``small_file_bytes``, ``bytes_above_purge_ratio``.
     """
 
     table_root: str
@@ -205,6 +206,8 @@ class HealthReport:
     writer_features: tuple[str, ...]
     files_after_optimize: int
     recommendations: tuple[str, ...]
+    small_file_bytes: int = 0
+    bytes_above_purge_ratio: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready: buckets as dicts, tuples as lists."""
