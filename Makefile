@@ -11,7 +11,21 @@ UV_VERSION := 0.13.8
 SHARED_TABLES ?= $(abspath ../shared/delta-tables)
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
+
+# The browser tests (tests/browser.py) drive Debian's Chromium with Playwright; Playwright's
+# own browser downloads are never used. Installed once with apt-get when missing (as root);
+# otherwise the run stops here and says what to install.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's chromium for the browser tests (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "$(CHROMIUM) is missing: the browser tests need Debian's chromium; run 'apt-get install chromium' as root (or make test as root)" >&2; \
+		exit 1; \
+	fi
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +41,7 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo --dir .demo
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	DELTA_SHARED_TABLES=$(SHARED_TABLES) $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
