@@ -114,14 +114,6 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "s3://lake/_airflow_delta/maintenance_history",
                         "default": "",
                     },
-                    "fleet_tables": {
-                        "description": "What the \"Delta tables\" page lists besides the tables in the history: "
-                        "a prefix to discover Delta tables under, or a comma-separated list of table URIs.",
-                        "version_added": "0.1.0",
-                        "type": "string",
-                        "example": "s3://lake/",
-                        "default": "",
-                    },
                 },
             }
         },

@@ -226,6 +226,7 @@ if TYPE_CHECKING:
         MAINTENANCE_HISTORY_SCHEMA,
         MaintenanceRecord,
         append_history,
+        latest_health,
         read_history,
     )
     from airflow_delta.engine.fleet.plan import (
@@ -323,6 +324,7 @@ _LOADED_ON_FIRST_USE = {
     "MaintenanceRecord": "airflow_delta.engine.fleet.history",
     "append_history": "airflow_delta.engine.fleet.history",
     "read_history": "airflow_delta.engine.fleet.history",
+    "latest_health": "airflow_delta.engine.fleet.history",
 }
 
 
@@ -464,6 +466,7 @@ __all__ = [
     "fleet_health",
     "interleave_bits",
     "iter_fleet_health",
+    "latest_health",
     "list_table_files",
     "list_top_level",
     "local_data_file_paths",

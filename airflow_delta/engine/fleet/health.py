@@ -118,7 +118,7 @@ class TableHealthRecord:
                 (str(p), int(n)) for p, n in values["partitions_with_most_small_files"]
             )
         if "size_histogram" in values:
-            values["size_histogram"] = tuple(tuple(b) for b in values["size_histogram"])  # type: ignore[misc]
+            values["size_histogram"] = tuple(tuple(b) for b in values["size_histogram"])
         return cls(**values)
 
 

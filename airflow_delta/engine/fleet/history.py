@@ -98,10 +98,12 @@ class MaintenanceRecord:
 
     @classmethod
     def from_health(cls, record: TableHealthRecord, **task: Any) -> MaintenanceRecord:
-        """A ``HEALTH`` row of a healthy table's record (its numbers over time feed the page's charts)."""
+        """A ``HEALTH`` row of a table's record: its numbers over time feed the page's charts, and
+        ``metrics`` holds the whole record (:func:`latest_health` gives it back)."""
         return cls(
             table_uri=record.table, operation=HEALTH, status=record.status, recorded_ms=record.checked_ms,
             version=record.version, duration_ms=record.elapsed_ms, reason=record.reason,
+            metrics=record.to_dict(),
             num_files=record.num_files, size_in_bytes=record.size_in_bytes, small_files=record.small_files,
             files_with_deletion_vectors=record.files_with_deletion_vectors, deleted_rows=record.deleted_rows,
             tombstones=record.tombstones, vacuumable_bytes=record.vacuumable_bytes,
@@ -189,4 +191,17 @@ def read_history(
     return rows
 
 
-__all__ = ["HEALTH", "MAINTENANCE_HISTORY_SCHEMA", "MaintenanceRecord", "append_history", "read_history"]
+def latest_health(rows: Sequence[Mapping[str, Any]]) -> dict[str, TableHealthRecord]:
+    """Each table's newest health record in ``rows`` (as :func:`read_history` returns them)."""
+    newest: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        if row.get("operation") == HEALTH and isinstance(row.get("metrics"), Mapping):
+            current = newest.get(row["table_uri"])
+            if current is None or row["recorded_ms"] >= current["recorded_ms"]:
+                newest[row["table_uri"]] = row
+    return {table: TableHealthRecord.from_dict(row["metrics"]) for table, row in newest.items()}
+
+
+__all__ = [
+    "HEALTH", "MAINTENANCE_HISTORY_SCHEMA", "MaintenanceRecord", "append_history", "latest_health", "read_history",
+]
