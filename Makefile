@@ -11,7 +11,7 @@ UV_VERSION := 0.13.8
 SHARED_TABLES ?= $(abspath ../shared/delta-tables)
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo demo-fleet test lint bench clean browser
 
 # The browser tests (tests/browser.py) drive Debian's Chromium with Playwright; Playwright's
 # own browser downloads are never used. Installed once with apt-get when missing (as root);
@@ -40,6 +40,11 @@ $(STAMP): requirements.lock pyproject.toml
 # writer appends, then the health before and after (scripts/demo.py says what it does).
 demo: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo --dir .demo
+
+# The fleet demo: six local tables with different needs under .demo-fleet/, the
+# delta_fleet_maintenance DAG (health, plan, mapped OPTIMIZE/VACUUM/CHECKPOINT), the history.
+demo-fleet: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo_fleet --dir .demo-fleet
 
 test: $(STAMP) browser
 	$(BIN)/ruff check .
