@@ -175,8 +175,10 @@ class DeltaMaintenancePlanOperator(BaseOperator):
 
     :param health: The records of :class:`DeltaFleetHealthOperator` (templated: its ``.output``).
     :param max_bytes_rewritten: Bytes the OPTIMIZE tasks may rewrite in all.
-    :param max_tasks: Tasks in all. :param max_tables: Distinct tables.
-    :param cooldowns: ``{operation: timedelta or seconds}``; ``table_cooldowns``: ``{glob: {...}}``.
+    :param max_tasks: Tasks in all.
+    :param max_tables: Distinct tables.
+    :param cooldowns: ``{operation: timedelta or seconds}``: the least time between two runs on a table.
+    :param table_cooldowns: ``{glob: {operation: timedelta or seconds}}`` overrides for matching tables.
     :param exclude_tables: Globs of table URIs to leave alone.
     :param exclude_partitions: ``{glob: [partition predicate, ...]}`` that OPTIMIZE must not rewrite.
     :param operations: Which of ``OPTIMIZE``, ``VACUUM``, ``CHECKPOINT`` to plan.
@@ -184,6 +186,7 @@ class DeltaMaintenancePlanOperator(BaseOperator):
         (``min_files_removed``, ``min_vacuum_bytes``, ``min_commits_since_checkpoint``...).
     :param operator_kwargs: ``{operation: {argument: value}}`` added to every task of that operation.
     :param delta_conn_id: The ``delta`` connection (where the history is).
+    :param storage_conn_id: An ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform`` connection.
     """
 
     template_fields: Sequence[str] = ("health",)
@@ -257,7 +260,11 @@ class DeltaMaintenancePlanOperator(BaseOperator):
 
 
 class PlannedTasksOperator(BaseOperator):
-    """Picks one operation's task list out of a plan, for ``expand_kwargs`` (see :func:`planned_tasks`)."""
+    """Picks one operation's task list out of a plan, for ``expand_kwargs`` (see :func:`planned_tasks`).
+
+    :param plan: The plan (templated: the :class:`DeltaMaintenancePlanOperator`'s ``.output``).
+    :param operation: ``optimize``, ``vacuum`` or ``checkpoint``.
+    """
 
     template_fields: Sequence[str] = ("plan",)
     ui_color = "#5b8c5a"

@@ -245,6 +245,9 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param execution: ``auto``, ``worker`` or ``spark`` (see above); ``spark`` needs ``full``.
     :param worker_threshold_files: ``auto`` lists in the worker up to this many live files.
     :param conf: Spark conf for the job, over the connection's (templated).
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
@@ -434,6 +437,9 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param worker_threshold_bytes: ``auto`` compacts in the worker below this many input bytes.
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
         (no fewer files after it and no file above the purge ratio); never with ``zorder_by``.
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
@@ -639,6 +645,9 @@ class CheckpointOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param parts: Parts of a ``multi-part`` checkpoint (at least 2).
     :param cleanup_log: Delete expired log files afterwards per ``delta.logRetentionDuration``.
     :param only_if_needed: Skip the task when the version already has the latest checkpoint.
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
@@ -710,6 +719,9 @@ class RestoreOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param version: The version to restore; give this or ``timestamp``.
     :param timestamp: A datetime, ISO string or epoch ms: the last version committed at or
         before it (templated).
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
