@@ -91,8 +91,11 @@ def test_the_page_and_its_api_need_a_login(api_server: ApiServer, browser, tmp_p
 
 def test_the_fleet_page_and_a_table_page(airflow_page: AirflowPage, lake: dict[str, str]) -> None:  # noqa: F811
     page = airflow_page.page
-    # The UI's navigation has the page (an external view), shown in Airflow's frame.
-    airflow_page.goto("/plugin/delta-tables")
+    # The UI's navigation has the page (an external view in Browse), shown in Airflow's frame.
+    airflow_page.goto("/")
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="Delta tables").click()
+    page.wait_for_url("**/plugin/delta-tables")
     frame = page.frame_locator("iframe")
     frame.locator("[data-testid=fleet]").wait_for()
     airflow_page.screenshot("fleet-in-airflow-ui")
