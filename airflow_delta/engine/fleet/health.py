@@ -45,8 +45,9 @@ class TableHealthRecord:
     VACUUM's dry run would delete now). Log: ``commits_since_checkpoint``,
     ``last_checkpoint_version``, ``log_files``, ``log_size_in_bytes``. Maintenance seen in
     the log tail (commits after the newest checkpoint; None when none there):
-    ``last_optimize_ms``, ``last_vacuum_ms``, and ``last_checkpoint_ms`` (the checkpoint's
-    file time). ``size_histogram``: ``[lower, upper, files, bytes]`` per bucket.
+    ``last_optimize_ms``, ``last_vacuum_ms`` (and how long before ``checked_ms``:
+    ``ms_since_last_optimize``, ``ms_since_last_vacuum``), and ``last_checkpoint_ms`` (the
+    checkpoint's file time). ``size_histogram``: ``[lower, upper, files, bytes]`` per bucket.
     """
 
     table: str
@@ -83,6 +84,8 @@ class TableHealthRecord:
     log_size_in_bytes: int = 0
     last_optimize_ms: int | None = None
     last_vacuum_ms: int | None = None
+    ms_since_last_optimize: int | None = None
+    ms_since_last_vacuum: int | None = None
     size_histogram: tuple[tuple[int, int | None, int, int], ...] = field(default=())
     recommendations: tuple[str, ...] = ()
 
@@ -171,6 +174,8 @@ def table_health_record(
         return _failed(table, STATUS_REFUSED, error, now_ms, started)
     except Exception as error:  # any table's failure is its record, never the fleet's
         return _failed(table, STATUS_UNREADABLE, error, now_ms, started)
+    last_optimize = _last_maintenance(snapshot, OPTIMIZE_OPERATIONS)
+    last_vacuum = _last_maintenance(snapshot, VACUUM_OPERATIONS)
     segment = snapshot.log_segment
     checkpoint_ms = segment.checkpoint_files[0].modification_time if segment.checkpoint_files else None
     total_rows = report.total_rows
@@ -205,8 +210,10 @@ def table_health_record(
         last_checkpoint_ms=checkpoint_ms,
         log_files=report.log_files,
         log_size_in_bytes=report.log_size_in_bytes,
-        last_optimize_ms=_last_maintenance(snapshot, OPTIMIZE_OPERATIONS),
-        last_vacuum_ms=_last_maintenance(snapshot, VACUUM_OPERATIONS),
+        last_optimize_ms=last_optimize,
+        last_vacuum_ms=last_vacuum,
+        ms_since_last_optimize=None if last_optimize is None else max(0, now_ms - last_optimize),
+        ms_since_last_vacuum=None if last_vacuum is None else max(0, now_ms - last_vacuum),
         size_histogram=tuple((b.lower, b.upper, b.files, b.bytes) for b in report.size_histogram),
         recommendations=report.recommendations,
     )

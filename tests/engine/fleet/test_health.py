@@ -44,6 +44,7 @@ def test_records_of_tables_with_different_needs(tmp_path: Path) -> None:
 
     v = by_table[vac.root]
     assert v.last_optimize_ms is not None and v.last_optimize_ms <= int(time.time() * 1000)
+    assert v.ms_since_last_optimize == later - v.last_optimize_ms and v.last_vacuum_ms is None
     assert v.tombstones == 4
     # Counted as VACUUM's dry run counts them: ours, and delta-rs's lite vacuum, at retention 0.
     ours = vac.vacuum(mode="lite", now=later, dry_run=True)
