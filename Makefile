@@ -14,7 +14,21 @@ PYTEST_ARGS ?=
 # venv and jars under .cache/, fetched once (PyPI, Maven Central), reused offline after.
 DELTA_STAMP := .cache/delta-jars/.installed-stamp
 
-.PHONY: demo test lint bench clean delta-oracle
+.PHONY: demo demo-fleet test lint bench clean delta-oracle browser
+
+# The browser tests (tests/browser.py) drive Debian's Chromium with Playwright; Playwright's
+# own browser downloads are never used. Installed once with apt-get when missing (as root);
+# otherwise the run stops here and says what to install.
+CHROMIUM := /usr/bin/chromium
+browser:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's chromium for the browser tests (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "$(CHROMIUM) is missing: the browser tests need Debian's chromium; run 'apt-get install chromium' as root (or make test as root)" >&2; \
+		exit 1; \
+	fi
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +49,12 @@ $(DELTA_STAMP): $(STAMP) scripts/setup_delta_oracle.sh
 
 delta-oracle: $(DELTA_STAMP)
 
-test: $(STAMP) $(DELTA_STAMP)
+# The fleet demo: six local tables with different needs under .demo-fleet/, the
+# delta_fleet_maintenance DAG (health, plan, mapped OPTIMIZE/VACUUM/CHECKPOINT), the history.
+demo-fleet: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo_fleet --dir .demo-fleet
+
+test: $(STAMP) $(DELTA_STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	DELTA_SHARED_TABLES=$(SHARED_TABLES) $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)

@@ -47,6 +47,12 @@ DELTA_CONNECTION_FIELDS: dict[str, dict[str, Any]] = {
         "description": "client or cluster (empty: the Spark connection's). Standalone masters: client only.",
         "schema": {"type": ["string", "null"], "enum": ["client", "cluster", None]},
     },
+    "maintenance_history_uri": {
+        "label": "Maintenance history table",
+        "description": "URI of the Delta table the maintenance operators append a record of each run to "
+        "(created on first use); empty: Airflow's [delta] maintenance_history_uri, else no history.",
+        "schema": {"type": ["string", "null"]},
+    },
     "storage_conn_id": {
         "label": "Storage connection id",
         "description": "An aws, wasb, adls or google_cloud_platform connection whose credentials reach "
@@ -76,6 +82,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_delta.operators.convert",
                     "airflow_delta.operators.dml",
+                    "airflow_delta.operators.fleet",
                     "airflow_delta.operators.maintenance",
                     "airflow_delta.operators.retry",
                 ],
@@ -92,4 +99,22 @@ def get_provider_info() -> dict[str, Any]:
                 "conn-fields": DELTA_CONNECTION_FIELDS,
             }
         ],
+        # The "Delta tables" page of the Airflow UI (docs/fleet.md).
+        "plugins": [{"name": "delta_tables", "plugin-class": "airflow_delta.plugins.delta_tables.DeltaTablesPlugin"}],
+        "config": {
+            "delta": {
+                "description": "airflow-delta: lake maintenance (docs/fleet.md).",
+                "options": {
+                    "maintenance_history_uri": {
+                        "description": "URI of the Delta table that maintenance runs and fleet health checks are "
+                        "recorded in, and the \"Delta tables\" page reads. A delta connection's "
+                        "maintenance_history_uri extra takes precedence.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3://lake/_airflow_delta/maintenance_history",
+                        "default": "",
+                    },
+                },
+            }
+        },
     }

@@ -39,7 +39,9 @@ def test_provider_info_declares_the_delta_connection_fields_as_the_hook_does() -
 
     assert connection["connection-type"] == DeltaHook.conn_type == "delta"
     assert connection["hook-class-name"] == f"{DeltaHook.__module__}.{DeltaHook.__qualname__}"
-    assert set(connection["conn-fields"]) == {"storage_options", "spark_conn_id", "spark_conf", "deploy_mode", "storage_conn_id"}
+    assert set(connection["conn-fields"]) == {
+        "storage_options", "spark_conn_id", "spark_conf", "deploy_mode", "storage_conn_id", "maintenance_history_uri",
+    }
     # The same behaviour, in the provider info's spelling (hidden-fields) and the hook's (hidden_fields).
     assert connection["ui-field-behaviour"] == {
         key.replace("_", "-"): value for key, value in DeltaHook.get_ui_field_behaviour().items()

@@ -73,6 +73,15 @@ Convert-to-Delta and symlink manifests
     (``under`` a directory), :func:`merge_listings` into a :class:`TableListing`, handed to
     ``DeltaTable.vacuum(list_files=...)`` (a :data:`ListFiles`).
 
+Maintaining a lake (the ``fleet`` layer, loaded on first use; docs/fleet.md)
+    :func:`resolve_fleet` and :func:`discover_tables` (:class:`DiscoveryResult`) name the
+    tables; :func:`fleet_health`, :func:`iter_fleet_health` and :func:`table_health_record`
+    read one :class:`TableHealthRecord` per table from the log only; :func:`plan_maintenance`
+    turns them into a :class:`MaintenancePlan` under a :class:`MaintenanceBudget` (each
+    :class:`Decision` says why); :func:`append_history` and :func:`read_history` keep the
+    maintenance history (:class:`MaintenanceRecord`, :data:`MAINTENANCE_HISTORY_SCHEMA`) in a
+    Delta table.
+
 Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
 
@@ -213,6 +222,31 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.fleet.discovery import (
+        DEFAULT_DISCOVERY_DEPTH,
+        DiscoveryResult,
+        discover_tables,
+        resolve_fleet,
+    )
+    from airflow_delta.engine.fleet.health import (
+        TableHealthRecord,
+        fleet_health,
+        iter_fleet_health,
+        table_health_record,
+    )
+    from airflow_delta.engine.fleet.history import (
+        MAINTENANCE_HISTORY_SCHEMA,
+        MaintenanceRecord,
+        append_history,
+        latest_health,
+        read_history,
+    )
+    from airflow_delta.engine.fleet.plan import (
+        Decision,
+        MaintenanceBudget,
+        MaintenancePlan,
+        plan_maintenance,
+    )
     from airflow_delta.engine.operations.convert import (
         ConvertPlan,
         ConvertResult,
@@ -288,6 +322,23 @@ _LOADED_ON_FIRST_USE = {
     "write_data_files": "airflow_delta.engine.write.data_files",
     "write_change_data_files": "airflow_delta.engine.write.data_files",
     "CHANGE_TYPE_COLUMN": "airflow_delta.engine.write.data_files",
+    "DEFAULT_DISCOVERY_DEPTH": "airflow_delta.engine.fleet.discovery",
+    "DiscoveryResult": "airflow_delta.engine.fleet.discovery",
+    "discover_tables": "airflow_delta.engine.fleet.discovery",
+    "resolve_fleet": "airflow_delta.engine.fleet.discovery",
+    "TableHealthRecord": "airflow_delta.engine.fleet.health",
+    "fleet_health": "airflow_delta.engine.fleet.health",
+    "iter_fleet_health": "airflow_delta.engine.fleet.health",
+    "table_health_record": "airflow_delta.engine.fleet.health",
+    "Decision": "airflow_delta.engine.fleet.plan",
+    "MaintenanceBudget": "airflow_delta.engine.fleet.plan",
+    "MaintenancePlan": "airflow_delta.engine.fleet.plan",
+    "plan_maintenance": "airflow_delta.engine.fleet.plan",
+    "MAINTENANCE_HISTORY_SCHEMA": "airflow_delta.engine.fleet.history",
+    "MaintenanceRecord": "airflow_delta.engine.fleet.history",
+    "append_history": "airflow_delta.engine.fleet.history",
+    "read_history": "airflow_delta.engine.fleet.history",
+    "latest_health": "airflow_delta.engine.fleet.history",
 }
 
 
@@ -304,7 +355,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CHANGE_TYPE_COLUMN",
+    "DEFAULT_DISCOVERY_DEPTH",
     "DELETE_METRIC_NAMES",
+    "MAINTENANCE_HISTORY_SCHEMA",
     "ROW_COMMIT_VERSION_COLUMN",
     "ROW_ID_COLUMN",
     "SYMLINK_MANIFEST_PROPERTY",
@@ -343,11 +396,13 @@ __all__ = [
     "CorruptDataFileError",
     "CorruptDeletionVectorError",
     "DataFileNotFoundError",
+    "Decision",
     "DeleteResult",
     "DeletionVectorDescriptor",
     "DeletionVectorsNotEnabledError",
     "DeltaError",
     "DeltaTable",
+    "DiscoveryResult",
     "DomainMetadata",
     "FileIO",
     "FileIOCommitter",
@@ -369,6 +424,9 @@ __all__ = [
     "LogMovedPastCommitError",
     "LogNotContiguousError",
     "LogTooLargeError",
+    "MaintenanceBudget",
+    "MaintenancePlan",
+    "MaintenanceRecord",
     "ManifestNotSupportedError",
     "ManifestResult",
     "Metadata",
@@ -405,6 +463,7 @@ __all__ = [
     "StorageUnavailableError",
     "TableAlreadyExistsError",
     "TableContext",
+    "TableHealthRecord",
     "TableListing",
     "TableLocation",
     "TableNotFoundError",
@@ -419,12 +478,17 @@ __all__ = [
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
+    "append_history",
     "convert_file",
     "curve_key",
     "deleted_row_positions",
+    "discover_tables",
     "error_from_report",
+    "fleet_health",
     "interleave_bits",
+    "iter_fleet_health",
     "keeps_row_ids",
+    "latest_health",
     "list_table_files",
     "list_top_level",
     "local_data_file_paths",
@@ -433,19 +497,23 @@ __all__ = [
     "parse_interval",
     "parse_partition_schema",
     "plan_convert",
+    "plan_maintenance",
     "plan_optimize",
     "predicate_read_bytes",
     "range_bounds",
     "range_ids_from_bounds",
+    "read_history",
     "read_live_rows",
     "read_parquet_schema",
     "reader_features",
+    "resolve_fleet",
     "rewrite_bin",
     "row_tracking_values",
     "size_histogram_png",
     "split_by_row_groups",
     "stage_delete",
     "storage_options_from_airflow_connection",
+    "table_health_record",
     "typed_partition_values",
     "write_change_data_files",
     "write_checkpoint",

@@ -148,7 +148,8 @@ class DeltaConnectionSettings:
     Spark conf of every job; ``deploy_mode`` overrides the Spark connection's;
     ``storage_conn_id`` an Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
     connection whose credentials the hook maps to storage options (``storage_options``
-    given here win over the mapped ones, key by key).
+    given here win over the mapped ones, key by key); ``maintenance_history_uri`` the Delta
+    table the maintenance operators record their runs in (docs/fleet.md).
     """
 
     storage_options: dict[str, str] = field(default_factory=dict)
@@ -156,6 +157,7 @@ class DeltaConnectionSettings:
     spark_conf: dict[str, str] = field(default_factory=dict)
     deploy_mode: str | None = None
     storage_conn_id: str | None = None
+    maintenance_history_uri: str | None = None
 
     @classmethod
     def from_extra(cls, conn_id: str, extra: Mapping[str, Any]) -> DeltaConnectionSettings:
@@ -184,12 +186,16 @@ class DeltaConnectionSettings:
         storage_conn_id = extra.get("storage_conn_id") or None
         if storage_conn_id is not None and not isinstance(storage_conn_id, str):
             raise InvalidArgumentError(where("storage_conn_id"), storage_conn_id, "the id of an aws, wasb, adls or gcp connection")
+        history = extra.get("maintenance_history_uri") or None
+        if history is not None and not isinstance(history, str):
+            raise InvalidArgumentError(where("maintenance_history_uri"), history, "the URI of the history table")
         return cls(
             storage_options=json_object("storage_options"),
             spark_conn_id=spark_conn_id,
             spark_conf=json_object("spark_conf"),
             deploy_mode=deploy_mode,
             storage_conn_id=storage_conn_id,
+            maintenance_history_uri=history,
         )
 
 
@@ -441,6 +447,14 @@ class DeltaHook(BaseHook):
         return storage_options_from_airflow_connection(
             conn.conn_type, login=conn.login, password=conn.password, host=conn.host, extra=conn.extra_dejson
         )
+
+    def maintenance_history_uri(self) -> str | None:
+        """Where maintenance runs are recorded: the connection's ``maintenance_history_uri``
+        extra, else Airflow's ``[delta] maintenance_history_uri`` option; None: nowhere."""
+        from airflow.configuration import conf
+
+        configured = conf.get("delta", "maintenance_history_uri", fallback=None)
+        return self.settings.maintenance_history_uri or configured or None
 
     def get_conn(self) -> DeltaConnectionSettings:
         return self.settings

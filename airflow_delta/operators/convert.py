@@ -61,6 +61,9 @@ class ConvertToDeltaOperator(_DeltaMaintenanceOperator):
         worker and submits to Spark when it holds more than ``worker_threshold_files`` files.
     :param worker_threshold_files: ``auto`` converts in the worker up to this many parquet files.
     :param conf: Spark conf for the job, over the connection's (templated).
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
@@ -170,6 +173,9 @@ class GenerateSymlinkManifestOperator(_DeltaMaintenanceOperator):
     or column mapping fail with a non-retryable ``ManifestNotSupportedError``, as in Delta.
 
     :param table: URI of the Delta table (templated).
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).

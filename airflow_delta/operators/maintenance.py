@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -51,11 +52,13 @@ from airflow_delta.engine import (
     TableListing,
     TableNotFoundError,
     TransactionAlreadyCommittedError,
+    append_history,
     list_table_files,
     parse_interval,
     writer_features,
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
+from airflow_delta.operators.history import maintenance_record
 from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity
@@ -121,19 +124,31 @@ def _listed_once() -> ListFiles:
 
 
 class _DeltaMaintenanceOperator(BaseOperator):
-    """What the maintenance operators share: the connection, the table, engine errors as task errors."""
+    """What the maintenance operators share: the connection, the table, engine errors as task errors,
+    and the record of each run in the maintenance history (``HISTORY_OPERATION``; docs/fleet.md)."""
 
     template_fields: Sequence[str] = ("table",)
     ui_color = "#5b8c5a"
     ui_fgcolor = "#ffffff"
+    HISTORY_OPERATION: str | None = None
+    """The operation's name in the maintenance history; None: runs are not recorded."""
 
     def __init__(
-        self, *, table: str, delta_conn_id: str = DEFAULT_CONN_ID, storage_conn_id: str | None = None, **kwargs: Any
+        self,
+        *,
+        table: str,
+        delta_conn_id: str = DEFAULT_CONN_ID,
+        storage_conn_id: str | None = None,
+        maintenance_reason: str | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if maintenance_reason is not None and not isinstance(maintenance_reason, str):
+            raise InvalidArgumentError("maintenance_reason", maintenance_reason, "a sentence, or None")
         self.table = table
         self.delta_conn_id = delta_conn_id
         self.storage_conn_id = storage_conn_id
+        self.maintenance_reason = maintenance_reason
         self._hook: DeltaHook | None = None
 
     def on_kill(self) -> None:
@@ -145,12 +160,47 @@ class _DeltaMaintenanceOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         hook = self._hook = DeltaHook(self.delta_conn_id, storage_conn_id=self.storage_conn_id)
+        started = time.monotonic()
         try:
             table = hook.table(self.table)
             self._log_latest_version(table)
-            return self.run(hook, table, context)
+            result = self.run(hook, table, context)
+        except AirflowSkipException as skipped:
+            self._record_history(hook, context, started, "skipped", None, str(skipped))
+            raise
         except DeltaError as error:
+            self._record_history(hook, context, started, "failed", None, str(error))
             raise task_error(error) from error
+        except Exception as error:
+            self._record_history(hook, context, started, "failed", None, str(error))
+            raise
+        self._record_history(hook, context, started, "success", result, None)
+        return result
+
+    def _record_history(
+        self, hook: DeltaHook, context: Context, started: float, status: str, result: dict[str, Any] | None,
+        error: str | None,
+    ) -> None:
+        """Append this run to the maintenance history, when one is configured; a failure to record
+        is logged and never fails the maintenance itself (its commit is what counts)."""
+        if self.HISTORY_OPERATION is None or (result is not None and result.get("dry_run")):
+            return
+        try:
+            uri = hook.maintenance_history_uri()
+            if uri is None:
+                return
+            record = maintenance_record(
+                self.table, self.HISTORY_OPERATION, status, result or {},
+                duration_ms=int((time.monotonic() - started) * 1000),
+                reason=self.maintenance_reason if error is None else f"{self.maintenance_reason or ''} | {error}"[:2000],
+                identity=task_identity(context),
+            )
+            version = append_history(uri, [record], hook.settings.storage_options or None)
+            self.log.info("Recorded %s of %s in the maintenance history %s (version %s)",
+                          self.HISTORY_OPERATION, self.table, uri, version)
+        except Exception:
+            self.log.warning("Could not record %s of %s in the maintenance history", self.HISTORY_OPERATION,
+                             self.table, exc_info=True)
 
     def run(self, hook: DeltaHook, table: DeltaTable, context: Context) -> dict[str, Any]:
         raise NotImplementedError
@@ -196,12 +246,15 @@ class VacuumOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param execution: ``auto``, ``worker`` or ``spark`` (see above); ``spark`` needs ``full``.
     :param worker_threshold_files: ``auto`` lists in the worker up to this many live files.
     :param conf: Spark conf for the job, over the connection's (templated).
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
-    LINEAGE_OPERATION = "VACUUM"
+    LINEAGE_OPERATION = HISTORY_OPERATION = "VACUUM"
     CHANGES_DATA = False  # dataChange=false: no default outlet (docs/maintenance-operators.md)
 
     template_fields: Sequence[str] = ("table", "retention", "file_list_path", "conf")
@@ -395,6 +448,9 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param only_if_needed: Skip the task when the health report says OPTIMIZE gains nothing
         (no fewer files after it and no file above the purge ratio); never with ``zorder_by``,
         ``full``, or on a clustered table (compaction health says nothing about clustering).
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection, conf).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
@@ -402,7 +458,7 @@ class OptimizeOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param max_attempts: Plans on a conflict (a concurrent DELETE of a file being compacted).
     """
 
-    LINEAGE_OPERATION = "OPTIMIZE"
+    LINEAGE_OPERATION = HISTORY_OPERATION = "OPTIMIZE"
     CHANGES_DATA = False  # dataChange=false: no default outlet (docs/maintenance-operators.md)
 
     template_fields: Sequence[str] = ("table", "where", "conf")
@@ -603,12 +659,15 @@ class CheckpointOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param parts: Parts of a ``multi-part`` checkpoint (at least 2).
     :param cleanup_log: Delete expired log files afterwards per ``delta.logRetentionDuration``.
     :param only_if_needed: Skip the task when the version already has the latest checkpoint.
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
-    LINEAGE_OPERATION = "CHECKPOINT"
+    LINEAGE_OPERATION = HISTORY_OPERATION = "CHECKPOINT"
     CHANGES_DATA = COMMITS = False  # writes a checkpoint, no commit: no default outlet
 
     def __init__(
@@ -674,12 +733,15 @@ class RestoreOperator(DeltaLineageMixin, _DeltaMaintenanceOperator):
     :param version: The version to restore; give this or ``timestamp``.
     :param timestamp: A datetime, ISO string or epoch ms: the last version committed at or
         before it (templated).
+    :param maintenance_reason: Why this run was planned (the fleet planner's reason), kept with
+        the run in the maintenance history (VACUUM, OPTIMIZE, CHECKPOINT and RESTORE record runs;
+        docs/fleet.md).
     :param delta_conn_id: The ``delta`` connection (storage options).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
         connection mapped to storage options, over the ``delta`` connection's (docs/storage.md).
     """
 
-    LINEAGE_OPERATION = "RESTORE"
+    LINEAGE_OPERATION = HISTORY_OPERATION = "RESTORE"
 
     template_fields: Sequence[str] = ("table", "timestamp")
 

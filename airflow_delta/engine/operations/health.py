@@ -189,7 +189,8 @@ def health_report(
     records, complete = _num_records(adds.column("stats"))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(records > 0, cardinality / np.maximum(records, 1), 0.0)
-    above_purge = int(np.count_nonzero(has_dv & (ratio > max_deleted_rows_ratio)))
+    purge_mask = has_dv & (ratio > max_deleted_rows_ratio)
+    above_purge = int(np.count_nonzero(purge_mask))
 
     # Tombstones, and what a VACUUM would reclaim now under the table's retention: the plan of
     # a lite dry run itself (a tombstone of a file still live with a new DV, or one a VACUUM
@@ -245,6 +246,8 @@ def health_report(
         files_after_optimize=files_after,
         last_optimize_version=since_optimize[0] if since_optimize else None,
         small_files_since_optimize=since_optimize[1] if since_optimize else None,
+        small_file_bytes=int(sizes[small_mask].sum()),
+        bytes_above_purge_ratio=int(sizes[purge_mask].sum()),
         recommendations=_recommendations(
             files=adds.num_rows, small=small, files_after=files_after, purge=above_purge,
             vacuumable=vacuumable, vacuumable_bytes=vacuumable_bytes, retention_ms=retention_ms,

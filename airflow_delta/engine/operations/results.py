@@ -174,7 +174,8 @@ class HealthReport:
     ``reader_features``, ``writer_features``. Gains: ``files_after_optimize``; when
     OPTIMIZE is recommended, ``last_optimize_version`` and ``small_files_since_optimize``
     (None when none of the last 100 commits is an OPTIMIZE) say how many small files came
-    after the last one. ``recommendations``: short sentences, most useful first.
+    after the last one. ``recommendations``: short sentences, most useful first. What
+    compaction and a DV purge would rewrite: ``small_file_bytes``, ``bytes_above_purge_ratio``.
     """
 
     table_root: str
@@ -209,6 +210,8 @@ class HealthReport:
     recommendations: tuple[str, ...]
     last_optimize_version: int | None = None
     small_files_since_optimize: int | None = None
+    small_file_bytes: int = 0
+    bytes_above_purge_ratio: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready: buckets as dicts, tuples as lists."""

@@ -109,6 +109,9 @@ class Snapshot:
     domain_metadata: Mapping[str, DomainMetadata]  # live domains (tombstones excluded)
     file_state: FileStateLoader = field(repr=False)
     commit_info: Mapping[str, Any] | None = None  # commitInfo of ``version``, if its JSON exists
+    # commitInfo of each JSON commit replayed on top of the checkpoint (the log tail), by version:
+    # what maintenance ran lately, without reading the log a second time.
+    tail_commit_infos: Mapping[int, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     def __repr__(self) -> str:
         return f"Snapshot({self.table_root!r}, version={self.version})"
@@ -555,6 +558,7 @@ def load_snapshot(
         domain_metadata=state.domain_metadata,
         file_state=_FallbackFiles(io, listing, state.files),
         commit_info=commit_info,
+        tail_commit_infos=state.commit_infos,
     )
 
 

@@ -1,0 +1,1 @@
+"""Airflow UI plugins of the provider (registered in ``provider.py``'s ``plugins``)."""

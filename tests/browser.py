@@ -1,0 +1,257 @@
+"""A real browser against a real Airflow UI, for the tests of what a person sees.
+
+Reusable by any test module: ``from tests.browser import api_server, browser, airflow_page``
+(pytest fixtures), or the classes directly.
+
+- :class:`ApiServer`: ``airflow api-server`` on 127.0.0.1 (a free port) with its own
+  temporary ``AIRFLOW_HOME`` and SQLite database, the simple auth manager with one admin
+  user whose password the test knows, connections and settings from ``env_vars``. It is
+  stopped (its whole process group) when the fixture ends.
+- :func:`launch_chromium`: Debian's ``/usr/bin/chromium`` driven by Playwright (the
+  ``playwright`` Python package; its own browser downloads are never used).
+- :class:`AirflowPage`: a logged-in page with ``screenshot(name)``; every screenshot is
+  kept under the test's pytest tmp dir (``<tmp_path>/screenshots/``), the path printed.
+
+``make test`` installs Chromium with apt-get when it is missing and it runs as root; the
+fixtures fail with what to install otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from scripts.airflow_cli import AIRFLOW, AirflowCli, output_tail
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Headless, and nothing that reaches beyond loopback (updates, sync, first-run pages).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ADMIN_USER = "admin"
+ADMIN_PASSWORD = "admin-browser-test"
+SERVER_START_TIMEOUT = 180.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ApiServer:
+    """``airflow api-server`` of an isolated Airflow (``airflow``), listening on ``base_url``."""
+
+    airflow: AirflowCli
+    port: int
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    username: str = ADMIN_USER
+    password: str = ADMIN_PASSWORD
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @classmethod
+    def prepare(cls, home: Path, env_vars: Mapping[str, str] | None = None, dags_folder: Path | None = None) -> ApiServer:
+        """An Airflow home under ``home``, migrated, with the simple auth manager's admin and its known password."""
+        home.mkdir(parents=True, exist_ok=True)
+        passwords = home / "simple_auth_manager_passwords.json"
+        passwords.write_text(json.dumps({ADMIN_USER: ADMIN_PASSWORD}), encoding="utf-8")
+        port = free_port()
+        settings = {
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",  # the connection form's Test button
+            **dict(env_vars or {}),
+        }
+        kwargs: dict[str, Any] = {"env_vars": settings}
+        if dags_folder is not None:
+            kwargs["dags_folder"] = dags_folder
+        airflow = AirflowCli(home, **kwargs)
+        airflow.migrate()
+        return cls(airflow=airflow, port=port, log_path=home / "api-server.log")
+
+    def start(self) -> None:
+        """Start the server and wait until its health endpoint answers (its log is in the error otherwise)."""
+        with self.log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [str(AIRFLOW), "api-server",
+                 "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"],
+                env=self.airflow.env(), cwd=self.airflow.home, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.process = process
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"airflow api-server exited with {process.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"airflow api-server did not answer within {SERVER_START_TIMEOUT:.0f}s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Stop the server's whole process group (the api-server and its uvicorn worker)."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                process.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``airflow ARGS`` against the same home and database (connections, variables...), checked."""
+        result = self.airflow.run(*args)
+        if result.returncode != 0:
+            raise RuntimeError(f"airflow {' '.join(args)} failed:\n{output_tail(result)}")
+        return result
+
+
+def chromium_missing_reason() -> str | None:
+    """Why Chromium or Playwright cannot run here, or None."""
+    if not CHROMIUM.exists():
+        return (
+            f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install chromium`, which `make test` "
+            "does when run as root)"
+        )
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package is missing: `make .venv/.installed-stamp` installs requirements.lock"
+    return None
+
+
+def launch_chromium(playwright: Any) -> Browser:
+    """Debian's Chromium, headless, through Playwright (never Playwright's own browser builds)."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+
+
+@dataclass
+class AirflowPage:
+    """A Playwright page logged in to ``server``; screenshots go under ``screenshot_dir``."""
+
+    page: Page
+    server: ApiServer
+    screenshot_dir: Path
+    screenshots: list[Path] = field(default_factory=list)
+
+    def goto(self, path: str) -> None:
+        self.page.goto(f"{self.server.base_url}{path}")
+
+    def login(self) -> None:
+        """Log in through the simple auth manager's own login form, as a person does."""
+        self.goto("/")
+        self.page.get_by_label("Username").fill(self.server.username)
+        self.page.get_by_label("Password").fill(self.server.password)
+        self.page.get_by_role("button", name="Sign in").click()
+        self.page.wait_for_url(lambda url: "/auth/login" not in url, timeout=30_000)
+
+    def screenshot(self, name: str) -> Path:
+        """A full-page screenshot kept as a test artifact; its path is printed for the test report."""
+        self.screenshot_dir.mkdir(parents=True, exist_ok=True)
+        path = self.screenshot_dir / f"{len(self.screenshots):02d}-{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        self.screenshots.append(path)
+        print(f"screenshot: {path}")
+        return path
+
+
+# ----------------------------------------------------------------------------- fixtures
+# A test module makes them its own with `from tests.browser import api_server, browser, airflow_page`
+# (and may override `api_server_env` to give the server connections or settings).
+
+
+@pytest.fixture(scope="module")
+def api_server_env() -> dict[str, str]:
+    """Extra environment of the module's api-server (``AIRFLOW_CONN_*``, ``AIRFLOW__*``); override per module."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def api_server(tmp_path_factory: pytest.TempPathFactory, api_server_env: dict[str, str]) -> Iterator[ApiServer]:
+    """One ``airflow api-server`` per test module, stopped at the module's end."""
+    reason = chromium_missing_reason()
+    if reason is not None:
+        pytest.fail(reason)
+    server = ApiServer.prepare(tmp_path_factory.mktemp("airflow_ui_home"), api_server_env)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's headless Chromium for the module (one browser; each test gets a fresh context)."""
+    reason = chromium_missing_reason()
+    if reason is not None:
+        pytest.fail(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def airflow_page(browser: Browser, api_server: ApiServer, tmp_path: Path) -> Iterator[AirflowPage]:
+    """A fresh browser context, logged in to the module's api-server; screenshots under ``tmp_path/screenshots``."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(30_000)
+    page = AirflowPage(context.new_page(), api_server, tmp_path / "screenshots")
+    try:
+        page.login()
+        yield page
+    finally:
+        context.close()
