@@ -80,6 +80,9 @@ Errors
     argument to any public verb or option is an :class:`InvalidArgumentError`; a bad
     file path in an action is an :class:`InvalidPathError`.
 
+:func:`condition_mask` evaluates a SQL condition on an Arrow table as the engine's DELETE does
+(the worker's MERGE evaluates its clause conditions with it).
+
 :func:`stage_delete` stages a DELETE in an open transaction without committing it (for a
 caller that commits with its own appId, tags and retries: the Spark jobs).
 
@@ -201,6 +204,7 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.expressions.condition_mask import condition_mask
     from airflow_delta.engine.operations.convert import (
         ConvertPlan,
         ConvertResult,
@@ -274,6 +278,7 @@ _LOADED_ON_FIRST_USE = {
     "write_data_files": "airflow_delta.engine.write.data_files",
     "write_change_data_files": "airflow_delta.engine.write.data_files",
     "CHANGE_TYPE_COLUMN": "airflow_delta.engine.write.data_files",
+    "condition_mask": "airflow_delta.engine.expressions.condition_mask",
 }
 
 
@@ -399,6 +404,7 @@ __all__ = [
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
+    "condition_mask",
     "convert_file",
     "deleted_row_positions",
     "error_from_report",

@@ -64,6 +64,17 @@ DEFAULT_WORKER_THRESHOLD_BYTES = 256 << 20
 """``execution="auto"`` runs a DELETE in the worker when its candidate files total less."""
 
 
+def _checked_execution(execution: object, worker_threshold_bytes: object) -> None:
+    if execution not in ("auto", "spark", "worker"):
+        raise InvalidArgumentError("execution", execution, "one of 'auto', 'spark' or 'worker'")
+    if (
+        isinstance(worker_threshold_bytes, bool)
+        or not isinstance(worker_threshold_bytes, int)
+        or worker_threshold_bytes < 0
+    ):
+        raise InvalidArgumentError("worker_threshold_bytes", worker_threshold_bytes, "an int >= 0")
+
+
 def _as_dict(result: JobResult) -> dict[str, Any]:
     return {
         "version": result.version,
@@ -253,14 +264,7 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
-        if execution not in ("auto", "spark", "worker"):
-            raise InvalidArgumentError("execution", execution, "one of 'auto', 'spark' or 'worker'")
-        if (
-            isinstance(worker_threshold_bytes, bool)
-            or not isinstance(worker_threshold_bytes, int)
-            or worker_threshold_bytes < 0
-        ):
-            raise InvalidArgumentError("worker_threshold_bytes", worker_threshold_bytes, "an int >= 0")
+        _checked_execution(execution, worker_threshold_bytes)
         self.predicate = predicate
         self.execution = execution
         self.worker_threshold_bytes = worker_threshold_bytes
@@ -426,9 +430,15 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
         source_alias: str = "source",
         target_alias: str = "target",
         schema_evolution: bool = False,
+        execution: Literal["auto", "spark", "worker"] = "auto",
+        worker_threshold_bytes: int = DEFAULT_WORKER_THRESHOLD_BYTES,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
+        _checked_execution(execution, worker_threshold_bytes)
+        self.execution = execution
+        self.worker_threshold_bytes = worker_threshold_bytes
+        self._worker_source: tuple[MergeSpec, Any] | None = None
         structured = [
             name for name, value in (("source", source), ("on", on), ("clauses", clauses)) if value is not None
         ]
@@ -478,6 +488,55 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
             schema_evolution=self.schema_evolution,
             options=self._options(),
         )
+
+
+    def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
+        """Whether this MERGE runs in the worker (``airflow_delta.spark.merge_worker``); the log says why or why not."""
+        assert isinstance(spec, MergeSpec)
+        if self.execution == "spark":
+            return False
+        from airflow_delta.spark import merge_worker
+
+        reason = merge_worker.source_refusal(spec.source)
+        source = None
+        if reason is None:
+            source = merge_worker.read_source(spec.source)
+            reason = merge_worker.worker_refusal(spec, snapshot.schema, source.schema)
+        if reason is not None:
+            if self.execution == "worker":
+                raise InvalidArgumentError(
+                    "execution", "worker", f"a MERGE the worker evaluates exactly as Spark does; here {reason}: use 'auto' or 'spark'"
+                )
+            self.log.info("MERGE on Spark: the worker does not run it exactly as Spark would (%s)", reason)
+            return False
+        assert source is not None
+        self._worker_source = (spec, source)
+        if self.execution == "worker":
+            return True
+        bound = merge_worker.bind_merge(spec, snapshot.schema, source.schema)
+        candidates = merge_worker.candidate_files(snapshot, bound, source)
+        size = int(pc.sum(candidates.column("size")).as_py() or 0) + source.nbytes
+        in_worker = size < self.worker_threshold_bytes
+        self.log.info(
+            "MERGE: %d source row(s) (%d bytes) and %d candidate target file(s) of %d bytes after skipping "
+            "(threshold %d in all): running %s",
+            source.num_rows, source.nbytes, candidates.num_rows, size - source.nbytes, self.worker_threshold_bytes,
+            "in the worker" if in_worker else "on Spark",
+        )
+        return in_worker
+
+    def _run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        """The MERGE with the engine and pyarrow in this process, through the Spark job's driver loop
+        (``run_with_retries``: attempts, the task's appId and tags, exactly-once); no Spark starts."""
+        assert isinstance(spec, MergeSpec)
+        from airflow_delta.spark.merge_worker import run_merge_in_worker
+
+        kept = self._worker_source
+        result = run_merge_in_worker(spec, kept[1] if kept is not None and kept[0] is spec else None)
+        if result.version is None:
+            return result
+        committed = self._hook.find_commit(table, spec.identity.app_id, operation="MERGE") if self._hook else None
+        return committed if committed is not None else result
 
 
 def _merge_source(name: str, value: object) -> MergeSource:

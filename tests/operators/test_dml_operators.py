@@ -167,6 +167,43 @@ def test_auto_chooses_spark_above_the_threshold_or_for_a_predicate_the_engine_ca
         in_worker("colour = 'red'", threshold=1 << 30)
 
 
+def test_merge_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
+    table_path: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    make_table(table_path)
+    table = DeltaTable(table_path)
+    snapshot = table.snapshot()
+    source = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"id": [1, 2], "part": ["a", "b"], "value": ["x", "y"]}), source)
+
+    def in_worker(value: str, threshold: int = 1 << 30, execution: str = "auto") -> bool:
+        operator = DeltaMergeOperator(
+            task_id="m", table=table_path, source={"parquet": str(source)}, on="t.id = s.id",
+            clauses=[{"kind": "matched_update", "assignments": {"value": value}}],
+            source_alias="s", target_alias="t", worker_threshold_bytes=threshold, execution=execution,
+        )
+        return operator.run_in_worker(table, operator.build_spec(TaskIdentity("dag", "m", "r"), DeltaHook()), snapshot)
+
+    with caplog.at_level("INFO"):
+        assert in_worker("s.value")
+        assert "running in the worker" in caplog.text
+        assert not in_worker("s.value", threshold=0)
+        assert not in_worker("concat(s.value, '!')")  # a function: Spark's
+        assert "the worker does not run it exactly as Spark would" in caplog.text
+        assert "concat" in caplog.text  # the log says which part
+    assert not in_worker("s.value", execution="spark")
+    with pytest.raises(InvalidArgumentError, match="use 'auto' or 'spark'"):
+        in_worker("concat(s.value, '!')", execution="worker")
+
+
+def test_merge_refuses_an_unknown_execution() -> None:
+    with pytest.raises(InvalidArgumentError, match="execution"):
+        DeltaMergeOperator(task_id="m", table="/t", merge_sql="MERGE INTO t USING s ON t.id = s.id", execution="gpu")
+
+
 # --------------------------------------------------------------------------- exactly once
 
 
@@ -275,8 +312,12 @@ def test_update_on_spark_returns_delta_metrics_read_from_the_log(table_path: str
 
 @pytest.mark.slow
 @needs_dml_program
-@pytest.mark.usefixtures("local_spark")
-def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_path: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("execution", ["spark", "auto"])
+def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(
+    table_path: str, tmp_path: Path, execution: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The same MERGE on Spark and, with execution="auto", in the worker (Spark is unreachable there).
+    request.getfixturevalue("local_spark" if execution == "spark" else "no_spark")
     import duckdb
     import pyarrow as pa
 
@@ -302,9 +343,13 @@ def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_
             {"kind": "matched_update", "assignments": {"value": "s.value"}},
             {"kind": "not_matched_insert", "star": True},
         ],
+        execution=execution,
     )
 
-    result = operator.execute(context(task_id="m"))
+    with caplog.at_level("INFO"):
+        result = operator.execute(context(task_id="m"))
+    if execution == "auto":
+        assert "running in the worker" in caplog.text
 
     db = duckdb.connect()
     db.execute("CREATE TABLE t (id BIGINT, part VARCHAR, value VARCHAR)")
