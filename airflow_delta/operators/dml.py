@@ -8,8 +8,9 @@ with the task instance's identity, and then:
    is there, returns that commit's result and submits nothing (exactly once across
    retries);
 2. runs the operation: on Spark through :class:`~airflow_delta.hooks.delta.DeltaHook`
-   (``spark-submit`` of the DML program), or, for a DELETE that is metadata-only or small,
-   in the worker through the engine's ``DeltaTable.delete``, with the same appId;
+   (``spark-submit`` of the DML program), or, for a DELETE that is metadata-only or small
+   or a small MERGE the worker evaluates exactly as Spark, in the worker through the
+   engine, with the same appId;
 3. returns ``{version, read_version, operation, metrics, attempts}`` read from the log:
    the same wherever the driver ran.
 
@@ -131,7 +132,7 @@ class _DeltaDmlOperator(BaseOperator):
         raise NotImplementedError
 
     def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
-        """Whether this spec runs in the worker instead of on Spark (only a DELETE can)."""
+        """Whether this spec runs in the worker instead of on Spark (a DELETE or a MERGE can)."""
         return False
 
     def planned_files(self, snapshot: Snapshot, predicate: str) -> pa.Table:
@@ -376,7 +377,7 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
 
 
 class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
-    """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark.
+    """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark or in the worker.
 
     Give either ``merge_sql`` (the whole statement, with ``sources`` naming what its
     ``USING`` reads; the statement's target is ``table``) or the structured ``source``,
@@ -384,6 +385,14 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     MATCHED, WHEN NOT MATCHED [BY TARGET], WHEN NOT MATCHED BY SOURCE), each group in the
     order given. More than one source row matching a target row that a clause modifies
     fails the task at once, as in Delta.
+
+    ``execution="auto"`` runs the MERGE in the Airflow worker, with the engine and pyarrow
+    and no Spark job (:mod:`airflow_delta.spark.merge_worker`), when the worker evaluates
+    every ON condition, clause condition and written value exactly as Spark does and the
+    source and the candidate target files (after skipping by the source's keys) total less
+    than ``worker_threshold_bytes``; otherwise on Spark, and the log says why. ``"spark"``
+    forces Spark; ``"worker"`` forces the worker and fails at once for a MERGE it cannot
+    run exactly as Spark. Both commit the same rows, metrics and parameters.
 
     :param table: URI of the target Delta table (templated).
     :param merge_sql: A ``MERGE INTO ... USING ... ON ... WHEN ...`` statement in Spark SQL
@@ -401,6 +410,9 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     :param source_alias: The source's alias in ``on`` and the clauses.
     :param target_alias: The target's alias in ``on`` and the clauses.
     :param schema_evolution: Let ``UPDATE SET *`` and ``INSERT *`` add the source's new columns.
+    :param execution: ``auto``, ``spark`` or ``worker`` (see above).
+    :param worker_threshold_bytes: ``auto`` runs in the worker below this many bytes of source
+        rows (in memory) and candidate target files.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``

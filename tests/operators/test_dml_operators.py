@@ -168,7 +168,7 @@ def test_auto_chooses_spark_above_the_threshold_or_for_a_predicate_the_engine_ca
 
 
 def test_merge_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
-    table_path: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    table_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -187,13 +187,14 @@ def test_merge_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
         )
         return operator.run_in_worker(table, operator.build_spec(TaskIdentity("dag", "m", "r"), DeltaHook()), snapshot)
 
-    with caplog.at_level("INFO"):
-        assert in_worker("s.value")
-        assert "running in the worker" in caplog.text
-        assert not in_worker("s.value", threshold=0)
-        assert not in_worker("concat(s.value, '!')")  # a function: Spark's
-        assert "the worker does not run it exactly as Spark would" in caplog.text
-        assert "concat" in caplog.text  # the log says which part
+    assert in_worker("s.value")
+    assert "running in the worker" in capsys.readouterr().out  # the task log
+    assert not in_worker("s.value", threshold=0)
+    assert "running on Spark" in capsys.readouterr().out
+    assert not in_worker("concat(s.value, '!')")  # a function: Spark's
+    log = capsys.readouterr().out
+    assert "the worker does not run it exactly as Spark would" in log
+    assert "concat" in log  # the log says which part
     assert not in_worker("s.value", execution="spark")
     with pytest.raises(InvalidArgumentError, match="use 'auto' or 'spark'"):
         in_worker("concat(s.value, '!')", execution="worker")
@@ -314,7 +315,7 @@ def test_update_on_spark_returns_delta_metrics_read_from_the_log(table_path: str
 @needs_dml_program
 @pytest.mark.parametrize("execution", ["spark", "auto"])
 def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(
-    table_path: str, tmp_path: Path, execution: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+    table_path: str, tmp_path: Path, execution: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The same MERGE on Spark and, with execution="auto", in the worker (Spark is unreachable there).
     request.getfixturevalue("local_spark" if execution == "spark" else "no_spark")
@@ -346,10 +347,9 @@ def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(
         execution=execution,
     )
 
-    with caplog.at_level("INFO"):
-        result = operator.execute(context(task_id="m"))
+    result = operator.execute(context(task_id="m"))
     if execution == "auto":
-        assert "running in the worker" in caplog.text
+        assert "running in the worker" in capsys.readouterr().out  # the task log
 
     db = duckdb.connect()
     db.execute("CREATE TABLE t (id BIGINT, part VARCHAR, value VARCHAR)")
