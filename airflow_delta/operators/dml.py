@@ -332,18 +332,28 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
 
 
 class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
-    """``UPDATE table SET column = expression, ... [WHERE predicate]`` on a Delta table, on Spark.
+    """``UPDATE table SET column = expression, ... [WHERE predicate]`` on a Delta table, on Spark or in the worker.
 
     With deletion vectors the old rows are marked in DVs and only the updated rows are
     written; without, the touched files are rewritten. A SET value is cast to the column's
     type by Spark's store-assignment rules; updated rows must satisfy the table's CHECK
     constraints, NOT NULL and invariants.
 
+    ``execution="auto"`` runs the UPDATE in the Airflow worker, with the engine and pyarrow
+    (:mod:`airflow_delta.spark.update_worker`), when the worker evaluates the predicate and
+    every SET value exactly as Spark does (comparisons, IN, BETWEEN, IS NULL over columns
+    and plain literals; values that are columns or literals stored unchanged or widened
+    exactly) and the candidate files total less than ``worker_threshold_bytes``; otherwise
+    on Spark, and the log says why. ``"spark"`` and ``"worker"`` force one or the other.
+
     :param table: URI of the Delta table (templated).
     :param set: Column name, or struct field path such as ``address.city``, -> Spark SQL
         expression. (templated)
     :param predicate: Spark SQL condition; rows where it is NULL are left alone. None
         updates every row. (templated)
+    :param execution: ``auto``, ``spark`` or ``worker`` (see above).
+    :param worker_threshold_bytes: ``auto`` runs in the worker below this many bytes of
+        candidate files.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
@@ -361,10 +371,59 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
     template_fields: Sequence[str] = ("table", "set", "predicate", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"set": "json", "conf": "json"}
 
-    def __init__(self, *, table: str, set: dict[str, str], predicate: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table: str,
+        set: dict[str, str],
+        predicate: str | None = None,
+        execution: Literal["auto", "spark", "worker"] = "auto",
+        worker_threshold_bytes: int = DEFAULT_WORKER_THRESHOLD_BYTES,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(table=table, **kwargs)
+        _checked_execution(execution, worker_threshold_bytes)
         self.set = set
         self.predicate = predicate
+        self.execution = execution
+        self.worker_threshold_bytes = worker_threshold_bytes
+
+    def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
+        """Whether this UPDATE runs in the worker (``airflow_delta.spark.update_worker``); the log says why or why not."""
+        assert isinstance(spec, UpdateSpec)
+        if self.execution == "spark":
+            return False
+        from airflow_delta.spark import update_worker
+
+        reason = update_worker.update_refusal(spec, snapshot.schema)
+        if reason is not None:
+            if self.execution == "worker":
+                raise InvalidArgumentError(
+                    "execution", "worker", f"an UPDATE the worker evaluates exactly as Spark does; here {reason}: use 'auto' or 'spark'"
+                )
+            self.log.info("UPDATE on Spark: the worker does not run it exactly as Spark would (%s)", reason)
+            return False
+        if self.execution == "worker":
+            return True
+        candidates = update_worker.candidate_files(snapshot, spec)
+        size = int(pc.sum(candidates.column("size")).as_py() or 0)
+        in_worker = size < self.worker_threshold_bytes
+        self.log.info(
+            "UPDATE: %d candidate file(s), %d bytes after pruning (threshold %d): running %s",
+            candidates.num_rows, size, self.worker_threshold_bytes, "in the worker" if in_worker else "on Spark",
+        )
+        return in_worker
+
+    def _run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        """The UPDATE with the engine and pyarrow in this process, through the job's driver loop; no Spark starts."""
+        assert isinstance(spec, UpdateSpec)
+        from airflow_delta.spark.update_worker import run_update_in_worker
+
+        result = run_update_in_worker(spec)
+        if result.version is None:
+            return result
+        committed = self._hook.find_commit(table, spec.identity.app_id, operation="UPDATE") if self._hook else None
+        return committed if committed is not None else result
 
     def build_spec(self, identity: TaskIdentity, hook: DeltaHook) -> UpdateSpec:
         return UpdateSpec(

@@ -170,6 +170,15 @@ class _Clause:
 
 
 @dataclass(frozen=True)
+class _Names:
+    """What :func:`_view` and :func:`_written` need of a bound statement."""
+
+    target_schema: pa.Schema
+    target_names: dict[str, str]  # synthetic -> target column
+    source_names: dict[str, str]  # synthetic -> source column
+
+
+@dataclass(frozen=True)
 class BoundMerge:
     """A MERGE whose every expression the worker evaluates exactly as Spark does.
 
@@ -202,8 +211,11 @@ class BoundMerge:
 
 
 class _Binder:
-    def __init__(self, spec: MergeSpec, target: pa.Schema, source: pa.Schema) -> None:
-        self.spec = spec
+    """Binds SQL texts over a target and a source (aliases ``target_alias``, ``source_alias``) to synthetic names."""
+
+    def __init__(self, target_alias: str, source_alias: str, target: pa.Schema, source: pa.Schema) -> None:
+        self.target_alias = target_alias
+        self.source_alias = source_alias
         self.target = target
         self.source = source
         self.target_by_key = {name.casefold(): i for i, name in enumerate(target.names)}
@@ -222,7 +234,7 @@ class _Binder:
 
     def resolve(self, column: exp.Column, sides: Sequence[str]) -> tuple[str, int]:
         parts = [part.name for part in column.parts]
-        t_alias, s_alias = self.spec.target_alias.casefold(), self.spec.source_alias.casefold()
+        t_alias, s_alias = self.target_alias.casefold(), self.source_alias.casefold()
         if len(parts) == 2:
             qualifier, key = parts[0].casefold(), parts[1].casefold()
             side = "target" if qualifier == t_alias else "source" if qualifier == s_alias else None
@@ -343,7 +355,7 @@ def _bind_merge(spec: MergeSpec, target_schema: pa.Schema, source_schema: pa.Sch
     refusal = _source_type_refusal(source_schema)
     if refusal:
         raise _LeftToSparkError(refusal)
-    binder = _Binder(spec, target_schema, source_schema)
+    binder = _Binder(spec.target_alias, spec.source_alias, target_schema, source_schema)
     keys = equi_keys(spec, target_schema.names, source_schema.names)
     usable = []
     for target_column, source_column in keys:
@@ -415,7 +427,7 @@ def _clause_values(
     assigned: dict[str, str] = {}
     for key, text in (assignments or {}).items():
         path = key.split(".")
-        if len(path) == 2 and path[0].casefold() == binder.spec.target_alias.casefold():
+        if len(path) == 2 and path[0].casefold() == binder.target_alias.casefold():
             path = path[1:]
         if len(path) != 1 or "`" in key:
             raise _LeftToSparkError(f"the assignment to {key!r} sets a struct field")
@@ -431,7 +443,7 @@ def _clause_values(
         elif star:
             if key not in source_keys:
                 raise _LeftToSparkError(f"* without the target column {column.name!r} in the source (Spark reports it)")
-            values.append(binder.value(f"`{binder.spec.source_alias}`.`{source_keys[key]}`", sides, column.type, column.name))
+            values.append(binder.value(f"`{binder.source_alias}`.`{source_keys[key]}`", sides, column.type, column.name))
         elif kind in _UPDATE_KINDS:
             values.append(_Value("target", column.name))
         else:
@@ -572,7 +584,7 @@ def _matched_pairs(bound: BoundMerge, source: pa.Table, target: pa.Table) -> tup
 
 
 def _view(
-    bound: BoundMerge, source: pa.Table, target: pa.Table, s_rows: np.ndarray | None, t_rows: np.ndarray | None
+    bound: BoundMerge | _Names, source: pa.Table, target: pa.Table, s_rows: np.ndarray | None, t_rows: np.ndarray | None
 ) -> pa.Table:
     """The rows the conditions see, under the synthetic names: target row ``t_rows[i]`` beside source row ``s_rows[i]``."""
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
@@ -606,7 +618,7 @@ def _choose(clauses: Sequence[_Clause], view: pa.Table) -> np.ndarray:
 
 
 def _written(
-    bound: BoundMerge, clause: _Clause, source: pa.Table, target: pa.Table, s_rows: np.ndarray | None, t_rows: np.ndarray | None
+    bound: BoundMerge | _Names, clause: _Clause, source: pa.Table, target: pa.Table, s_rows: np.ndarray | None, t_rows: np.ndarray | None
 ) -> pa.Table:
     """The rows ``clause`` writes, in the target's columns and types, for the given source and target rows."""
     count = len(t_rows if t_rows is not None else s_rows)  # type: ignore[arg-type]
@@ -725,14 +737,8 @@ def stage_merge(
         removed_rows = np.concatenate(removed) if removed else np.empty(0, np.int64)
         changes = _stage_row_changes(txn, context, files, target, removed_rows, new_rows, use_deletion_vectors)
         if context.properties.enable_change_data_feed:
-            before = target.take(pa.array(removed_rows, pa.int64())).drop_columns([_FILE, _ROW])
-            change_parts = [before.append_column(CHANGE_TYPE_COLUMN, pa.array(np.concatenate(removed_types), pa.string()))] if removed else []
-            for part, kind in zip(new_parts, new_types, strict=True):
-                change_parts.append(part.append_column(CHANGE_TYPE_COLUMN, pa.array([kind] * part.num_rows, pa.string())))
-            change = pa.concat_tables([p.cast(change_parts[0].schema) for p in change_parts])
-            for cdc in write_change_data_files(context, change, written=txn.written_files):
-                txn.add_cdc(cdc)
-                changes["numAddedChangeFiles"] = changes.get("numAddedChangeFiles", 0) + 1
+            types = np.concatenate(removed_types) if removed else np.empty(0, dtype=object)
+            _stage_change_data(txn, context, target, removed_rows, types, new_parts, new_types, changes)
     changes["rewriteTimeMs"] = _ms_since(rewrite_started)
     with_file_metrics(metrics, changes)
     metrics["executionTimeMs"] = _ms_since(started)
@@ -767,6 +773,32 @@ def run_merge_in_worker(
         return StagedOperation("MERGE", parameters, metrics, commit=commit)
 
     return run_with_retries(spec, attempt, before_commit=before_commit)
+
+
+def _stage_change_data(
+    txn: Transaction,
+    context: TableContext,
+    target: pa.Table,
+    removed_rows: np.ndarray,
+    removed_types: np.ndarray,
+    new_parts: Sequence[pa.Table],
+    new_types: Sequence[str],
+    changes: dict[str, int],
+) -> None:
+    """Change data as Delta writes it: each removed target row as it was (``update_preimage`` or
+    ``delete``), and each new row (``update_postimage`` or ``insert``), as ``cdc`` files."""
+    parts = []
+    if len(removed_rows):
+        before = target.take(pa.array(removed_rows, pa.int64())).drop_columns([_FILE, _ROW])
+        parts.append(before.append_column(CHANGE_TYPE_COLUMN, pa.array(removed_types, pa.string())))
+    for part, kind in zip(new_parts, new_types, strict=True):
+        parts.append(part.append_column(CHANGE_TYPE_COLUMN, pa.array([kind] * part.num_rows, pa.string())))
+    if not parts:
+        return
+    change = pa.concat_tables([p.cast(parts[0].schema) for p in parts])
+    for cdc in write_change_data_files(context, change, written=txn.written_files):
+        txn.add_cdc(cdc)
+        changes["numAddedChangeFiles"] = changes.get("numAddedChangeFiles", 0) + 1
 
 
 def _write_new(txn: Transaction, context: TableContext, rows: pa.Table | None) -> dict[str, int]:

@@ -200,6 +200,34 @@ def test_merge_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
         in_worker("concat(s.value, '!')", execution="worker")
 
 
+@pytest.mark.usefixtures("no_spark")
+def test_update_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
+    table_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = make_table(table_path)
+    table = DeltaTable(table_path)
+    snapshot = table.snapshot()
+
+    def operator(value: str, **kwargs: object) -> DeltaUpdateOperator:
+        return DeltaUpdateOperator(task_id="u", table=table_path, set={"value": value}, predicate="id < 3", **kwargs)
+
+    def in_worker(value: str, **kwargs: object) -> bool:
+        update = operator(value, **kwargs)
+        return update.run_in_worker(table, update.build_spec(TaskIdentity("dag", "u", "r"), DeltaHook()), snapshot)
+
+    assert in_worker("'x'")
+    assert "running in the worker" in capsys.readouterr().out
+    assert not in_worker("'x'", worker_threshold_bytes=0)
+    assert not in_worker("concat(value, '!')")
+    assert "concat" in capsys.readouterr().out
+    with pytest.raises(InvalidArgumentError, match="use 'auto' or 'spark'"):
+        in_worker("concat(value, '!')", execution="worker")
+    # End to end in the worker (Spark is unreachable): Delta's metrics, read from the log.
+    result = operator("'x'").execute(context(task_id="u"))
+    assert (result["operation"], result["metrics"]["numUpdatedRows"]) == ("UPDATE", 3)
+    assert_oracles_read(table_path, [{**r, "value": "x"} if r["id"] < 3 else r for r in rows])
+
+
 def test_merge_refuses_an_unknown_execution() -> None:
     with pytest.raises(InvalidArgumentError, match="execution"):
         DeltaMergeOperator(task_id="m", table="/t", merge_sql="MERGE INTO t USING s ON t.id = s.id", execution="gpu")
