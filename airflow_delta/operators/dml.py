@@ -570,6 +570,14 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
 
         reason = merge_worker.source_refusal(spec.source)
         source = None
+        if reason is None and self.execution == "auto":
+            stored = merge_worker.source_file_bytes(spec.source)
+            if stored >= self.worker_threshold_bytes:
+                self.log.info(
+                    "MERGE on Spark: the source's files hold %d bytes (threshold %d), not read in the worker",
+                    stored, self.worker_threshold_bytes,
+                )
+                return False
         if reason is None:
             source = merge_worker.read_source(spec.source)
             reason = merge_worker.worker_refusal(spec, snapshot.schema, source.schema)

@@ -81,7 +81,7 @@ from airflow_delta.spark.merge_common import (
 )
 from airflow_delta.spark.specs import MergeSource, MergeSpec
 
-__all__ = ["BoundMerge", "bind_merge", "candidate_files", "read_source", "run_merge_in_worker", "source_refusal", "stage_merge", "worker_refusal"]
+__all__ = ["BoundMerge", "bind_merge", "candidate_files", "read_source", "run_merge_in_worker", "source_file_bytes", "source_refusal", "stage_merge", "worker_refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,19 @@ def source_refusal(source: MergeSource) -> str | None:
         if path.is_dir() and any(child.is_dir() and "=" in child.name for child in path.iterdir()):
             return "the parquet source has Hive-style partition directories, whose column types Spark infers"
     return None
+
+
+def source_file_bytes(source: MergeSource) -> int:
+    """The bytes of the files :func:`read_source` would read (its data files at the version for a Delta
+    source): what deciding where a MERGE runs can know before reading any row."""
+    if source.delta is not None:
+        table = DeltaTable(source.delta.uri, source.delta.storage_options or None)
+        return int(pc.sum(table.snapshot(source.delta.version).add_actions.column("size")).as_py() or 0)
+    assert source.parquet is not None
+    path = Path(source.parquet.removeprefix("file://"))
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", ".")))
+    return path.stat().st_size
 
 
 def read_source(source: MergeSource) -> pa.Table:

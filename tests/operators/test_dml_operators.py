@@ -189,7 +189,9 @@ def test_merge_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
 
     assert in_worker("s.value")
     assert "running in the worker" in capsys.readouterr().out  # the task log
-    assert not in_worker("s.value", threshold=0)
+    assert not in_worker("s.value", threshold=0)  # decided from the source's file sizes, before reading it
+    assert "the source's files hold" in capsys.readouterr().out
+    assert not in_worker("s.value", threshold=(source.stat().st_size + 1))  # the candidate target files tip it
     assert "running on Spark" in capsys.readouterr().out
     assert not in_worker("concat(s.value, '!')")  # a function: Spark's
     log = capsys.readouterr().out
