@@ -35,8 +35,8 @@ Three more cases, each side in a fresh process:
   ``numTargetFilesAfterSkipping`` share of the files (goal: at most 5%), and delta-rs's
   ``merge`` of the same (it prunes by the source's key range too).
 
-``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``small``, ``worker``,
-``skipping``; default all) picks the cases.
+``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``small``, ``small_spark``,
+``worker``, ``skipping``; default all) picks the cases.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _build_source(path: Path) -> None:
     tmp.rename(path)
 
 
-SELECTED = set(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,worker,skipping").split(","))
+SELECTED = set(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,small_spark,worker,skipping").split(","))
 SKIP_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS", "100000000"))
 SKIP_FILE_ROWS = 100_000
 SMALL_TARGET, SMALL_SOURCE = 3_000, 18
@@ -171,12 +171,14 @@ def _small_cases() -> list[Case]:
     ids = np.concatenate([np.arange(0, SMALL_TARGET, SMALL_TARGET // 9)[:9], np.arange(SMALL_TARGET, SMALL_TARGET + 9)])
     plain, dv, source = _inputs("dml_merge-small", SMALL_TARGET, SMALL_TARGET, ids)
     args = (str(dv), str(plain), str(source))
-    return [
+    cases = [
         Case("merge 18 into 3,000 (task, auto)", ours="operator_merge_auto", theirs="delta_rs_upsert", args=args,
              repeat=3, fresh=True, setup="fresh_small_copies"),
-        Case("merge 18 into 3,000 (task, spark)", ours="operator_merge_spark", args=args, repeat=1, fresh=True,
-             setup="fresh_small_copies"),
     ]
+    if "small_spark" in SELECTED:
+        cases.append(Case("merge 18 into 3,000 (task, spark)", ours="operator_merge_spark", args=args, repeat=1,
+                          fresh=True, setup="fresh_small_copies"))
+    return cases
 
 
 def _worker_cases() -> list[Case]:

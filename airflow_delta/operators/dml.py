@@ -312,7 +312,7 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         commit if one lands first. Nothing here starts Spark.
         """
         assert isinstance(spec, DeleteSpec)
-        from airflow_delta.spark.changes import StagedOperation, run_with_retries, uses_deletion_vectors
+        from airflow_delta.spark.commit_loop import StagedOperation, run_with_retries, uses_deletion_vectors
 
         predicate = spec.predicate
 

@@ -768,7 +768,7 @@ def run_merge_in_worker(
     run exactly as Spark fails with :class:`~airflow_delta.engine.InvalidArgumentError` before
     anything is written.
     """
-    from airflow_delta.spark.changes import StagedOperation, run_with_retries, uses_deletion_vectors
+    from airflow_delta.spark.commit_loop import StagedOperation, run_with_retries, uses_deletion_vectors
 
     started = time.monotonic()
     refusal = source_refusal(spec.source) if source is None else None

@@ -45,7 +45,24 @@ from airflow_delta.spark.merge_worker import (
 )
 from airflow_delta.spark.specs import UpdateSpec
 
-__all__ = ["candidate_files", "run_update_in_worker", "update_refusal"]
+__all__ = ["UPDATE_METRICS", "candidate_files", "run_update_in_worker", "update_refusal"]
+
+# UPDATE's operationMetrics, as Delta names them (DeltaOperationMetrics.UPDATE).
+UPDATE_METRICS = (
+    "numRemovedFiles",
+    "numRemovedBytes",
+    "numCopiedRows",
+    "numDeletionVectorsAdded",
+    "numDeletionVectorsRemoved",
+    "numAddedChangeFiles",
+    "executionTimeMs",
+    "numDeletionVectorsUpdated",
+    "numUpdatedRows",
+    "scanTimeMs",
+    "numAddedFiles",
+    "numAddedBytes",
+    "rewriteTimeMs",
+)
 
 # No alias names the table in an UPDATE: every column is unqualified.
 _NO_ALIAS = "\x00"
@@ -95,8 +112,7 @@ def run_update_in_worker(spec: UpdateSpec, *, before_commit: Callable[[int], Non
     An UPDATE the worker cannot run exactly as Spark fails with
     :class:`~airflow_delta.engine.InvalidArgumentError` before anything is written.
     """
-    from airflow_delta.spark.changes import StagedOperation, run_with_retries, uses_deletion_vectors
-    from airflow_delta.spark.update import UPDATE_METRICS
+    from airflow_delta.spark.commit_loop import StagedOperation, run_with_retries, uses_deletion_vectors
 
     def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
         started = time.monotonic()
