@@ -139,9 +139,10 @@ def read_source(source: MergeSource) -> pa.Table:
     if path.is_dir():
         # Spark skips files whose names start with "_" or "." (as pyarrow's dataset does).
         files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", ".")))
-        tables = [pq.read_table(p) for p in files]
+        tables = [pq.ParquetFile(p).read() for p in files]
         return pa.concat_tables(tables, promote_options="none") if tables else pa.table({})
-    return pq.read_table(path)
+    # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import (pandas) costs seconds.
+    return pq.ParquetFile(path).read()
 
 
 def _source_type_refusal(schema: pa.Schema) -> str | None:
@@ -477,7 +478,7 @@ def worker_refusal(spec: MergeSpec, target_schema: pa.Schema, source_schema: pa.
 # Running it
 
 
-_FILE = "__airflow_delta_file"
+_FILE = "__airflow_delta_file"  # the row's file: its index in the file actions read (int32)
 _ROW = "__airflow_delta_row"
 
 
@@ -546,14 +547,13 @@ def _read_target(
     def one(i: int) -> pa.Table:
         file = files.slice(i, 1)
         rows, positions = read_live_rows(context, file, columns, row_group_filter=row_group_filter)
-        path = file.column("path")[0].as_py()
-        return rows.append_column(_FILE, pa.array([path] * rows.num_rows, pa.string())).append_column(
+        return rows.append_column(_FILE, pa.array(np.full(rows.num_rows, i, np.int32))).append_column(
             _ROW, pa.array(positions, pa.int64())
         )
 
     if files.num_rows == 0:
         fields = [f for f in context.schema if columns is None or f.name in columns]
-        empty = pa.schema([*fields, pa.field(_FILE, pa.string()), pa.field(_ROW, pa.int64())])
+        empty = pa.schema([*fields, pa.field(_FILE, pa.int32()), pa.field(_ROW, pa.int64())])
         return empty.empty_table()
     workers = max(1, min(files.num_rows, (os.cpu_count() or 2) * 2))
     if workers == 1:
@@ -585,7 +585,8 @@ def _matched_pairs(bound: BoundMerge, source: pa.Table, target: pa.Table) -> tup
     for name in names:
         left = left.filter(pc.is_valid(left.column(name)))
         right = right.filter(pc.is_valid(right.column(name)))
-    joined = left.join(right, names, join_type="inner", use_threads=True)
+    # Acero builds its hash table from the right side: the source, usually the smaller one.
+    joined = right.join(left, names, join_type="inner", use_threads=True)
     s_rows = joined.column("__s").to_numpy()
     t_rows = joined.column("__t").to_numpy()
     if bound.residual is not None and len(s_rows):
@@ -834,13 +835,13 @@ def _stage_row_changes(
     """The removed target rows leave their files (DVs, or the files rewritten with their other rows); new rows written."""
     metrics: dict[str, int] = {}
     removed_rows = np.unique(removed_rows)
-    paths = target.column(_FILE).take(pa.array(removed_rows, pa.int64())).combine_chunks() if len(removed_rows) else pa.array([], pa.string())
-    positions = target.column(_ROW).take(pa.array(removed_rows, pa.int64())).to_numpy() if len(removed_rows) else np.empty(0, np.int64)
-    touched = pc.unique(paths)
+    taken = pa.array(removed_rows, pa.int64())
+    file_of_row = target.column(_FILE).take(taken).to_numpy() if len(removed_rows) else np.empty(0, np.int32)
+    positions = target.column(_ROW).take(taken).to_numpy() if len(removed_rows) else np.empty(0, np.int64)
+    touched_indexes = np.unique(file_of_row)
+    paths = files.column("path").to_pylist()
     if use_deletion_vectors:
-        deletes = {}
-        for path in touched.to_pylist():
-            deletes[path] = np.sort(positions[pc.equal(paths, path).to_numpy(zero_copy_only=False)])
+        deletes = {paths[i]: np.sort(positions[file_of_row == i]) for i in touched_indexes.tolist()}
         if deletes:
             summary = txn.delete_rows(deletes)
             metrics["numRemovedFiles"] = summary.num_removed_files
@@ -851,14 +852,14 @@ def _stage_row_changes(
         metrics.update(_write_new(txn, context, new_rows))
         metrics["numCopiedRows"] = 0
         return metrics
-    touched_files = files.filter(pc.is_in(files.column("path"), value_set=touched))
+    touched_files = files.take(pa.array(touched_indexes, pa.int64()))
     parts = []
     copied = 0
     if touched_files.num_rows:
         txn.remove_files(touched_files)
         keep = np.ones(target.num_rows, dtype=bool)
         keep[removed_rows] = False
-        in_touched = pc.is_in(target.column(_FILE), value_set=touched).to_numpy(zero_copy_only=False)
+        in_touched = np.isin(target.column(_FILE).to_numpy(), touched_indexes)
         survivors = target.filter(pa.array(keep & in_touched)).drop_columns([_FILE, _ROW])
         copied = survivors.num_rows
         if copied:
