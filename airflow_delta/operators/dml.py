@@ -395,7 +395,7 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
             return False
         from airflow_delta.spark import update_worker
 
-        reason = update_worker.update_refusal(spec, snapshot.schema)
+        reason = update_worker.table_refusal(snapshot) or update_worker.update_refusal(spec, snapshot.schema)
         if reason is not None:
             if self.execution == "worker":
                 raise InvalidArgumentError(
@@ -568,7 +568,7 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
             return False
         from airflow_delta.spark import merge_worker
 
-        reason = merge_worker.source_refusal(spec.source)
+        reason = merge_worker.table_refusal(snapshot) or merge_worker.source_refusal(spec.source)
         source = None
         if reason is None and self.execution == "auto":
             stored = merge_worker.source_file_bytes(spec.source)

@@ -65,6 +65,7 @@ from airflow_delta.engine import (
     read_live_rows,
     write_change_data_files,
     write_data_files,
+    writer_features,
 )
 from airflow_delta.spark.engine_rows import condition_evaluates_as_spark, value_kind
 from airflow_delta.spark.job_result import JobResult
@@ -81,7 +82,7 @@ from airflow_delta.spark.merge_common import (
 )
 from airflow_delta.spark.specs import MergeSource, MergeSpec
 
-__all__ = ["BoundMerge", "bind_merge", "candidate_files", "read_source", "run_merge_in_worker", "source_file_bytes", "source_refusal", "stage_merge", "worker_refusal"]
+__all__ = ["BoundMerge", "bind_merge", "candidate_files", "read_source", "run_merge_in_worker", "source_file_bytes", "source_refusal", "stage_merge", "table_refusal", "worker_refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,26 @@ def source_refusal(source: MergeSource) -> str | None:
             return f"the parquet source {str(path)!r} does not exist here (Spark says so)"
         if path.is_dir() and any(child.is_dir() and "=" in child.name for child in path.iterdir()):
             return "the parquet source has Hive-style partition directories, whose column types Spark infers"
+    return None
+
+
+# Table features whose writes the worker leaves to the Spark job: row IDs kept across updates
+# (row tracking), clustering, and columns whose values the writer computes.
+_SPARK_FEATURES = ("rowTracking", "clustering")
+_SPARK_COLUMN_METADATA = ("delta.generationExpression", "delta.identity.start", "CURRENT_DEFAULT")
+
+
+def table_refusal(snapshot: Snapshot | TableContext) -> str | None:
+    """Why the worker leaves DML on this table to Spark (a feature it does not write), or None."""
+    listed = writer_features(snapshot.protocol)
+    for feature in _SPARK_FEATURES:
+        if feature in listed:
+            return f"the table uses the {feature} feature, which the Spark job writes"
+    if snapshot.metadata.configuration.get("delta.enableRowTracking", "false").lower() == "true":
+        return "the table enables row tracking, which the Spark job writes"
+    for key in _SPARK_COLUMN_METADATA:
+        if key in snapshot.metadata.schema_string:
+            return f"the table has columns with {key}, whose values the Spark job computes"
     return None
 
 
@@ -780,6 +801,11 @@ def run_merge_in_worker(
     rows = read_source(spec.source) if source is None else source
 
     def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
+        refusal = table_refusal(snapshot)
+        if refusal is not None:
+            raise InvalidArgumentError(
+                "execution", "worker", f"a MERGE the worker writes as Spark does; here {refusal}: run it on Spark"
+            )
         bound = bind_merge(spec, snapshot.schema, rows.schema)
         metrics, parameters, commit = stage_merge(
             txn, snapshot, context, bound, rows, uses_deletion_vectors(context, spec.options), started

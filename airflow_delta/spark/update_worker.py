@@ -42,6 +42,7 @@ from airflow_delta.spark.merge_worker import (
     _Value,
     _view,
     _written,
+    table_refusal,
 )
 from airflow_delta.spark.specs import UpdateSpec
 
@@ -116,6 +117,11 @@ def run_update_in_worker(spec: UpdateSpec, *, before_commit: Callable[[int], Non
 
     def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
         started = time.monotonic()
+        refusal = table_refusal(snapshot)
+        if refusal is not None:
+            raise InvalidArgumentError(
+                "execution", "worker", f"an UPDATE the worker writes as Spark does; here {refusal}: run it on Spark"
+            )
         try:
             names, condition, clause = _bind(spec, snapshot.schema)
         except _LeftToSparkError as reason:

@@ -11,6 +11,7 @@ to Spark with a reason.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,7 +26,13 @@ from hypothesis import strategies as st
 from airflow_delta.engine import DeltaTable, InvalidArgumentError, MultipleSourceRowsMatchedError
 from airflow_delta.spark.merge import run_merge
 from airflow_delta.spark.merge_common import equi_keys, source_key_filter
-from airflow_delta.spark.merge_worker import read_source, run_merge_in_worker, source_refusal, worker_refusal
+from airflow_delta.spark.merge_worker import (
+    read_source,
+    run_merge_in_worker,
+    source_refusal,
+    table_refusal,
+    worker_refusal,
+)
 from airflow_delta.spark.specs import ExecutionOptions, MergeClause, MergeSource, TableRef
 from tests.oracles import assert_oracles_read, read_change_files
 from tests.spark.test_merge import (
@@ -336,3 +343,23 @@ def test_source_key_filter_shapes() -> None:
     assert source_key_filter({"p": (pa.string(), ("a", "b'c", ["b'c", "a"]))}) == "(`p` IN ('a', 'b''c'))"
     assert source_key_filter({"id": (pa.int64(), (None, None, []))}) == "false"  # only NULL keys: nothing matches
     assert source_key_filter({"id": (pa.float64(), (1.0, 2.0, None))}) is None  # floats: nothing skipped
+
+
+def test_tables_with_features_the_worker_does_not_write_go_to_spark(tmp_path: Path) -> None:
+    # A Delta-written table with liquid clustering and row tracking (copied: the MERGE is refused before writing).
+    shared = Path(os.environ.get("DELTA_SHARED_TABLES", "../shared/delta-tables")) / "table_with_liquid_clustering"
+    if not shared.exists():
+        pytest.skip("the shared Delta tables are not here")
+    shutil.copytree(shared, tmp_path / "t")
+    table = DeltaTable(str(tmp_path / "t"))
+    assert "rowTracking" in (table_refusal(table.snapshot()) or "")
+    assert table_refusal(make_target(tmp_path / "plain", [(1, 1, "a")]).snapshot()) is None
+    schema = table.snapshot().schema
+    key = schema.names[0]
+    source = tmp_path / "s.parquet"
+    pq.write_table(pa.table({key: pa.array([], schema.field(key).type)}), source)
+    spec = spec_for(tmp_path / "t", MergeSource(parquet=str(source)), [MergeClause("matched_delete")], on=f"t.{key} = s.{key}")
+    version = table.version()
+    with pytest.raises(InvalidArgumentError, match="rowTracking"):
+        run_merge_in_worker(spec)
+    assert table.version() == version
