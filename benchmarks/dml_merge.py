@@ -18,6 +18,25 @@ session start included. It reports the commit's ``executionTimeMs`` and the Spar
 driver's peak memory: the Python driver process (measured by the harness) and the JVM
 (its ``VmHWM``). delta-rs runs ``DeltaTable.merge`` with the source as an Arrow table.
 ``AIRFLOW_DELTA_BENCH_MERGE_ROWS`` scales the target (e.g. 50000000).
+
+Three more cases, each side in a fresh process:
+
+- ``merge 18 into 3,000 (task)``: ``DeltaMergeOperator.execute`` with the default
+  ``execution="auto"`` (it runs in the worker) on a 3,000-row table with deletion vectors,
+  18 source rows (9 updates, 9 inserts) from parquet, imports included, as an Airflow task
+  pays them; against delta-rs's ``merge`` of the same rows in a fresh process. The same
+  task with ``execution="spark"`` (``local[2]``) is the third line, for scale.
+- ``upsert 10,000 into 1M (worker)``: the worker's MERGE (``run_merge_in_worker``) of
+  10,000 source rows (1,000 spread-out matches, 9,000 inserts) into a 1,000,000-row DV
+  table; delta-rs's ``merge`` of the same.
+- ``upsert 10,000 recent keys into <N> laid out by key``: a target written in files of
+  100,000 consecutive keys (``AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS``, default 100,000,000),
+  the 5,000 highest keys updated and 5,000 new ones inserted, in the worker: the
+  ``numTargetFilesAfterSkipping`` share of the files (goal: at most 5%), and delta-rs's
+  ``merge`` of the same (it prunes by the source's key range too).
+
+``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``small``, ``small_spark``,
+``worker``, ``skipping``; default all) picks the cases.
 """
 
 from __future__ import annotations
@@ -29,7 +48,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import Case, Result, data_dir
+from benchmarks._harness import Case, Result, compile_engine_bytecode, data_dir
 from benchmarks.delete import _build_dv, _link_copy  # one way to make the DV copy of an input
 
 NUM_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_ROWS", "10000000"))
@@ -86,7 +105,197 @@ def _build_source(path: Path) -> None:
     tmp.rename(path)
 
 
+SELECTED = set(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,small_spark,worker,skipping").split(","))
+SKIP_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS", "100000000"))
+SKIP_FILE_ROWS = 100_000
+SMALL_TARGET, SMALL_SOURCE = 3_000, 18
+WORKER_TARGET, WORKER_SOURCE, WORKER_MATCHED = 1_000_000, 10_000, 1_000
+UPSERT = "t.id = s.id"
+
+
 def cases() -> list[Case]:
+    compile_engine_bytecode()  # fresh processes: measured as installed, not compiling on every import
+    selected: list[Case] = []
+    if "small" in SELECTED:
+        selected += _small_cases()
+    if "worker" in SELECTED:
+        selected += _worker_cases()
+    if "skipping" in SELECTED:
+        selected += _skipping_cases()
+    if "large" in SELECTED:
+        selected += _large_cases()
+    return selected
+
+
+def _write_source_parquet(path: Path, ids: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    ids = pa.array(ids, pa.int64())
+    table = pa.table(
+        {"id": ids, "value": pc.multiply(pc.cast(ids, pa.float64()), -1.0), "name": pa.array(["updated"] * len(ids))}
+    )
+    pq.write_table(table, path)
+
+
+def _write_target(path: Path, num_rows: int, file_rows: int) -> None:
+    """A target written by delta-rs, one append per ``file_rows`` consecutive ids (laid out by key), then a checkpoint."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    tmp = path.with_name(path.name + ".building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for start in range(0, num_rows, file_rows):
+        write_deltalake(str(tmp), pa.table(_batch(start, min(start + file_rows, num_rows))), mode="append")
+    DeltaTable(str(tmp)).create_checkpoint()
+    tmp.rename(path)
+
+
+def _inputs(name: str, num_rows: int, file_rows: int, source_ids: Any) -> tuple[Path, Path, Path]:
+    base = data_dir(name)
+    plain, dv, source = base / "plain", base / "dv", base / "source.parquet"
+    if not plain.exists():
+        print(f"building the {num_rows:,}-row target of {name} with delta-rs (once; cached in {base})", file=sys.stderr, flush=True)
+        _write_target(plain, num_rows, file_rows)
+    if not dv.exists():
+        _build_dv(plain, dv)
+    if not source.exists():
+        _write_source_parquet(source, source_ids)
+    return plain, dv, source
+
+
+def _small_cases() -> list[Case]:
+    import numpy as np
+
+    ids = np.concatenate([np.arange(0, SMALL_TARGET, SMALL_TARGET // 9)[:9], np.arange(SMALL_TARGET, SMALL_TARGET + 9)])
+    plain, dv, source = _inputs("dml_merge-small", SMALL_TARGET, SMALL_TARGET, ids)
+    args = (str(dv), str(plain), str(source))
+    cases = [
+        Case("merge 18 into 3,000 (task, auto)", ours="operator_merge_auto", theirs="delta_rs_upsert", args=args,
+             repeat=3, fresh=True, setup="fresh_small_copies"),
+    ]
+    if "small_spark" in SELECTED:
+        cases.append(Case("merge 18 into 3,000 (task, spark)", ours="operator_merge_spark", args=args, repeat=1,
+                          fresh=True, setup="fresh_small_copies"))
+    return cases
+
+
+def _worker_cases() -> list[Case]:
+    import numpy as np
+
+    step = WORKER_TARGET // WORKER_MATCHED
+    ids = np.concatenate([np.arange(0, WORKER_TARGET, step)[:WORKER_MATCHED], np.arange(WORKER_TARGET, WORKER_TARGET + WORKER_SOURCE - WORKER_MATCHED)])
+    plain, dv, source = _inputs("dml_merge-worker", WORKER_TARGET, WORKER_TARGET, ids)
+    return [Case("upsert 10,000 into 1M (worker)", ours="worker_upsert", theirs="delta_rs_upsert",
+                 args=(str(dv), str(plain), str(source)), repeat=2, fresh=True, setup="fresh_worker_copies")]
+
+
+def _skipping_cases() -> list[Case]:
+    import numpy as np
+
+    ids = np.arange(SKIP_ROWS - 5_000, SKIP_ROWS + 5_000)
+    plain, dv, source = _inputs(f"dml_merge-skipping-{SKIP_ROWS}", SKIP_ROWS, SKIP_FILE_ROWS, ids)
+    return [Case(f"upsert 10,000 recent keys into {SKIP_ROWS:,} laid out by key (worker)", ours="worker_upsert",
+                 theirs="delta_rs_upsert", args=(str(dv), str(plain), str(source)), repeat=1, fresh=True,
+                 setup="fresh_skipping_copies")]
+
+
+def _fresh(name: str, dv: str, plain: str, source: str) -> list[str]:
+    scratch = Path(tempfile.gettempdir()) / f"airflow-delta-bench-merge-{name}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    _link_copy(Path(dv), scratch / "dv")
+    _link_copy(Path(plain), scratch / "plain")
+    return [str(scratch / "dv"), str(scratch / "plain"), source]
+
+
+def fresh_small_copies(dv: str, plain: str, source: str) -> list[str]:
+    return _fresh("small", dv, plain, source)
+
+
+def fresh_worker_copies(dv: str, plain: str, source: str) -> list[str]:
+    return _fresh("worker", dv, plain, source)
+
+
+def fresh_skipping_copies(dv: str, plain: str, source: str) -> list[str]:
+    return _fresh(f"skipping-{SKIP_ROWS}", dv, plain, source)
+
+
+def _upsert_clauses() -> tuple[Any, ...]:
+    from airflow_delta.spark.specs import MergeClause
+
+    return (MergeClause("matched_update", star=True), MergeClause("not_matched_insert", star=True))
+
+
+def _operator_merge(dv: str, source: str, execution: str) -> dict[str, Any]:
+    import json
+
+    airflow_home = tempfile.mkdtemp(prefix="bench-merge-airflow-")
+    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
+        del os.environ[key]
+    os.environ["AIRFLOW_HOME"] = airflow_home
+    os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    os.environ["AIRFLOW_CONN_DELTA_DEFAULT"] = json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
+    from airflow_delta.operators.dml import DeltaMergeOperator
+    from tests.airflow_layer import context
+
+    operator = DeltaMergeOperator(
+        task_id="m", table=dv, source={"parquet": source}, on=UPSERT, clauses=_upsert_clauses(),
+        source_alias="s", target_alias="t", execution=execution, conf={"spark.ui.enabled": "false"},
+    )
+    result = operator.execute(context())
+    metrics = result["metrics"]
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (9, 9), metrics
+    shutil.rmtree(airflow_home, ignore_errors=True)
+    return {"executionTimeMs": metrics.get("executionTimeMs")}
+
+
+def operator_merge_auto(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The task as a user writes it (``execution="auto"``: this MERGE runs in the worker)."""
+    return _operator_merge(dv, source, "auto")
+
+
+def operator_merge_spark(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The same task forced onto Spark ``local[2]``."""
+    return _operator_merge(dv, source, "spark")
+
+
+def worker_upsert(dv: str, plain: str, source: str) -> dict[str, Any]:
+    from airflow_delta.spark.merge_worker import run_merge_in_worker
+    from airflow_delta.spark.specs import MergeSource, MergeSpec, TableRef, TaskIdentity
+
+    spec = MergeSpec(
+        target=TableRef(dv), source=MergeSource(parquet=source), on=UPSERT, clauses=_upsert_clauses(),
+        identity=TaskIdentity("bench", "merge", "run"), source_alias="s", target_alias="t",
+    )
+    metrics = run_merge_in_worker(spec).metrics
+    return {key: metrics[key] for key in (
+        "executionTimeMs", "numTargetRowsUpdated", "numTargetRowsInserted",
+        "numTargetFilesBeforeSkipping", "numTargetFilesAfterSkipping",
+    )}
+
+
+def delta_rs_upsert(dv: str, plain: str, source: str) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    metrics = (
+        DeltaTable(plain)
+        .merge(source=pq.read_table(source), predicate=UPSERT, source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    return {
+        "executionTimeMs": metrics["execution_time_ms"],
+        "numTargetRowsUpdated": metrics["num_target_rows_updated"],
+        "numTargetRowsInserted": metrics["num_target_rows_inserted"],
+        "numTargetFilesBeforeSkipping": metrics.get("num_target_files_scanned"),
+        "numTargetFilesAfterSkipping": metrics.get("num_target_files_skipped_during_scan"),
+    }
+
+
+def _large_cases() -> list[Case]:
     base = data_dir(f"dml_merge-{NUM_ROWS}")
     plain, dv, source = base / "plain", base / "dv", base / "source.parquet"
     if not plain.exists():
@@ -195,6 +404,20 @@ def delta_rs_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
 
 
 def summarize(results: list[Result]) -> None:
+    extra = [r for r in results if not r.case.name.startswith("merge 1M")]
+    for result in extra:
+        ours, theirs = result.ours, result.theirs
+        line = f"# {result.case.name}: ours wall {ours.seconds:.2f} s (executionTimeMs {ours.detail.get('executionTimeMs')})"
+        if "numTargetFilesAfterSkipping" in ours.detail:
+            before, after = ours.detail["numTargetFilesBeforeSkipping"], ours.detail["numTargetFilesAfterSkipping"]
+            line += f", target files read {after} of {before} ({100 * after / max(before, 1):.2f}%)"
+        if theirs is not None:
+            line += (
+                f"; delta-rs wall {theirs.seconds:.2f} s (execution_time_ms {theirs.detail.get('executionTimeMs')})"
+                f"; wall ratio ours/delta-rs {ours.seconds / theirs.seconds:.2f}"
+            )
+        print(line, flush=True)
+    results = [r for r in results if r.case.name.startswith("merge 1M")]
     by_reader = {r.case.name.endswith("engine reader"): r for r in results}
     if len(by_reader) == 2:
         spark_read, engine_read = by_reader[False].ours, by_reader[True].ours

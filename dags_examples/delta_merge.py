@@ -1,4 +1,4 @@
-"""Upsert a batch of changes into a Delta table with ``DeltaMergeOperator`` (a Spark job).
+"""Upsert a batch of changes into a Delta table with ``DeltaMergeOperator`` (in the worker when small, else a Spark job).
 
 Trigger with the target table, a parquet directory of changes keyed by ``id`` and a
 ``deleted`` flag, e.g.::

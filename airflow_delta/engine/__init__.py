@@ -93,6 +93,9 @@ Errors
     argument to any public verb or option is an :class:`InvalidArgumentError`; a bad
     file path in an action is an :class:`InvalidPathError`.
 
+:func:`condition_mask` evaluates a SQL condition on an Arrow table as the engine's DELETE does
+(the worker's MERGE evaluates its clause conditions with it).
+
 :func:`stage_delete` stages a DELETE in an open transaction without committing it (for a
 caller that commits with its own appId, tags and retries: the Spark jobs).
 
@@ -222,6 +225,7 @@ from airflow_delta.engine.write.retry import RetryPolicy
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.expressions.condition_mask import condition_mask
     from airflow_delta.engine.fleet.discovery import (
         DEFAULT_DISCOVERY_DEPTH,
         DiscoveryResult,
@@ -339,6 +343,7 @@ _LOADED_ON_FIRST_USE = {
     "append_history": "airflow_delta.engine.fleet.history",
     "read_history": "airflow_delta.engine.fleet.history",
     "latest_health": "airflow_delta.engine.fleet.history",
+    "condition_mask": "airflow_delta.engine.expressions.condition_mask",
 }
 
 
@@ -479,6 +484,7 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "append_history",
+    "condition_mask",
     "convert_file",
     "curve_key",
     "deleted_row_positions",

@@ -8,8 +8,9 @@ with the task instance's identity, and then:
    is there, returns that commit's result and submits nothing (exactly once across
    retries);
 2. runs the operation: on Spark through :class:`~airflow_delta.hooks.delta.DeltaHook`
-   (``spark-submit`` of the DML program), or, for a DELETE that is metadata-only or small,
-   in the worker through the engine's ``DeltaTable.delete``, with the same appId;
+   (``spark-submit`` of the DML program), or, for a DELETE that is metadata-only or small
+   or a small MERGE the worker evaluates exactly as Spark, in the worker through the
+   engine, with the same appId;
 3. returns ``{version, read_version, operation, metrics, attempts}`` read from the log:
    the same wherever the driver ran.
 
@@ -62,6 +63,17 @@ __all__ = ["DeltaDeleteOperator", "DeltaMergeOperator", "DeltaUpdateOperator"]
 
 DEFAULT_WORKER_THRESHOLD_BYTES = 256 << 20
 """``execution="auto"`` runs a DELETE in the worker when its candidate files total less."""
+
+
+def _checked_execution(execution: object, worker_threshold_bytes: object) -> None:
+    if execution not in ("auto", "spark", "worker"):
+        raise InvalidArgumentError("execution", execution, "one of 'auto', 'spark' or 'worker'")
+    if (
+        isinstance(worker_threshold_bytes, bool)
+        or not isinstance(worker_threshold_bytes, int)
+        or worker_threshold_bytes < 0
+    ):
+        raise InvalidArgumentError("worker_threshold_bytes", worker_threshold_bytes, "an int >= 0")
 
 
 def _as_dict(result: JobResult) -> dict[str, Any]:
@@ -120,7 +132,7 @@ class _DeltaDmlOperator(BaseOperator):
         raise NotImplementedError
 
     def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
-        """Whether this spec runs in the worker instead of on Spark (only a DELETE can)."""
+        """Whether this spec runs in the worker instead of on Spark (a DELETE or a MERGE can)."""
         return False
 
     def planned_files(self, snapshot: Snapshot, predicate: str) -> pa.Table:
@@ -255,14 +267,7 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
-        if execution not in ("auto", "spark", "worker"):
-            raise InvalidArgumentError("execution", execution, "one of 'auto', 'spark' or 'worker'")
-        if (
-            isinstance(worker_threshold_bytes, bool)
-            or not isinstance(worker_threshold_bytes, int)
-            or worker_threshold_bytes < 0
-        ):
-            raise InvalidArgumentError("worker_threshold_bytes", worker_threshold_bytes, "an int >= 0")
+        _checked_execution(execution, worker_threshold_bytes)
         self.predicate = predicate
         self.execution = execution
         self.worker_threshold_bytes = worker_threshold_bytes
@@ -309,7 +314,7 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         commit if one lands first. Nothing here starts Spark.
         """
         assert isinstance(spec, DeleteSpec)
-        from airflow_delta.spark.changes import StagedOperation, run_with_retries, uses_deletion_vectors
+        from airflow_delta.spark.commit_loop import StagedOperation, run_with_retries, uses_deletion_vectors
 
         predicate = spec.predicate
 
@@ -329,18 +334,28 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
 
 
 class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
-    """``UPDATE table SET column = expression, ... [WHERE predicate]`` on a Delta table, on Spark.
+    """``UPDATE table SET column = expression, ... [WHERE predicate]`` on a Delta table, on Spark or in the worker.
 
     With deletion vectors the old rows are marked in DVs and only the updated rows are
     written; without, the touched files are rewritten. A SET value is cast to the column's
     type by Spark's store-assignment rules; updated rows must satisfy the table's CHECK
     constraints, NOT NULL and invariants.
 
+    ``execution="auto"`` runs the UPDATE in the Airflow worker, with the engine and pyarrow
+    (:mod:`airflow_delta.spark.update_worker`), when the worker evaluates the predicate and
+    every SET value exactly as Spark does (comparisons, IN, BETWEEN, IS NULL over columns
+    and plain literals; values that are columns or literals stored unchanged or widened
+    exactly) and the candidate files total less than ``worker_threshold_bytes``; otherwise
+    on Spark, and the log says why. ``"spark"`` and ``"worker"`` force one or the other.
+
     :param table: URI of the Delta table (templated).
     :param set: Column name, or struct field path such as ``address.city``, -> Spark SQL
         expression. (templated)
     :param predicate: Spark SQL condition; rows where it is NULL are left alone. None
         updates every row. (templated)
+    :param execution: ``auto``, ``spark`` or ``worker`` (see above).
+    :param worker_threshold_bytes: ``auto`` runs in the worker below this many bytes of
+        candidate files.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
@@ -358,10 +373,59 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
     template_fields: Sequence[str] = ("table", "set", "predicate", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"set": "json", "conf": "json"}
 
-    def __init__(self, *, table: str, set: dict[str, str], predicate: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table: str,
+        set: dict[str, str],
+        predicate: str | None = None,
+        execution: Literal["auto", "spark", "worker"] = "auto",
+        worker_threshold_bytes: int = DEFAULT_WORKER_THRESHOLD_BYTES,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(table=table, **kwargs)
+        _checked_execution(execution, worker_threshold_bytes)
         self.set = set
         self.predicate = predicate
+        self.execution = execution
+        self.worker_threshold_bytes = worker_threshold_bytes
+
+    def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
+        """Whether this UPDATE runs in the worker (``airflow_delta.spark.update_worker``); the log says why or why not."""
+        assert isinstance(spec, UpdateSpec)
+        if self.execution == "spark":
+            return False
+        from airflow_delta.spark import update_worker
+
+        reason = update_worker.table_refusal(snapshot) or update_worker.update_refusal(spec, snapshot.schema)
+        if reason is not None:
+            if self.execution == "worker":
+                raise InvalidArgumentError(
+                    "execution", "worker", f"an UPDATE the worker evaluates exactly as Spark does; here {reason}: use 'auto' or 'spark'"
+                )
+            self.log.info("UPDATE on Spark: the worker does not run it exactly as Spark would (%s)", reason)
+            return False
+        if self.execution == "worker":
+            return True
+        candidates = update_worker.candidate_files(snapshot, spec)
+        size = int(pc.sum(candidates.column("size")).as_py() or 0)
+        in_worker = size < self.worker_threshold_bytes
+        self.log.info(
+            "UPDATE: %d candidate file(s), %d bytes after pruning (threshold %d): running %s",
+            candidates.num_rows, size, self.worker_threshold_bytes, "in the worker" if in_worker else "on Spark",
+        )
+        return in_worker
+
+    def _run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        """The UPDATE with the engine and pyarrow in this process, through the job's driver loop; no Spark starts."""
+        assert isinstance(spec, UpdateSpec)
+        from airflow_delta.spark.update_worker import run_update_in_worker
+
+        result = run_update_in_worker(spec)
+        if result.version is None:
+            return result
+        committed = self._hook.find_commit(table, spec.identity.app_id, operation="UPDATE") if self._hook else None
+        return committed if committed is not None else result
 
     def build_spec(self, identity: TaskIdentity, hook: DeltaHook) -> UpdateSpec:
         return UpdateSpec(
@@ -374,7 +438,7 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
 
 
 class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
-    """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark.
+    """``MERGE INTO table USING source ON condition WHEN ...`` on a Delta table, on Spark or in the worker.
 
     Give either ``merge_sql`` (the whole statement, with ``sources`` naming what its
     ``USING`` reads; the statement's target is ``table``) or the structured ``source``,
@@ -406,6 +470,14 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
             ],
         )
 
+    ``execution="auto"`` runs the MERGE in the Airflow worker, with the engine and pyarrow
+    and no Spark job (:mod:`airflow_delta.spark.merge_worker`), when the worker evaluates
+    every ON condition, clause condition and written value exactly as Spark does and the
+    source and the candidate target files (after skipping by the source's keys) total less
+    than ``worker_threshold_bytes``; otherwise on Spark, and the log says why. ``"spark"``
+    forces Spark; ``"worker"`` forces the worker and fails at once for a MERGE it cannot
+    run exactly as Spark. Both commit the same rows, metrics and parameters.
+
     :param table: URI of the target Delta table (templated).
     :param merge_sql: A ``MERGE INTO ... USING ... ON ... WHEN ...`` statement in Spark SQL
         (``MERGE WITH SCHEMA EVOLUTION INTO`` turns on schema evolution). (templated)
@@ -423,6 +495,9 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
     :param source_alias: The source's alias in ``on`` and the clauses (default ``source``).
     :param target_alias: The target's alias in ``on`` and the clauses (default ``target``).
     :param schema_evolution: Let ``UPDATE SET *`` and ``INSERT *`` add the source's new columns.
+    :param execution: ``auto``, ``spark`` or ``worker`` (see above).
+    :param worker_threshold_bytes: ``auto`` runs in the worker below this many bytes of source
+        rows (in memory) and candidate target files.
     :param delta_conn_id: The ``delta`` connection (storage options, Spark connection,
         default conf, deploy mode).
     :param storage_conn_id: An Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
@@ -452,9 +527,15 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
         source_alias: str = "source",
         target_alias: str = "target",
         schema_evolution: bool = False,
+        execution: Literal["auto", "spark", "worker"] = "auto",
+        worker_threshold_bytes: int = DEFAULT_WORKER_THRESHOLD_BYTES,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
+        _checked_execution(execution, worker_threshold_bytes)
+        self.execution = execution
+        self.worker_threshold_bytes = worker_threshold_bytes
+        self._worker_source: tuple[MergeSpec, Any] | None = None
         structured = [
             name for name, value in (("source", source), ("on", on), ("clauses", clauses)) if value is not None
         ]
@@ -504,6 +585,63 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
             schema_evolution=self.schema_evolution,
             options=self._options(),
         )
+
+
+    def run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> bool:
+        """Whether this MERGE runs in the worker (``airflow_delta.spark.merge_worker``); the log says why or why not."""
+        assert isinstance(spec, MergeSpec)
+        if self.execution == "spark":
+            return False
+        from airflow_delta.spark import merge_worker
+
+        reason = merge_worker.table_refusal(snapshot) or merge_worker.source_refusal(spec.source)
+        source = None
+        if reason is None and self.execution == "auto":
+            stored = merge_worker.source_file_bytes(spec.source)
+            if stored >= self.worker_threshold_bytes:
+                self.log.info(
+                    "MERGE on Spark: the source's files hold %d bytes (threshold %d), not read in the worker",
+                    stored, self.worker_threshold_bytes,
+                )
+                return False
+        if reason is None:
+            source = merge_worker.read_source(spec.source)
+            reason = merge_worker.worker_refusal(spec, snapshot.schema, source.schema)
+        if reason is not None:
+            if self.execution == "worker":
+                raise InvalidArgumentError(
+                    "execution", "worker", f"a MERGE the worker evaluates exactly as Spark does; here {reason}: use 'auto' or 'spark'"
+                )
+            self.log.info("MERGE on Spark: the worker does not run it exactly as Spark would (%s)", reason)
+            return False
+        assert source is not None
+        self._worker_source = (spec, source)
+        if self.execution == "worker":
+            return True
+        bound = merge_worker.bind_merge(spec, snapshot.schema, source.schema)
+        candidates = merge_worker.candidate_files(snapshot, bound, source)
+        size = int(pc.sum(candidates.column("size")).as_py() or 0) + source.nbytes
+        in_worker = size < self.worker_threshold_bytes
+        self.log.info(
+            "MERGE: %d source row(s) (%d bytes) and %d candidate target file(s) of %d bytes after skipping "
+            "(threshold %d in all): running %s",
+            source.num_rows, source.nbytes, candidates.num_rows, size - source.nbytes, self.worker_threshold_bytes,
+            "in the worker" if in_worker else "on Spark",
+        )
+        return in_worker
+
+    def _run_in_worker(self, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
+        """The MERGE with the engine and pyarrow in this process, through the Spark job's driver loop
+        (``run_with_retries``: attempts, the task's appId and tags, exactly-once); no Spark starts."""
+        assert isinstance(spec, MergeSpec)
+        from airflow_delta.spark.merge_worker import run_merge_in_worker
+
+        kept = self._worker_source
+        result = run_merge_in_worker(spec, kept[1] if kept is not None and kept[0] is spec else None)
+        if result.version is None:
+            return result
+        committed = self._hook.find_commit(table, spec.identity.app_id, operation="MERGE") if self._hook else None
+        return committed if committed is not None else result
 
 
 def _merge_source(name: str, value: object) -> MergeSource:

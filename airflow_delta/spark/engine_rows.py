@@ -36,7 +36,7 @@ from sqlglot import exp
 
 from airflow_delta.engine import InvalidFilterError, TableContext, predicate_read_bytes
 
-__all__ = ["MAX_FOOTERS", "evaluates_as_spark", "finds_rows_in_driver"]
+__all__ = ["MAX_FOOTERS", "condition_evaluates_as_spark", "evaluates_as_spark", "finds_rows_in_driver", "value_kind"]
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeE
 _CONNECTIVES = (exp.And, exp.Or, exp.Not, exp.Paren)
 
 
-def _kind(data_type: pa.DataType) -> str | None:
+def value_kind(data_type: pa.DataType) -> str | None:
     """The kind of values a column holds, as far as comparing them goes; None for types left to Spark."""
     if pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_decimal(data_type):
         return "number"
@@ -132,11 +132,17 @@ def evaluates_as_spark(predicate: str, context: TableContext) -> bool:
 
     See the module docstring for the subset. False is always safe (Spark evaluates it).
     """
+    return condition_evaluates_as_spark(predicate, context.schema)
+
+
+def condition_evaluates_as_spark(predicate: str, schema: pa.Schema) -> bool:
+    """:func:`evaluates_as_spark` over the columns of ``schema`` (the worker's MERGE binds its
+    target and source columns to one such schema)."""
     try:
         tree = sqlglot.parse_one(predicate, read="spark")
     except sqlglot.errors.SqlglotError:
         return False
-    kinds = {field.name: _kind(field.type) for field in context.schema}
+    kinds = {field.name: value_kind(field.type) for field in schema}
     try:
         _check_condition(tree, kinds)
     except (_LeftToSparkError, RecursionError):

@@ -76,6 +76,17 @@ from airflow_delta.spark.file_tasks import (
     write_dataframe,
 )
 from airflow_delta.spark.job_result import JobResult
+from airflow_delta.spark.merge_common import (
+    MAX_SKIPPING_KEYS,
+    KeyValues,
+    count_clauses,
+    equi_keys,
+    operation_parameters,
+    source_key_filter,
+    target_only_filter,
+    with_file_metrics,
+    zero_merge_metrics,
+)
 from airflow_delta.spark.nested_assignments import Assigned, SetTree, assigned_value, resolve_set_targets
 from airflow_delta.spark.spark_errors import spark_error_text
 from airflow_delta.spark.specs import MergeSource, MergeSpec
@@ -112,13 +123,6 @@ MATCHED_COLUMN = "__airflow_delta_merge_matched"
 
 _UPDATE_KINDS = ("matched_update", "not_matched_by_source_update")
 _DELETE_KINDS = ("matched_delete", "not_matched_by_source_delete")
-_METRIC_OF_KIND = {
-    "matched_update": "numTargetRowsMatchedUpdated",
-    "not_matched_by_source_update": "numTargetRowsNotMatchedBySourceUpdated",
-    "matched_delete": "numTargetRowsMatchedDeleted",
-    "not_matched_by_source_delete": "numTargetRowsNotMatchedBySourceDeleted",
-    "not_matched_insert": "numTargetRowsInserted",
-}
 
 
 def _quote(name: str) -> str:
@@ -436,45 +440,57 @@ def _written_columns(plan: MergePlan, clauses: Sequence[int] | None = None) -> l
 # Target files
 
 
-def target_only_filter(spec: MergeSpec, partition_and_data_columns: Sequence[str]) -> str | None:
-    """The conjuncts of ON that reference only target columns, as an engine filter text; None if there are none.
+def source_key_values(source: DataFrame, columns: Sequence[str]) -> dict[str, KeyValues]:
+    """Per source column: its (min, max, distinct values when at most :data:`MAX_SKIPPING_KEYS`), NULLs left out.
 
-    Delta prunes the target's files with these before the join. A conjunct qualifies
-    when each of its columns is qualified with the target alias and names a target
-    column, and it calls no function that could be non-deterministic (a subquery, rand):
-    only such conjuncts are true of the target row alone.
+    One aggregation over the materialized source, and one more for the distinct values
+    of the keys that have few.
     """
-    try:
-        condition = sqlglot.parse_one(spec.on, read="spark")
-    except sqlglot.errors.SqlglotError:
-        return None
-    names = {name.casefold() for name in partition_and_data_columns}
-    kept = []
-    for conjunct in condition.flatten() if isinstance(condition, sqlglot.exp.And) else [condition]:
-        columns = list(conjunct.find_all(sqlglot.exp.Column))
-        if not columns or any(
-            column.table.casefold() != spec.target_alias.casefold() or column.name.casefold() not in names
-            for column in columns
-        ):
-            continue
-        if any(isinstance(node, (sqlglot.exp.Subquery, sqlglot.exp.Rand)) for node in conjunct.walk()):
-            continue
-        unqualified = conjunct.copy()
-        for column in unqualified.find_all(sqlglot.exp.Column):
-            column.set("table", None)
-        kept.append(unqualified.sql(dialect="spark"))
-    return " AND ".join(f"({text})" for text in kept) or None
+    if not columns:
+        return {}
+    aggregates = []
+    for i, name in enumerate(columns):
+        column = F.col(_quote(name))
+        aggregates += [F.min(column).alias(f"lo{i}"), F.max(column).alias(f"hi{i}"), F.approx_count_distinct(column).alias(f"n{i}")]
+    row = source.agg(*aggregates).collect()[0]
+    out: dict[str, KeyValues] = {}
+    for i, name in enumerate(columns):
+        distinct = None
+        if row[f"n{i}"] is not None and int(row[f"n{i}"]) <= MAX_SKIPPING_KEYS // 2:
+            # approx_count_distinct errs by a few percent: collect at most one more than the limit.
+            values = [r[0] for r in source.select(_quote(name)).where(F.col(_quote(name)).isNotNull()).distinct().limit(MAX_SKIPPING_KEYS + 1).collect()]
+            distinct = values if len(values) <= MAX_SKIPPING_KEYS else None
+        out[name] = (row[f"lo{i}"], row[f"hi{i}"], distinct)
+    return out
 
 
-def _read_target_files(txn: Transaction, spec: MergeSpec, plan: MergePlan) -> pa.Table:
-    """The target files to join against, recorded as read: pruned by ON's target-only conjuncts where Delta prunes."""
+def read_filter(spec: MergeSpec, target_columns: Sequence[str], skipping: str | None) -> str | None:
+    """The target files' read predicate: ON's target-only conjuncts and the source's key filter, ANDed."""
+    parts = [text for text in (target_only_filter(spec, target_columns), skipping) if text is not None]
+    return " AND ".join(f"({text})" for text in parts) or None
+
+
+
+
+def _read_target_files(txn: Transaction, spec: MergeSpec, plan: MergePlan, source: DataFrame) -> pa.Table:
+    """The target files to join against, recorded as read: pruned by ON's target-only conjuncts, as Delta
+    prunes, and skipped by the source's join keys (:mod:`~airflow_delta.spark.merge_common`)."""
     if not any(clause.group == "WHEN NOT MATCHED BY SOURCE" for clause in spec.clauses):
-        text = target_only_filter(spec, plan.target_schema.names)
-        if text is not None:
+        keys = equi_keys(spec, plan.target_schema.names, plan.source_schema.names)
+        skipping = None
+        if keys:
+            values = source_key_values(source, sorted({source_column for _, source_column in keys}))
+            types = {field.name: field.type for field in txn.snapshot.schema} if txn.snapshot is not None else {}
+            skipping = source_key_filter(
+                {target: (types[target], values[source_column]) for target, source_column in keys if target in types}
+            )
+        for text in dict.fromkeys([read_filter(spec, plan.target_schema.names, skipping), target_only_filter(spec, plan.target_schema.names)]):
+            if text is None:
+                continue
             try:
                 return txn.read_files(text)
             except DeltaError:
-                pass  # the engine cannot prune on this text (Spark-only functions): read the whole table
+                pass  # the engine cannot prune on this text (Spark-only functions): try less, then the whole table
     return txn.read_files(None)
 
 
@@ -512,69 +528,6 @@ def _evolved_metadata(metadata: Metadata, added: Sequence[StructField]) -> Metad
 
 # ---------------------------------------------------------------------------------------
 # Metrics and parameters, under Delta's names
-
-
-def operation_parameters(spec: MergeSpec) -> dict[str, str]:
-    """``operationParameters`` as Delta writes them for MERGE (JSON strings of the predicates per group)."""
-
-    def predicates(group: str) -> str:
-        out = []
-        for clause in spec.clauses:
-            if clause.group != group:
-                continue
-            entry = {"actionType": clause.kind.rsplit("_", 1)[1]}
-            if clause.condition is not None:
-                entry = {"predicate": clause.condition, **entry}
-            out.append(entry)
-        return json.dumps(out, separators=(",", ":"))
-
-    return {
-        "predicate": json.dumps([spec.on]),
-        "matchedPredicates": predicates("WHEN MATCHED"),
-        "notMatchedPredicates": predicates("WHEN NOT MATCHED"),
-        "notMatchedBySourcePredicates": predicates("WHEN NOT MATCHED BY SOURCE"),
-    }
-
-
-def _zero_metrics() -> dict[str, int]:
-    names = (
-        "numSourceRows",
-        "numTargetRowsInserted",
-        "numTargetRowsUpdated",
-        "numTargetRowsMatchedUpdated",
-        "numTargetRowsNotMatchedBySourceUpdated",
-        "numTargetRowsDeleted",
-        "numTargetRowsMatchedDeleted",
-        "numTargetRowsNotMatchedBySourceDeleted",
-        "numTargetRowsCopied",
-        "numOutputRows",
-        "numTargetFilesAdded",
-        "numTargetFilesRemoved",
-        "numTargetBytesAdded",
-        "numTargetBytesRemoved",
-        "numTargetDeletionVectorsAdded",
-        "numTargetDeletionVectorsRemoved",
-        "numTargetDeletionVectorsUpdated",
-        "numTargetChangeFilesAdded",
-        "scanTimeMs",
-        "rewriteTimeMs",
-    )
-    return dict.fromkeys(names, 0)
-
-
-# The file metrics of stage_row_changes, renamed as MERGE names them.
-_FILE_METRICS = {
-    "numAddedFiles": "numTargetFilesAdded",
-    "numRemovedFiles": "numTargetFilesRemoved",
-    "numAddedBytes": "numTargetBytesAdded",
-    "numRemovedBytes": "numTargetBytesRemoved",
-    "numDeletionVectorsAdded": "numTargetDeletionVectorsAdded",
-    "numDeletionVectorsRemoved": "numTargetDeletionVectorsRemoved",
-    "numDeletionVectorsUpdated": "numTargetDeletionVectorsUpdated",
-    "numAddedChangeFiles": "numTargetChangeFilesAdded",
-    "numCopiedRows": "numTargetRowsCopied",
-    "rewriteTimeMs": "rewriteTimeMs",
-}
 
 
 @contextmanager
@@ -674,14 +627,14 @@ def _attempt(
     started = time.monotonic()
     source_schema = StructType([f for f in source.schema.fields if f.name != SOURCE_ROW_COLUMN])
     plan = MergePlan.of(spec, spark_schema(context), source_schema)
-    metrics = _zero_metrics()
+    metrics = zero_merge_metrics()
     metrics["numSourceRows"] = num_source_rows
     write_context = context
     if plan.added:
         evolved = _evolved_metadata(context.metadata, plan.added)
         txn.set_metadata(evolved)
         write_context = replace(context, metadata=evolved)
-    files = _read_target_files(txn, spec, plan)
+    files = _read_target_files(txn, spec, plan, source)
     metrics["numTargetFilesBeforeSkipping"] = snapshot.add_actions.num_rows
     metrics["numTargetFilesAfterSkipping"] = files.num_rows
     target = target_dataframe(spark, context, files, plan.target_columns_read(), reader=spec.options.reader, purpose="join")
@@ -704,7 +657,7 @@ def _attempt(
         with _persisted(rows) as inserted:
             counts = _counts_by_action(inserted)
             metrics["scanTimeMs"] = _ms_since(started)
-            _count_clauses(metrics, spec, counts)
+            count_clauses(metrics, spec, counts)
             if not counts and not plan.added:
                 return _finish(metrics, run_started, parameters, commit=False)
             rewrite_started = time.monotonic()
@@ -712,13 +665,13 @@ def _attempt(
         txn.add_files(adds, written_for_this_commit=True)
         metrics["rewriteTimeMs"] = _ms_since(rewrite_started)
         changes = {"numAddedFiles": len(adds), "numAddedBytes": sum(add.size for add in adds)}
-        return _finish(_with_file_metrics(metrics, changes), run_started, parameters)
+        return _finish(with_file_metrics(metrics, changes), run_started, parameters)
 
     with _persisted(rows) as outcome:
         overcount = _check_multiple_matches(plan, outcome)
         counts = _counts_by_action(outcome)
         metrics["scanTimeMs"] = _ms_since(started)
-        _count_clauses(metrics, spec, counts)
+        count_clauses(metrics, spec, counts)
         metrics["numTargetRowsMatchedDeleted"] -= overcount
         metrics["numTargetRowsDeleted"] -= overcount
         if not counts and not plan.added:
@@ -760,23 +713,12 @@ def _attempt(
             uses_deletion_vectors(context, spec.options),
             reader=spec.options.reader,
         )
-    return _finish(_with_file_metrics(metrics, changes), run_started, parameters)
+    return _finish(with_file_metrics(metrics, changes), run_started, parameters)
 
 
 def _counts_by_action(frame: DataFrame) -> dict[int, int]:
     rows = frame.where(F.col(ACTION_COLUMN).isNotNull()).groupBy(ACTION_COLUMN).count().collect()
     return {int(row[ACTION_COLUMN]): int(row["count"]) for row in rows}
-
-
-def _count_clauses(metrics: dict[str, int], spec: MergeSpec, counts: Mapping[int, int]) -> None:
-    for index, count in counts.items():
-        metrics[_METRIC_OF_KIND[spec.clauses[index].kind]] += count
-    metrics["numTargetRowsUpdated"] = (
-        metrics["numTargetRowsMatchedUpdated"] + metrics["numTargetRowsNotMatchedBySourceUpdated"]
-    )
-    metrics["numTargetRowsDeleted"] = (
-        metrics["numTargetRowsMatchedDeleted"] + metrics["numTargetRowsNotMatchedBySourceDeleted"]
-    )
 
 
 def _check_multiple_matches(plan: MergePlan, outcome: DataFrame) -> int:
@@ -794,18 +736,6 @@ def _check_multiple_matches(plan: MergePlan, outcome: DataFrame) -> int:
     if not plan.only_unconditional_delete:
         raise MultipleSourceRowsMatchedError(rows)
     return pairs - rows
-
-
-def _with_file_metrics(metrics: dict[str, int], changes: Mapping[str, int]) -> dict[str, int]:
-    for theirs, ours in _FILE_METRICS.items():
-        if theirs in changes:
-            metrics[ours] = int(changes[theirs])
-    # Locating the rows that leave their files is part of Delta's scan, after our join.
-    metrics["scanTimeMs"] += int(changes.get("scanTimeMs", 0))
-    metrics["numOutputRows"] = metrics["numTargetRowsInserted"] + metrics["numTargetRowsUpdated"] + metrics[
-        "numTargetRowsCopied"
-    ]
-    return metrics
 
 
 def _finish(

@@ -45,25 +45,10 @@ from airflow_delta.spark.nested_assignments import (
 from airflow_delta.spark.plan import check_predicate, empty_target, read_candidates
 from airflow_delta.spark.spark_errors import spark_error_text
 from airflow_delta.spark.specs import UpdateSpec
+from airflow_delta.spark.update_worker import UPDATE_METRICS
 
 __all__ = ["UPDATE_METRICS", "resolve_assignments", "run_update"]
 
-# UPDATE's operationMetrics, as Delta names them (DeltaOperationMetrics.UPDATE).
-UPDATE_METRICS = (
-    "numRemovedFiles",
-    "numRemovedBytes",
-    "numCopiedRows",
-    "numDeletionVectorsAdded",
-    "numDeletionVectorsRemoved",
-    "numAddedChangeFiles",
-    "executionTimeMs",
-    "numDeletionVectorsUpdated",
-    "numUpdatedRows",
-    "scanTimeMs",
-    "numAddedFiles",
-    "numAddedBytes",
-    "rewriteTimeMs",
-)
 
 
 def _quoted(name: str) -> str:

@@ -167,6 +167,74 @@ def test_auto_chooses_spark_above_the_threshold_or_for_a_predicate_the_engine_ca
         in_worker("colour = 'red'", threshold=1 << 30)
 
 
+def test_merge_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
+    table_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    make_table(table_path)
+    table = DeltaTable(table_path)
+    snapshot = table.snapshot()
+    source = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"id": [1, 2], "part": ["a", "b"], "value": ["x", "y"]}), source)
+
+    def in_worker(value: str, threshold: int = 1 << 30, execution: str = "auto") -> bool:
+        operator = DeltaMergeOperator(
+            task_id="m", table=table_path, source={"parquet": str(source)}, on="t.id = s.id",
+            clauses=[{"kind": "matched_update", "assignments": {"value": value}}],
+            source_alias="s", target_alias="t", worker_threshold_bytes=threshold, execution=execution,
+        )
+        return operator.run_in_worker(table, operator.build_spec(TaskIdentity("dag", "m", "r"), DeltaHook()), snapshot)
+
+    assert in_worker("s.value")
+    assert "running in the worker" in capsys.readouterr().out  # the task log
+    assert not in_worker("s.value", threshold=0)  # decided from the source's file sizes, before reading it
+    assert "the source's files hold" in capsys.readouterr().out
+    assert not in_worker("s.value", threshold=(source.stat().st_size + 1))  # the candidate target files tip it
+    assert "running on Spark" in capsys.readouterr().out
+    assert not in_worker("concat(s.value, '!')")  # a function: Spark's
+    log = capsys.readouterr().out
+    assert "the worker does not run it exactly as Spark would" in log
+    assert "concat" in log  # the log says which part
+    assert not in_worker("s.value", execution="spark")
+    with pytest.raises(InvalidArgumentError, match="use 'auto' or 'spark'"):
+        in_worker("concat(s.value, '!')", execution="worker")
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_update_auto_runs_in_the_worker_only_what_it_evaluates_as_spark(
+    table_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = make_table(table_path)
+    table = DeltaTable(table_path)
+    snapshot = table.snapshot()
+
+    def operator(value: str, **kwargs: object) -> DeltaUpdateOperator:
+        return DeltaUpdateOperator(task_id="u", table=table_path, set={"value": value}, predicate="id < 3", **kwargs)
+
+    def in_worker(value: str, **kwargs: object) -> bool:
+        update = operator(value, **kwargs)
+        return update.run_in_worker(table, update.build_spec(TaskIdentity("dag", "u", "r"), DeltaHook()), snapshot)
+
+    assert in_worker("'x'")
+    assert "running in the worker" in capsys.readouterr().out
+    assert not in_worker("'x'", worker_threshold_bytes=0)
+    assert not in_worker("concat(value, '!')")
+    assert "concat" in capsys.readouterr().out
+    with pytest.raises(InvalidArgumentError, match="use 'auto' or 'spark'"):
+        in_worker("concat(value, '!')", execution="worker")
+    # End to end in the worker (Spark is unreachable): Delta's metrics, read from the log.
+    result = operator("'x'").execute(context(task_id="u"))
+    assert (result["operation"], result["metrics"]["numUpdatedRows"]) == ("UPDATE", 3)
+    assert_oracles_read(table_path, [{**r, "value": "x"} if r["id"] < 3 else r for r in rows])
+
+
+def test_merge_refuses_an_unknown_execution() -> None:
+    with pytest.raises(InvalidArgumentError, match="execution"):
+        DeltaMergeOperator(task_id="m", table="/t", merge_sql="MERGE INTO t USING s ON t.id = s.id", execution="gpu")
+
+
 # --------------------------------------------------------------------------- exactly once
 
 
@@ -275,8 +343,12 @@ def test_update_on_spark_returns_delta_metrics_read_from_the_log(table_path: str
 
 @pytest.mark.slow
 @needs_dml_program
-@pytest.mark.usefixtures("local_spark")
-def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_path: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("execution", ["spark", "auto"])
+def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(
+    table_path: str, tmp_path: Path, execution: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same MERGE on Spark and, with execution="auto", in the worker (Spark is unreachable there).
+    request.getfixturevalue("local_spark" if execution == "spark" else "no_spark")
     import duckdb
     import pyarrow as pa
 
@@ -302,9 +374,12 @@ def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(table_
             {"kind": "matched_update", "assignments": {"value": "s.value"}},
             {"kind": "not_matched_insert", "star": True},
         ],
+        execution=execution,
     )
 
     result = operator.execute(context(task_id="m"))
+    if execution == "auto":
+        assert "running in the worker" in capsys.readouterr().out  # the task log
 
     db = duckdb.connect()
     db.execute("CREATE TABLE t (id BIGINT, part VARCHAR, value VARCHAR)")
