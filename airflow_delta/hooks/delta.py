@@ -25,6 +25,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -83,6 +84,14 @@ DEPLOY_MODES = ("client", "cluster")
 # Airflow connection types whose credentials the hook maps to storage options.
 STORAGE_CONN_TYPES = ("aws", "wasb", "adls", "google_cloud_platform")
 DRIVER_LOG_TAIL_LINES = 100
+
+SPARK_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
+DEFAULT_TASK_LOG_LEVEL = "WARN"
+PROGRESS_INTERVAL_SECONDS = 5.0
+"""A stage's progress goes into the task log at most this often (and once when it ends)."""
+
+# Spark's console log line: "25/11/29 03:37:01 INFO TaskSetManager: ...".
+_SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 
 # Spark's scheduler log line for a finished task ends with "(done/total)" of its stage:
 # the hook turns it into a short progress line of the task log.
@@ -149,7 +158,11 @@ class DeltaConnectionSettings:
     ``storage_conn_id`` an Airflow ``aws``, ``wasb``, ``adls`` or ``google_cloud_platform``
     connection whose credentials the hook maps to storage options (``storage_options``
     given here win over the mapped ones, key by key); ``maintenance_history_uri`` the Delta
-    table the maintenance operators record their runs in (docs/fleet.md).
+    table the maintenance operators record their runs in (docs/fleet.md);
+    ``spark_log_level`` the lowest level of Spark's own log lines (``INFO``, ``WARN``, ...)
+    that a client-mode job on a local or standalone master copies into the task log (default
+    ``WARN``; every line still reaches the failure tail); the job's progress is logged at
+    most every :data:`PROGRESS_INTERVAL_SECONDS` per stage whatever the level.
     """
 
     storage_options: dict[str, str] = field(default_factory=dict)
@@ -158,6 +171,7 @@ class DeltaConnectionSettings:
     deploy_mode: str | None = None
     storage_conn_id: str | None = None
     maintenance_history_uri: str | None = None
+    spark_log_level: str = DEFAULT_TASK_LOG_LEVEL
 
     @classmethod
     def from_extra(cls, conn_id: str, extra: Mapping[str, Any]) -> DeltaConnectionSettings:
@@ -183,6 +197,9 @@ class DeltaConnectionSettings:
         deploy_mode = extra.get("deploy_mode") or None
         if deploy_mode is not None and deploy_mode not in DEPLOY_MODES:
             raise InvalidArgumentError(where("deploy_mode"), deploy_mode, "client, cluster, or empty")
+        spark_log_level = str(extra.get("spark_log_level") or DEFAULT_TASK_LOG_LEVEL).upper()
+        if spark_log_level not in SPARK_LOG_LEVELS:
+            raise InvalidArgumentError(where("spark_log_level"), extra.get("spark_log_level"), ", ".join(SPARK_LOG_LEVELS))
         storage_conn_id = extra.get("storage_conn_id") or None
         if storage_conn_id is not None and not isinstance(storage_conn_id, str):
             raise InvalidArgumentError(where("storage_conn_id"), storage_conn_id, "the id of an aws, wasb, adls or gcp connection")
@@ -196,6 +213,7 @@ class DeltaConnectionSettings:
             deploy_mode=deploy_mode,
             storage_conn_id=storage_conn_id,
             maintenance_history_uri=history,
+            spark_log_level=spark_log_level,
         )
 
 
@@ -209,8 +227,10 @@ class _DmlSubmitHook(SparkSubmitHook):
     worker's interpreter when it is not on PATH.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, log_level: str = DEFAULT_TASK_LOG_LEVEL, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.log_level = log_level
+        self._progress_logged: dict[str, float] = {}
         self.output_tail: deque[str] = deque(maxlen=DRIVER_LOG_TAIL_LINES)
         self.result_line: str | None = None
         self.error_line: str | None = None
@@ -252,7 +272,27 @@ class _DmlSubmitHook(SparkSubmitHook):
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         super()._process_spark_submit_log(self._watched(itr))
 
+    def _filters_spark_lines(self) -> bool:
+        """Whether Spark's own lines below :attr:`log_level` stay out of the task log.
+
+        Only for a client-mode driver on a local or standalone master: on YARN and
+        Kubernetes the apache-spark hook reads application ids from those lines.
+        """
+        master = self.master
+        return self.deploy_mode == "client" and not master.startswith(("yarn", "k8s://"))
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        """Log a stage's progress at most every :data:`PROGRESS_INTERVAL_SECONDS`, and when it ends."""
+        now = time.monotonic()
+        last = self._progress_logged.get(stage)
+        if done < total and last is not None and now - last < PROGRESS_INTERVAL_SECONDS:
+            return
+        self._progress_logged[stage] = now
+        self.log.info("Spark progress: stage %s, %d of %d task(s) done", stage, done, total)
+
     def _watched(self, itr: Iterator[Any]) -> Iterator[Any]:
+        threshold = SPARK_LOG_LEVELS.index(self.log_level)
+        filtering = self._filters_spark_lines()
         for raw in itr:
             line = str(raw).rstrip("\n")
             self.output_tail.append(line)
@@ -263,10 +303,10 @@ class _DmlSubmitHook(SparkSubmitHook):
             else:
                 finished = _FINISHED_TASK.search(line)
                 if finished is not None:
-                    self.log.info(
-                        "Spark progress: stage %s, %s of %s task(s) done",
-                        finished["stage"], finished["done"], finished["total"],
-                    )
+                    self._progress(finished["stage"], int(finished["done"]), int(finished["total"]))
+                spark_line = _SPARK_LOG_LINE.match(line)
+                if filtering and spark_line is not None and SPARK_LOG_LEVELS.index(spark_line["level"]) < threshold:
+                    continue  # kept in the failure tail only
             yield raw
 
     def submit(self, application: str = "", **kwargs: Any) -> str | None:
@@ -531,6 +571,7 @@ class DeltaHook(BaseHook):
             py_files=str(engine_py_files()),
             name=f"airflow-delta {spec.OPERATION} {spec.identity.dag_id}.{spec.identity.task_id}",
             deploy_mode=settings.deploy_mode,
+            log_level=settings.spark_log_level,
         )
         if hook.master.startswith("spark://") and hook.deploy_mode == "cluster":
             raise InvalidArgumentError(

@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 ARCHIVE_SUFFIX = ".jsa"
+_ARCHIVE_PREFIX = "spark-driver-classes-"
 # Bumped when the archive's options change, so that a new kind never reuses an old name.
 _ARCHIVE_LAYOUT = b"airflow-delta driver CDS archive 1\n"
 # A temporary archive this old belongs to a JVM that was killed while writing it.
@@ -126,10 +127,24 @@ class DriverClassArchive:
             if not self.exists and dump.is_file() and dump.stat().st_size > 0:
                 dump.chmod(0o644)  # the JVM writes it read-only; other local users may run drivers too
                 os.replace(dump, self.path)
+                self._remove_older_archives()
                 return True
             return False
         finally:
             dump.unlink(missing_ok=True)
+
+    def _remove_older_archives(self) -> None:
+        """Remove the archives of other keys (an earlier Spark or Java install): about 160 MB each.
+
+        The newest archive replaces them rather than accumulating one per install. A worker
+        that still runs another install writes its own archive again on its next job.
+        """
+        for other in self.path.parent.glob(f"{_ARCHIVE_PREFIX}*{ARCHIVE_SUFFIX}"):
+            if other != self.path:
+                try:
+                    other.unlink()
+                except OSError:
+                    pass  # another worker process removed it already
 
 
 def driver_class_archive(spark_home: str | Path, env: Mapping[str, str], cache_dir: Path) -> DriverClassArchive | None:
@@ -140,7 +155,7 @@ def driver_class_archive(spark_home: str | Path, env: Mapping[str, str], cache_d
     key = _archive_key(Path(spark_home), java)
     if key is None:
         return None
-    return DriverClassArchive(cache_dir / f"spark-driver-classes-{key}{ARCHIVE_SUFFIX}")
+    return DriverClassArchive(cache_dir / f"{_ARCHIVE_PREFIX}{key}{ARCHIVE_SUFFIX}")
 
 
 def pyspark_home() -> str | None:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
@@ -88,6 +89,7 @@ from airflow_delta.spark.merge_common import (
     zero_merge_metrics,
 )
 from airflow_delta.spark.nested_assignments import Assigned, SetTree, assigned_value, resolve_set_targets
+from airflow_delta.spark.session import size_shuffle_partitions
 from airflow_delta.spark.spark_errors import spark_error_text
 from airflow_delta.spark.specs import MergeSource, MergeSpec
 
@@ -597,6 +599,14 @@ def materialized_source(frame: DataFrame) -> DataFrame:
     return numbered.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
 
+def _estimated_bytes(frame: DataFrame) -> int:
+    """The optimizer's size of ``frame`` (exact for the checkpointed source); 0 when it has none."""
+    try:
+        return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # a private JVM surface: sizing is an optimisation only
+        return 0
+
+
 def broadcasts_source(spark: SparkSession, source: DataFrame) -> bool:
     """Whether the matching join sends the source to every task: its size is known and at most the threshold.
 
@@ -637,6 +647,9 @@ def _attempt(
     files = _read_target_files(txn, spec, plan, source)
     metrics["numTargetFilesBeforeSkipping"] = snapshot.add_actions.num_rows
     metrics["numTargetFilesAfterSkipping"] = files.num_rows
+    # The join's shuffles sized to the source and the candidate files, not to Spark's default 200.
+    candidate_bytes = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
+    size_shuffle_partitions(spark, candidate_bytes + _estimated_bytes(source))
     target = target_dataframe(spark, context, files, plan.target_columns_read(), reader=spec.options.reader, purpose="join")
     parameters = operation_parameters(spec)
 

@@ -24,7 +24,36 @@ _DEFAULT_CONF = {
     # Delta evaluates predicates, SET expressions and merge conditions under ANSI store
     # assignment; Spark 4 defaults to it too, but a cluster default may not.
     "spark.sql.storeAssignmentPolicy": "ANSI",
+    # Shuffles sized to their data: adaptive execution merges small shuffle partitions up
+    # to the advisory size instead of keeping the partition count (parallelismFirst), so a
+    # few kilobytes are one task, not spark.sql.shuffle.partitions of them.
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
 }
+
+SHUFFLE_PARTITIONS_CONF = "spark.sql.shuffle.partitions"
+SHUFFLE_PARTITION_BYTES = 64 << 20
+"""About this many input bytes per shuffle partition (AQE's default advisory size)."""
+_MIN_BYTES_PER_CORE = 1 << 20
+
+
+def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int | None:
+    """Set the session's shuffle partitions from the bytes a job reads; the count set, or None if the conf fixes it.
+
+    One partition per :data:`SHUFFLE_PARTITION_BYTES`, and at least one per core once
+    there is a megabyte per core: kilobytes are one partition (Spark's default of 200
+    would be 200 tasks per stage, most of them empty), large inputs get enough to keep
+    every core busy. A count the application's conf sets (the connection's or the
+    operator's) is left alone.
+    """
+    if spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS_CONF):
+        return None
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    by_size = -(-max(0, input_bytes) // SHUFFLE_PARTITION_BYTES)
+    count = max(1, by_size, min(cores, max(0, input_bytes) // _MIN_BYTES_PER_CORE))
+    spark.conf.set(SHUFFLE_PARTITIONS_CONF, str(count))
+    return count
 
 
 class LazySession:

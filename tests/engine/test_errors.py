@@ -79,6 +79,10 @@ RETRYABLE = {
     "StorageAccessError": False,
     # throttling, 5xx, connection failures that outlasted the FileIO's retries: later can succeed
     "StorageUnavailableError": True,
+    # Spark refused the job's input (a missing path, an unknown column): the same input fails again
+    "SparkAnalysisError": False,
+    # a forked child of a process that used obstore: every request in this process would hang
+    "ObjectStoreForkError": False,
 }
 
 

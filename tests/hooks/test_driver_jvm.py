@@ -88,6 +88,23 @@ def test_a_dump_is_kept_once_and_never_left_behind(tmp_path: Path) -> None:
     assert archive.use_option() == f"-XX:SharedArchiveFile={archive.path}"
 
 
+def test_a_new_archive_replaces_the_archives_of_earlier_installs(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    older = [cache / "spark-driver-classes-old1.jsa", cache / "spark-driver-classes-old2.jsa"]
+    for path in older:
+        path.write_bytes(b"an earlier install's archive")
+    unrelated = cache / "airflow_delta-py-files-x.zip"
+    unrelated.write_bytes(b"not an archive")
+    archive = DriverClassArchive(cache / "spark-driver-classes-new.jsa")
+    dump = archive.new_dump()
+    dump.write_bytes(b"new")
+
+    assert archive.keep(dump)
+
+    assert sorted(p.name for p in cache.iterdir()) == sorted([archive.path.name, unrelated.name])
+
+
 def test_a_new_dump_removes_dumps_abandoned_over_an_hour_ago(tmp_path: Path) -> None:
     archive = DriverClassArchive(tmp_path / "spark-driver-classes-k.jsa")
     abandoned, running = archive.new_dump(), archive.new_dump()

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import StructType
 
-from airflow_delta.engine import DeltaTable, InvalidArgumentError, MultipleSourceRowsMatchedError
+from airflow_delta.engine import DeltaTable, InvalidArgumentError, InvalidFilterError, MultipleSourceRowsMatchedError
 from airflow_delta.spark.file_tasks import FILE_COLUMN, ROW_COLUMN, spark_schema, target_dataframe
 from airflow_delta.spark.merge import (
     BROADCAST_SOURCE_BYTES,
@@ -470,10 +470,10 @@ def test_bad_expressions_fail_before_any_write(spark: Any, tmp_path: Path, claus
     target = tmp_path / "target"
     table = make_target(target, [(1, 1, "a")])
     before = table.version(), data_files(target)
-    with pytest.raises(InvalidArgumentError) as caught:
+    with pytest.raises(InvalidFilterError) as caught:  # the class docs/operators.md gives MERGE conditions and values
         run_merge(spark, spec_for(target, write_source(tmp_path / "s.parquet", [(1, 2, "a", 0)]), [clause]))
-    assert caught.value.argument == "MergeSpec"
-    assert "Spark SQL over the target (t) and source (s)" in str(caught.value)
+    assert "over the target (t) and source (s) columns" in str(caught.value)
+    assert "_delta_file" not in str(caught.value) and "__airflow_delta" not in str(caught.value)
     assert (table.version(), data_files(target)) == before
 
 
