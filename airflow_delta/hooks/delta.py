@@ -234,12 +234,12 @@ class _DmlSubmitHook(SparkSubmitHook):
         self.output_tail: deque[str] = deque(maxlen=DRIVER_LOG_TAIL_LINES)
         self.result_line: str | None = None
         self.error_line: str | None = None
-        # Where this job's driver JVM writes the class archive at its exit (the first job of
-        # a Spark installation and Java runtime), and the archive it becomes if the job succeeds.
-        self._archive_dump: tuple[DriverClassArchive, Path] | None = None
+        # The class archive that does not exist yet (the first job of a Spark installation and
+        # Java runtime), and the driver's JVM options: written in the background if the job succeeds.
+        self._archive_to_write: tuple[DriverClassArchive, str] | None = None
 
     def set_driver_java_options(self, options: list[str], archive: DriverClassArchive | None) -> None:
-        """Run the driver JVM with ``options`` and, in client mode, from ``archive`` (or writing it).
+        """Run the driver JVM with ``options`` and, in client mode, from ``archive`` (or note it to be written).
 
         Nothing changes when the conf sets ``spark.driver.extraJavaOptions`` itself: the
         user's JVM options are taken as they are.
@@ -251,9 +251,7 @@ class _DmlSubmitHook(SparkSubmitHook):
             if archive.exists:
                 options.append(archive.use_option())
             else:
-                dump = archive.new_dump()
-                self._archive_dump = (archive, dump)
-                options += archive.write_options(dump)
+                self._archive_to_write = (archive, " ".join(options))
         if options:
             self._conf = {**self._conf, "spark.driver.extraJavaOptions": " ".join(options)}
 
@@ -317,16 +315,17 @@ class _DmlSubmitHook(SparkSubmitHook):
         spark_home = worker_spark_home(env)
         if spark_home is not None:
             env["SPARK_HOME"] = spark_home
-        try:
-            driver_id = super().submit(application, env=env, start_new_session=True, **kwargs)
-        except BaseException:
-            if self._archive_dump is not None:
-                self._archive_dump[1].unlink(missing_ok=True)  # a failed or killed JVM's archive is not trusted
-            raise
-        if self._archive_dump is not None:
-            archive, dump = self._archive_dump
-            if archive.keep(dump):
-                self.log.info("Wrote the driver JVM's class archive %s: later drivers start from it", archive.path)
+        driver_id = super().submit(application, env=env, start_new_session=True, **kwargs)
+        if self._archive_to_write is not None:
+            # After the job, not with it: the writer competes with no job of this task for CPU,
+            # and the task does not wait for it. A failed job starts none (its environment may be broken).
+            archive, java_options = self._archive_to_write
+            writer = archive.write_in_background(env, java_options)
+            if writer is not None:
+                self.log.info(
+                    "Writing the driver JVM's class archive %s in the background (process %d): later drivers start from it",
+                    archive.path, writer,
+                )
         return driver_id
 
     def on_kill(self) -> None:
@@ -550,8 +549,8 @@ class DeltaHook(BaseHook):
         (the caller planned a few small files, or none) runs the driver JVM with
         :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS`, and with :data:`SMALL_JOB_CONF` (no web UI)
         under the connection's and the caller's conf. A client-mode driver JVM also starts
-        from the worker's class archive of Spark's classes, or writes it when there is none
-        yet (:mod:`airflow_delta.hooks.driver_jvm`). Neither JVM option is added when the
+        from the worker's class archive of Spark's classes; when there is none yet, a
+        successful job starts its writer in the background (:mod:`airflow_delta.hooks.driver_jvm`). Neither JVM option is added when the
         conf sets ``spark.driver.extraJavaOptions`` itself.
         """
         settings = self.settings

@@ -1,13 +1,16 @@
 """The driver JVM's class-data-sharing archive: named by Spark's jars and the Java runtime, kept only when complete.
 
-The end-to-end test runs real ``spark-submit``s through ``DeltaHook``: a failed one
-leaves no archive, a successful one writes it, and a JVM started from it loads Spark's
-classes from it (HotSpot's class-loading log says where each class came from).
+The end-to-end test runs real ``spark-submit``s through ``DeltaHook``: a failed job starts
+no writer, a successful one returns with the archive being written by a background
+process (never by the job's own JVM), a killed writer leaves nothing, two starts run one
+writer, and a JVM started from the archive loads Spark's classes from it (HotSpot's
+class-loading log says where each class came from).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,12 +74,12 @@ def test_without_a_java_or_jars_there_is_no_archive(tmp_path: Path) -> None:
 
 def test_a_dump_is_kept_once_and_never_left_behind(tmp_path: Path) -> None:
     archive = DriverClassArchive(tmp_path / "cache" / "spark-driver-classes-k.jsa")
-    empty = archive.new_dump()
+    archive.path.parent.mkdir()
+    empty = archive.path.with_name(f".{archive.path.name}.a.tmp")
     empty.write_bytes(b"")
     assert not archive.keep(empty) and not archive.exists  # a JVM that wrote nothing
 
-    first, second = archive.new_dump(), archive.new_dump()
-    assert first != second  # concurrent first jobs write files of their own
+    first, second = (archive.path.with_name(f".{archive.path.name}.{n}.tmp") for n in "bc")
     first.write_bytes(b"first")
     second.write_bytes(b"second")
     first.chmod(0o444)  # as the JVM leaves it
@@ -97,7 +100,7 @@ def test_a_new_archive_replaces_the_archives_of_earlier_installs(tmp_path: Path)
     unrelated = cache / "airflow_delta-py-files-x.zip"
     unrelated.write_bytes(b"not an archive")
     archive = DriverClassArchive(cache / "spark-driver-classes-new.jsa")
-    dump = archive.new_dump()
+    dump = cache / f".{archive.path.name}.x.tmp"
     dump.write_bytes(b"new")
 
     assert archive.keep(dump)
@@ -105,21 +108,27 @@ def test_a_new_archive_replaces_the_archives_of_earlier_installs(tmp_path: Path)
     assert sorted(p.name for p in cache.iterdir()) == sorted([archive.path.name, unrelated.name])
 
 
-def test_a_new_dump_removes_dumps_abandoned_over_an_hour_ago(tmp_path: Path) -> None:
-    archive = DriverClassArchive(tmp_path / "spark-driver-classes-k.jsa")
-    abandoned, running = archive.new_dump(), archive.new_dump()
-    abandoned.write_bytes(b"killed while writing")
-    running.write_bytes(b"being written")
-    two_hours_ago = time.time() - 7200
-    os.utime(abandoned, (two_hours_ago, two_hours_ago))
-    other = tmp_path / "other.tmp"
-    other.write_bytes(b"not an archive")
-    os.utime(other, (two_hours_ago, two_hours_ago))
-
-    archive.new_dump()
-
-    assert not abandoned.exists()
-    assert running.exists() and other.exists()
+def test_no_writer_starts_while_one_holds_the_lock_or_after_a_recent_failure(tmp_path: Path) -> None:
+    archive = DriverClassArchive(tmp_path / "cache" / "spark-driver-classes-k.jsa")
+    archive.path.parent.mkdir()
+    assert not archive.being_written()
+    # Another writer: a process that holds the lock file's lock (as a writer's JVM does).
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)", str(archive.lock_path)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+        assert archive.being_written()
+        assert archive.write_in_background(os.environ) is None
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not archive.being_written()  # a killed holder frees the lock
+    archive.failed_log_path.write_text("the last writer failed")
+    assert archive.write_in_background(os.environ) is None
+    assert not archive.being_written() and not archive.log_path.exists()
 
 
 def _driver_java_options(hook: DeltaHook, spec: DeleteSpec, **kwargs: object) -> str | None:
@@ -131,7 +140,7 @@ def _driver_java_options(hook: DeltaHook, spec: DeleteSpec, **kwargs: object) ->
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_a_client_mode_driver_writes_or_uses_the_archive_a_cluster_mode_one_neither(
+def test_a_client_mode_driver_uses_the_archive_and_never_writes_it_a_cluster_mode_one_neither(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("AIRFLOW_DELTA_CACHE", str(tmp_path / "cache"))
@@ -142,12 +151,9 @@ def test_a_client_mode_driver_writes_or_uses_the_archive_a_cluster_mode_one_neit
     archive = worker_driver_class_archive()
     assert archive is not None and archive.path.parent == tmp_path / "cache"
 
-    writing = _driver_java_options(DeltaHook(), spec, small_job=True)
-    assert writing is not None
-    c1, dump, quiet = writing.split(" ")
-    assert c1 == SMALL_JOB_DRIVER_JAVA_OPTIONS
-    assert dump.startswith(f"-XX:ArchiveClassesAtExit={archive.path.parent}/.{archive.path.name}.")
-    assert quiet == "-Xlog:cds=off"  # no warning per class it cannot archive, in the task log
+    # The job's own JVM never writes the archive (it would hold the task at its exit).
+    assert _driver_java_options(DeltaHook(), spec, small_job=True) == SMALL_JOB_DRIVER_JAVA_OPTIONS
+    assert _driver_java_options(DeltaHook(), spec) is None
 
     archive.path.write_bytes(b"an archive")
     assert _driver_java_options(DeltaHook(), spec) == archive.use_option()
@@ -157,9 +163,16 @@ def test_a_client_mode_driver_writes_or_uses_the_archive_a_cluster_mode_one_neit
     assert _driver_java_options(DeltaHook(spark_conn_id="spark_yarn", deploy_mode="cluster"), spec) is None
 
 
+def _wait_for_writer(archive: DriverClassArchive, timeout: float = 900.0) -> None:
+    deadline = time.monotonic() + timeout
+    while archive.being_written():
+        assert time.monotonic() < deadline, "the background writer did not finish"
+        time.sleep(1.0)
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("airflow_home")
-def test_the_first_successful_job_writes_the_archive_that_later_drivers_load_sparks_classes_from(
+def test_the_first_successful_job_starts_a_background_writer_whose_archive_later_drivers_load_classes_from(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
@@ -175,18 +188,40 @@ def test_the_first_successful_job_writes_the_archive_that_later_drivers_load_spa
     def spec(predicate: str) -> DeleteSpec:
         return DeleteSpec(table=TableRef(uri=table_path), predicate=predicate, identity=IDENTITY)
 
-    # A failed spark-submit's JVM still writes at its exit: that archive is not kept.
+    # A failed job starts no writer.
     with pytest.raises(DeltaSparkJobError):
         DeltaHook(spark_conn_id="spark_nowhere").submit(spec("id = 7"), small_job=True)
     assert sorted(path.suffix for path in cache.iterdir()) == [".zip"]
     assert DeltaTable(table_path).version() == 2
 
+    # The job returns right after its commit: the archive is written by another process, later.
     DeltaHook().submit(spec("id = 7"), small_job=True)
-    assert archive.exists
-    assert sorted(path.suffix for path in cache.iterdir()) == [".jsa", ".zip"]  # no temporary left
     assert DeltaTable(table_path).version() == 3
     assert_oracles_read(table_path, [row for row in rows if row["id"] != 7])
+    assert archive.being_written() and not archive.exists
+    writer = int(archive.lock_path.read_text())
+    # A second start while it runs starts nothing (as a concurrent job's would).
+    assert archive.write_in_background(os.environ) is None
 
+    # A killed writer (its whole session: Python, spark-submit's JVM) leaves no archive and frees the lock.
+    os.killpg(writer, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while archive.being_written() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not archive.being_written() and not archive.exists
+    assert not archive.failed_log_path.exists()  # killed, not failed: the next try is not put off
+
+    # The next try, with two starts at once: one writer, one archive, no temporary file left.
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    started = [archive.write_in_background(env, SMALL_JOB_DRIVER_JAVA_OPTIONS) for _ in range(2)]
+    assert started[0] is not None and started[1] is None
+    _wait_for_writer(archive)
+    assert archive.exists, archive.log_path.read_text()
+    assert sorted(path.suffix for path in cache.iterdir()) == [".jsa", ".lock", ".log", ".zip"]
+
+    # A later job maps the archive.
+    submit_hook = DeltaHook().spark_submit_hook(spec("id = 8"), small_job=True)
+    assert submit_hook._conf["spark.driver.extraJavaOptions"].endswith(archive.use_option())
     # A driver started from the archive takes Spark's classes from it.
     program = tmp_path / "empty.py"
     program.write_text('from pyspark.sql import SparkSession\nSparkSession.builder.getOrCreate().stop()\n')

@@ -14,6 +14,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 
 __all__ = [
+    "CLASS_ARCHIVE_PROGRAM",
     "DML_PROGRAM",
     "ERROR_LINE_PREFIX",
     "EXIT_DELTA_ERROR",
@@ -25,6 +26,9 @@ __all__ = [
 
 DML_PROGRAM = str(Path(__file__).with_name("dml.py"))
 """The path of the DELETE/UPDATE/MERGE program: the application argument of spark-submit."""
+
+CLASS_ARCHIVE_PROGRAM = str(Path(__file__).with_name("warm_classes.py"))
+"""The path of the small job whose driver writes the class archive (:mod:`airflow_delta.hooks.driver_jvm`)."""
 
 RESULT_LINE_PREFIX = "AIRFLOW_DELTA_RESULT"
 """Starts the one stdout line of a job that succeeded, followed by a space and the JobResult JSON."""
