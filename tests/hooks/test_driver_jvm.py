@@ -216,7 +216,8 @@ def test_the_first_successful_job_starts_a_background_writer_whose_archive_later
     started = [archive.write_in_background(env, SMALL_JOB_DRIVER_JAVA_OPTIONS) for _ in range(2)]
     assert started[0] is not None and started[1] is None
     _wait_for_writer(archive)
-    assert archive.exists, archive.log_path.read_text()
+    if not archive.exists:
+        pytest.fail(f"the writer failed:\n{archive.failed_log_path.read_text()[-4000:]}")
     assert sorted(path.suffix for path in cache.iterdir()) == [".jsa", ".lock", ".log", ".zip"]
 
     # A later job maps the archive.

@@ -19,7 +19,7 @@ def main(scratch: str) -> None:
         rows = spark.range(64).selectExpr("id", "id % 7 AS key", "CAST(id AS STRING) AS name")
         rows.write.mode("overwrite").parquet(scratch)
         read_back = spark.read.parquet(scratch)
-        joined = read_back.join(rows.withColumnRenamed("name", "other"), "id", "left_outer")
+        joined = read_back.join(rows.selectExpr("id", "name AS other"), "id", "left_outer")
         joined.where("key > 1").groupBy("key").count().orderBy("key").collect()
     finally:
         spark.stop()
