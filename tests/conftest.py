@@ -77,3 +77,8 @@ def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectSto
 def object_store(request: pytest.FixtureRequest) -> ObjectStoreServer:
     """Each object-store server in turn (the test runs once per store)."""
     return request.getfixturevalue(f"{request.param}_server")
+
+# --------------------------------------------------------------- the browser tests
+# An `airflow api-server` per test module and Debian's Chromium (tests/browser.py): a module
+# asks for `airflow_page` (logged in) and may override `api_server_env` for its connections.
+from tests.browser import airflow_page, api_server, api_server_env, browser  # noqa: E402, F401
