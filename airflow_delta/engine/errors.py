@@ -164,6 +164,29 @@ class RowTrackingBackfillError(UnsupportedFeatureError):
         )
 
 
+class MixedPySparkError(DeltaError):
+    """The PySpark that runs a job is two releases in one folder: its Python files and its jars differ.
+
+    pip installs ``pyspark`` and ``pyspark-client`` (which the apache-spark provider
+    requires) into the same ``pyspark/`` folder; when their versions differ, the one
+    written second wins file by file, and Python code of one Spark calls the JVM of the
+    other (a MERGE then fails with ``Py4JException: Constructor ... does not exist``).
+    No retry can fix it: the message says which pip command does.
+    """
+
+    def __init__(self, location: str, python_version: str, jvm_version: str, fix_version: str) -> None:
+        self.location = location
+        self.python_version = python_version
+        self.jvm_version = jvm_version
+        self.fix_version = fix_version
+        super().__init__(
+            f"the PySpark at {location} is mixed: its Python files say Spark {python_version} but its jars "
+            f"are Spark {jvm_version} (pip wrote pyspark and pyspark-client of different versions into the "
+            f"same pyspark/ folder); make both the same release with: "
+            f'pip install --force-reinstall --no-deps "pyspark=={fix_version}" "pyspark-client=={fix_version}"'
+        )
+
+
 # ----------------------------------------------------------------- user input
 
 
