@@ -69,6 +69,12 @@ Convert-to-Delta and symlink manifests
     (``under`` a directory), :func:`merge_listings` into a :class:`TableListing`, handed to
     ``DeltaTable.vacuum(list_files=...)`` (a :data:`ListFiles`).
 
+Writer-supplied column values
+    :func:`identity_columns` (:class:`IdentityColumn`: start, step, high-water mark, the
+    values a write may generate), :func:`with_identity_high_water_marks` (the metadata a
+    write that generated identity values commits), :func:`generated_columns` and
+    :func:`column_default_expressions` (the Spark SQL texts Spark evaluates).
+
 Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
 
@@ -121,6 +127,7 @@ from airflow_delta.engine.errors import (
     DataFileNotFoundError,
     DeletionVectorsNotEnabledError,
     DeltaError,
+    IdentityColumnWriteError,
     InvalidArgumentError,
     InvalidFilterError,
     InvalidLogError,
@@ -163,6 +170,13 @@ from airflow_delta.engine.model.actions import (
     Protocol,
     RemoveFile,
     SetTransaction,
+)
+from airflow_delta.engine.model.column_defaults import (
+    IdentityColumn,
+    column_default_expressions,
+    generated_columns,
+    identity_columns,
+    with_identity_high_water_marks,
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.table_features import reader_features, writer_features
@@ -338,6 +352,8 @@ __all__ = [
     "FileInfo",
     "FooterReader",
     "HealthReport",
+    "IdentityColumn",
+    "IdentityColumnWriteError",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidLogError",
@@ -399,9 +415,12 @@ __all__ = [
     "VersionNotFoundError",
     "WriterOptions",
     "add_file_from_parquet",
+    "column_default_expressions",
     "convert_file",
     "deleted_row_positions",
     "error_from_report",
+    "generated_columns",
+    "identity_columns",
     "interleave_bits",
     "list_table_files",
     "list_top_level",
@@ -424,6 +443,7 @@ __all__ = [
     "stage_delete",
     "storage_options_from_airflow_connection",
     "typed_partition_values",
+    "with_identity_high_water_marks",
     "write_change_data_files",
     "write_checkpoint",
     "write_data_files",

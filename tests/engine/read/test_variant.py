@@ -201,11 +201,12 @@ def test_protocol_gate_reads_variant_but_not_shredding(feature: str) -> None:
         check_readable(Protocol(3, 7, frozenset({"variantType", feature}), frozenset({"variantType", feature})))
 
 
-def test_variant_tables_are_not_writable(shared_tables: Path) -> None:
+def test_unshredded_variant_tables_are_writable(shared_tables: Path) -> None:
     snapshot = DeltaTable(str(shared_tables / "spark-variant-checkpoint")).snapshot()
-    with pytest.raises(UnsupportedFeatureError, match="variantType-preview") as info:
-        check_writable(snapshot.protocol, snapshot.metadata)
-    assert info.value.access == "write"
+    check_writable(snapshot.protocol, snapshot.metadata)
+    shredded = Protocol(3, 7, frozenset({"variantType", "variantShredding"}), frozenset({"variantType", "variantShredding"}))
+    with pytest.raises(UnsupportedFeatureError, match="variantShredding"):
+        check_writable(shredded, snapshot.metadata)
 
 
 # ------------------------------------------------------------------ schema and stats
