@@ -75,8 +75,8 @@ def test_dml_and_optimize_copy_variants_through(spark: Any, shared_tables: Path,
     ours = str(path / DeltaTable(str(path)).snapshot().files().column("path")[0].as_py())
     theirs = [str(p) for p in (shared_tables / "spark-variant-checkpoint").glob("*.parquet")]
     schema = "id long, v variant, array_of_variants array<variant>"
-    columns = "id, to_json(v) AS v, to_json(array_of_variants) AS a"
-    read_ours = {r["id"]: (r["v"], r["a"]) for r in spark.read.schema(schema).parquet(ours).selectExpr(columns).collect()}
-    read_theirs = {r["id"]: (r["v"], r["a"]) for r in spark.read.schema(schema).parquet(*theirs).selectExpr(columns).collect()}
+    columns = ("id", "to_json(v) AS v", "to_json(array_of_variants) AS a")
+    read_ours = {r["id"]: (r["v"], r["a"]) for r in spark.read.schema(schema).parquet(ours).selectExpr(*columns).collect()}
+    read_theirs = {r["id"]: (r["v"], r["a"]) for r in spark.read.schema(schema).parquet(*theirs).selectExpr(*columns).collect()}
     assert read_ours[50] == read_theirs[50] and read_ours[1095] == read_theirs[95]
     assert len(read_ours) == len(expected)
