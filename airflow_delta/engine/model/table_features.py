@@ -279,8 +279,6 @@ def required_features(
         needed.add("invariants")
     if _uses_type(dict(schema_json), "timestamp_ntz"):
         needed.add("timestampNtz")
-    if _uses_type(dict(schema_json), "variant"):
-        needed.add("variantType")
     top_level_metadata = [field.get("metadata") or {} for field in dict(schema_json).get("fields", [])]
     if any("delta.identity.start" in meta for meta in top_level_metadata):
         needed.add("identityColumns")

@@ -83,10 +83,9 @@ def test_new_tables_list_the_features_their_columns_use() -> None:
         {"name": "id", "type": "long", "nullable": True, "metadata": {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}},
         {"name": "d", "type": "date", "nullable": True, "metadata": {"delta.generationExpression": "CAST(ts AS DATE)"}},
         {"name": "n", "type": "integer", "nullable": True, "metadata": {"CURRENT_DEFAULT": "1"}},
-        {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
     ]
     assert required_features({"type": "struct", "fields": fields}, {}) >= {
-        "identityColumns", "generatedColumns", "allowColumnDefaults", "variantType"
+        "identityColumns", "generatedColumns", "allowColumnDefaults"
     }
 
 

@@ -209,6 +209,17 @@ def test_unshredded_variant_tables_are_writable(shared_tables: Path) -> None:
         check_writable(shredded, snapshot.metadata)
 
 
+def test_engine_delete_keeps_the_variant_table_protocol(shared_tables: Path, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    shutil.copytree(shared_tables / "spark-variant-checkpoint", path)
+    before = DeltaTable(str(path)).snapshot()
+    DeltaTable(str(path)).delete("id >= 95")
+    after = DeltaTable(str(path)).snapshot()
+    assert after.version == before.version + 1
+    assert after.protocol == before.protocol  # variantType-preview stays; no feature is added behind the user's back
+    assert sorted(after.to_arrow().column("id").to_pylist()) == sorted(i for i in before.to_arrow().column("id").to_pylist() if i < 95)
+
+
 # ------------------------------------------------------------------ schema and stats
 
 
