@@ -248,6 +248,27 @@ class ConstraintViolationError(DeltaError):
         super().__init__(msg)
 
 
+class IdentityColumnWriteError(DeltaError):
+    """A write gives a value Delta refuses for an identity column: an INSERT with a value for a
+    ``GENERATED ALWAYS AS IDENTITY`` column (Delta: DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED),
+    or an UPDATE of any identity column (DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED).
+
+    The same statement fails again: not retryable.
+    """
+
+    def __init__(self, column: str, operation: str) -> None:
+        self.column = column
+        self.operation = operation  # "insert" or "update"
+        if operation == "update":
+            msg = f"UPDATE on IDENTITY column {column!r} is not supported (Delta refuses it too): leave it out of SET"
+        else:
+            msg = (
+                f"providing values for GENERATED ALWAYS AS IDENTITY column {column!r} is not supported: leave it "
+                "out of the inserted columns (or INSERT *) and its values are generated"
+            )
+        super().__init__(msg)
+
+
 class AppendOnlyViolationError(DeltaError):
     """A transaction removes data from a table with ``delta.appendOnly=true``."""
 
