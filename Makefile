@@ -10,8 +10,11 @@ STAMP := $(VENV)/.installed-stamp
 UV_VERSION := 0.13.8
 SHARED_TABLES ?= $(abspath ../shared/delta-tables)
 PYTEST_ARGS ?=
+# Delta Lake on Spark, the tests' reference oracle (scripts/setup_delta_oracle.sh): its own
+# venv and jars under .cache/, fetched once (PyPI, Maven Central), reused offline after.
+DELTA_STAMP := .cache/delta-jars/.installed-stamp
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean delta-oracle
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +30,12 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo --dir .demo
 
-test: $(STAMP)
+$(DELTA_STAMP): $(STAMP) scripts/setup_delta_oracle.sh
+	scripts/setup_delta_oracle.sh
+
+delta-oracle: $(DELTA_STAMP)
+
+test: $(STAMP) $(DELTA_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	DELTA_SHARED_TABLES=$(SHARED_TABLES) $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
@@ -36,4 +44,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .cache/delta-venv .cache/delta-jars

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 if TYPE_CHECKING:
+    from tests.delta_lake import DeltaLakeSession
     from tests.object_store_helpers import ObjectStoreServer
 
 # Timing is not behaviour: no per-example deadline (machines here are shared and noisy).
@@ -77,3 +78,20 @@ def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObjectSto
 def object_store(request: pytest.FixtureRequest) -> ObjectStoreServer:
     """Each object-store server in turn (the test runs once per store)."""
     return request.getfixturevalue(f"{request.param}_server")
+
+# --------------------------------------------------------------- Delta Lake on Spark
+# The reference implementation as an oracle: one Spark-with-Delta process per session (per
+# xdist worker), started by the first test that asks for it (tests/delta_lake.py). Missing
+# set-up fails the test with how to fix it (`make test` installs it), never skips.
+
+
+@pytest.fixture(scope="session")
+def delta_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaLakeSession]:
+    from tests.delta_lake import DeltaLakeSession, DeltaLakeUnavailableError
+
+    try:
+        session = DeltaLakeSession.start(tmp_path_factory.mktemp("delta-lake"))
+    except DeltaLakeUnavailableError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with session:
+        yield session

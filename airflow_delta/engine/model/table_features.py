@@ -166,6 +166,18 @@ def _fields(schema_json: dict) -> Iterable[dict]:
         stack.extend(_nested_fields(field.get("type")))
 
 
+def _has_not_null_field(struct: dict) -> bool:
+    stack = list(struct.get("fields", []))
+    while stack:
+        field = stack.pop()
+        if field.get("nullable") is False:
+            return True
+        data_type = field.get("type")
+        if isinstance(data_type, dict) and data_type.get("type") == "struct":
+            stack.extend(data_type.get("fields", []))
+    return False
+
+
 def _nested_fields(data_type: object) -> list[dict]:
     if not isinstance(data_type, dict):
         return []
@@ -265,6 +277,12 @@ def required_features(
     if any(key.startswith("delta.constraints.") for key in configuration):
         needed.add("checkConstraints")
     if any("delta.invariants" in (field.get("metadata") or {}) for field in _fields(dict(schema_json))):
+        needed.add("invariants")
+    if _has_not_null_field(dict(schema_json)):
+        # Delta enforces NOT NULL columns as invariants: a table-features protocol must list
+        # "invariants" when one exists, or Delta refuses the table
+        # (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH). Like Delta's Invariants.getFromSchema,
+        # only struct nesting counts (array elements and map values are not constraints).
         needed.add("invariants")
     if _uses_type(dict(schema_json), "timestamp_ntz"):
         needed.add("timestampNtz")

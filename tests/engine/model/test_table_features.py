@@ -149,3 +149,20 @@ def test_required_features_from_schema_and_properties() -> None:
         "timestampNtz", "invariants", "deletionVectors", "v2Checkpoint", "checkConstraints"
     }
     assert "domainMetadata" in required_features({"type": "struct", "fields": []}, {}, writes_domains=True)
+
+
+def _field(name: str, data_type: object, nullable: bool) -> dict:
+    return {"name": name, "type": data_type, "nullable": nullable, "metadata": {}}
+
+
+def test_not_null_columns_require_invariants_as_delta_counts_them() -> None:
+    # Delta on Spark refuses a table-features table with a NOT NULL column whose protocol
+    # lacks "invariants" (found by tests/delta: DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH).
+    top = {"type": "struct", "fields": [_field("id", "long", False)]}
+    nested = {"type": "struct", "fields": [_field("s", {"type": "struct", "fields": [_field("x", "long", False)]}, True)]}
+    assert "invariants" in required_features(top, {})
+    assert "invariants" in required_features(nested, {})
+    # An array's elements and a map's values are not constraints (Delta's checkComplexTypes=false).
+    array = {"type": "array", "elementType": {"type": "struct", "fields": [_field("x", "long", False)]}, "containsNull": True}
+    assert "invariants" not in required_features({"type": "struct", "fields": [_field("a", array, True)]}, {})
+    assert "invariants" not in required_features({"type": "struct", "fields": [_field("id", "long", True)]}, {})

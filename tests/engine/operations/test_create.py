@@ -80,6 +80,7 @@ def test_concurrent_creators_exactly_one_wins(tmp_path: Path) -> None:
     assert len(commit_actions(path)) == 3
 
 
+# SIMPLE's id is NOT NULL: a table-features protocol lists "invariants" for it, as Delta does.
 @pytest.mark.parametrize(
     ("properties", "schema", "expected"),
     [
@@ -90,34 +91,34 @@ def test_concurrent_creators_exactly_one_wins(tmp_path: Path) -> None:
         (
             {"delta.enableDeletionVectors": "true"},
             SIMPLE,
-            Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors"})),
+            Protocol(3, 7, frozenset({"deletionVectors"}), frozenset({"deletionVectors", "invariants"})),
         ),
         (
             {},
             pa.schema([pa.field("t", pa.timestamp("us"))]),
             Protocol(3, 7, frozenset({"timestampNtz"}), frozenset({"timestampNtz"})),
         ),
-        ({"delta.enableInCommitTimestamps": "true"}, SIMPLE, Protocol(1, 7, None, frozenset({"inCommitTimestamp"}))),
+        ({"delta.enableInCommitTimestamps": "true"}, SIMPLE, Protocol(1, 7, None, frozenset({"inCommitTimestamp", "invariants"}))),
         (
             {"delta.checkpointPolicy": "v2"},
             SIMPLE,
-            Protocol(3, 7, frozenset({"v2Checkpoint"}), frozenset({"v2Checkpoint"})),
+            Protocol(3, 7, frozenset({"v2Checkpoint"}), frozenset({"v2Checkpoint", "invariants"})),
         ),
         (
             {"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "id", "delta.appendOnly": "true"},
             SIMPLE,
             Protocol(
                 3, 7, frozenset({"deletionVectors", "columnMapping"}),
-                frozenset({"deletionVectors", "columnMapping", "appendOnly"}),
+                frozenset({"deletionVectors", "columnMapping", "appendOnly", "invariants"}),
             ),
         ),
         (
             {"delta.enableInCommitTimestamps": "true", "delta.constraints.c": "id > 0"},
             SIMPLE,
-            Protocol(1, 7, None, frozenset({"inCommitTimestamp", "checkConstraints"})),
+            Protocol(1, 7, None, frozenset({"inCommitTimestamp", "checkConstraints", "invariants"})),
         ),
         ({"delta.minWriterVersion": "4"}, SIMPLE, Protocol(1, 4)),
-        ({"delta.feature.appendOnly": "supported"}, SIMPLE, Protocol(1, 7, None, frozenset({"appendOnly"}))),
+        ({"delta.feature.appendOnly": "supported"}, SIMPLE, Protocol(1, 7, None, frozenset({"appendOnly", "invariants"}))),
         (
             {"delta.feature.domainMetadata": "supported", "delta.minWriterVersion": "3"},
             SIMPLE,
@@ -126,7 +127,7 @@ def test_concurrent_creators_exactly_one_wins(tmp_path: Path) -> None:
         (
             {"delta.feature.vacuumProtocolCheck": "supported"},
             SIMPLE,
-            Protocol(3, 7, frozenset({"vacuumProtocolCheck"}), frozenset({"vacuumProtocolCheck"})),
+            Protocol(3, 7, frozenset({"vacuumProtocolCheck"}), frozenset({"vacuumProtocolCheck", "invariants"})),
         ),
     ],
 )

@@ -1,0 +1,163 @@
+"""The Delta Lake side of tests/delta_lake.py: one Spark-with-Delta session serving requests.
+
+Run by the Delta venv's Python (``.cache/delta-venv``, set up by
+scripts/setup_delta_oracle.sh), never imported by the suite: it imports only PySpark,
+pyarrow and the standard library. Requests come one JSON object per line on stdin,
+answers go one JSON object per line to the protocol stream (the original stdout; the
+JVM's and Spark's own output is sent to stderr so it cannot corrupt the protocol).
+
+A request is ``{"op": "sql" | "read" | "history" | "detail" | "ping", ...}``; every
+answer that carries rows names an Arrow IPC file it wrote in the work directory, so
+types (timestamps, decimals, maps, variants as strings) arrive exactly as Spark has them.
+An error answer carries Delta's/Spark's error class (condition) and the JVM exception's
+class name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _protocol_stream() -> Any:
+    """The original stdout for answers; fd 1 now goes to stderr (the JVM inherits that)."""
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(protocol_fd, "w", buffering=1)
+
+
+def _session(config: dict[str, Any]) -> Any:
+    from pyspark.sql import SparkSession
+
+    work = Path(config["work_dir"])
+    jars = sorted(str(p) for p in Path(config["jars_dir"]).glob("*.jar"))
+    builder = (
+        SparkSession.builder.master(config.get("master", "local[2]"))
+        .appName(config.get("name", "delta-oracle"))
+        .config("spark.jars", ",".join(jars))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.catalogImplementation", "in-memory")
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.local.dir", str(work / "spark-local"))
+        .config("spark.driver.memory", config.get("driver_memory", "1g"))
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
+        .config("spark.default.parallelism", str(config.get("shuffle_partitions", 2)))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # No Ivy: every jar is local; a stray package resolution must fail, not download.
+        .config("spark.jars.ivy", str(work / "ivy"))
+    )
+    for key, value in (config.get("spark_conf") or {}).items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(config.get("log_level", "WARN"))
+    return spark
+
+
+def _quote_path(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def _write_arrow(df: Any, out: Path) -> str:
+    import pyarrow as pa
+
+    table = df.toArrow()
+    with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return str(out)
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    """Delta's/Spark's names for an error: the condition and the JVM exception's class."""
+    answer: dict[str, Any] = {
+        "ok": False,
+        "message": str(exc),
+        "error_class": None,
+        "exception_class": type(exc).__name__,
+        "java_class": None,
+        "traceback": traceback.format_exc(limit=5),
+    }
+    get_condition = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    if get_condition is not None:
+        try:
+            answer["error_class"] = get_condition()
+        except Exception:  # a name we cannot get is reported as None
+            pass
+    origin = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    if origin is not None:
+        try:
+            java_class = origin.getClass().getName()
+            answer["java_class"] = java_class
+            answer["exception_class"] = java_class.rsplit(".", 1)[-1]
+            if answer["error_class"] is None:
+                answer["error_class"] = origin.getErrorClass() if hasattr(origin, "getErrorClass") else None
+        except Exception:
+            pass
+    return answer
+
+
+def _serve(spark: Any, work: Path, stream: Any) -> None:
+    counter = 0
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        op = request.get("op")
+        counter += 1
+        out = work / f"result-{os.getpid()}-{counter}.arrow"
+        try:
+            if op == "ping":
+                answer: dict[str, Any] = {"ok": True, "spark": spark.version}
+            elif op == "stop":
+                stream.write(json.dumps({"ok": True}) + "\n")
+                return
+            elif op == "sql":
+                df = spark.sql(request["text"])
+                answer = {"ok": True, "arrow": _write_arrow(df, out)}
+            elif op == "read":
+                reader = spark.read.format("delta")
+                if request.get("version") is not None:
+                    reader = reader.option("versionAsOf", int(request["version"]))
+                answer = {"ok": True, "arrow": _write_arrow(reader.load(request["path"]), out)}
+            elif op == "history":
+                df = spark.sql(f"DESCRIBE HISTORY {_quote_path(request['path'])}")
+                answer = {"ok": True, "arrow": _write_arrow(df, out)}
+            elif op == "detail":
+                df = spark.sql(f"DESCRIBE DETAIL {_quote_path(request['path'])}")
+                answer = {"ok": True, "arrow": _write_arrow(df, out)}
+            else:
+                answer = {"ok": False, "message": f"unknown op {op!r}", "exception_class": "ValueError"}
+        except Exception as exc:  # every error goes back to the test
+            answer = _error(exc)
+        stream.write(json.dumps(answer) + "\n")
+
+
+def main() -> None:
+    stream = _protocol_stream()
+    config = json.loads(sys.argv[1])
+    work = Path(config["work_dir"])
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        spark = _session(config)
+    except Exception as exc:
+        stream.write(json.dumps(_error(exc)) + "\n")
+        return
+    stream.write(json.dumps({"ok": True, "spark": spark.version}) + "\n")
+    try:
+        _serve(spark, work, stream)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
