@@ -24,13 +24,15 @@ DELTA_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
         "spark_conf": '{"spark.executor.memory": "4g"}',
         "deploy_mode": "client",
         "storage_conn_id": "aws_default",
+        "spark_history_url": "http://spark-history:18080",
+        "test_location": "s3://bucket/tables/",
     },
 }
 DELTA_CONNECTION_FIELDS: dict[str, dict[str, Any]] = {
     "storage_options": {
         "label": "Storage options",
         "description": "JSON object: storage options of the table root (credentials, region, endpoint).",
-        "schema": {"type": ["string", "null"], "format": "json"},
+        "schema": {"type": ["object", "null"]},
     },
     "spark_conn_id": {
         "label": "Spark connection id",
@@ -40,12 +42,12 @@ DELTA_CONNECTION_FIELDS: dict[str, dict[str, Any]] = {
     "spark_conf": {
         "label": "Default Spark conf",
         "description": "JSON object of Spark conf for every job; an operator's conf overrides it.",
-        "schema": {"type": ["string", "null"], "format": "json"},
+        "schema": {"type": ["object", "null"]},
     },
     "deploy_mode": {
         "label": "Deploy mode",
         "description": "client or cluster (empty: the Spark connection's). Standalone masters: client only.",
-        "schema": {"type": ["string", "null"], "enum": ["client", "cluster", None]},
+        "schema": {"type": ["string", "null"], "enum": ["client", "cluster"]},
     },
     "maintenance_history_uri": {
         "label": "Maintenance history table",
@@ -57,6 +59,16 @@ DELTA_CONNECTION_FIELDS: dict[str, dict[str, Any]] = {
         "label": "Storage connection id",
         "description": "An aws, wasb, adls or google_cloud_platform connection whose credentials reach "
         "the table's object store (Storage options override what it gives).",
+        "schema": {"type": ["string", "null"]},
+    },
+    "spark_history_url": {
+        "label": "Spark history server URL",
+        "description": "Where the tasks' Spark application links point (empty: the application's live UI).",
+        "schema": {"type": ["string", "null"]},
+    },
+    "test_location": {
+        "label": "Test location",
+        "description": "A table or folder URI the Test button lists with the storage options (optional).",
         "schema": {"type": ["string", "null"]},
     },
 }
@@ -88,6 +100,7 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "extra-links": ["airflow_delta.operators.links.SparkApplicationLink"],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.sensors.delta"]}],
         "triggers": [{"integration-name": _INTEGRATION, "python-modules": ["airflow_delta.triggers.delta"]}],
         "connection-types": [

@@ -1,7 +1,8 @@
 """A real browser against a real Airflow UI, for the tests of what a person sees.
 
-Reusable by any test module: ``from tests.browser import api_server, browser, airflow_page``
-(pytest fixtures), or the classes directly.
+Reusable by any test module: the fixtures ``api_server``, ``browser`` and ``airflow_page`` are
+in tests/conftest.py (a module overrides ``api_server_env`` to give its server connections or
+settings), or use the classes directly.
 
 - :class:`ApiServer`: ``airflow api-server`` on 127.0.0.1 (a free port) with its own
   temporary ``AIRFLOW_HOME`` and SQLite database, the simple auth manager with one admin
@@ -18,6 +19,7 @@ fixtures fail with what to install otherwise.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -118,8 +120,8 @@ class ApiServer:
                 with urllib.request.urlopen(f"{self.base_url}/api/v2/monitor/health", timeout=5) as response:
                     if response.status == 200:
                         return
-            except (urllib.error.URLError, OSError):
-                pass
+            except (urllib.error.URLError, OSError, http.client.HTTPException):
+                pass  # not listening yet (or a half-started server's answer)
             time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"airflow api-server did not answer within {SERVER_START_TIMEOUT:.0f}s:\n{self.log_tail()}")
@@ -204,8 +206,8 @@ class AirflowPage:
 
 
 # ----------------------------------------------------------------------------- fixtures
-# A test module makes them its own with `from tests.browser import api_server, browser, airflow_page`
-# (and may override `api_server_env` to give the server connections or settings).
+# tests/conftest.py imports them for every module; a module may override `api_server_env` to
+# give its server connections or settings.
 
 
 @pytest.fixture(scope="module")

@@ -95,3 +95,9 @@ def delta_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaLakeSe
         pytest.fail(str(exc), pytrace=False)
     with session:
         yield session
+
+
+# --------------------------------------------------------------- the browser tests
+# An `airflow api-server` per test module and Debian's Chromium (tests/browser.py): a module
+# asks for `airflow_page` (logged in) and may override `api_server_env` for its connections.
+from tests.browser import airflow_page, api_server, api_server_env, browser  # noqa: E402, F401

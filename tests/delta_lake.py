@@ -101,6 +101,7 @@ class DeltaLakeSession:
         self._work_dir = work_dir
         self._log_file = log_file
         self._lock = threading.Lock()
+        self._request_id = 0
         self.spark_version = spark_version
 
     # ------------------------------------------------------------------ lifecycle
@@ -217,9 +218,17 @@ class DeltaLakeSession:
             if process.poll() is not None:
                 raise DeltaLakeUnavailableError(f"Delta Lake's Spark process has exited: {self._log_tail()}")
             assert process.stdin is not None
-            process.stdin.write(json.dumps(request) + "\n")
+            self._request_id += 1
+            request_id = self._request_id
+            process.stdin.write(json.dumps(request | {"id": request_id}) + "\n")
             process.stdin.flush()
+            # A call interrupted earlier (a test's timeout) leaves its answer in the pipe:
+            # answers to older requests are skipped, so each caller gets its own.
             answer = self._receive(description)
+            while answer.get("id") != request_id:
+                if answer.get("arrow"):
+                    Path(answer["arrow"]).unlink(missing_ok=True)
+                answer = self._receive(description)
         if not answer.get("ok"):
             raise DeltaLakeError(
                 answer.get("message", ""),

@@ -139,6 +139,7 @@ def _serve(spark: Any, work: Path, stream: Any) -> None:
                 answer = {"ok": False, "message": f"unknown op {op!r}", "exception_class": "ValueError"}
         except Exception as exc:  # every error goes back to the test
             answer = _error(exc)
+        answer["id"] = request.get("id")  # the client skips answers to requests it gave up on
         stream.write(json.dumps(answer) + "\n")
 
 

@@ -39,9 +39,14 @@ def test_provider_info_declares_the_delta_connection_fields_as_the_hook_does() -
 
     assert connection["connection-type"] == DeltaHook.conn_type == "delta"
     assert connection["hook-class-name"] == f"{DeltaHook.__module__}.{DeltaHook.__qualname__}"
-    assert set(connection["conn-fields"]) == {
-        "storage_options", "spark_conn_id", "spark_conf", "deploy_mode", "storage_conn_id", "maintenance_history_uri",
+    fields = connection["conn-fields"]
+    assert set(fields) == {
+        "storage_options", "spark_conn_id", "spark_conf", "deploy_mode", "storage_conn_id", "spark_history_url",
+        "test_location", "maintenance_history_uri",
     }
+    # JSON objects are objects to the UI (its JSON editor), and no literal null is offered as a deploy mode.
+    assert fields["storage_options"]["schema"]["type"] == fields["spark_conf"]["schema"]["type"] == ["object", "null"]
+    assert fields["deploy_mode"]["schema"]["enum"] == ["client", "cluster"]
     # The same behaviour, in the provider info's spelling (hidden-fields) and the hook's (hidden_fields).
     assert connection["ui-field-behaviour"] == {
         key.replace("_", "-"): value for key, value in DeltaHook.get_ui_field_behaviour().items()
@@ -67,3 +72,24 @@ def test_the_airflow_cli_lists_the_provider_and_its_connection_type(tmp_path: Pa
             "hook_name": "Delta Lake",
         }
     ]
+
+
+def test_the_repository_carries_the_apache_2_license_the_package_declares() -> None:
+    license_text = (REPO_ROOT / "LICENSE").read_text(encoding="utf-8")
+
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    assert "END OF TERMS AND CONDITIONS" in license_text  # the full text, not a notice
+    debian_copy = Path("/usr/share/common-licenses/Apache-2.0")
+    if debian_copy.exists():
+        assert license_text == debian_copy.read_text(encoding="utf-8")
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'license = "Apache-2.0"' in pyproject and 'license-files = ["LICENSE"]' in pyproject
+
+
+def test_airflow_shows_a_documentation_url_for_the_provider() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    # Airflow takes "documentation-url" from the package metadata's Documentation Project-URL.
+    provider = ProvidersManager().providers["airflow-delta"]
+
+    assert provider.data["documentation-url"] == "https://pypi.org/project/airflow-delta/"

@@ -82,6 +82,12 @@ Maintaining a lake (the ``fleet`` layer, loaded on first use; docs/fleet.md)
     maintenance history (:class:`MaintenanceRecord`, :data:`MAINTENANCE_HISTORY_SCHEMA`) in a
     Delta table.
 
+Writer-supplied column values
+    :func:`identity_columns` (:class:`IdentityColumn`: start, step, high-water mark, the
+    values a write may generate), :func:`with_identity_high_water_marks` (the metadata a
+    write that generated identity values commits), :func:`generated_columns` and
+    :func:`column_default_expressions` (the Spark SQL texts Spark evaluates).
+
 Checkpoints and properties
     :func:`write_checkpoint` (of a snapshot in hand), :func:`parse_interval`.
 
@@ -137,6 +143,7 @@ from airflow_delta.engine.errors import (
     DataFileNotFoundError,
     DeletionVectorsNotEnabledError,
     DeltaError,
+    IdentityColumnWriteError,
     InvalidArgumentError,
     InvalidFilterError,
     InvalidLogError,
@@ -153,6 +160,7 @@ from airflow_delta.engine.errors import (
     MetadataChangedException,
     MissingMetadataError,
     MissingProtocolError,
+    MixedPySparkError,
     MultipleSourceRowsMatchedError,
     ObjectStoreForkError,
     PathOutsideTableError,
@@ -183,6 +191,13 @@ from airflow_delta.engine.model.actions import (
     Protocol,
     RemoveFile,
     SetTransaction,
+)
+from airflow_delta.engine.model.column_defaults import (
+    IdentityColumn,
+    column_default_expressions,
+    generated_columns,
+    identity_columns,
+    with_identity_high_water_marks,
 )
 from airflow_delta.engine.model.properties import TableProperties, parse_interval
 from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION as ROW_COMMIT_VERSION_COLUMN
@@ -414,6 +429,8 @@ __all__ = [
     "FileInfo",
     "FooterReader",
     "HealthReport",
+    "IdentityColumn",
+    "IdentityColumnWriteError",
     "InvalidArgumentError",
     "InvalidFilterError",
     "InvalidLogError",
@@ -438,6 +455,7 @@ __all__ = [
     "MetadataChangedException",
     "MissingMetadataError",
     "MissingProtocolError",
+    "MixedPySparkError",
     "MultipleSourceRowsMatchedError",
     "ObjectStoreFileIO",
     "ObjectStoreForkError",
@@ -484,6 +502,7 @@ __all__ = [
     "WriterOptions",
     "add_file_from_parquet",
     "append_history",
+    "column_default_expressions",
     "condition_mask",
     "convert_file",
     "curve_key",
@@ -491,6 +510,8 @@ __all__ = [
     "discover_tables",
     "error_from_report",
     "fleet_health",
+    "generated_columns",
+    "identity_columns",
     "interleave_bits",
     "iter_fleet_health",
     "keeps_row_ids",
@@ -521,6 +542,7 @@ __all__ = [
     "storage_options_from_airflow_connection",
     "table_health_record",
     "typed_partition_values",
+    "with_identity_high_water_marks",
     "write_change_data_files",
     "write_checkpoint",
     "write_data_files",

@@ -164,6 +164,29 @@ class RowTrackingBackfillError(UnsupportedFeatureError):
         )
 
 
+class MixedPySparkError(DeltaError):
+    """The PySpark that runs a job is two releases in one folder: its Python files and its jars differ.
+
+    pip installs ``pyspark`` and ``pyspark-client`` (which the apache-spark provider
+    requires) into the same ``pyspark/`` folder; when their versions differ, the one
+    written second wins file by file, and Python code of one Spark calls the JVM of the
+    other (a MERGE then fails with ``Py4JException: Constructor ... does not exist``).
+    No retry can fix it: the message says which pip command does.
+    """
+
+    def __init__(self, location: str, python_version: str, jvm_version: str, fix_version: str) -> None:
+        self.location = location
+        self.python_version = python_version
+        self.jvm_version = jvm_version
+        self.fix_version = fix_version
+        super().__init__(
+            f"the PySpark at {location} is mixed: its Python files say Spark {python_version} but its jars "
+            f"are Spark {jvm_version} (pip wrote pyspark and pyspark-client of different versions into the "
+            f"same pyspark/ folder); make both the same release with: "
+            f'pip install --force-reinstall --no-deps "pyspark=={fix_version}" "pyspark-client=={fix_version}"'
+        )
+
+
 # ----------------------------------------------------------------- user input
 
 
@@ -222,6 +245,27 @@ class ConstraintViolationError(DeltaError):
         msg = f"{violating_rows} row(s) violate {constraint} ({expression})"
         if self.example is not None:
             msg += f"; for example {self.example}"
+        super().__init__(msg)
+
+
+class IdentityColumnWriteError(DeltaError):
+    """A write gives a value Delta refuses for an identity column: an INSERT with a value for a
+    ``GENERATED ALWAYS AS IDENTITY`` column (Delta: DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED),
+    or an UPDATE of any identity column (DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED).
+
+    The same statement fails again: not retryable.
+    """
+
+    def __init__(self, column: str, operation: str) -> None:
+        self.column = column
+        self.operation = operation  # "insert" or "update"
+        if operation == "update":
+            msg = f"UPDATE on IDENTITY column {column!r} is not supported (Delta refuses it too): leave it out of SET"
+        else:
+            msg = (
+                f"providing values for GENERATED ALWAYS AS IDENTITY column {column!r} is not supported: leave it "
+                "out of the inserted columns (or INSERT *) and its values are generated"
+            )
         super().__init__(msg)
 
 

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,11 +44,13 @@ from airflow_delta.engine import (
     DeltaTable,
     InvalidArgumentError,
     Snapshot,
+    TableLocation,
     error_from_report,
     storage_options_from_airflow_connection,
 )
 from airflow_delta.hooks.driver_jvm import DriverClassArchive, worker_driver_class_archive, worker_spark_home
 from airflow_delta.provider import DELTA_CONNECTION_FIELDS, DELTA_UI_FIELD_BEHAVIOUR
+from airflow_delta.spark.installation import check_spark_home
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
 from airflow_delta.spark.jobs import (
     DML_PROGRAM,
@@ -55,6 +58,7 @@ from airflow_delta.spark.jobs import (
     RESULT_LINE_PREFIX,
     SMALL_JOB_CONF,
     SMALL_JOB_DRIVER_JAVA_OPTIONS,
+    SPARK_APP_LINE_PREFIX,
 )
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
@@ -68,6 +72,7 @@ __all__ = [
     "DeltaConnectionSettings",
     "DeltaHook",
     "DeltaSparkJobError",
+    "SparkApplication",
     "check_table_uri",
     "error_from_line",
     "files_summary",
@@ -149,6 +154,36 @@ def error_from_line(line: str) -> DeltaError:
 
 
 @dataclass(frozen=True)
+class SparkApplication:
+    """The Spark application a job registered: its id, its UI's URL while it runs (None when
+    the UI is off), and the master it ran on."""
+
+    app_id: str
+    ui_url: str | None = None
+    master: str | None = None
+
+    @classmethod
+    def from_line(cls, line: str) -> SparkApplication | None:
+        """The application an ``AIRFLOW_DELTA_SPARK_APP {...}`` line reports; None if unreadable."""
+        try:
+            report = _first_json_document(line.split(SPARK_APP_LINE_PREFIX, 1)[1].strip())
+            app_id = report["app_id"]
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+        if not isinstance(app_id, str) or not app_id:
+            return None
+        ui_url, master = report.get("ui_url"), report.get("master")
+        return cls(app_id, ui_url if isinstance(ui_url, str) else None, master if isinstance(master, str) else None)
+
+    def url(self, history_url: str | None) -> str | None:
+        """Where a person sees this application: the history server's page when one is
+        configured (it outlives the job), otherwise the live UI (None when the UI is off)."""
+        if history_url:
+            return f"{history_url.rstrip('/')}/history/{self.app_id}/jobs/"
+        return self.ui_url
+
+
+@dataclass(frozen=True)
 class DeltaConnectionSettings:
     """What a ``delta`` connection holds (all optional).
 
@@ -162,7 +197,10 @@ class DeltaConnectionSettings:
     ``spark_log_level`` the lowest level of Spark's own log lines (``INFO``, ``WARN``, ...)
     that a client-mode job on a local or standalone master copies into the task log (default
     ``WARN``; every line still reaches the failure tail); the job's progress is logged at
-    most every :data:`PROGRESS_INTERVAL_SECONDS` per stage whatever the level.
+    most every :data:`PROGRESS_INTERVAL_SECONDS` per stage whatever the level;
+    ``spark_history_url`` the Spark history server's base URL, where the tasks' links to their
+    Spark applications point; ``test_location`` a table or folder URI that
+    :meth:`DeltaHook.test_connection` lists with the storage options.
     """
 
     storage_options: dict[str, str] = field(default_factory=dict)
@@ -172,6 +210,8 @@ class DeltaConnectionSettings:
     storage_conn_id: str | None = None
     maintenance_history_uri: str | None = None
     spark_log_level: str = DEFAULT_TASK_LOG_LEVEL
+    spark_history_url: str | None = None
+    test_location: str | None = None
 
     @classmethod
     def from_extra(cls, conn_id: str, extra: Mapping[str, Any]) -> DeltaConnectionSettings:
@@ -206,6 +246,16 @@ class DeltaConnectionSettings:
         history = extra.get("maintenance_history_uri") or None
         if history is not None and not isinstance(history, str):
             raise InvalidArgumentError(where("maintenance_history_uri"), history, "the URI of the history table")
+        spark_history_url = extra.get("spark_history_url") or None
+        if spark_history_url is not None and (
+            not isinstance(spark_history_url, str) or not spark_history_url.startswith(("http://", "https://"))
+        ):
+            raise InvalidArgumentError(
+                where("spark_history_url"), spark_history_url, "the http(s) URL of the Spark history server"
+            )
+        test_location = extra.get("test_location") or None
+        if test_location is not None and not isinstance(test_location, str):
+            raise InvalidArgumentError(where("test_location"), test_location, "a table or folder URI")
         return cls(
             storage_options=json_object("storage_options"),
             spark_conn_id=spark_conn_id,
@@ -214,6 +264,8 @@ class DeltaConnectionSettings:
             storage_conn_id=storage_conn_id,
             maintenance_history_uri=history,
             spark_log_level=spark_log_level,
+            spark_history_url=spark_history_url,
+            test_location=test_location,
         )
 
 
@@ -234,6 +286,7 @@ class _DmlSubmitHook(SparkSubmitHook):
         self.output_tail: deque[str] = deque(maxlen=DRIVER_LOG_TAIL_LINES)
         self.result_line: str | None = None
         self.error_line: str | None = None
+        self.application: SparkApplication | None = None
         # The class archive that does not exist yet (the first job of a Spark installation and
         # Java runtime), and the driver's JVM options: written in the background if the job succeeds.
         self._archive_to_write: tuple[DriverClassArchive, str] | None = None
@@ -298,6 +351,14 @@ class _DmlSubmitHook(SparkSubmitHook):
                 self.result_line = line
             elif line.startswith(ERROR_MARKER):
                 self.error_line = line
+            elif line.startswith(SPARK_APP_LINE_PREFIX):
+                self.application = SparkApplication.from_line(line) or self.application
+                if self.application is not None:
+                    self.log.info(
+                        "Spark application %s registered on %s%s",
+                        self.application.app_id, self.application.master,
+                        f", its UI at {self.application.ui_url}" if self.application.ui_url else "",
+                    )
             else:
                 finished = _FINISHED_TASK.search(line)
                 if finished is not None:
@@ -315,6 +376,9 @@ class _DmlSubmitHook(SparkSubmitHook):
         spark_home = worker_spark_home(env)
         if spark_home is not None:
             env["SPARK_HOME"] = spark_home
+            # A PySpark whose Python files and jars are two releases fails deep inside the
+            # job, and every retry fails the same way: refused here, with the pip command to fix it.
+            check_spark_home(spark_home)
         driver_id = super().submit(application, env=env, start_new_session=True, **kwargs)
         if self._archive_to_write is not None:
             # After the job, not with it: the writer competes with no job of this task for CPU,
@@ -438,6 +502,9 @@ class DeltaHook(BaseHook):
         self._settings: DeltaConnectionSettings | None = None
         self._spark_conn_named = spark_conn_id is not None
         self._submit_hook: _DmlSubmitHook | None = None
+        self.spark_applications: list[SparkApplication] = []
+        """The Spark applications this hook's jobs registered, in order (a job that ran only in
+        its driver process registers none)."""
 
     # ------------------------------------------------------------------ connection
     @property
@@ -505,6 +572,89 @@ class DeltaHook(BaseHook):
         """
         return DeltaTable(check_table_uri("table", uri), self.settings.storage_options or None)
 
+    # ------------------------------------------------------------------ Test button
+    def test_connection(self) -> tuple[bool, str]:
+        """What the connection form's Test button and ``airflow connections test`` report.
+
+        In order, stopping at the first failure: the connection's fields are valid; the
+        Spark connection it names exists; ``spark-submit --version`` runs (the one the
+        jobs run, with the worker's SPARK_HOME) and its PySpark is one release; the
+        storage options (and the storage connection's credentials) can list
+        ``test_location`` when the connection gives one. ``(ok, message)``; the message
+        says what passed, or what failed and what to fix.
+        """
+        try:
+            settings = self.settings
+        except (DeltaError, AirflowException) as error:
+            return False, f"The delta connection {self.delta_conn_id!r} is invalid: {error}"
+        try:
+            spark = self.get_connection(settings.spark_conn_id)
+        except AirflowNotFoundException:
+            return False, (
+                f"The Spark connection {settings.spark_conn_id!r} (spark_conn_id) does not exist: create it "
+                "(conn_type spark, host local[2], spark://HOST or yarn) or name an existing one"
+            )
+        passed = [f"Spark connection {settings.spark_conn_id!r} ({spark.conn_type}, {spark.host or 'yarn'})"]
+        ok, message = self._test_spark_submit(settings.spark_conn_id)
+        if not ok:
+            return False, message
+        passed.append(message)
+        if settings.test_location is None:
+            passed.append("storage not checked (set test_location to a table or folder URI to list it)")
+        else:
+            ok, message = self._test_listing(settings.test_location, settings.storage_options)
+            if not ok:
+                return False, message
+            passed.append(message)
+        return True, "; ".join(passed)
+
+    def _test_spark_submit(self, spark_conn_id: str) -> tuple[bool, str]:
+        """Run ``spark-submit --version`` as the jobs run it: (ok, what ran or why it did not)."""
+        try:
+            binary = str(SparkSubmitHook(conn_id=spark_conn_id)._connection["spark_binary"])
+        except (AirflowException, RuntimeError, ValueError) as error:
+            return False, f"The Spark connection {spark_conn_id!r} is unusable: {error}"
+        env = dict(os.environ)
+        env["PATH"] = _path_with_spark_submit(env.get("PATH", ""))
+        spark_home = worker_spark_home(env)
+        if spark_home is not None:
+            env["SPARK_HOME"] = spark_home
+            try:
+                check_spark_home(spark_home)
+            except DeltaError as error:
+                return False, str(error)
+        executable = shutil.which(binary, path=env["PATH"])
+        if executable is None:
+            return False, f"{binary} is not on the worker's PATH (nor next to its Python): install pyspark or Spark"
+        try:
+            ran = subprocess.run(
+                [executable, "--version"], env=env, capture_output=True, text=True, timeout=180, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return False, f"{executable} --version did not run: {error}"
+        output = ran.stdout + ran.stderr
+        version = re.search(r"version (\d+\.\d+\.\d+\S*)", output)
+        if ran.returncode != 0 or version is None:
+            tail = " | ".join(output.strip().splitlines()[-5:])
+            return False, f"{executable} --version failed (exit status {ran.returncode}): {tail}"
+        return True, f"{binary} {version.group(1)} ran"
+
+    @staticmethod
+    def _test_listing(location: str, storage_options: Mapping[str, str]) -> tuple[bool, str]:
+        """List ``location`` with the storage options: (ok, how many entries, or why it failed)."""
+        try:
+            resolved = TableLocation.from_uri(location, storage_options or None)
+            folders: list[str] = []
+            files = resolved.io.list_dir(resolved.root, not_files=folders)
+        except DeltaError as error:
+            return False, f"Listing {location} with the storage options failed: {error}"
+        except OSError as error:  # a local folder that cannot be read
+            return False, f"Listing {location} failed: {error}"
+        count = len(files) + len(folders)
+        if count == 0:
+            return True, f"listed {location}: nothing there yet (an empty or new location)"
+        return True, f"listed {count} entr{'y' if count == 1 else 'ies'} under {location}"
+
     # ------------------------------------------------------------------ the log
     def find_commit(
         self, table: DeltaTable, app_id: str, *, snapshot: Snapshot | None = None, operation: str = "UNKNOWN"
@@ -545,7 +695,7 @@ class DeltaHook(BaseHook):
         """The ``SparkSubmitHook`` that runs ``spec`` (its application arguments are set by :meth:`submit`).
 
         Refuses cluster deploy mode on a standalone master (``spark://``) before anything
-        runs: Spark 4.3 refuses Python applications in cluster mode there. ``small_job``
+        runs: Spark refuses Python applications in cluster mode there. ``small_job``
         (the caller planned a few small files, or none) runs the driver JVM with
         :data:`SMALL_JOB_DRIVER_JAVA_OPTIONS`, and with :data:`SMALL_JOB_CONF` (no web UI)
         under the connection's and the caller's conf. A client-mode driver JVM also starts
@@ -576,7 +726,7 @@ class DeltaHook(BaseHook):
             raise InvalidArgumentError(
                 "deploy_mode",
                 "cluster",
-                f"client on the standalone master {hook.master}: Spark 4.3 refuses cluster deploy mode for "
+                f"client on the standalone master {hook.master}: Spark refuses cluster deploy mode for "
                 "Python applications on standalone clusters, so airflow-delta runs the driver in client mode "
                 "there; set deploy_mode to client (or leave it empty) in the delta or Spark connection",
             )
@@ -612,7 +762,10 @@ class DeltaHook(BaseHook):
                 spec_file.write_text(spec.to_json(), encoding="utf-8")
                 hook.set_application_args(["--spec-file", str(spec_file)])
             try:
-                hook.submit(application=str(application or self.DML_APPLICATION), cwd=str(driver_dir))
+                try:
+                    hook.submit(application=str(application or self.DML_APPLICATION), cwd=str(driver_dir))
+                finally:
+                    self._record_application(hook)
             except AirflowException as exc:
                 tail = "\n".join(hook.output_tail)
                 self.log.error(
@@ -623,6 +776,13 @@ class DeltaHook(BaseHook):
                 raise DeltaSparkJobError(f"the Spark job for {spec.OPERATION} failed: {exc}") from exc
         finally:
             shutil.rmtree(driver_dir, ignore_errors=True)
+        if hook.application is None and hook.deploy_mode == "client":
+            self.log.info(
+                "The %s job registered no Spark application on %s: the engine did all of its work in the "
+                "driver process that spark-submit started (the log decided it, or its few rows were found "
+                "in the driver), so no Spark UI, cluster application or history entry exists for it",
+                spec.OPERATION.upper(), hook.master,
+            )
         if hook.result_line is None:
             return None
         payload = hook.result_line.split(RESULT_MARKER, 1)[1].strip()
@@ -632,6 +792,22 @@ class DeltaHook(BaseHook):
             # The printed result is a convenience: callers read the commit from the log.
             self.log.warning("The job's result line could not be read (%s); the result comes from the log", exc)
             return None
+
+    def _record_application(self, hook: _DmlSubmitHook) -> None:
+        """Keep the application the job registered: from its own line (client mode), or the
+        YARN application id spark-submit printed (cluster mode, where the driver's output is not seen)."""
+        application = hook.application
+        yarn_id = getattr(hook, "_yarn_application_id", None)
+        if application is None and isinstance(yarn_id, str) and yarn_id:
+            application = SparkApplication(yarn_id, None, hook.master)
+        if application is not None:
+            self.spark_applications.append(application)
+
+    def spark_application_url(self) -> str | None:
+        """Where the last Spark application of this hook's jobs is seen (see :meth:`SparkApplication.url`), or None."""
+        if not self.spark_applications:
+            return None
+        return self.spark_applications[-1].url(self.settings.spark_history_url)
 
     def on_kill(self) -> None:
         """Kill the running Spark application, in every deploy mode."""

@@ -40,6 +40,7 @@ from airflow_delta.engine import (
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook, files_summary
 from airflow_delta.operators.lineage import DeltaLineageMixin
+from airflow_delta.operators.links import SparkApplicationLink
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity as _task_identity
 from airflow_delta.spark.job_result import JobResult
@@ -92,6 +93,7 @@ class _DeltaDmlOperator(BaseOperator):
     OPERATION: ClassVar[str]
     template_fields: Sequence[str] = ("table", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"conf": "json"}
+    operator_extra_links = (SparkApplicationLink(),)
     ui_color = "#00add4"
     ui_fgcolor = "#ffffff"
 

@@ -60,6 +60,7 @@ from airflow_delta.engine import (
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
 from airflow_delta.operators.history import maintenance_record
 from airflow_delta.operators.lineage import DeltaLineageMixin
+from airflow_delta.operators.links import SparkApplicationLink
 from airflow_delta.operators.retry import task_error
 from airflow_delta.operators.task_identity import task_identity
 from airflow_delta.spark.job_result import job_tags
@@ -128,6 +129,7 @@ class _DeltaMaintenanceOperator(BaseOperator):
     and the record of each run in the maintenance history (``HISTORY_OPERATION``; docs/fleet.md)."""
 
     template_fields: Sequence[str] = ("table",)
+    operator_extra_links = (SparkApplicationLink(),)
     ui_color = "#5b8c5a"
     ui_fgcolor = "#ffffff"
     HISTORY_OPERATION: str | None = None

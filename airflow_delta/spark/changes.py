@@ -53,6 +53,7 @@ from airflow_delta.spark.file_tasks import (
     FILE_COLUMN,
     ROW_COLUMN,
     ROW_TRACKING_COLUMNS,
+    collect_arrow,
     engine_errors_from_executors,
     read_rows_in_driver,
     spark_schema,
@@ -340,12 +341,13 @@ def _rewrite_in_driver(
         survivors = rows.filter(pc.is_in(indexed.column(_ROW_INDEX), value_set=kept.combine_chunks())).drop_columns(
             [FILE_COLUMN, ROW_COLUMN]
         )
-        # Nullable, so that new rows with a NULL in a NOT NULL column reach the writer's constraint check.
-        survivors = survivors.cast(pa.schema([f.with_nullable(True) for f in survivors.schema]))
+        # Nullable at every level, so that new rows with a NULL in a NOT NULL column reach the writer's
+        # constraint check, and a NULL variant in a list (null children, as Spark sends it) casts.
+        survivors = survivors.cast(pa.schema([_nullable_field(f) for f in survivors.schema]))
         metrics["numCopiedRows"] += survivors.num_rows
         parts.append(survivors)
     if new_data is not None:
-        new_rows = new_data.toArrow()
+        new_rows = collect_arrow(new_data)
         parts.append(new_rows if not parts else new_rows.cast(parts[0].schema))
     data = pa.concat_tables(parts) if parts else None
     if data is not None and data.num_rows:
@@ -354,6 +356,21 @@ def _rewrite_in_driver(
         metrics["numAddedFiles"] += len(adds)
         metrics["numAddedBytes"] += sum(add.size for add in adds)
     return located, touched_paths
+
+
+def _nullable_field(field: pa.Field) -> pa.Field:
+    return field.with_type(_nullable_type(field.type)).with_nullable(True)
+
+
+def _nullable_type(data_type: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(data_type):
+        return pa.struct([_nullable_field(data_type.field(i)) for i in range(data_type.num_fields)])
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        element = _nullable_field(data_type.value_field)
+        return pa.list_(element) if pa.types.is_list(data_type) else pa.large_list(element)
+    if pa.types.is_map(data_type):
+        return pa.map_(_nullable_field(data_type.key_field).with_nullable(False), _nullable_field(data_type.item_field))
+    return data_type
 
 
 def _write_new_files(

@@ -35,7 +35,7 @@ from pyspark import SparkContext
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StringType, StructField, StructType, VariantType
 
 from airflow_delta.engine import (
     CHANGE_TYPE_COLUMN,
@@ -89,6 +89,7 @@ _ENGINE_ERROR_LINE = re.compile(r"airflow_delta\.engine\.errors\.([A-Za-z_][A-Za
 __all__ = [
     "FILE_COLUMN",
     "ROW_COLUMN",
+    "collect_arrow",
     "engine_errors_from_executors",
     "fits_in_driver",
     "read_rows_in_driver",
@@ -382,7 +383,36 @@ def _columns_to_write(data: DataFrame, names: Sequence[str], expected: str) -> D
 
 def _collected(rows: DataFrame) -> pa.Table:
     with engine_errors_from_executors():
-        return rows.toArrow()
+        return collect_arrow(rows)
+
+
+def _has_variant(data_type: DataType) -> bool:
+    if isinstance(data_type, VariantType):
+        return True
+    if isinstance(data_type, StructType):
+        return any(_has_variant(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _has_variant(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _has_variant(data_type.keyType) or _has_variant(data_type.valueType)
+    return False
+
+
+def collect_arrow(frame: DataFrame) -> pa.Table:
+    """``frame.toArrow()``, but for variants as Spark sends them.
+
+    PySpark casts the collected batches to its Arrow form of the schema, whose variant is a
+    struct of two non-null binaries; a NULL variant inside a list or map arrives with null
+    children, which that cast refuses. The batches themselves are what Spark computed, so
+    a frame with a variant column is taken as collected (the engine's writer conforms the
+    layout to the table's schema).
+    """
+    if not _has_variant(frame.schema):
+        return frame.toArrow()
+    batches = frame._collect_as_arrow()
+    if not batches:
+        return frame.toArrow()  # no rows: nothing for the cast to refuse
+    return pa.Table.from_batches(batches)
 
 
 def _write_on_executors(

@@ -36,6 +36,7 @@ are NULL (INSERT).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -57,6 +58,8 @@ from airflow_delta.engine import (
     CHANGE_TYPE_COLUMN,
     DeltaError,
     DeltaTable,
+    IdentityColumn,
+    IdentityColumnWriteError,
     InvalidArgumentError,
     InvalidFilterError,
     Metadata,
@@ -64,9 +67,14 @@ from airflow_delta.engine import (
     Snapshot,
     TableContext,
     Transaction,
+    column_default_expressions,
+    generated_columns,
+    identity_columns,
+    with_identity_high_water_marks,
 )
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
 from airflow_delta.spark.column_paths import set_target_paths
+from airflow_delta.spark.column_values import check_generated, is_default_keyword, with_generated, with_identity_values
 from airflow_delta.spark.file_tasks import (
     FILE_COLUMN,
     ROW_COLUMN,
@@ -180,9 +188,15 @@ class MergePlan:
     source_schema: StructType
     schema: StructType
     added: tuple[StructField, ...]
+    # Values the writer supplies, from the target's metadata (none without it).
+    identity: tuple[IdentityColumn, ...] = ()
+    generated: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    defaults: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, spec: MergeSpec, target_schema: StructType, source_schema: StructType) -> MergePlan:
+    def of(
+        cls, spec: MergeSpec, target_schema: StructType, source_schema: StructType, metadata: Metadata | None = None
+    ) -> MergePlan:
         target_names = {f.name.casefold() for f in target_schema.fields}
         added: list[StructField] = []
         if spec.schema_evolution and any(clause.star for clause in spec.clauses):
@@ -192,9 +206,59 @@ class MergePlan:
                 if f.name.casefold() not in target_names
             ]
         schema = StructType([*target_schema.fields, *added])
-        plan = cls(spec, target_schema, source_schema, schema, tuple(added))
+        supplied: dict[str, Any] = {}
+        if metadata is not None:
+            supplied = {
+                "identity": identity_columns(metadata.schema_string),
+                "generated": generated_columns(metadata.schema_string),
+                "defaults": column_default_expressions(metadata.schema_string),
+            }
+        plan = cls(spec, target_schema, source_schema, schema, tuple(added), **supplied)
         plan._check_clauses()
+        plan._check_identity_writes()
         return plan
+
+    def _clause_gives(self, index: int, column: str) -> bool:
+        """Whether clause ``index`` gives ``column`` a value of its own (not DEFAULT, not left out)."""
+        clause = self.spec.clauses[index]
+        key = column.casefold()
+        for target, expression in (clause.assignments or {}).items():
+            if target.casefold() == key:
+                return not is_default_keyword(expression)
+        if clause.star:
+            if not self.spec.schema_evolution:
+                return True  # every target column, from the source's column of its name
+            return key in {f.name.casefold() for f in self.source_schema.fields}
+        return False
+
+    def _check_identity_writes(self) -> None:
+        """Delta's refusals: an UPDATE of an identity column, an INSERT giving a GENERATED ALWAYS one."""
+        for index, clause in enumerate(self.spec.clauses):
+            if clause.kind.endswith("_delete"):
+                continue
+            for column in self.identity:
+                if not self._clause_gives(index, column.name):
+                    continue
+                if clause.kind in _UPDATE_KINDS:
+                    raise IdentityColumnWriteError(column.name, "update")
+                if column.generated_always:
+                    raise IdentityColumnWriteError(column.name, "insert")
+
+    def clauses_giving(self, column: str) -> list[int]:
+        """The writing clauses that give ``column`` their own value."""
+        return [
+            index
+            for index, clause in enumerate(self.spec.clauses)
+            if not clause.kind.endswith("_delete") and self._clause_gives(index, column)
+        ]
+
+    def identity_generating_clauses(self, column: str) -> list[int]:
+        """The INSERT clauses whose rows get new values of identity column ``column``."""
+        return [
+            index
+            for index, clause in enumerate(self.spec.clauses)
+            if clause.kind == "not_matched_insert" and not self._clause_gives(index, column)
+        ]
 
     @property
     def insert_only(self) -> bool:
@@ -280,6 +344,12 @@ class MergePlan:
         for field in self.schema.fields:
             key = field.name.casefold()
             target = assigned.get(field.name)
+            if isinstance(target, Assigned) and is_default_keyword(target.expression):
+                # SET / INSERT ... DEFAULT: the column's default (NULL without one); identity and
+                # generated columns get their values after (see _with_supplied_values).
+                default = self.defaults.get(field.name)
+                out.append((F.expr(default) if default is not None else F.lit(None)).cast(field.dataType))
+                continue
             if target is not None:
                 out.append(assigned_value(field, target, _ref(alias_t, field.name), _cast_value))
                 continue
@@ -287,6 +357,8 @@ class MergePlan:
                 value = _ref(alias_s, source_names[key])
             elif is_update and key in target_names:
                 value = _ref(alias_t, field.name)  # an UPDATE keeps what it does not assign
+            elif field.name in self.defaults and not is_update:
+                value = F.expr(self.defaults[field.name])  # INSERT leaving out a column with a default
             else:
                 value = F.lit(None)  # INSERT of an unlisted column; a column the target does not have yet
             out.append(value.cast(field.dataType))
@@ -636,7 +708,7 @@ def _attempt(
 ) -> StagedOperation:
     started = time.monotonic()
     source_schema = StructType([f for f in source.schema.fields if f.name != SOURCE_ROW_COLUMN])
-    plan = MergePlan.of(spec, spark_schema(context), source_schema)
+    plan = MergePlan.of(spec, spark_schema(context), source_schema, context.metadata)
     metrics = zero_merge_metrics()
     metrics["numSourceRows"] = num_source_rows
     write_context = context
@@ -664,10 +736,18 @@ def _attempt(
                 rows = insert_only_rows(plan, source, pairs)
             else:
                 rows = outcome_of_matches(plan, source, pairs)
+        rows, high_water_marks = _with_supplied_values(plan, rows)
+    if high_water_marks:
+        # The commit moves the identity columns' high-water marks (a metadata update Delta tags as identity-only).
+        marked = with_identity_high_water_marks(write_context.metadata, high_water_marks)
+        if marked is not write_context.metadata:
+            txn.set_metadata(marked)
+            write_context = replace(write_context, metadata=marked)
 
     if plan.insert_only:
         # Delta's insert-only MERGE: an append of the unmatched source rows; the target is only read.
         with _persisted(rows) as inserted:
+            _check_generated(plan, inserted)
             counts = _counts_by_action(inserted)
             metrics["scanTimeMs"] = _ms_since(started)
             count_clauses(metrics, spec, counts)
@@ -682,6 +762,7 @@ def _attempt(
 
     with _persisted(rows) as outcome:
         overcount = _check_multiple_matches(plan, outcome)
+        _check_generated(plan, outcome)
         counts = _counts_by_action(outcome)
         metrics["scanTimeMs"] = _ms_since(started)
         count_clauses(metrics, spec, counts)
@@ -727,6 +808,29 @@ def _attempt(
             reader=spec.options.reader,
         )
     return _finish(with_file_metrics(metrics, changes), run_started, parameters)
+
+
+def _action_in(indexes: Sequence[int]) -> Column:
+    return F.col(ACTION_COLUMN).isin(list(indexes)) if indexes else F.lit(False)
+
+
+def _with_supplied_values(plan: MergePlan, rows: DataFrame) -> tuple[DataFrame, dict[str, int]]:
+    """``rows`` with the identity values INSERTs generate and the generated columns computed; the identity columns' furthest new values."""
+    marks: dict[str, int] = {}
+    for column in plan.identity:
+        generating = plan.identity_generating_clauses(column.name)
+        if generating:
+            rows, furthest = with_identity_values(rows, [column], _action_in(generating))
+            marks.update(furthest)
+    given = {name: _action_in(plan.clauses_giving(name)) for name in plan.generated}
+    return with_generated(rows, plan.generated, plan.schema, given), marks
+
+
+def _check_generated(plan: MergePlan, rows: DataFrame) -> None:
+    """Delta's "Generated Column" constraint on the rows whose clause gave a generated column's value."""
+    given = {name: _action_in(plan.clauses_giving(name)) for name in plan.generated if plan.clauses_giving(name)}
+    if given:
+        check_generated(rows, plan.generated, plan.schema, given)
 
 
 def _counts_by_action(frame: DataFrame) -> dict[int, int]:

@@ -10,7 +10,7 @@ side sets ``spark.pyspark.python`` for that.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -61,12 +61,20 @@ class LazySession:
 
     A DELETE that the log alone decides (no predicate, or partition columns only) needs no
     Spark at all: the program hands its operation one of these, and no JVM work happens
-    unless the operation asks for the session.
+    unless the operation asks for the session. ``on_start`` is called with the session
+    once it is built (the DML program reports the application it registered).
     """
 
-    def __init__(self, app_name: str, conf: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        app_name: str,
+        conf: Mapping[str, str] | None = None,
+        *,
+        on_start: Callable[[SparkSession], None] | None = None,
+    ) -> None:
         self.app_name = app_name
         self.conf = dict(conf or {})
+        self.on_start = on_start
         self._session: SparkSession | None = None
 
     @property
@@ -76,6 +84,8 @@ class LazySession:
     def get(self) -> SparkSession:
         if self._session is None:
             self._session = job_session(self.app_name, self.conf)
+            if self.on_start is not None:
+                self.on_start(self._session)
         return self._session
 
     def stop(self, *, process_exits: bool = False) -> None:

@@ -31,8 +31,18 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructField, StructType
 
-from airflow_delta.engine import InvalidArgumentError, Snapshot, TableContext, Transaction
+from airflow_delta.engine import (
+    IdentityColumnWriteError,
+    InvalidArgumentError,
+    Snapshot,
+    TableContext,
+    Transaction,
+    column_default_expressions,
+    generated_columns,
+    identity_columns,
+)
 from airflow_delta.spark.changes import StagedOperation, run_with_retries, stage_row_changes, uses_deletion_vectors
+from airflow_delta.spark.column_values import check_generated, is_default_keyword, with_generated
 from airflow_delta.spark.file_tasks import ROW_TRACKING_COLUMNS, fits_in_driver, spark_schema, target_dataframe
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.nested_assignments import (
@@ -127,6 +137,35 @@ def _expression(assigned: Assigned, _field: StructField) -> Column:
     return F.expr(assigned.expression)  # cast by Dataset.to, with the whole row
 
 
+def _defaults_applied(context: TableContext, assignments: Mapping[str, str]) -> dict[str, str]:
+    """``SET column = DEFAULT`` as the column's default expression (NULL when it has none), as Delta resolves it."""
+    defaults = {name.casefold(): text for name, text in column_default_expressions(context.metadata.schema_string).items()}
+    return {
+        key: (defaults.get(key.casefold(), "NULL") if is_default_keyword(value) else value)
+        for key, value in assignments.items()
+    }
+
+
+def _refuse_identity_update(context: TableContext, assignments: SetTree) -> None:
+    """Delta refuses an UPDATE of any identity column (GENERATED ALWAYS or BY DEFAULT)."""
+    for column in identity_columns(context.metadata.schema_string):
+        if column.name in assignments:
+            raise IdentityColumnWriteError(column.name, "update")
+
+
+def _with_generated_columns(rows: DataFrame, context: TableContext, assignments: SetTree) -> DataFrame:
+    """The updated rows with their generated columns: computed again from the new values, or, where SET gives
+    one, checked against its expression (Delta's "Generated Column" constraint) before anything is written."""
+    generated = generated_columns(context.metadata.schema_string)
+    if not generated:
+        return rows
+    schema = spark_schema(context)
+    given = {name: F.lit(True) for name in generated if name in assignments}
+    if given:
+        check_generated(rows, generated, schema, given)
+    return with_generated(rows, generated, schema, given)
+
+
 def run_update(
     spark: SparkSession, spec: UpdateSpec, *, before_commit: Callable[[int], None] | None = None
 ) -> JobResult:
@@ -145,7 +184,8 @@ def run_update(
     def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
         started = time.monotonic()
         use_dvs = uses_deletion_vectors(context, spec.options)
-        assignments = resolve_assignments(spark, context, spec.set)
+        assignments = resolve_assignments(spark, context, _defaults_applied(context, spec.set))
+        _refuse_identity_update(context, assignments)
         if predicate is not None:
             check_predicate(spark, context, predicate)
         files, engine_filter = read_candidates(txn, predicate)
@@ -164,7 +204,7 @@ def run_update(
         # Kept: the positions and the new values must come from the same rows, read once.
         matched = (target if predicate is None else target.filter(f"({predicate}) IS TRUE")).persist()
         try:
-            new_rows = updated_rows(matched, spark_schema(context), assignments)
+            new_rows = _with_generated_columns(updated_rows(matched, spark_schema(context), assignments), context, assignments)
             changes = stage_row_changes(
                 txn, context, files, matched, new_rows, use_dvs, in_driver=in_driver, reader=spec.options.reader,
                 removed_change_type="update_preimage", new_change_type="update_postimage",

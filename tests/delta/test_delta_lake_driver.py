@@ -54,12 +54,9 @@ def test_our_engine_reads_every_version_delta_writes(delta_lake: DeltaLakeSessio
 
 
 def test_delta_errors_carry_deltas_names(delta_lake: DeltaLakeSession, tmp_path: Path) -> None:
-    path = str(tmp_path / "t")
-    delta_lake.sql(f"CREATE TABLE {table_ref(path)} (id BIGINT) USING delta")
-    with pytest.raises(DeltaLakeError) as raised:
-        delta_lake.sql(f"CREATE TABLE {table_ref(path)} (id BIGINT) USING delta")
-    assert raised.value.error_class == "DELTA_PATH_EXISTS"
-    assert raised.value.exception_class is not None
     with pytest.raises(DeltaLakeError) as missing:
-        delta_lake.read(str(tmp_path / "missing"))
-    assert missing.value.error_class is not None
+        delta_lake.sql(f"SELECT * FROM {table_ref(tmp_path / 'missing')}")
+    assert (missing.value.error_class, missing.value.exception_class) == ("PATH_NOT_FOUND", "AnalysisException")
+    assert missing.value.java_class == "org.apache.spark.sql.AnalysisException"
+    # The session survives an error and serves the next request.
+    assert delta_lake.sql("SELECT 1 AS one") == [{"one": 1}]

@@ -83,6 +83,12 @@ RETRYABLE = {
     "SparkAnalysisError": False,
     # a forked child of a process that used obstore: every request in this process would hang
     "ObjectStoreForkError": False,
+    # enabling row tracking needs Delta's backfill: the same commit is refused again
+    "RowTrackingBackfillError": False,
+    # a value for a GENERATED ALWAYS identity column, an UPDATE of one: the same write is refused again
+    "IdentityColumnWriteError": False,
+    # pyspark and pyspark-client of different releases in one folder: only a reinstall fixes it
+    "MixedPySparkError": False,
 }
 
 

@@ -198,6 +198,29 @@ def test_optimize_auto_compacts_small_work_in_the_worker_and_then_skips_when_not
 
 
 @pytest.mark.usefixtures("no_spark")
+def test_optimize_clusters_a_clustered_table_and_full_reclusters_it(table_path: str) -> None:
+    import pyarrow as pa
+
+    table = DeltaTable.create(table_path, pa.schema([("id", pa.int64()), ("x", pa.int64())]))
+    for start in (0, 10):
+        table.append(pa.table({"id": list(range(start, start + 10)), "x": list(range(10))}))
+    table.cluster_by(["x", "id"])
+    # only_if_needed does not consult compaction health on a clustered table: the two files get clustered.
+    result = OptimizeOperator(task_id="o", table=table_path, only_if_needed=True).execute(context())
+    assert result["metrics"]["numFilesRemoved"] == 2
+    history = DeltaTable(table_path).history(limit=1)[0]
+    assert history["operationParameters"]["clusterBy"] == '["x","id"]'
+    # One ZCube alone is clustered: a second run commits nothing.
+    again = OptimizeOperator(task_id="o", table=table_path).execute(context(run_id="again"))
+    assert again["versions"] == [] and DeltaTable(table_path).version() == 4
+    full = OptimizeOperator(task_id="o", table=table_path, full=True).execute(context(run_id="full"))
+    assert full["metrics"]["numFilesRemoved"] == 1
+    with pytest.raises(DeltaNonRetryableError, match="clustered by"):
+        OptimizeOperator(task_id="o", table=table_path, zorder_by="id").execute(context(run_id="zorder"))
+    assert_oracles_read(table_path, [{"id": i, "x": i % 10} for i in range(20)])
+
+
+@pytest.mark.usefixtures("no_spark")
 def test_optimize_dry_run_plans_per_partition_and_commits_nothing(table_path: str) -> None:
     rows = make_table(table_path)
     before = _data_files(table_path)

@@ -63,8 +63,24 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "liquid",
         # Log cleanup keeps the history before delta.requireCheckpointProtectionBeforeVersion.
         "checkpointProtection",
+        # Values the writer supplies (model/column_defaults.py): identity values and their
+        # high-water mark, generation expressions and defaults evaluated by Spark.
+        "identityColumns",
+        "generatedColumns",
+        "allowColumnDefaults",
+        # Unshredded variants are copied through as their binary struct.
+        "variantType",
+        "variantType-preview",
     }
 )
+
+# Why a feature stays refused for writing: the error says so (docs/compatibility.md too).
+UNSUPPORTED_WRITE_REASONS: Mapping[str, str] = {
+    "icebergCompatV1": "UniForm: every commit must also write Iceberg metadata, which airflow-delta does not",
+    "icebergCompatV2": "UniForm: every commit must also write Iceberg metadata, which airflow-delta does not",
+    "catalogManaged": "the table's commits are owned by a catalog, which airflow-delta does not speak",
+    "catalogOwned-preview": "the table's commits are owned by a catalog, which airflow-delta does not speak",
+}
 
 # Table features readers must understand too: listed in readerFeatures as well as
 # writerFeatures. Every other feature is writer-only.
@@ -155,7 +171,7 @@ def check_readable(protocol: Protocol) -> None:
         )
     missing = reader_features(protocol) - SUPPORTED_READER_FEATURES
     if missing:
-        raise UnsupportedFeatureError(sorted(missing), access="read")
+        raise UnsupportedFeatureError(sorted(missing), access="read", detail=_refusal_reasons(missing))
 
 
 def _fields(schema_json: dict) -> Iterable[dict]:
@@ -239,7 +255,11 @@ def check_writable(protocol: Protocol, metadata: Metadata) -> None:
         )
     missing = active_writer_features(protocol, metadata) - SUPPORTED_WRITER_FEATURES
     if missing:
-        raise UnsupportedFeatureError(sorted(missing), access="write")
+        raise UnsupportedFeatureError(sorted(missing), access="write", detail=_refusal_reasons(missing))
+
+
+def _refusal_reasons(features: Iterable[str]) -> str:
+    return "; ".join(f"{f}: {UNSUPPORTED_WRITE_REASONS[f]}" for f in sorted(features) if f in UNSUPPORTED_WRITE_REASONS)
 
 
 # ------------------------------------------------------------- choosing a protocol
@@ -286,6 +306,13 @@ def required_features(
         needed.add("invariants")
     if _uses_type(dict(schema_json), "timestamp_ntz"):
         needed.add("timestampNtz")
+    top_level_metadata = [field.get("metadata") or {} for field in dict(schema_json).get("fields", [])]
+    if any("delta.identity.start" in meta for meta in top_level_metadata):
+        needed.add("identityColumns")
+    if any("delta.generationExpression" in meta for meta in top_level_metadata):
+        needed.add("generatedColumns")
+    if any("CURRENT_DEFAULT" in meta for meta in top_level_metadata):
+        needed.add("allowColumnDefaults")
     if writes_domains:
         needed.add("domainMetadata")
     return frozenset(needed)

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import RestoreFilesMissingError
 from airflow_delta.engine.model.actions import AddFile, DeletionVectorDescriptor
 from airflow_delta.engine.model.arrow_numpy import bool_array, int64_scalar, mask_to_numpy
+from airflow_delta.engine.model.column_defaults import with_merged_high_water_marks
 from airflow_delta.engine.model.table_features import reader_features, upgrade_protocol, writer_features
 from airflow_delta.engine.operations.results import RestoreResult
 from airflow_delta.engine.operations.vacuum import dv_file_paths
@@ -117,7 +118,10 @@ def restore(
         raise RestoreFilesMissingError(target.version, missing[:MISSING_SHOWN], len(missing))
 
     protocol = upgrade_protocol(current.protocol, reader_features(target.protocol) | writer_features(target.protocol))
-    metadata_changes = target.metadata.to_json() != current.metadata.to_json()
+    # The restored schema keeps the current identity high-water marks where they are further
+    # (values generated since must not be generated again), as Delta's RESTORE does.
+    restored_metadata = with_merged_high_water_marks(target.metadata, current.metadata)
+    metadata_changes = restored_metadata.to_json() != current.metadata.to_json()
     metrics = {
         "tableSizeAfterRestore": _size_sum(target_files),
         "numOfFilesAfterRestore": target_files.num_rows,
@@ -132,7 +136,7 @@ def restore(
     if protocol != current.protocol:
         txn.set_protocol(protocol)
     if metadata_changes:
-        txn.set_metadata(target.metadata)
+        txn.set_metadata(restored_metadata)
     if to_remove.num_rows:
         txn.remove_files(to_remove, data_change=True)
     if to_add.num_rows:

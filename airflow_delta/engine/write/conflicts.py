@@ -11,7 +11,9 @@ winner's version, operation and what overlapped.
 The checks, in the order Delta's ``ConflictChecker`` runs them:
 
 1. protocol: the winner changed the protocol -> :class:`ProtocolChangedException`
-2. metadata: the winner changed the metadata -> :class:`MetadataChangedException`
+2. metadata: the winner changed the metadata -> :class:`MetadataChangedException`, unless
+   its only change is identity high-water marks (commitInfo tag ``delta.identity.schemaUpdate``)
+   and our transaction changes no metadata
 3. domains: both commits write the same metadata domain -> :class:`ConcurrentTransactionException`
 4. app ids: the winner wrote a ``txn`` for an appId we read or write ->
    :class:`ConcurrentTransactionException` (or :class:`TransactionAlreadyCommittedError`
@@ -47,6 +49,7 @@ from airflow_delta.engine.errors import (
 )
 from airflow_delta.engine.model.actions import STRING_MAP_TYPE, DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arrow_numpy import bool_scalar, string_array
+from airflow_delta.engine.model.column_defaults import IDENTITY_COMMIT_TAG
 from airflow_delta.engine.read.commit_reader import parse_commit_bytes
 from airflow_delta.engine.storage.paths import decode_log_path
 
@@ -123,6 +126,12 @@ class WinningCommit:
             return None
         value = self.commit_info.get("inCommitTimestamp")
         return int(value) if value is not None else None
+
+    @property
+    def identity_only_metadata_update(self) -> bool:
+        """Whether the winner tagged its metadata update as identity high-water marks only."""
+        tags = None if self.commit_info is None else self.commit_info.get("tags")
+        return isinstance(tags, Mapping) and str(tags.get(IDENTITY_COMMIT_TAG, "")).lower() == "true"
 
     @property
     def txn_id(self) -> str | None:
@@ -253,7 +262,7 @@ def check_winning_commit(
 ) -> None:
     """Raise the conflict Delta would raise between our transaction and ``winner``; None if none."""
     _check_protocol(footprint, winner, read_protocol)
-    _check_metadata(winner)
+    _check_metadata(footprint, winner)
     _check_domains(footprint, winner)
     _check_app_ids(footprint, winner)
     _check_appends(footprint, winner, isolation_level, matcher)
@@ -285,13 +294,21 @@ def _check_protocol(footprint: TransactionFootprint, winner: WinningCommit, read
         )
 
 
-def _check_metadata(winner: WinningCommit) -> None:
-    if winner.metadata is not None:
-        raise MetadataChangedException(
-            "a concurrent commit changed the table metadata (schema, partitioning or properties); "
-            "reload the table and retry the operation",
-            **_conflict_kwargs(winner),
-        )
+def _check_metadata(footprint: TransactionFootprint, winner: WinningCommit) -> None:
+    if winner.metadata is None:
+        return
+    # Delta's ConflictChecker.checkNoMetadataUpdates: a winner whose only metadata change
+    # is identity high-water marks (tagged so) does not conflict with a transaction that
+    # changes no metadata; the new marks are the winner's, ours are untouched.
+    if winner.identity_only_metadata_update and not footprint.changes_metadata:
+        return
+    what = (
+        "a concurrent commit moved the identity columns' high-water marks while this transaction changes the "
+        "metadata too (both generated identity values, or this one changes the schema or properties)"
+        if winner.identity_only_metadata_update
+        else "a concurrent commit changed the table metadata (schema, partitioning or properties)"
+    )
+    raise MetadataChangedException(f"{what}; reload the table and retry the operation", **_conflict_kwargs(winner))
 
 
 def _check_domains(footprint: TransactionFootprint, winner: WinningCommit) -> None:

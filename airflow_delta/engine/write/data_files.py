@@ -143,11 +143,68 @@ def conform_to_schema(data: pa.Table, target: pa.Schema) -> pa.Table:
     # exact types (same memory layout: a zero-copy view).
     relaxed_table = pa.Table.from_arrays(columns, names=target.names)
     enforce_not_null(relaxed_table, target)
-    strict = [
-        c if c.type == f.type else pa.chunked_array([chunk.view(f.type) for chunk in c.chunks], type=f.type)
-        for c, f in zip(relaxed_table.columns, target, strict=True)
-    ]
+    strict = [_strict_view(c, f.type) for c, f in zip(relaxed_table.columns, target, strict=True)]
     return pa.Table.from_arrays(strict, schema=target)
+
+
+def _strict_view(column: pa.ChunkedArray, strict: pa.DataType) -> pa.ChunkedArray:
+    """``column`` viewed as the table's exact type.
+
+    Arrow refuses the view when a NOT NULL child holds nulls under a NULL parent (a NULL
+    variant inside a list, as Spark sends it: a struct whose binaries are null too). The
+    rows are valid (``enforce_not_null`` checked them): such hidden nulls are given a zero
+    value first, which no reader sees, as the parent is NULL.
+    """
+    if column.type == strict:
+        return column
+    try:
+        return pa.chunked_array([chunk.view(strict) for chunk in column.chunks], type=strict)
+    except pa.ArrowInvalid:
+        return pa.chunked_array([_without_hidden_nulls(chunk, strict).view(strict) for chunk in column.chunks], type=strict)
+
+
+_ZERO_OF = (
+    (pa.types.is_binary, b""), (pa.types.is_large_binary, b""), (pa.types.is_string, ""),
+    (pa.types.is_large_string, ""), (pa.types.is_integer, 0), (pa.types.is_floating, 0.0), (pa.types.is_boolean, False),
+)
+
+
+def _without_hidden_nulls(array: pa.Array, strict: pa.DataType) -> pa.Array:
+    """``array`` with the nulls of NOT NULL children (in ``strict``) replaced by a zero value; parents' nulls kept."""
+    import pyarrow.compute as pc  # only this rare repair needs it
+
+    if pa.types.is_struct(array.type) and pa.types.is_struct(strict):
+        children = []
+        for i in range(array.type.num_fields):
+            child = _without_hidden_nulls(array.field(i), strict.field(i).type)
+            zero = next((z for test, z in _ZERO_OF if test(child.type)), None)
+            if not strict.field(i).nullable and child.null_count and zero is not None:
+                child = pc.fill_null(child, pa.scalar(zero, child.type))
+            children.append(child)
+        fields = [array.type.field(i) for i in range(array.type.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null() if array.null_count else None)
+    if pa.types.is_map(array.type) and pa.types.is_map(strict):
+        offsets = array.offsets
+        start = offsets[0].as_py()
+        length = offsets[-1].as_py() - start
+        keys = array.keys.slice(start, length)
+        items = _without_hidden_nulls(array.items.slice(start, length), strict.item_type)
+        rebased = pc.subtract(offsets, pa.scalar(start, offsets.type))
+        item_field = array.type.item_field.with_type(items.type)
+        return pa.MapArray.from_arrays(
+            rebased, keys, items, type=pa.map_(array.type.key_field, item_field),
+            mask=array.is_null() if array.null_count else None,
+        )
+    if pa.types.is_list(array.type) and pa.types.is_list(strict):
+        offsets = array.offsets
+        start = offsets[0].as_py()
+        values = _without_hidden_nulls(array.values.slice(start, offsets[-1].as_py() - start), strict.value_type)
+        rebased = pc.subtract(offsets, pa.scalar(start, offsets.type))
+        return pa.ListArray.from_arrays(
+            rebased, values, type=pa.list_(array.type.value_field.with_type(values.type)),
+            mask=array.is_null() if array.null_count else None,
+        )
+    return array
 
 
 def _all_nullable(t: pa.DataType) -> pa.DataType:

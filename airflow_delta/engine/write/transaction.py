@@ -76,6 +76,7 @@ from airflow_delta.engine.model.arguments import (
     check_str_sequence,
 )
 from airflow_delta.engine.model.arrow_numpy import string_array
+from airflow_delta.engine.model.column_defaults import IDENTITY_COMMIT_TAG, is_identity_only_update
 from airflow_delta.engine.model.commit_info import (
     ENGINE_INFO,
     build_commit_info,
@@ -737,6 +738,10 @@ class Transaction:
                 "a transaction cannot replace the table identity"
             )
         self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
+        if write_metadata and read_metadata is not None and is_identity_only_update(read_metadata, metadata):
+            # Delta tags a commit whose only metadata change is identity high-water marks,
+            # so that concurrent writers that change no metadata need not conflict with it.
+            tags = {**(tags or {}), IDENTITY_COMMIT_TAG: "true"}
 
         isolation = self._isolation_level(operation, metadata, write_protocol, write_metadata)
         self.isolation_level = isolation

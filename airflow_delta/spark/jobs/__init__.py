@@ -21,6 +21,7 @@ __all__ = [
     "RESULT_LINE_PREFIX",
     "SMALL_JOB_CONF",
     "SMALL_JOB_DRIVER_JAVA_OPTIONS",
+    "SPARK_APP_LINE_PREFIX",
     "prefer_installed_pyspark",
 ]
 
@@ -36,6 +37,11 @@ RESULT_LINE_PREFIX = "AIRFLOW_DELTA_RESULT"
 ERROR_LINE_PREFIX = "AIRFLOW_DELTA_ERROR"
 """Starts the one stdout line of a job that failed with an engine error, followed by a space
 and ``{"class": ..., "message": ..., "retryable": ...}``."""
+
+SPARK_APP_LINE_PREFIX = "AIRFLOW_DELTA_SPARK_APP"
+"""Starts the stdout line a job prints when it registers its Spark application (builds its
+SparkSession), followed by ``{"app_id": ..., "ui_url": ..., "master": ...}``. A job that
+never prints it ran only in the driver process: nothing appeared on the cluster."""
 
 EXIT_DELTA_ERROR = 3
 """The exit status of a job that failed with an engine error (any other failure exits 1)."""

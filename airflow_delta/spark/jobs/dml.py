@@ -5,7 +5,9 @@
 
 It reads the spec (:func:`~airflow_delta.spark.specs.spec_from_json`), runs the
 operation with the job's SparkSession (built when first needed: a metadata-only DELETE
-builds none) and prints one line on stdout:
+builds none) and prints, when it builds the session,
+``AIRFLOW_DELTA_SPARK_APP {"app_id": ..., "ui_url": ..., "master": ...}`` (the application
+it registered: the task's link to Spark's UI), and at its end one line on stdout:
 
 - ``AIRFLOW_DELTA_RESULT <JobResult JSON>`` on success (exit status 0);
 - ``AIRFLOW_DELTA_ERROR {"class": ..., "message": ..., "retryable": ...}`` when an engine
@@ -28,7 +30,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from airflow_delta.spark.jobs import ERROR_LINE_PREFIX, EXIT_DELTA_ERROR, RESULT_LINE_PREFIX, prefer_installed_pyspark
+from airflow_delta.spark.jobs import (
+    ERROR_LINE_PREFIX,
+    EXIT_DELTA_ERROR,
+    RESULT_LINE_PREFIX,
+    SPARK_APP_LINE_PREFIX,
+    prefer_installed_pyspark,
+)
 
 # Before the first pyspark import: the installed PySpark's cached bytecode, not the zip's sources.
 prefer_installed_pyspark()
@@ -38,6 +46,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from airflow_delta.engine import DeltaError, InvalidArgumentError  # noqa: E402
 from airflow_delta.spark.delete import run_delete  # noqa: E402
+from airflow_delta.spark.installation import check_session  # noqa: E402
 from airflow_delta.spark.job_result import JobResult  # noqa: E402
 from airflow_delta.spark.session import LazySession, session_of  # noqa: E402
 from airflow_delta.spark.spark_errors import input_error  # noqa: E402
@@ -119,6 +128,18 @@ def _report(error: DeltaError) -> int:
     return EXIT_DELTA_ERROR
 
 
+def report_application(session: SparkSession) -> None:
+    """Print the Spark application the job registered (its id, its UI's URL when the UI runs, the master).
+
+    First, the session's PySpark must be its JVM's release (a mixed installation fails
+    later with errors that name neither): :class:`~airflow_delta.engine.MixedPySparkError`.
+    """
+    check_session(session)
+    context = session.sparkContext
+    report = {"app_id": context.applicationId, "ui_url": context.uiWebUrl, "master": context.master}
+    print(f"{SPARK_APP_LINE_PREFIX} {json.dumps(report)}", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the program; its exit status (0, or 3 after an engine error)."""
     args = _parser().parse_args(argv)
@@ -126,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = _read_spec(args)
         # The master, deploy mode and conf come from spark-submit's own arguments. The
         # session is built when the operation first needs it (a metadata-only DELETE never does).
-        spark = LazySession(_app_name(spec))
+        spark = LazySession(_app_name(spec), on_start=report_application)
         try:
             result = run_spec(spark, spec)
         finally:

@@ -51,20 +51,42 @@ def test_supported_table_features_read_and_write() -> None:
 def test_metadata_activated_writer_features() -> None:
     identity = [{"name": "id", "type": "long", "nullable": True, "metadata": {"delta.identity.start": 1}}]
     p = Protocol(3, 7, frozenset(), frozenset({"identityColumns", "changeDataFeed"}))
-    # listed but unused: writable
+    # listed but unused: not active
     check_writable(p, _metadata())
     assert active_writer_features(p, _metadata()) == frozenset()
-    # in use: refused, naming the feature
-    with pytest.raises(UnsupportedFeatureError, match="identityColumns"):
-        check_writable(p, _metadata(identity))
+    # in use: active, and written (values supplied by the writer, model/column_defaults.py)
+    assert active_writer_features(p, _metadata(identity)) == frozenset({"identityColumns"})
+    check_writable(p, _metadata(identity))
     assert "changeDataFeed" in active_writer_features(p, _metadata(configuration={"delta.enableChangeDataFeed": "true"}))
 
 
 def test_legacy_writer_version_features() -> None:
     generated = [{"name": "g", "type": "long", "nullable": True, "metadata": {"delta.generationExpression": "id + 1"}}]
     check_writable(Protocol(1, 4), _metadata())
-    with pytest.raises(UnsupportedFeatureError, match="generatedColumns"):
-        check_writable(Protocol(1, 4), _metadata(generated))
+    assert "generatedColumns" in active_writer_features(Protocol(1, 4), _metadata(generated))
+    check_writable(Protocol(1, 4), _metadata(generated))
+
+
+@pytest.mark.parametrize(
+    ("feature", "why"),
+    [("icebergCompatV1", "Iceberg metadata"), ("icebergCompatV2", "Iceberg metadata"), ("catalogManaged", "catalog")],
+)
+def test_refused_writer_features_say_why(feature: str, why: str) -> None:
+    readers = frozenset({feature}) if feature == "catalogManaged" else frozenset()
+    with pytest.raises(UnsupportedFeatureError, match=why) as info:
+        check_writable(Protocol(3, 7, readers, frozenset({feature})), _metadata())
+    assert info.value.features == [feature] and info.value.retryable is False
+
+
+def test_new_tables_list_the_features_their_columns_use() -> None:
+    fields = [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}},
+        {"name": "d", "type": "date", "nullable": True, "metadata": {"delta.generationExpression": "CAST(ts AS DATE)"}},
+        {"name": "n", "type": "integer", "nullable": True, "metadata": {"CURRENT_DEFAULT": "1"}},
+    ]
+    assert required_features({"type": "struct", "fields": fields}, {}) >= {
+        "identityColumns", "generatedColumns", "allowColumnDefaults"
+    }
 
 
 def test_unknown_writer_feature() -> None:

@@ -201,11 +201,23 @@ def test_protocol_gate_reads_variant_but_not_shredding(feature: str) -> None:
         check_readable(Protocol(3, 7, frozenset({"variantType", feature}), frozenset({"variantType", feature})))
 
 
-def test_variant_tables_are_not_writable(shared_tables: Path) -> None:
+def test_unshredded_variant_tables_are_writable(shared_tables: Path) -> None:
     snapshot = DeltaTable(str(shared_tables / "spark-variant-checkpoint")).snapshot()
-    with pytest.raises(UnsupportedFeatureError, match="variantType-preview") as info:
-        check_writable(snapshot.protocol, snapshot.metadata)
-    assert info.value.access == "write"
+    check_writable(snapshot.protocol, snapshot.metadata)
+    shredded = Protocol(3, 7, frozenset({"variantType", "variantShredding"}), frozenset({"variantType", "variantShredding"}))
+    with pytest.raises(UnsupportedFeatureError, match="variantShredding"):
+        check_writable(shredded, snapshot.metadata)
+
+
+def test_engine_delete_keeps_the_variant_table_protocol(shared_tables: Path, tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    shutil.copytree(shared_tables / "spark-variant-checkpoint", path)
+    before = DeltaTable(str(path)).snapshot()
+    DeltaTable(str(path)).delete("id >= 95")
+    after = DeltaTable(str(path)).snapshot()
+    assert after.version == before.version + 1
+    assert after.protocol == before.protocol  # variantType-preview stays; no feature is added behind the user's back
+    assert sorted(after.to_arrow().column("id").to_pylist()) == sorted(i for i in before.to_arrow().column("id").to_pylist() if i < 95)
 
 
 # ------------------------------------------------------------------ schema and stats

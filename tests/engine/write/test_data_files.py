@@ -566,15 +566,15 @@ def _physical_partition_keys(snapshot: Any) -> list[str]:
     ]
 
 
-def test_append_refuses_active_unsupported_writer_features(shared_tables: Path, tmp_path: Path) -> None:
-    # checkpoint-v2-table has an identity column: writing it needs identity value generation.
+def test_append_refuses_active_unsupported_writer_features(tmp_path: Path) -> None:
+    # icebergCompatV2 (UniForm) is not written by the engine: an append is refused before any file is written.
     path = tmp_path / "t"
-    shutil.copytree(shared_tables / "checkpoint-v2-table", path)
-    table = DeltaTable(str(path))
-    rows = table.snapshot().to_arrow().slice(0, 1)
-    with pytest.raises(UnsupportedFeatureError, match="identityColumns"):
-        table.append(rows)
-    assert _data_files(str(path)) == _data_files(str(shared_tables / "checkpoint-v2-table"))
+    table = DeltaTable.create(str(path), pa.schema([pa.field("id", pa.int64())]))
+    log = path / "_delta_log" / "00000000000000000001.json"
+    log.write_text(json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV2"]}}) + "\n")
+    with pytest.raises(UnsupportedFeatureError, match="Iceberg metadata"):
+        table.append(pa.table({"id": [1]}))
+    assert _data_files(str(path)) == []
 
 
 def test_nested_not_null_fields_on_append(table_path: str) -> None:

@@ -1,0 +1,148 @@
+"""The documented install, as a user does it: the built wheel and Airflow 3.3.2 pip-installed
+into a fresh venv (plain pip, not uv), then one MERGE through the operator on Spark local mode.
+
+pip installs ``pyspark`` and ``pyspark-client`` (required by the apache-spark provider)
+into the same ``pyspark/`` folder, writing one over the other; only the same release of
+both leaves a consistent PySpark, and ``pip check`` cannot tell. This test is the one
+place the suite installs with pip: uv (``make``) happens to avoid the overwrite.
+
+Cost: the venv is new every run (that is the point), but pip's own cache (``~/.cache/pip``,
+kept between runs on a machine, like uv's) holds the downloads and the wheel pip builds
+from PySpark's sdist, and ``--compile`` writes the bytecode once. The time each step took
+is printed (``-s`` or the report's captured output).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+AIRFLOW_PIN = "apache-airflow==3.3.2"
+STEP_TIMEOUT = 1500
+
+MERGE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import pyarrow as pa
+    from airflow_delta.engine import DeltaTable
+    from airflow_delta.operators.dml import DeltaMergeOperator
+
+    root = sys.argv[1]
+    schema = pa.schema([("id", pa.int64()), ("value", pa.string())])
+    target = DeltaTable.create(f"{root}/target", schema)
+    target.append(pa.Table.from_pylist([{"id": 1, "value": "a"}, {"id": 2, "value": "b"}], schema=schema))
+    source = DeltaTable.create(f"{root}/source", schema)
+    source.append(pa.Table.from_pylist([{"id": 2, "value": "B"}, {"id": 3, "value": "c"}], schema=schema))
+
+    class TaskInstance:
+        dag_id, task_id, map_index = "pip_install", "merge", -1
+
+    operator = DeltaMergeOperator(
+        task_id="merge",
+        table=f"{root}/target",
+        merge_sql=(
+            "MERGE INTO t USING s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET value = s.value WHEN NOT MATCHED THEN INSERT *"
+        ),
+        sources={"s": {"delta": {"uri": f"{root}/source"}}},
+    )
+    result = operator.execute({"ti": TaskInstance(), "run_id": "manual__1"})
+    rows = sorted(DeltaTable(f"{root}/target").snapshot().to_arrow().to_pylist(), key=lambda r: r["id"])
+    print("MERGE_RESULT " + json.dumps({"result": result, "rows": rows}))
+    """
+)
+
+
+def _run(args: list[str], *, timings: dict[str, float], step: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    started = time.monotonic()
+    result = subprocess.run(args, capture_output=True, text=True, timeout=STEP_TIMEOUT, check=False, **kwargs)  # type: ignore[call-overload]
+    timings[step] = round(time.monotonic() - started, 1)
+    assert result.returncode == 0, f"{step} failed ({' '.join(args)}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(STEP_TIMEOUT * 3)
+def test_the_wheel_pip_installed_with_airflow_runs_a_merge(tmp_path: Path) -> None:
+    timings: dict[str, float] = {}
+    wheel_dir = tmp_path / "dist"
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-w", str(wheel_dir), str(REPO_ROOT)],
+        timings=timings, step="build the wheel",
+    )
+    (wheel,) = wheel_dir.glob("airflow_delta-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names  # the Apache-2.0 text ships
+    assert "License-Expression: Apache-2.0" in metadata
+    assert "Project-URL: Documentation, " in metadata
+
+    env_dir = tmp_path / "venv"
+    started = time.monotonic()
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    timings["create the venv"] = round(time.monotonic() - started, 1)
+    python = str(env_dir / "bin" / "python")
+    env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONDONTWRITEBYTECODE": "1"}
+    _run(
+        [python, "-m", "pip", "install", "--compile", "--disable-pip-version-check", "--quiet", str(wheel), AIRFLOW_PIN],
+        timings=timings, step="pip install", env=env,
+    )
+    _run([python, "-m", "pip", "check"], timings=timings, step="pip check", env=env)
+
+    versions = _run(
+        [python, "-c", textwrap.dedent(
+            """
+            import json
+            from importlib import metadata
+            import pyspark
+            from airflow_delta.spark.installation import spark_home_versions
+            from pathlib import Path
+            print(json.dumps({
+                "pyspark": metadata.version("pyspark"),
+                "pyspark-client": metadata.version("pyspark-client"),
+                "imported": pyspark.__version__,
+                "home": spark_home_versions(Path(pyspark.__file__).parent),
+            }))
+            """
+        )],
+        timings=timings, step="read versions", env=env,
+    )
+    found = json.loads(versions.stdout.strip().splitlines()[-1])
+    release = found["pyspark"]
+    assert release.startswith("4.2."), found
+    assert found["pyspark-client"] == found["imported"] == release and found["home"] == [release, release], found
+
+    home = tmp_path / "airflow_home"
+    home.mkdir()
+    merge_env = {
+        **env,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_DELTA_DEFAULT": json.dumps(
+            {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local", "spark_conf": {"spark.ui.enabled": "false"}}}
+        ),
+    }
+    script = tmp_path / "merge.py"
+    script.write_text(MERGE_SCRIPT, encoding="utf-8")
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    merged = _run([python, str(script), str(tables)], timings=timings, step="one MERGE", env=merge_env, cwd=tmp_path)
+    print("pip install test timings (s):", json.dumps(timings))
+
+    line = next(x for x in merged.stdout.splitlines() if x.startswith("MERGE_RESULT "))
+    outcome = json.loads(line.split(" ", 1)[1])
+    assert outcome["rows"] == [{"id": 1, "value": "a"}, {"id": 2, "value": "B"}, {"id": 3, "value": "c"}]
+    assert outcome["result"]["operation"] == "MERGE" and outcome["result"]["version"] == 2
+    metrics = outcome["result"]["metrics"]
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (1, 1)
