@@ -52,6 +52,13 @@ def _session(config: dict[str, Any]) -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
         .config("spark.default.parallelism", str(config.get("shuffle_partitions", 2)))
+        # Delta rebuilds each snapshot's state with a shuffle into 50 partitions by default:
+        # on a tiny test table that is 50 tasks (each compiling code) per version read.
+        # A few partitions give the same state with a fraction of the tasks.
+        .config("spark.databricks.delta.snapshotPartitions", str(config.get("shuffle_partitions", 2)))
+        # Test tables hold tens of rows: compiling Java for each new plan costs more than
+        # interpreting it, and the results do not depend on it.
+        .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # No Ivy: every jar is local; a stray package resolution must fail, not download.
