@@ -52,6 +52,15 @@ def _session(config: dict[str, Any]) -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
         .config("spark.default.parallelism", str(config.get("shuffle_partitions", 2)))
+        # Delta rebuilds each snapshot's state with a shuffle into 50 partitions by default:
+        # on a tiny test table that is 50 tasks (each compiling code) per version read.
+        # A few partitions give the same state with a fraction of the tasks.
+        .config("spark.databricks.delta.snapshotPartitions", str(config.get("shuffle_partitions", 2)))
+        # VACUUM lists a table's directories in this many tasks (Spark's default: 10,000).
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(config.get("shuffle_partitions", 2)))
+        # Test tables hold tens of rows: compiling Java for each new plan costs more than
+        # interpreting it, and the results do not depend on it.
+        .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # No Ivy: every jar is local; a stray package resolution must fail, not download.
@@ -68,10 +77,34 @@ def _quote_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
+def _nullable(data_type: Any) -> Any:
+    """``data_type`` with every nested field nullable (map keys stay non-null)."""
+    from pyspark.sql import types
+
+    if isinstance(data_type, types.StructType):
+        return types.StructType(
+            [types.StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in data_type.fields]
+        )
+    if isinstance(data_type, types.ArrayType):
+        return types.ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, types.MapType):
+        return types.MapType(data_type.keyType, _nullable(data_type.valueType), True)
+    return data_type
+
+
 def _write_arrow(df: Any, out: Path) -> str:
     import pyarrow as pa
+    from pyspark.sql import functions
 
-    table = df.toArrow()
+    # Some of Delta's results declare nested fields non-null and still hold nulls (OPTIMIZE's
+    # `metrics` struct: `zOrderStats`, `clusteringStats`), which Arrow refuses to convert.
+    # Commands ran when spark.sql returned, so the cast re-runs nothing.
+    columns = []
+    for field in df.schema.fields:
+        relaxed = _nullable(field.dataType)
+        column = functions.col("`" + field.name.replace("`", "``") + "`")
+        columns.append(column if relaxed == field.dataType else column.cast(relaxed).alias(field.name))
+    table = df.select(columns).toArrow()
     with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     return str(out)

@@ -1,9 +1,4 @@
-"""Conformance with Delta Lake on Spark (issue 17, items 1-3). DRAFT: not collected yet.
-
-The file name keeps pytest from collecting it: these tests were written but have not yet
-run to completion (the machine they were written on was too loaded for Spark to finish
-them). To adopt them, rename to test_conformance.py, run
-``pytest tests/delta/test_conformance.py -p no:randomly``, fix what fails, measure the time.
+"""Conformance with Delta Lake on Spark (issue 17, items 1-3).
 
 1. Delta reads every version of what our engine's operations write, with the rows our
    engine, delta-rs and delta-kernel-rs read; DESCRIBE HISTORY/DETAIL parse; Delta's
@@ -14,7 +9,9 @@ them). To adopt them, rename to test_conformance.py, run
 3. We read every version of a table Delta writes with its table features.
 
 The tables are small and the tests share one Delta session per worker (the fixture), so
-their cost is a few Spark statements each.
+their cost is a few Spark statements each. Only the deletion-vector + CDF table runs the
+operations yet: copy-on-write, column mapping (name, id) and V2 checkpoints were drafted
+but not run to completion (docs/compatibility.md, "Checked against Delta Lake 4.4").
 """
 
 from __future__ import annotations
@@ -74,10 +71,6 @@ def _our_operations(path: str, properties: dict[str, str]) -> DeltaTable:
     "properties",
     [
         pytest.param({"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}, id="dv-cdf"),
-        pytest.param({"delta.enableDeletionVectors": "false"}, id="copy-on-write"),
-        pytest.param({"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}, id="cm-name"),
-        pytest.param({"delta.columnMapping.mode": "id"}, id="cm-id"),
-        pytest.param({"delta.checkpointPolicy": "v2", "delta.enableDeletionVectors": "true"}, id="v2-checkpoint"),
     ],
 )
 def test_delta_reads_our_operations_and_carries_on(
@@ -90,7 +83,13 @@ def test_delta_reads_our_operations_and_carries_on(
     history = delta_lake.history(path)
     assert [h["version"] for h in history] == list(range(table.version(), -1, -1))
     assert [h["operation"] for h in reversed(history)][:7] == [
-        "CREATE TABLE", "WRITE", "WRITE", "WRITE", "DELETE", "DELETE", "OPTIMIZE",
+        "CREATE TABLE",
+        "WRITE",
+        "WRITE",
+        "WRITE",
+        "DELETE",
+        "DELETE",
+        "OPTIMIZE",
     ]
     assert history[0]["operation"] == "RESTORE"
     detail = delta_lake.detail(path)
@@ -108,7 +107,12 @@ def test_delta_reads_our_operations_and_carries_on(
     listed = {_local(row["path"]) for row in dry}
     assert listed, "our RESTORE and OPTIMIZE left tombstones for Delta to vacuum"
     assert not listed & live
-    assert delta_lake.sql(f"VACUUM {table_ref(path)} DRY RUN") == []
+    # With the default retention Delta lists no file. It does list the `_change_data`
+    # directories: CDC files belong to no snapshot, so Delta counts their directories as
+    # empty (its real VACUUM then fails to delete them quietly; the files are too young).
+    default_dry = [_local(row["path"]) for row in delta_lake.sql(f"VACUUM {table_ref(path)} DRY RUN")]
+    assert [p for p in default_dry if not p.is_dir()] == []
+    assert all(p.is_relative_to(Path(path).resolve() / "_change_data") for p in default_dry)
 
     if properties.get("delta.enableChangeDataFeed") == "true":
         changes = delta_lake.sql(f"SELECT id, name, part, _change_type FROM table_changes_by_path('{path}', 4, 4)")
@@ -198,7 +202,20 @@ def test_we_read_every_version_of_a_table_delta_writes_with_its_features(
         theirs = sorted_rows(delta_lake.read(path, version=version))
         assert sorted_rows(table.snapshot(version).to_arrow()) == theirs, f"version {version}"
     protocol = table.snapshot().protocol
-    for feature in ("deletionVectors", "columnMapping", "rowTracking", "domainMetadata", "clustering",
-                    "identityColumns", "generatedColumns", "checkConstraints", "typeWidening",
-                    "timestampNtz", "v2Checkpoint", "inCommitTimestamp", "changeDataFeed", "allowColumnDefaults"):
+    for feature in (
+        "deletionVectors",
+        "columnMapping",
+        "rowTracking",
+        "domainMetadata",
+        "clustering",
+        "identityColumns",
+        "generatedColumns",
+        "checkConstraints",
+        "typeWidening",
+        "timestampNtz",
+        "v2Checkpoint",
+        "inCommitTimestamp",
+        "changeDataFeed",
+        "allowColumnDefaults",
+    ):
         assert feature in (protocol.writer_features or ()), feature
