@@ -38,6 +38,10 @@ SHUFFLE_PARTITION_BYTES = 64 << 20
 _MIN_BYTES_PER_CORE = 1 << 20
 
 
+_UNKNOWN_SIZE_BYTES = 1 << 50  # 1 PiB: no job of ours reads that; estimates this large are unknowns
+_DEFAULT_SHUFFLE_PARTITIONS = 200  # Spark's spark.sql.shuffle.partitions default
+
+
 def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int | None:
     """Set the session's shuffle partitions from the bytes a job reads; the count set, or None if the conf fixes it.
 
@@ -50,7 +54,13 @@ def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int | None
     if spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS_CONF):
         return None
     cores = max(1, spark.sparkContext.defaultParallelism)
-    by_size = -(-max(0, input_bytes) // SHUFFLE_PARTITION_BYTES)
+    # An optimizer estimate with no statistics behind it is Long.MaxValue-sized: then the size
+    # says nothing, and Spark's own default count is the fallback (a count must fit an int).
+    if input_bytes >= _UNKNOWN_SIZE_BYTES:
+        input_bytes = 0
+        by_size = _DEFAULT_SHUFFLE_PARTITIONS
+    else:
+        by_size = -(-max(0, input_bytes) // SHUFFLE_PARTITION_BYTES)
     count = max(1, by_size, min(cores, max(0, input_bytes) // _MIN_BYTES_PER_CORE))
     spark.conf.set(SHUFFLE_PARTITIONS_CONF, str(count))
     return count

@@ -196,6 +196,8 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("DeltaTable.optimize.snapshot", [0, "latest"], lambda v: table.optimize(snapshot=v))
     each("DeltaTable.optimize.rewriter", ["spark", 1], lambda v: table.optimize(rewriter=v))
     each("DeltaTable.optimize.tags", NOT_MAPPING, lambda v: table.optimize(tags=v))
+    each("DeltaTable.cluster_by.columns", NOT_STR_SEQUENCE, lambda v: table.cluster_by(v))
+    each("DeltaTable.cluster_by.commit", [WriterOptions(), 1, {}], lambda v: table.cluster_by(["id"], commit=v))
 
     # Snapshot reads
     each("Snapshot.files.filter", NOT_STR, lambda v: snap.files(v))

@@ -81,7 +81,8 @@ def test_a_job_that_ran_on_spark_links_its_live_ui_and_logs_its_application(
     _local_spark(monkeypatch)
     make_table(table_path)
     operator = DeltaUpdateOperator(
-        task_id="u", table=table_path, set={"value": "'x'"}, predicate="id < 3", conf={"spark.ui.enabled": "true"}
+        task_id="u", table=table_path, set={"value": "'x'"}, predicate="id < 3", conf={"spark.ui.enabled": "true"},
+            execution="spark",
     )
 
     operator.execute(context())
@@ -107,7 +108,9 @@ def test_with_a_history_server_configured_the_link_opens_the_application_there(
 ) -> None:
     _local_spark(monkeypatch, spark_history_url="http://127.0.0.1:18080")
     make_table(table_path)
-    operator = DeltaUpdateOperator(task_id="u", table=table_path, set={"value": "'y'"}, predicate="id < 3")
+    operator = DeltaUpdateOperator(
+        task_id="u", table=table_path, set={"value": "'y'"}, predicate="id < 3", execution="spark"
+    )
 
     operator.execute(context())
 
