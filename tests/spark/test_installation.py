@@ -85,6 +85,7 @@ def _merge_operator(tmp_path: Path, table_path: str) -> DeltaMergeOperator:
         source_alias="s",
         target_alias="t",
         clauses=[{"kind": "matched_update", "assignments": {"value": "s.value"}}],
+        execution="spark",  # the check is at spark-submit and in the job's driver; "auto" runs this in the worker
     )
 
 
