@@ -206,16 +206,7 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions, *, earlier: Earl
             chosen = rows[members]
             if len(chosen) == 1 and not has_dv[chosen[0]] and not zorder_by:
                 continue  # rewriting one file without deleted rows gains nothing
-            size = int(sizes[chosen].sum())
-            bins.append(
-                OptimizeBin(
-                    partition_values=partition,
-                    files=files.take(int64_array(chosen)),
-                    size=size,
-                    deleted_rows=int(deleted[chosen][has_dv[chosen]].sum()),
-                    live_fraction=float((sizes[chosen] * live[chosen]).sum() / size) if size else 1.0,
-                )
-            )
+            bins.append(_bin(partition, files, chosen, sizes, deleted, has_dv, live))
     kept, over_budget = _within_budget(bins, options.max_files, options.max_bytes)
     return OptimizePlan(
         read_version=snapshot.version,
@@ -309,18 +300,9 @@ def _plan_clustering(
         sizes = _int64(files.column("size"))
         deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
         has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
-        size = int(sizes[chosen].sum())
         records = _num_records(snapshot, files)
         live = np.where(has_dv & ~np.isnan(records) & (records > 0), 1.0 - np.nan_to_num(deleted / records), 1.0)
-        bins.append(
-            OptimizeBin(
-                partition_values={},
-                files=files.take(int64_array(chosen)),
-                size=size,
-                deleted_rows=int(deleted[chosen][has_dv[chosen]].sum()),
-                live_fraction=float((sizes[chosen] * live[chosen]).sum() / size) if size else 1.0,
-            )
-        )
+        bins.append(_bin({}, files, chosen, sizes, deleted, has_dv, live))
     kept, over_budget = _within_budget(bins, options.max_files, options.max_bytes)
     return OptimizePlan(
         read_version=snapshot.version,
@@ -462,6 +444,26 @@ def _pack(sizes: np.ndarray, max_size: int, *, one_bin: bool) -> list[np.ndarray
     bins.append(np.arange(start, sizes.size))
     return bins
 
+
+
+def _bin(
+    partition: Mapping[str, str | None],
+    files: pa.Table,
+    chosen: np.ndarray,
+    sizes: np.ndarray,
+    deleted: np.ndarray,
+    has_dv: np.ndarray,
+    live: np.ndarray,
+) -> OptimizeBin:
+    """The bin of the ``chosen`` rows of ``files``: their bytes, DV-deleted rows and live share of bytes."""
+    size = int(sizes[chosen].sum())
+    return OptimizeBin(
+        partition_values=partition,
+        files=files.take(int64_array(chosen)),
+        size=size,
+        deleted_rows=int(deleted[chosen][has_dv[chosen]].sum()),
+        live_fraction=float((sizes[chosen] * live[chosen]).sum() / size) if size else 1.0,
+    )
 
 def _within_budget(bins: list[OptimizeBin], max_files: int | None, max_bytes: int | None) -> tuple[list[OptimizeBin], int]:
     """The bins, in plan order, that fit the run's budget; a bin that does not fit ends the run."""
