@@ -21,6 +21,18 @@ settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the modules that hold slow tests first, each module kept whole.
+
+    xdist hands tests out in collection order; a multi-minute test collected last (the pip
+    install, a DAG run) would finish alone on one worker while the other sits idle. Started
+    first, the long tests overlap with the thousands of short ones. Whole modules move, so a
+    module-scoped fixture (an api-server, a cluster) is still set up once per worker.
+    """
+    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow") and item.module}
+    items.sort(key=lambda item: (item.module.__name__ if item.module else "") not in slow_modules)
+
+
 _DEFAULT_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "delta-tables"
 
 

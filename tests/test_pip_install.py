@@ -54,6 +54,7 @@ MERGE_SCRIPT = textwrap.dedent(
             "WHEN MATCHED THEN UPDATE SET value = s.value WHEN NOT MATCHED THEN INSERT *"
         ),
         sources={"s": {"delta": {"uri": f"{root}/source"}}},
+        execution="spark",  # a mixed PySpark breaks the Spark job; the worker path would not show it
     )
     result = operator.execute({"ti": TaskInstance(), "run_id": "manual__1"})
     rows = sorted(DeltaTable(f"{root}/target").snapshot().to_arrow().to_pylist(), key=lambda r: r["id"])
