@@ -423,8 +423,11 @@ def latest_version_outside_retention(snapshot: Snapshot, delete_before_ms: int, 
     return the latest commit), at most the snapshot's version; None when every commit is younger."""
     if delete_before_ms >= snapshot.timestamp:
         return snapshot.version
+    # The snapshot's properties serve when it is the listing's latest version (no second replay).
+    properties = snapshot.properties if listing.latest_version == snapshot.version else None
     try:
-        version = version_at_timestamp(snapshot.io, snapshot.table_root, delete_before_ms, listing=listing)
+        version = version_at_timestamp(snapshot.io, snapshot.table_root, delete_before_ms, listing=listing,
+                                       properties=properties)
     except VersionNotFoundError:
         return None
     return min(version, snapshot.version)
@@ -456,14 +459,15 @@ def _removed_in_commits(snapshot: Snapshot, listing: LogListing, start: int, end
     return paths, all_sizes, all_times
 
 
-def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
+def plan_lite(snapshot: Snapshot, delete_before_ms: int, listing: LogListing | None = None) -> VacuumPlan:
     """What Delta's lite VACUUM deletes: files removed by the commits since the last vacuum (its
     ``_last_vacuum_info``) up to the last commit outside the retention, older than the retention,
     that no retained version needs. No listing of the data; a file once vacuumed is not planned again.
 
+    ``listing``: a whole listing of the log made after the snapshot was loaded (default: one now).
     Raises :class:`VacuumLiteNotPossibleError` when log cleanup deleted commits it needs.
     """
-    listing = list_log(snapshot.io, snapshot.table_root)
+    listing = listing if listing is not None else list_log(snapshot.io, snapshot.table_root)
     end = latest_version_outside_retention(snapshot, delete_before_ms, listing)
     empty = VacuumPlan(string_array([]), np.zeros(0, dtype=np.int64), 0, end)
     if end is None:
