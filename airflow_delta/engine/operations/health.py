@@ -34,7 +34,7 @@ from airflow_delta.engine.model.arrow_numpy import (
 )
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.results import HealthReport, SizeBucket
-from airflow_delta.engine.operations.vacuum import plan_lite, plan_lite_from_state
+from airflow_delta.engine.operations.vacuum import plan_lite, plan_lite_from_state, tombstones_not_vacuumed
 from airflow_delta.engine.read.commit_reader import read_commits
 from airflow_delta.engine.read.history import read_commit_infos
 from airflow_delta.engine.read.listing import LogListing, list_log
@@ -212,14 +212,16 @@ def health_report(
     # Tombstones, and what a VACUUM would reclaim now under the table's retention: the plan of
     # a lite dry run itself (a tombstone of a file still live with a new DV, or one a VACUUM
     # deleted already, is not counted).
-    tombstones = snapshot.tombstones
-    retention_ms = int(props.deleted_file_retention.total_seconds() * 1000)
-    # One whole listing of the log serves the lite plan and the search for the last OPTIMIZE.
+    # One whole listing of the log serves the lite plan, the vacuumed tombstones and the last OPTIMIZE.
     listing = list_log(snapshot.io, snapshot.table_root)
+    # Tombstones whose files a completed VACUUM deleted stay in the state until a checkpoint
+    # drops them; ``_last_vacuum_info`` says which they are, and they are not counted.
+    tombstones = tombstones_not_vacuumed(snapshot, listing)
+    retention_ms = int(props.deleted_file_retention.total_seconds() * 1000)
     try:
         vacuum_plan, from_log = plan_lite(snapshot, now - retention_ms, listing), True
-    except VacuumLiteNotPossibleError:  # commits gone: the state's tombstones, which may be gone too
-        vacuum_plan, from_log = plan_lite_from_state(snapshot, now - retention_ms), False
+    except VacuumLiteNotPossibleError:  # commits gone: the state's tombstones not yet vacuumed
+        vacuum_plan, from_log = plan_lite_from_state(snapshot, now - retention_ms, tombstones), False
     stamps = tombstones.column("deletion_timestamp").drop_null()
     oldest = pc.min(stamps).as_py() if len(stamps) else None
 
