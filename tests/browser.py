@@ -11,7 +11,8 @@ settings), or use the classes directly.
 - :func:`launch_chromium`: Debian's ``/usr/bin/chromium`` driven by Playwright (the
   ``playwright`` Python package; its own browser downloads are never used).
 - :class:`AirflowPage`: a logged-in page with ``screenshot(name)``; every screenshot is
-  kept under the test's pytest tmp dir (``<tmp_path>/screenshots/``), the path printed.
+  kept as a test artifact (:func:`screenshot_dir`: ``$DELTA_TEST_ARTIFACTS/screenshots/...``,
+  which ``make test`` sets, else the test's pytest tmp dir), the path printed.
 
 ``make test`` installs Chromium with apt-get when it is missing and it runs as root; the
 fixtures fail with what to install otherwise.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -246,12 +248,25 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
+def screenshot_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """Where a test's screenshots go: ``$DELTA_TEST_ARTIFACTS/screenshots/<module>/<test>/`` when
+    that variable is set (``make test`` sets it to ``.cache/test-artifacts``, kept after the run),
+    else ``<tmp_path>/screenshots`` (pytest keeps its last three temporary directories)."""
+    artifacts = os.environ.get("DELTA_TEST_ARTIFACTS")
+    if not artifacts:
+        return tmp_path / "screenshots"
+    module = request.node.module.__name__.rsplit(".", 1)[-1]
+    return Path(artifacts).resolve() / "screenshots" / module / re.sub(r"[^\w.-]+", "_", request.node.name)
+
+
 @pytest.fixture
-def airflow_page(browser: Browser, api_server: ApiServer, tmp_path: Path) -> Iterator[AirflowPage]:
-    """A fresh browser context, logged in to the module's api-server; screenshots under ``tmp_path/screenshots``."""
+def airflow_page(
+    browser: Browser, api_server: ApiServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[AirflowPage]:
+    """A fresh browser context, logged in to the module's api-server; screenshots under :func:`screenshot_dir`."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(30_000)
-    page = AirflowPage(context.new_page(), api_server, tmp_path / "screenshots")
+    page = AirflowPage(context.new_page(), api_server, screenshot_dir(request, tmp_path))
     try:
         page.login()
         yield page

@@ -14,7 +14,7 @@ from airflow_delta.operators.fleet import (
     DeltaMaintenancePlanOperator,
     PlannedTasksOperator,
 )
-from airflow_delta.operators.maintenance import CheckpointOperator, OptimizeOperator, VacuumOperator
+from airflow_delta.operators.maintenance import CheckpointOperator, OptimizeOperator, RestoreOperator, VacuumOperator
 from airflow_delta.operators.retry import DeltaNonRetryableError
 from tests.airflow_layer import context, set_connection
 from tests.engine.fleet.helpers import deletion_vector_table, small_files_table
@@ -65,6 +65,16 @@ def test_skips_and_failures_are_recorded_too(history: str, tmp_path: Path) -> No
     rows = {r["operation"]: r for r in read_history(history)}
     assert rows["VACUUM"]["status"] == "skipped" and "would delete no file" in rows["VACUUM"]["reason"]
     assert rows["CHECKPOINT"]["status"] == "failed" and "no Delta table" in rows["CHECKPOINT"]["reason"]
+
+
+def test_a_restore_run_is_recorded(history: str, tmp_path: Path) -> None:
+    table = small_files_table(str(tmp_path / "t"), files=2)  # versions 0..2
+    restored = RestoreOperator(task_id="restore", table=table.root, version=1, maintenance_reason="bad load").execute(
+        context(task_id="restore"))
+    (row,) = read_history(history, table_uri=table.root)
+    assert row["operation"] == "RESTORE" and row["status"] == "success" and row["reason"] == "bad load"
+    assert row["version"] == restored["version"] == 3 and row["task_id"] == "restore"
+    assert DeltaTable(table.root).snapshot().num_files == 1  # version 1's one file
 
 
 def test_without_a_history_nothing_is_recorded(airflow_home: Path, tmp_path: Path) -> None:

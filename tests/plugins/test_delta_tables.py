@@ -21,7 +21,14 @@ from airflow_delta.engine import (
     resolve_fleet,
 )
 from scripts.fleet_tables import build_fleet
-from tests.browser import AirflowPage, ApiServer, airflow_page, api_server, browser  # noqa: F401 - fixtures
+from tests.browser import (  # noqa: F401 - fixtures
+    AirflowPage,
+    ApiServer,
+    airflow_page,
+    api_server,
+    browser,
+    screenshot_dir,
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +76,9 @@ def _token(server: ApiServer) -> str:
         return json.loads(response.read())["access_token"]
 
 
-def test_the_page_and_its_api_need_a_login(api_server: ApiServer, browser, tmp_path: Path) -> None:  # noqa: F811
+def test_the_page_and_its_api_need_a_login(
+    api_server: ApiServer, browser, tmp_path: Path, request: pytest.FixtureRequest  # noqa: F811
+) -> None:
     base = api_server.base_url
     for path in ("/delta-tables/", "/delta-tables/api/fleet", "/delta-tables/table?uri=x", "/delta-tables/api/table?uri=x"):
         assert _status(base + path) == 401, path
@@ -80,9 +89,10 @@ def test_the_page_and_its_api_need_a_login(api_server: ApiServer, browser, tmp_p
         response = page.goto(f"{base}/delta-tables/")
         assert response is not None and response.status == 401
         assert "Not authenticated" in page.content()
-        screenshots = tmp_path / "screenshots"
-        screenshots.mkdir()
+        screenshots = screenshot_dir(request, tmp_path)
+        screenshots.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshots / "not-logged-in.png"))
+        assert (screenshots / "not-logged-in.png").stat().st_size > 0
     finally:
         context.close()
     # With Airflow's token, the API answers.

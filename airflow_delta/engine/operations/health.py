@@ -30,13 +30,14 @@ from airflow_delta.engine.model.arrow_numpy import (
     int64_scalar,
     int64_to_numpy,
     mask_to_numpy,
+    string_scalar,
 )
 from airflow_delta.engine.model.table_features import reader_features, writer_features
 from airflow_delta.engine.operations.results import HealthReport, SizeBucket
-from airflow_delta.engine.operations.vacuum import plan_lite, plan_lite_from_state
+from airflow_delta.engine.operations.vacuum import plan_lite, plan_lite_from_state, tombstones_not_vacuumed
 from airflow_delta.engine.read.commit_reader import read_commits
 from airflow_delta.engine.read.history import read_commit_infos
-from airflow_delta.engine.read.listing import list_log
+from airflow_delta.engine.read.listing import LogListing, list_log
 from airflow_delta.engine.read.snapshot import Snapshot
 
 DEFAULT_TARGET_FILE_SIZE = 128 << 20
@@ -49,17 +50,19 @@ COMMITS_BEFORE_CHECKPOINT_ADVICE = 100
 # How far back the report looks for the last OPTIMIZE when it recommends another one.
 COMMITS_SCANNED_FOR_OPTIMIZE = 100
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_EMPTY, _HIVE_NULL, _EQUALS, _SLASH = (string_scalar(s) for s in ("", HIVE_NULL, "=", "/"))
 
 
 def partition_keys(partition_values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """``col=value/col2=value2`` per file (``""`` for an unpartitioned table), vectorised over the map column."""
     values = combined(partition_values)
     if len(values) == 0 or not isinstance(values, pa.MapArray) or len(values.keys) == 0:
-        return pc.cast(pc.fill_null(pc.cast(pa.nulls(len(values)), pa.string()), ""), pa.string())
-    pair = pc.binary_join_element_wise(values.keys, pc.fill_null(values.items, HIVE_NULL), "=")
+        return pc.fill_null(pa.nulls(len(values), pa.string()), _EMPTY)
+    # Scalars made by pyarrow, not from Python strings: that conversion imports pandas (a second of CPU).
+    pair = pc.binary_join_element_wise(values.keys, pc.fill_null(values.items, _HIVE_NULL), _EQUALS)
     offsets = values.offsets
     lists = pa.ListArray.from_arrays(pc.subtract(offsets, offsets[0]), pair)
-    return pc.fill_null(pc.binary_join(lists, "/"), "")
+    return pc.fill_null(pc.binary_join(lists, _SLASH), _EMPTY)
 
 
 def _sizes(files: pa.Table) -> np.ndarray:
@@ -71,7 +74,7 @@ def _num_records(stats: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, bool]:
     stats = combined(stats)
     if len(stats) == 0:
         return np.zeros(0, dtype=np.int64), True
-    found = pc.extract_regex(pc.fill_null(stats, ""), r'"numRecords"\s*:\s*(?P<n>\d+)')
+    found = pc.extract_regex(pc.fill_null(stats, _EMPTY), r'"numRecords"\s*:\s*(?P<n>\d+)')
     text = found.field("n")
     complete = found.null_count == 0
     return int64_to_numpy(pc.fill_null(pc.cast(text, pa.int64()), int64_scalar(0))), complete
@@ -94,15 +97,29 @@ def _log_size(snapshot: Snapshot) -> tuple[int, int]:
     return len(files), sum(f.size for f in files)
 
 
-def _small_files_since_optimize(snapshot: Snapshot, small_paths: pa.Array) -> tuple[int, int] | None:
-    """(version of the last OPTIMIZE among the latest commits, how many of ``small_paths`` commits
-    after it added), or None when none of the last :data:`COMMITS_SCANNED_FOR_OPTIMIZE` commits is one.
+def _small_files_since_optimize(
+    snapshot: Snapshot, small_mask: np.ndarray, listing: LogListing
+) -> tuple[int, int] | None:
+    """(version of the last OPTIMIZE among the latest commits, how many of the small live files
+    (``small_mask`` over ``snapshot.add_actions``) commits after it added), or None when none of
+    the last :data:`COMMITS_SCANNED_FOR_OPTIMIZE` commits is one.
 
     Why OPTIMIZE is still recommended right after one: usually files written since (a
-    concurrent writer, the next ingestion). Only the commits' heads are read to find it,
+    concurrent writer, the next ingestion). An OPTIMIZE in the log tail is found in the
+    commitInfos the snapshot already read, and a live file's ``version`` then says whether a
+    commit after it added the file; otherwise only the commits' heads are read to find it,
     and the commits after it for their adds.
     """
-    listing = list_log(snapshot.io, snapshot.table_root)
+    adds = snapshot.add_actions
+    checkpoint = snapshot.log_segment.checkpoint_version
+    tail = snapshot.tail_commit_infos
+    in_tail = [v for v in sorted(tail, reverse=True)[:COMMITS_SCANNED_FOR_OPTIMIZE]
+               if (tail[v] or {}).get("operation") == "OPTIMIZE"]
+    if in_tail and (checkpoint is None or in_tail[0] > checkpoint):
+        last = in_tail[0]
+        added_after = int64_to_numpy(pc.fill_null(adds.column("version"), int64_scalar(-1))) > last
+        return last, int(np.count_nonzero(small_mask & added_after))
+    small_paths = adds.column("path").filter(bool_array(small_mask))
     versions = sorted((v for v in listing.commits if v <= snapshot.version), reverse=True)[:COMMITS_SCANNED_FOR_OPTIMIZE]
     infos = read_commit_infos(snapshot.io, [listing.commits[v].path for v in versions])
     last = next((v for v, info in zip(versions, infos, strict=True) if (info or {}).get("operation") == "OPTIMIZE"), None)
@@ -195,12 +212,16 @@ def health_report(
     # Tombstones, and what a VACUUM would reclaim now under the table's retention: the plan of
     # a lite dry run itself (a tombstone of a file still live with a new DV, or one a VACUUM
     # deleted already, is not counted).
-    tombstones = snapshot.tombstones
+    # One whole listing of the log serves the lite plan, the vacuumed tombstones and the last OPTIMIZE.
+    listing = list_log(snapshot.io, snapshot.table_root)
+    # Tombstones whose files a completed VACUUM deleted stay in the state until a checkpoint
+    # drops them; ``_last_vacuum_info`` says which they are, and they are not counted.
+    tombstones = tombstones_not_vacuumed(snapshot, listing)
     retention_ms = int(props.deleted_file_retention.total_seconds() * 1000)
     try:
-        vacuum_plan, from_log = plan_lite(snapshot, now - retention_ms), True
-    except VacuumLiteNotPossibleError:  # commits gone: the state's tombstones, which may be gone too
-        vacuum_plan, from_log = plan_lite_from_state(snapshot, now - retention_ms), False
+        vacuum_plan, from_log = plan_lite(snapshot, now - retention_ms, listing), True
+    except VacuumLiteNotPossibleError:  # commits gone: the state's tombstones not yet vacuumed
+        vacuum_plan, from_log = plan_lite_from_state(snapshot, now - retention_ms, tombstones), False
     stamps = tombstones.column("deletion_timestamp").drop_null()
     oldest = pc.min(stamps).as_py() if len(stamps) else None
 
@@ -211,7 +232,7 @@ def health_report(
     files_with_dv = int(np.count_nonzero(has_dv))
     since_optimize = None
     if small >= 2 and files_after < adds.num_rows:
-        since_optimize = _small_files_since_optimize(snapshot, adds.column("path").filter(bool_array(small_mask)))
+        since_optimize = _small_files_since_optimize(snapshot, small_mask, listing)
     vacuumable = len(vacuum_plan.paths)
     vacuumable_bytes = vacuum_plan.total_bytes
     return HealthReport(

@@ -166,7 +166,9 @@ class HealthReport:
     Deletion vectors: ``files_with_deletion_vectors``, ``deleted_rows``, ``total_rows``
     (from statistics; None when a file has none), ``files_above_purge_ratio`` (deleted
     rows over ``max_deleted_rows_ratio``). Tombstones: ``tombstones``, ``tombstone_bytes``,
-    ``oldest_tombstone_ms``, and those already past ``delta.deletedFileRetentionDuration``
+    ``oldest_tombstone_ms`` (removed files whose file no completed VACUUM has deleted, as
+    ``_last_vacuum_info`` tells; the state keeps the others until a checkpoint drops
+    them), and those already past ``delta.deletedFileRetentionDuration``
     (``vacuumable_tombstones``, ``vacuumable_bytes``: the files, and their bytes, that a
     lite VACUUM dry run plans now, DV files included; a full one also finds orphans). Log:
     ``commits_since_checkpoint``, ``last_checkpoint_version``, ``log_files``,

@@ -71,7 +71,7 @@ from airflow_delta.engine.model.deletion_vector_files import dv_file_name, split
 from airflow_delta.engine.model.table_features import check_writable
 from airflow_delta.engine.operations.results import VacuumResult
 from airflow_delta.engine.read.commit_reader import read_commit_removes
-from airflow_delta.engine.read.history import version_at_timestamp
+from airflow_delta.engine.read.history import commit_timestamp, read_commit_infos, version_at_timestamp
 from airflow_delta.engine.read.listing import LogListing, list_log, log_dir
 from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
@@ -423,8 +423,11 @@ def latest_version_outside_retention(snapshot: Snapshot, delete_before_ms: int, 
     return the latest commit), at most the snapshot's version; None when every commit is younger."""
     if delete_before_ms >= snapshot.timestamp:
         return snapshot.version
+    # The snapshot's properties serve when it is the listing's latest version (no second replay).
+    properties = snapshot.properties if listing.latest_version == snapshot.version else None
     try:
-        version = version_at_timestamp(snapshot.io, snapshot.table_root, delete_before_ms, listing=listing)
+        version = version_at_timestamp(snapshot.io, snapshot.table_root, delete_before_ms, listing=listing,
+                                       properties=properties)
     except VersionNotFoundError:
         return None
     return min(version, snapshot.version)
@@ -456,14 +459,15 @@ def _removed_in_commits(snapshot: Snapshot, listing: LogListing, start: int, end
     return paths, all_sizes, all_times
 
 
-def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
+def plan_lite(snapshot: Snapshot, delete_before_ms: int, listing: LogListing | None = None) -> VacuumPlan:
     """What Delta's lite VACUUM deletes: files removed by the commits since the last vacuum (its
     ``_last_vacuum_info``) up to the last commit outside the retention, older than the retention,
     that no retained version needs. No listing of the data; a file once vacuumed is not planned again.
 
+    ``listing``: a whole listing of the log made after the snapshot was loaded (default: one now).
     Raises :class:`VacuumLiteNotPossibleError` when log cleanup deleted commits it needs.
     """
-    listing = list_log(snapshot.io, snapshot.table_root)
+    listing = listing if listing is not None else list_log(snapshot.io, snapshot.table_root)
     end = latest_version_outside_retention(snapshot, delete_before_ms, listing)
     empty = VacuumPlan(string_array([]), np.zeros(0, dtype=np.int64), 0, end)
     if end is None:
@@ -491,6 +495,35 @@ def plan_lite(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
     return VacuumPlan(paths, _with_dv_file_sizes(snapshot, paths, sizes[delete]), 0, end)
 
 
+def tombstones_not_vacuumed(snapshot: Snapshot, listing: LogListing | None = None) -> pa.Table:
+    """The snapshot's tombstones whose files no completed VACUUM has deleted, as ``_last_vacuum_info`` tells.
+
+    A tombstone stays in the state until a checkpoint drops it past the retention, also
+    after a VACUUM deleted its file. A VACUUM that completed recorded the last commit outside
+    its retention, L, and deleted the files removed by commits up to L (lite reads exactly
+    those; a full one deleted them too): tombstones of commits up to L are gone. Rows of a
+    checkpoint carry the checkpoint's version C; when C > L, a checkpoint row was removed by
+    L at the latest when its ``deletionTimestamp`` is not after commit L's timestamp. When
+    commit L is no longer listed that cannot be told, and such rows are kept (counted).
+    """
+    tombstones = snapshot.tombstones
+    last = read_last_vacuum_info(snapshot)
+    if last is None or tombstones.num_rows == 0:
+        return tombstones
+    versions = int64_to_numpy(tombstones.column("version"))
+    gone = versions <= last
+    checkpoint = snapshot.log_segment.checkpoint_version
+    if checkpoint is not None and checkpoint > last:
+        listing = listing if listing is not None else list_log(snapshot.io, snapshot.table_root)
+        info = listing.commits.get(last)
+        if info is not None:
+            commit_info = read_commit_infos(snapshot.io, [info.path])[0]
+            last_ms = commit_timestamp(last, info.modification_time, commit_info, snapshot.properties)
+            removed = int64_to_numpy(pc.fill_null(tombstones.column("deletion_timestamp"), int64_scalar(0)))
+            gone |= (versions == checkpoint) & (removed <= last_ms)
+    return tombstones.filter(bool_array(~gone)) if gone.any() else tombstones
+
+
 def _with_dv_file_sizes(snapshot: Snapshot, paths: pa.Array, sizes: np.ndarray) -> np.ndarray:
     """``sizes`` with the entries of DV files (-1: not in the log) read from storage; 0 for a file gone.
 
@@ -507,12 +540,15 @@ def _with_dv_file_sizes(snapshot: Snapshot, paths: pa.Array, sizes: np.ndarray) 
     return sizes
 
 
-def plan_lite_from_state(snapshot: Snapshot, delete_before_ms: int) -> VacuumPlan:
+def plan_lite_from_state(
+    snapshot: Snapshot, delete_before_ms: int, tombstones: pa.Table | None = None
+) -> VacuumPlan:
     """The expired tombstones still in the snapshot's state (and their DV files) that no retained
     version needs: what lite would find when it cannot read the commits (the health report's
-    fallback; it may name files a VACUUM already deleted)."""
+    fallback). ``tombstones``: those to consider (default: all the state's; the health report
+    passes :func:`tombstones_not_vacuumed`)."""
     root = snapshot.table_root
-    expired = expired_tombstones(snapshot.tombstones, delete_before_ms)
+    expired = expired_tombstones(snapshot.tombstones if tombstones is None else tombstones, delete_before_ms)
     data_paths = relative_paths(root, expired.column("path")).cast(pa.string())
     data_sizes = int64_to_numpy(pc.fill_null(expired.column("size"), int64_scalar(0)))
     dv_paths = string_array(dv_file_paths(root, expired.column("deletion_vector")))
@@ -726,6 +762,7 @@ __all__ = [
     "plan_lite_from_state",
     "read_last_vacuum_info",
     "retained_paths",
+    "tombstones_not_vacuumed",
     "unexpired_tombstones",
     "vacuum",
 ]

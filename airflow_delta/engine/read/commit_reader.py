@@ -934,6 +934,8 @@ _FIELD_TYPES: dict[str, pa.DataType] = {
 
 
 def _first(mask: pa.Array | np.ndarray) -> int | None:
+    if isinstance(mask, pa.BooleanArray) and mask.true_count == 0:
+        return None  # the common case (nothing wrong), without converting the mask
     m = mask if isinstance(mask, np.ndarray) else mask_to_numpy(pc.fill_null(mask, bool_scalar(False)))
     hits = np.flatnonzero(m)
     return int(hits[0]) if hits.size else None
@@ -960,11 +962,14 @@ def check_file_action_structs(struct: pa.Array, key: str, *, empty_dv_is_none: b
         if name not in present:
             found.append((0, f"field {name!r} is missing (required by the protocol)"))
             continue
-        row = _first(pc.struct_field(struct, name).is_null())
+        child = pc.struct_field(struct, name)
+        row = _first(child.is_null()) if child.null_count else None
         if row is not None:
             found.append((row, f"field {name!r} is missing (required by the protocol)"))
-    if "size" in present:
-        row = _first(pc.less(pc.struct_field(struct, "size"), _ZERO))
+    if "size" in present and len(struct):
+        sizes = pc.struct_field(struct, "size")
+        lowest = pc.min(sizes) if pa.types.is_integer(sizes.type) else None
+        row = _first(pc.less(sizes, _ZERO)) if lowest is not None and lowest.is_valid and lowest.as_py() < 0 else None
         if row is not None:
             found.append((row, "field 'size' is negative"))
     if "deletionVector" in present:
@@ -1044,13 +1049,16 @@ def _map_field(struct: pa.Array, name: str, *, keep_null_values: bool) -> pa.Arr
 
 def file_actions_from_structs(
     struct: pa.Array, *, is_add: bool, versions: np.ndarray | pa.Array, seqs: np.ndarray | pa.Array,
-    empty_dv_is_none: bool = True,
+    empty_dv_is_none: bool = True, replaced: Mapping[str, pa.Array] | None = None,
 ) -> pa.Table:
     """Rows of ``FILE_ACTIONS_SCHEMA`` from a struct array of ``add`` or ``remove`` bodies (all valid).
 
     The bodies are checked first (:func:`check_file_action_structs`): a row that breaks
-    the protocol's schema raises :class:`ActionRowError` naming it.
+    the protocol's schema raises :class:`ActionRowError` naming it. ``replaced``: map
+    columns (``tags``, ``partition_values``) the caller read exactly, used instead of
+    converting the struct's own.
     """
+    replaced = replaced or {}
     check_file_action_structs(struct, "add" if is_add else "remove", empty_dv_is_none=empty_dv_is_none)
     n = len(struct)
     dv_idx = struct.type.get_field_index("deletionVector")
@@ -1065,12 +1073,13 @@ def file_actions_from_structs(
         "is_add": bool_array(np.full(n, is_add)),
         "path": _field(struct, "path", pa.string()),
         "dv_id": dv_unique_ids(dv),
-        "partition_values": _map_field(struct, "partitionValues", keep_null_values=True),
+        "partition_values": (replaced["partition_values"] if "partition_values" in replaced
+                             else _map_field(struct, "partitionValues", keep_null_values=True)),
         "size": _field(struct, "size", pa.int64()),
         "modification_time": _field(struct, "modificationTime", pa.int64()),
         "data_change": _field(struct, "dataChange", pa.bool_()),
         "stats": _field(struct, "stats", pa.string()),
-        "tags": _map_field(struct, "tags", keep_null_values=False),
+        "tags": replaced["tags"] if "tags" in replaced else _map_field(struct, "tags", keep_null_values=False),
         "deletion_vector": dv,
         "base_row_id": _field(struct, "baseRowId", pa.int64()),
         "default_row_commit_version": _field(struct, "defaultRowCommitVersion", pa.int64()),
@@ -1099,15 +1108,12 @@ def file_actions_from_json_table(
         if not valid_np.any():
             continue
         body = col.filter(valid)
+        replaced = {column: by_key[key].filter(valid) for column, by_key in (maps or {}).items() if by_key is not None}
         try:
             part = file_actions_from_structs(body, is_add=key == "add", versions=versions[valid_np], seqs=seqs[valid_np],
-                                             empty_dv_is_none=False)
+                                             empty_dv_is_none=False, replaced=replaced)
         except ActionRowError as exc:
             raise ActionRowError(int(np.flatnonzero(valid_np)[exc.row]), exc.key, exc.reason) from None
-        for column, by_key in (maps or {}).items():
-            if by_key is not None:
-                part = part.set_column(part.schema.get_field_index(column), FILE_ACTIONS_SCHEMA.field(column),
-                                       by_key[key].filter(valid))
         parts.append(part)
     if not parts:
         return EMPTY_FILE_ACTIONS

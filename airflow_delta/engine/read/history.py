@@ -189,8 +189,14 @@ def read_commit_infos(io: FileIO, paths: Sequence[str], head_bytes: int = 8192) 
         return list(pool.map(one, paths))
 
 
-def version_at_timestamp(io: FileIO, root: str, timestamp: TimestampLike, listing: LogListing | None = None) -> int:
+def version_at_timestamp(
+    io: FileIO, root: str, timestamp: TimestampLike, listing: LogListing | None = None,
+    properties: TableProperties | None = None,
+) -> int:
     """The latest version whose commit timestamp is <= ``timestamp`` (see the module doc).
+
+    ``properties``: the table properties of the listing's latest version when the caller
+    has them (a loaded snapshot of that version), which saves a metadata replay.
 
     Timestamps are made monotonic first, as a writer following the spec would have
     written them: file modification times always (Delta does the same), and in-commit
@@ -216,7 +222,8 @@ def version_at_timestamp(io: FileIO, root: str, timestamp: TimestampLike, listin
             mtimes[earliest] = cp.files[0].modification_time
     if not versions:
         raise VersionNotFoundError(timestamp, earliest, latest, "no commit timestamps are available")
-    properties = latest_properties(io, root, listing)
+    if properties is None:
+        properties = latest_properties(io, root, listing)
 
     def file_times(vs: Sequence[int]) -> np.ndarray:
         return monotonic_timestamps([mtimes[v] for v in vs])

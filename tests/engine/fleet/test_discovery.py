@@ -59,6 +59,8 @@ def test_discovery_on_object_stores(object_store) -> None:
         table.append(rows(range(3), "2024-01-01"))
     found = discover_tables(prefix, object_store.storage_options)
     assert found.tables == (f"{prefix}/nested/t2", f"{prefix}/t1")
+    # The depth bounds the delimited listings too: nested/t2 is two levels down.
+    assert discover_tables(prefix, object_store.storage_options, max_depth=1).tables == (f"{prefix}/t1",)
 
 
 def test_resolve_fleet_takes_exactly_one_source(tmp_path: Path) -> None:

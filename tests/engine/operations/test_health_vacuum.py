@@ -94,3 +94,35 @@ def test_the_report_agrees_with_vacuum_dry_runs_over_random_histories(steps: lis
         assert report.vacuumable_bytes == lite.size_of_data_to_delete == full.size_of_data_to_delete - orphan_bytes
         if days_later == 0:
             assert report.vacuumable_tombstones == 0
+
+
+@pytest.mark.slow  # 13 s at load average 32 on 2 cores (two commits, a VACUUM, a checkpoint)
+def test_tombstones_a_vacuum_deleted_are_not_counted_before_or_after_a_checkpoint(tmp_path: Path) -> None:
+    """The state keeps a tombstone until a checkpoint drops it past the retention, also after
+    VACUUM deleted its file; the report counts only removed files still on storage (the
+    oracle: the files themselves), in the log tail and in a checkpoint written after the VACUUM."""
+    from tests.engine.fleet.helpers import rows, vacuum_table
+
+    table = vacuum_table(str(tmp_path / "t"))  # 4 appends compacted: 4 tombstones
+    later = int(time.time() * 1000) + 8 * DAY_MS  # past the 7-day retention
+
+    def still_on_storage() -> tuple[int, int]:
+        paths = table.snapshot().tombstones.column("path").to_pylist()
+        sizes = [(tmp_path / "t" / p).stat().st_size for p in paths if (tmp_path / "t" / p).exists()]
+        return len(sizes), sum(sizes)
+
+    before = table.health(now=later)
+    assert (before.tombstones, before.tombstone_bytes) == still_on_storage() and before.tombstones == 4
+    assert table.vacuum(mode="lite", now=later).num_deleted_files == 4
+    assert len(table.snapshot().tombstones) == 4  # still in the state ...
+    after = table.health(now=later)
+    assert (after.tombstones, after.tombstone_bytes, after.vacuumable_tombstones) == (0, 0, 0)  # ... not counted
+    # New removes after the VACUUM, then a checkpoint (at today's clock it keeps every tombstone).
+    table.append(rows(range(3), "2024-01-02"))
+    table.delete("day = '2024-01-02'")  # the whole file: one remove
+    table.checkpoint()
+    snapshot = table.snapshot()
+    assert snapshot.log_segment.checkpoint_version == snapshot.version and len(snapshot.tombstones) == 5
+    report = table.health(now=later)
+    assert (report.tombstones, report.tombstone_bytes) == still_on_storage() and report.tombstones == 1
+    assert report.vacuumable_tombstones == table.vacuum(mode="lite", now=later, dry_run=True).num_files_to_delete == 1
