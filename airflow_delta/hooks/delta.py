@@ -431,6 +431,20 @@ def _missing_connection(argument: str, conn_id: str, conn_type: str) -> InvalidA
     )
 
 
+def _missing_default_spark_connection(delta_conn_id: str, conn_id: str) -> InvalidArgumentError:
+    """The error for a job with no Spark connection named, when the default one is not defined either."""
+    return InvalidArgumentError(
+        "spark_conn_id",
+        conn_id,
+        f"no spark_conn_id is set (neither in the extra of the delta connection {delta_conn_id!r} nor by the "
+        f"caller), so Spark jobs go to the default Spark connection {conn_id!r}, and no connection {conn_id!r} "
+        "exists: create it (for Spark local mode, "
+        f"AIRFLOW_CONN_{conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}', or Admin > "
+        "Connections, or `airflow connections add`), or set spark_conn_id in the delta connection's extra to a "
+        "Spark connection that exists",
+    )
+
+
 def _path_with_spark_submit(path: str) -> str:
     """PATH with the worker interpreter's bin directory appended when spark-submit is not on it."""
     if shutil.which("spark-submit", path=path):
@@ -704,11 +718,14 @@ class DeltaHook(BaseHook):
         conf sets ``spark.driver.extraJavaOptions`` itself.
         """
         settings = self.settings
-        if self._spark_conn_named:
-            try:
-                self.get_connection(settings.spark_conn_id)
-            except AirflowNotFoundException:
+        # The Spark connection must exist, named or the default: the apache-spark hook would
+        # fall back to `--master yarn` without a word and fail late on HADOOP_CONF_DIR.
+        try:
+            self.get_connection(settings.spark_conn_id)
+        except AirflowNotFoundException:
+            if self._spark_conn_named:
                 raise _missing_connection("spark_conn_id", settings.spark_conn_id, "spark") from None
+            raise _missing_default_spark_connection(self.delta_conn_id, settings.spark_conn_id) from None
         merged = {**(SMALL_JOB_CONF if small_job else {}), **settings.spark_conf, **dict(conf or {})}
         # Executors (and a client-mode driver) run the worker's interpreter unless told
         # otherwise: the system python3 may lack pyarrow and pyroaring.

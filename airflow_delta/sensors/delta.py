@@ -209,6 +209,7 @@ class DeltaCommitConflictSensor(_TaskErrorsMixin, BaseSensorOperator):
         return self._judgement
 
     def _poke(self, context: Any) -> bool | PokeReturnValue:
+        now = now_ms()  # before the listing: quiet as of what the poll can see (QuietJudgement.quiet)
         judgement = self._poll(context)
         conflicting = judgement.conflicting
         if self.fail_on_conflict and conflicting:
@@ -218,7 +219,6 @@ class DeltaCommitConflictSensor(_TaskErrorsMixin, BaseSensorOperator):
                 f"read version {judgement.start_version}: {first.error}. Plan the work again from version "
                 f"{judgement.latest_version} or later"
             )
-        now = now_ms()
         if judgement.quiet(now):
             result = judgement.result()
             self.log.info(

@@ -6,7 +6,8 @@
   snapshot, a transaction at WriteSerializable carrying ``txn(appId, 1)``, the
   operation's own work (``attempt_fn``) staging actions, and a commit tagged with the
   task's identity. A logical conflict (another writer added rows where the job read,
-  or removed a file it read or removes) makes the job plan again from the new snapshot,
+  or removed a file it read or removes), or a concurrent change of table properties
+  only (``metadata_change_replannable``), makes the job plan again from the new snapshot,
   inside the same Spark application, after a backoff; when the attempts run out the
   engine's typed conflict error propagates.
 - :func:`stage_row_changes`: how a row-level change reaches the log. Rows leave their

@@ -21,6 +21,8 @@ from airflow_delta.engine import (
     DeletionVectorsNotEnabledError,
     DeltaTable,
     InvalidArgumentError,
+    Metadata,
+    MetadataChangedException,
     Snapshot,
     TableContext,
     Transaction,
@@ -34,6 +36,7 @@ __all__ = [
     "AttemptFn",
     "StagedOperation",
     "backoff_seconds",
+    "metadata_change_replannable",
     "open_target",
     "run_with_retries",
     "uses_deletion_vectors",
@@ -44,13 +47,33 @@ log = logging.getLogger("airflow_delta.spark.changes")  # the loop's messages ke
 
 # The conflicts that planning again on a newer snapshot can resolve (Delta's own advice
 # for them): another writer added files where the job read, or removed files it read or
-# removes. Metadata and protocol changes are not retried: the job's plan (columns,
-# constraints) may no longer make sense, so they fail the job with the engine's error.
+# removes. A metadata change is planned again only when it left the table's identity,
+# schema and partitioning alone (`metadata_change_replannable`); protocol changes and
+# other metadata changes fail the job with the engine's error.
 LOGICAL_CONFLICTS: tuple[type[Exception], ...] = (
     ConcurrentAppendException,
     ConcurrentDeleteReadException,
     ConcurrentDeleteDeleteException,
 )
+
+
+def metadata_change_replannable(read: Metadata, latest: Metadata) -> bool:
+    """Whether a job that read ``read`` may plan again on a snapshot whose metadata is ``latest``.
+
+    Delta raises ``MetadataChangedException`` for any concurrent metadata update (outside
+    its allow-list) and advises to retry. A change of table properties, name or
+    description leaves what the job planned against (columns, types, partitioning) as it
+    was, and the next attempt plans with the new properties (deletion vectors, constraints,
+    change data feed) from the new snapshot. A new schema (columns, types, identity
+    high-water marks, column mapping), new partitioning or a replaced table is not
+    planned again: what the job was asked to do may no longer mean the same.
+    """
+    return (
+        read.id == latest.id
+        and read.schema_string == latest.schema_string
+        and list(read.partition_columns) == list(latest.partition_columns)
+        and read.format == latest.format
+    )
 
 _OPERATION_OF_SPEC = {DeleteSpec: "DELETE", UpdateSpec: "UPDATE", MergeSpec: "MERGE"}
 
@@ -159,8 +182,11 @@ def run_with_retries(
         except (TransactionAlreadyCommittedError, ConcurrentTransactionException) as error:
             # Another try of this task instance committed first: its commit is the result.
             return _earlier_result(table, app_id, error)
-        except LOGICAL_CONFLICTS as error:
-            if attempt >= options.max_attempts:
+        except (*LOGICAL_CONFLICTS, MetadataChangedException) as error:
+            if attempt >= options.max_attempts or (
+                isinstance(error, MetadataChangedException)
+                and not metadata_change_replannable(snapshot.metadata, table.snapshot().metadata)
+            ):
                 raise
             wait = backoff_seconds(options, attempt)
             log.warning(

@@ -99,7 +99,12 @@ class QuietJudgement:
         return self.verdicts[-1].version if self.verdicts else self.start_version
 
     def quiet(self, now_ms: int) -> bool:
-        """No conflicting commit landed within the quiet period before ``now_ms``."""
+        """No conflicting commit landed within the quiet period before ``now_ms``.
+
+        ``now_ms`` is the time the poll started, before it listed the log: a poll that takes
+        seconds (hundreds of commits to judge, a busy worker) must not count its own
+        duration as quiet, since commits landing meanwhile are not in its listing.
+        """
         return all(now_ms - v.commit.timestamp >= self.quiet_period_ms for v in self.conflicting)
 
     def result(self) -> dict[str, Any]:
@@ -211,6 +216,9 @@ class DeltaCommitConflictTrigger(BaseTrigger):
             from_connection = await aconnection_storage_options(self.delta_conn_id)
             watch = await asyncio.to_thread(self._watch, merged_storage_options(from_connection, self.storage_options))
             while True:
+                # Quiet as of the listing, not of the end of a slow poll: commits that land
+                # while it judges are not in it (see QuietJudgement.quiet).
+                listed_ms = now_ms()
                 new = await asyncio.to_thread(watch.poll)
                 judgement.verdicts.extend(new)
                 for verdict in new:
@@ -221,7 +229,7 @@ class DeltaCommitConflictTrigger(BaseTrigger):
                 if self.fail_on_conflict and judgement.conflicting:
                     yield TriggerEvent({"status": "conflict", **judgement.result()})
                     return
-                if judgement.quiet(now_ms()):
+                if judgement.quiet(listed_ms):
                     yield TriggerEvent({"status": "success", **judgement.result()})
                     return
                 await asyncio.sleep(self.poll_interval)

@@ -156,6 +156,30 @@ def test_a_spark_connection_named_in_the_delta_connection_must_exist(
 
 
 @pytest.mark.parametrize(
+    "delta_connection",
+    [None, {"conn_type": "delta", "extra": {"storage_options": {}}}],
+    ids=["no-delta-connection", "delta-connection-without-spark_conn_id"],
+)
+def test_a_missing_default_spark_connection_fails_at_once_naming_it(
+    table_path: str, monkeypatch: pytest.MonkeyPatch, delta_connection: dict[str, Any] | None
+) -> None:
+    """No spark_conn_id anywhere and no ``spark_default``: an error before spark-submit, not ``--master yarn``."""
+    rows = make_table(table_path)
+    if delta_connection is not None:
+        set_connection(monkeypatch, "delta_default", delta_connection)
+
+    with pytest.raises(DeltaNonRetryableError) as raised:
+        _delete(table_path).execute(context())
+
+    message = str(raised.value)
+    assert raised.value.error_class == "InvalidArgumentError"
+    assert "spark_conn_id='spark_default'" in message and "no connection 'spark_default' exists" in message
+    assert "AIRFLOW_CONN_SPARK_DEFAULT" in message and "set spark_conn_id in the delta connection's extra" in message
+    assert "yarn" not in message and "HADOOP_CONF_DIR" not in message
+    assert_oracles_read(table_path, rows)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "argument"),
     [({"delta_conn_id": "delta_typo"}, "delta_conn_id='delta_typo'"),
      ({"storage_conn_id": "s3_typo"}, "storage_conn_id='s3_typo'")],
