@@ -64,7 +64,8 @@ ZORDER_TARGET = optimize.ZORDER_TARGET
 VACUUM_FILES = vacuum.REMOVED + vacuum.ORPHANS
 CASE_KEYS = ("delete", "delete10", "update", "merge", "optimize", "zorder", "vacuum")
 REPEAT = int(os.environ.get("BENCH_DELTA_SPARK_REPEAT", "1"))
-_SCRATCH = Path(tempfile.gettempdir()) / "airflow-delta-bench-delta-spark"
+# One per measuring process (setup and summarize run there): runs of different cases may overlap.
+_SCRATCH = Path(tempfile.gettempdir()) / f"airflow-delta-bench-delta-spark-{os.getpid()}"
 PEER = Path(__file__).resolve().with_name("_delta_spark_peer.py")
 
 
