@@ -375,21 +375,37 @@ def _ms(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _line(result: Result) -> str:
+    theirs = result.theirs
+    assert theirs is not None
+    ours_ms, delta_ms = _ms(result.ours.detail.get("executionTimeMs")), _ms(theirs.detail.get("executionTimeMs"))
+    return (
+        f"# {result.case.name:<34} {'-' if ours_ms is None else f'{ours_ms:.0f}':>11} "
+        f"{'-' if delta_ms is None else f'{delta_ms:.0f}':>12} {_ratio(ours_ms, delta_ms):>7} "
+        f"{result.ours.seconds:8.1f}s {theirs.seconds:9.1f}s {_ratio(result.ours.seconds, theirs.seconds):>7} "
+        f"{theirs.detail.get('statementMs', '-'):>12}"
+    )
+
+
+def report_case(result: Result) -> None:
+    """As soon as a case is measured: its ratios and both sides' metrics, with the load average."""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{_line(result)}  (load {load})", flush=True)
+    print(
+        f"# {result.case.name}: ours {json.dumps(result.ours.detail.get('metrics'), sort_keys=True)}; "
+        f"Delta {json.dumps(result.theirs.detail.get('metrics') if result.theirs else None, sort_keys=True)}",
+        flush=True,
+    )
+
+
 def summarize(results: list[Result]) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"# ours / Delta Lake on Spark (local[2], driver {DRIVER_MEMORY}), load average now {load}", flush=True)
-    print(f"# {'case':<34} {'ours execMs':>11} {'Delta execMs':>12} {'ratio':>7} {'ours wall':>9} "
-          f"{'Delta wall':>10} {'ratio':>7} {'Delta stmtMs':>12}", flush=True)
+    print(
+        f"# {'case':<34} {'ours execMs':>11} {'Delta execMs':>12} {'ratio':>7} {'ours wall':>9} "
+        f"{'Delta wall':>10} {'ratio':>7} {'Delta stmtMs':>12}",
+        flush=True,
+    )
     for result in results:
-        theirs = result.theirs
-        assert theirs is not None
-        ours_ms, delta_ms = _ms(result.ours.detail.get("executionTimeMs")), _ms(theirs.detail.get("executionTimeMs"))
-        print(f"# {result.case.name:<34} {'-' if ours_ms is None else f'{ours_ms:.0f}':>11} "
-              f"{'-' if delta_ms is None else f'{delta_ms:.0f}':>12} {_ratio(ours_ms, delta_ms):>7} "
-              f"{result.ours.seconds:8.1f}s {theirs.seconds:9.1f}s {_ratio(result.ours.seconds, theirs.seconds):>7} "
-              f"{theirs.detail.get('statementMs', '-'):>12}", flush=True)
-    for result in results:
-        print(f"# {result.case.name}: ours {json.dumps(result.ours.detail.get('metrics'), sort_keys=True)}; "
-              f"Delta {json.dumps(result.theirs.detail.get('metrics') if result.theirs else None, sort_keys=True)}",
-              flush=True)
+        print(_line(result), flush=True)
     shutil.rmtree(_SCRATCH, ignore_errors=True)
