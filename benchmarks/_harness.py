@@ -148,6 +148,9 @@ def measure_fresh(mod: Any, module: str, case: Case) -> tuple[Measurement, Measu
 
 def run_module(module: str) -> list[Result]:
     mod = importlib.import_module(f"benchmarks.{module}")
+    # A module may print what one case means as soon as it is measured (a long run stopped
+    # early keeps the cases it finished), besides what its cases mean together (summarize).
+    report_case = getattr(mod, "report_case", None)
     results = []
     for case in mod.cases():
         if case.fresh:
@@ -157,6 +160,8 @@ def run_module(module: str) -> list[Result]:
             theirs = measure(module, case.theirs, case.args, case.repeat) if case.theirs else None
         result = Result(module, case, ours, theirs)
         print_row(result)
+        if report_case is not None:
+            report_case(result)
         results.append(result)
     summarize = getattr(mod, "summarize", None)
     if summarize is not None:  # a module may print what its cases mean together (ratios between cases)
