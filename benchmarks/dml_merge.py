@@ -128,7 +128,7 @@ UPSERT = "t.id = s.id"
 def cases() -> list[Case]:
     compile_engine_bytecode()  # fresh processes: measured as installed, not compiling on every import
     selected: list[Case] = []
-    if "small" in SELECTED:
+    if SELECTED & {"small", "small_spark", "small_dags_test"}:
         selected += _small_cases()
     if "worker" in SELECTED:
         selected += _worker_cases()
@@ -183,10 +183,10 @@ def _small_cases() -> list[Case]:
     ids = np.concatenate([np.arange(0, SMALL_TARGET, SMALL_TARGET // 9)[:9], np.arange(SMALL_TARGET, SMALL_TARGET + 9)])
     plain, dv, source = _inputs("dml_merge-small", SMALL_TARGET, SMALL_TARGET, ids)
     args = (str(dv), str(plain), str(source))
-    cases = [
-        Case("merge 18 into 3,000 (task, auto)", ours="operator_merge_auto", theirs="delta_rs_upsert", args=args,
-             repeat=3, fresh=True, setup="fresh_small_copies"),
-    ]
+    cases = []
+    if "small" in SELECTED:
+        cases.append(Case("merge 18 into 3,000 (task, auto)", ours="operator_merge_auto", theirs="delta_rs_upsert",
+                          args=args, repeat=3, fresh=True, setup="fresh_small_copies"))
     if "small_spark" in SELECTED:
         cases.append(Case("merge 18 into 3,000 (task, spark)", ours="operator_merge_spark", args=args, repeat=1,
                           fresh=True, setup="fresh_small_copies"))
