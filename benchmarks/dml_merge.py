@@ -35,16 +35,26 @@ Three more cases, each side in a fresh process:
   ``numTargetFilesAfterSkipping`` share of the files (goal: at most 5%), and delta-rs's
   ``merge`` of the same (it prunes by the source's key range too).
 
+- ``merge 18 into 3,000 (airflow dags test)``: the same MERGE as a user runs it, the task of a
+  DAG file run by ``airflow dags test`` (a subprocess: the CLI's start, the DAG file's parse,
+  the in-process execution API, the task in the worker; its AIRFLOW_HOME migrated once,
+  untimed), beside ``an empty task (airflow dags test)``: an ``EmptyOperator`` DAG run the same
+  way, what Airflow costs whatever the task. The CPU time of the ``airflow`` child process
+  is reported for both, so the summary prints what the MERGE task adds to Airflow's own cost.
+
 ``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``small``, ``small_spark``,
-``worker``, ``skipping``; default all) picks the cases.
+``small_dags_test``, ``worker``, ``skipping``; default all) picks the cases.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +115,9 @@ def _build_source(path: Path) -> None:
     tmp.rename(path)
 
 
-SELECTED = set(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,small_spark,worker,skipping").split(","))
+SELECTED = set(os.environ.get(
+    "AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,small_spark,small_dags_test,worker,skipping"
+).split(","))
 SKIP_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS", "100000000"))
 SKIP_FILE_ROWS = 100_000
 SMALL_TARGET, SMALL_SOURCE = 3_000, 18
@@ -116,7 +128,7 @@ UPSERT = "t.id = s.id"
 def cases() -> list[Case]:
     compile_engine_bytecode()  # fresh processes: measured as installed, not compiling on every import
     selected: list[Case] = []
-    if "small" in SELECTED:
+    if SELECTED & {"small", "small_spark", "small_dags_test"}:
         selected += _small_cases()
     if "worker" in SELECTED:
         selected += _worker_cases()
@@ -171,14 +183,102 @@ def _small_cases() -> list[Case]:
     ids = np.concatenate([np.arange(0, SMALL_TARGET, SMALL_TARGET // 9)[:9], np.arange(SMALL_TARGET, SMALL_TARGET + 9)])
     plain, dv, source = _inputs("dml_merge-small", SMALL_TARGET, SMALL_TARGET, ids)
     args = (str(dv), str(plain), str(source))
-    cases = [
-        Case("merge 18 into 3,000 (task, auto)", ours="operator_merge_auto", theirs="delta_rs_upsert", args=args,
-             repeat=3, fresh=True, setup="fresh_small_copies"),
-    ]
+    cases = []
+    if "small" in SELECTED:
+        cases.append(Case("merge 18 into 3,000 (task, auto)", ours="operator_merge_auto", theirs="delta_rs_upsert",
+                          args=args, repeat=3, fresh=True, setup="fresh_small_copies"))
     if "small_spark" in SELECTED:
         cases.append(Case("merge 18 into 3,000 (task, spark)", ours="operator_merge_spark", args=args, repeat=1,
                           fresh=True, setup="fresh_small_copies"))
+    if "small_dags_test" in SELECTED:
+        _migrated_airflow()
+        cases += [
+            Case("merge 18 into 3,000 (airflow dags test)", ours="dags_test_merge", theirs="delta_rs_upsert", args=args,
+                 repeat=1, fresh=True, setup="fresh_small_copies"),  # a whole Airflow run per side: minutes under load
+            Case("an empty task (airflow dags test)", ours="dags_test_empty", repeat=1, fresh=True),
+        ]
     return cases
+
+
+# The DAG files of the ``airflow dags test`` cases: the MERGE task as a user writes it, and an empty task.
+_MERGE_DAG = """\
+from datetime import UTC, datetime
+
+from airflow.sdk import DAG, Param
+
+from airflow_delta.operators.dml import DeltaMergeOperator
+from airflow_delta.spark.specs import MergeClause
+
+with DAG(dag_id="bench_merge", schedule=None, start_date=datetime(2025, 1, 1, tzinfo=UTC), catchup=False,
+         params={"table": Param(type="string"), "source": Param(type="string")}):
+    DeltaMergeOperator(
+        task_id="merge", table="{{ params.table }}", source={"parquet": "{{ params.source }}"}, on="t.id = s.id",
+        clauses=(MergeClause("matched_update", star=True), MergeClause("not_matched_insert", star=True)),
+        source_alias="s", target_alias="t",
+    )
+"""
+_EMPTY_DAG = """\
+from datetime import UTC, datetime
+
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+
+with DAG(dag_id="bench_empty", schedule=None, start_date=datetime(2025, 1, 1, tzinfo=UTC), catchup=False):
+    EmptyOperator(task_id="nothing")
+"""
+
+
+def _airflow_cli() -> Any:
+    from scripts.airflow_cli import SPARK_LOCAL_CONNECTIONS, AirflowCli
+
+    base = data_dir("dml_merge-airflow")
+    dags = base / "dags"
+    dags.mkdir(exist_ok=True)
+    for name, text in (("bench_merge.py", _MERGE_DAG), ("bench_empty.py", _EMPTY_DAG)):
+        if not (dags / name).exists() or (dags / name).read_text() != text:
+            (dags / name).write_text(text)
+    return AirflowCli(base / "home", dags, SPARK_LOCAL_CONNECTIONS, logging_level="INFO", timeout=900)
+
+
+def _migrated_airflow() -> None:
+    """``airflow db migrate`` of the cases' AIRFLOW_HOME, once (untimed; kept in ``benchmarks/.data``)."""
+    cli = _airflow_cli()
+    if not (cli.home / "airflow.db").exists():
+        print(f"# migrating the Airflow database of the dags-test cases (once; {cli.home})", file=sys.stderr, flush=True)
+        cli.migrate()
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _dags_test(dag_id: str, conf: dict[str, Any]) -> dict[str, Any]:
+    from scripts.airflow_cli import output_tail
+
+    cli = _airflow_cli()
+    before, started = _children_cpu(), time.perf_counter()
+    result = cli.run("dags", "test", dag_id, "--conf", json.dumps(conf))
+    seconds, cpu = time.perf_counter() - started, _children_cpu() - before
+    assert result.returncode == 0, output_tail(result)
+    run = cli.latest_run(dag_id)
+    assert run["state"] == "success", (run, output_tail(result))
+    return {"airflowSeconds": round(seconds, 3), "airflowCpuSeconds": round(cpu, 3), "xcoms": run["xcoms"]}
+
+
+def dags_test_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """``airflow dags test`` of the MERGE DAG: its task runs the 18-row MERGE (in the worker: ``execution="auto"``)."""
+    detail = _dags_test("bench_merge", {"table": dv, "source": source})
+    metrics = detail.pop("xcoms")["merge"]["metrics"]
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (9, 9), metrics
+    return {**detail, "executionTimeMs": metrics.get("executionTimeMs")}
+
+
+def dags_test_empty() -> dict[str, Any]:
+    """``airflow dags test`` of a DAG with one ``EmptyOperator``: Airflow's own cost."""
+    detail = _dags_test("bench_empty", {})
+    detail.pop("xcoms")
+    return detail
 
 
 def _worker_cases() -> list[Case]:
@@ -403,7 +503,25 @@ def delta_rs_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
     return {"executionTimeMs": metrics["execution_time_ms"]}
 
 
+def _summarize_dags_test(results: list[Result]) -> None:
+    by_name = {r.case.name: r for r in results}
+    merge, empty = by_name.get("merge 18 into 3,000 (airflow dags test)"), by_name.get("an empty task (airflow dags test)")
+    if merge is None:
+        return
+    line = (f"# airflow dags test, MERGE task: {merge.ours.seconds:.2f} s wall, "
+            f"{merge.ours.detail.get('airflowCpuSeconds')} s CPU of the airflow process")
+    if empty is not None:
+        line += (f"; empty task: {empty.ours.seconds:.2f} s wall, {empty.ours.detail.get('airflowCpuSeconds')} s CPU; "
+                 f"the MERGE task adds {merge.ours.seconds - empty.ours.seconds:.2f} s wall, "
+                 f"{float(merge.ours.detail['airflowCpuSeconds']) - float(empty.ours.detail['airflowCpuSeconds']):.2f} s CPU")
+    if merge.theirs is not None:
+        line += f"; delta-rs in a fresh process {merge.theirs.seconds:.2f} s wall, {merge.theirs.cpu_seconds:.2f} s CPU"
+    print(line + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def summarize(results: list[Result]) -> None:
+    _summarize_dags_test(results)
+    results = [r for r in results if "dags test" not in r.case.name]
     extra = [r for r in results if not r.case.name.startswith("merge 1M")]
     for result in extra:
         ours, theirs = result.ours, result.theirs

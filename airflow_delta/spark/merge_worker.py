@@ -61,7 +61,15 @@ from airflow_delta.engine import (
     Snapshot,
     TableContext,
     Transaction,
+    bool_array,
+    combined,
     condition_mask,
+    indices_to_numpy,
+    inner_hash_join,
+    int32_array,
+    int64_array,
+    int64_to_numpy,
+    mask_to_numpy,
     read_live_rows,
     write_change_data_files,
     write_data_files,
@@ -568,8 +576,8 @@ def _read_target(
     def one(i: int) -> pa.Table:
         file = files.slice(i, 1)
         rows, positions = read_live_rows(context, file, columns, row_group_filter=row_group_filter)
-        return rows.append_column(_FILE, pa.array(np.full(rows.num_rows, i, np.int32))).append_column(
-            _ROW, pa.array(positions, pa.int64())
+        return rows.append_column(_FILE, int32_array(np.full(rows.num_rows, i, np.int32))).append_column(
+            _ROW, int64_array(positions)
         )
 
     if files.num_rows == 0:
@@ -600,19 +608,18 @@ def _matched_pairs(bound: BoundMerge, source: pa.Table, target: pa.Table) -> tup
     """(source row, target row) index pairs that ON joins; NULL keys never match."""
     source_keys = {f"k{i}": _key_column(source.column(s)) for i, (_, s) in enumerate(bound.keys)}
     target_keys = {f"k{i}": _key_column(target.column(t)) for i, (t, _) in enumerate(bound.keys)}
-    left = pa.table({**source_keys, "__s": pa.array(np.arange(source.num_rows, dtype=np.int64))})
-    right = pa.table({**target_keys, "__t": pa.array(np.arange(target.num_rows, dtype=np.int64))})
+    left = pa.table({**source_keys, "__s": int64_array(np.arange(source.num_rows, dtype=np.int64))})
+    right = pa.table({**target_keys, "__t": int64_array(np.arange(target.num_rows, dtype=np.int64))})
     names = list(source_keys)
     for name in names:
         left = left.filter(pc.is_valid(left.column(name)))
         right = right.filter(pc.is_valid(right.column(name)))
     # Acero builds its hash table from the right side: the source, usually the smaller one.
-    joined = right.join(left, names, join_type="inner", use_threads=True)
-    s_rows = joined.column("__s").to_numpy()
-    t_rows = joined.column("__t").to_numpy()
+    joined = inner_hash_join(right, left, names, ["__t"], ["__s"])
+    s_rows = int64_to_numpy(joined.column("__s"))
+    t_rows = int64_to_numpy(joined.column("__t"))
     if bound.residual is not None and len(s_rows):
-        mask = condition_mask(_view(bound, source, target, s_rows, t_rows), bound.residual)
-        keep = mask.to_numpy(zero_copy_only=False)
+        keep = mask_to_numpy(condition_mask(_view(bound, source, target, s_rows, t_rows), bound.residual))
         s_rows, t_rows = s_rows[keep], t_rows[keep]
     order = np.lexsort((s_rows, t_rows))  # deterministic, whatever order the join's threads gave
     return s_rows[order], t_rows[order]
@@ -624,11 +631,11 @@ def _view(
     """The rows the conditions see, under the synthetic names: target row ``t_rows[i]`` beside source row ``s_rows[i]``."""
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     if t_rows is not None:
-        taken = pa.array(t_rows, pa.int64())
+        taken = int64_array(t_rows)
         for synthetic, name in bound.target_names.items():
             columns[synthetic] = target.column(name).take(taken)
     if s_rows is not None:
-        taken = pa.array(s_rows, pa.int64())
+        taken = int64_array(s_rows)
         for synthetic, name in bound.source_names.items():
             columns[synthetic] = source.column(name).take(taken)
     length = len(t_rows if t_rows is not None else s_rows)  # type: ignore[arg-type]
@@ -647,7 +654,7 @@ def _choose(clauses: Sequence[_Clause], view: pa.Table) -> np.ndarray:
         if clause.condition is None:
             action[open_rows] = clause.index
             continue
-        true = condition_mask(view, clause.condition).to_numpy(zero_copy_only=False)
+        true = mask_to_numpy(condition_mask(view, clause.condition))  # NULL is not TRUE
         action[open_rows & true] = clause.index
     return action
 
@@ -664,7 +671,7 @@ def _written(
         else:
             rows = t_rows if value.side == "target" else s_rows
             side = target if value.side == "target" else source
-            array = side.column(value.name).take(pa.array(rows, pa.int64()))
+            array = side.column(value.name).take(int64_array(rows))
             if array.type != column.type:
                 array = array.cast(column.type)  # an exact widening (bind_merge checked)
         arrays.append(array)
@@ -829,7 +836,7 @@ def _stage_change_data(
     ``delete``), and each new row (``update_postimage`` or ``insert``), as ``cdc`` files."""
     parts = []
     if len(removed_rows):
-        before = target.take(pa.array(removed_rows, pa.int64())).drop_columns([_FILE, _ROW])
+        before = target.take(int64_array(removed_rows)).drop_columns([_FILE, _ROW])
         parts.append(before.append_column(CHANGE_TYPE_COLUMN, pa.array(removed_types, pa.string())))
     for part, kind in zip(new_parts, new_types, strict=True):
         parts.append(part.append_column(CHANGE_TYPE_COLUMN, pa.array([kind] * part.num_rows, pa.string())))
@@ -861,9 +868,9 @@ def _stage_row_changes(
     """The removed target rows leave their files (DVs, or the files rewritten with their other rows); new rows written."""
     metrics: dict[str, int] = {}
     removed_rows = np.unique(removed_rows)
-    taken = pa.array(removed_rows, pa.int64())
-    file_of_row = target.column(_FILE).take(taken).to_numpy() if len(removed_rows) else np.empty(0, np.int32)
-    positions = target.column(_ROW).take(taken).to_numpy() if len(removed_rows) else np.empty(0, np.int64)
+    taken = int64_array(removed_rows)
+    file_of_row = indices_to_numpy(combined(target.column(_FILE).take(taken))) if len(removed_rows) else np.empty(0, np.int64)
+    positions = int64_to_numpy(target.column(_ROW).take(taken)) if len(removed_rows) else np.empty(0, np.int64)
     touched_indexes = np.unique(file_of_row)
     paths = files.column("path").to_pylist()
     if use_deletion_vectors:
@@ -878,15 +885,15 @@ def _stage_row_changes(
         metrics.update(_write_new(txn, context, new_rows))
         metrics["numCopiedRows"] = 0
         return metrics
-    touched_files = files.take(pa.array(touched_indexes, pa.int64()))
+    touched_files = files.take(int64_array(touched_indexes))
     parts = []
     copied = 0
     if touched_files.num_rows:
         txn.remove_files(touched_files)
         keep = np.ones(target.num_rows, dtype=bool)
         keep[removed_rows] = False
-        in_touched = np.isin(target.column(_FILE).to_numpy(), touched_indexes)
-        survivors = target.filter(pa.array(keep & in_touched)).drop_columns([_FILE, _ROW])
+        in_touched = np.isin(indices_to_numpy(combined(target.column(_FILE))), touched_indexes)
+        survivors = target.filter(bool_array(keep & in_touched)).drop_columns([_FILE, _ROW])
         copied = survivors.num_rows
         if copied:
             parts.append(survivors.cast(pa.schema([f.with_nullable(True) for f in survivors.schema])))

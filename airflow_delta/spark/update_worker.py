@@ -29,6 +29,7 @@ from airflow_delta.engine import (
     TableContext,
     Transaction,
     condition_mask,
+    mask_to_numpy,
 )
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.merge_worker import (
@@ -136,7 +137,7 @@ def run_update_in_worker(spec: UpdateSpec, *, before_commit: Callable[[int], Non
             matched = np.arange(target.num_rows, dtype=np.int64)
         else:
             mask = condition_mask(_view(names, target, target, None, np.arange(target.num_rows)), condition)
-            matched = np.flatnonzero(mask.to_numpy(zero_copy_only=False)).astype(np.int64)
+            matched = np.flatnonzero(mask_to_numpy(mask)).astype(np.int64)  # NULL is not TRUE; no pandas
         located = time.monotonic()
         metrics: dict[str, int] = {"numUpdatedRows": len(matched)}
         if len(matched):

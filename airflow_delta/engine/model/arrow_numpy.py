@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyarrow._acero import AggregateNodeOptions, Declaration, TableSourceNodeOptions
+from pyarrow._acero import AggregateNodeOptions, Declaration, HashJoinNodeOptions, TableSourceNodeOptions
 
 __all__ = [
     "binary_array",
@@ -23,6 +23,7 @@ __all__ = [
     "empty_table",
     "group_row_indices",
     "indices_to_numpy",
+    "inner_hash_join",
     "int32_array",
     "int64_array",
     "int64_scalar",
@@ -188,3 +189,19 @@ def group_row_indices(table: pa.Table, keys: Sequence[str]) -> pa.Table:
         Declaration("aggregate", AggregateNodeOptions([(["__row"], "hash_list", None, "__row_list")], keys=list(keys))),
     ])
     return plan.to_table(use_threads=False)
+
+
+def inner_hash_join(
+    probe: pa.Table, build: pa.Table, keys: Sequence[str], probe_output: Sequence[str], build_output: Sequence[str]
+) -> pa.Table:
+    """``probe.join(build, keys, join_type="inner")`` keeping ``probe_output`` and ``build_output``
+    columns, through the same Acero plan without importing ``pyarrow.acero`` (which imports
+    ``pyarrow.dataset`` and pandas). The hash table is built from ``build``; NULL keys never
+    match; rows come in no particular order (threads)."""
+    options = HashJoinNodeOptions("inner", list(keys), list(keys), left_output=list(probe_output),
+                                  right_output=list(build_output))
+    plan = Declaration("hashjoin", options, inputs=[
+        Declaration("table_source", TableSourceNodeOptions(probe)),
+        Declaration("table_source", TableSourceNodeOptions(build)),
+    ])
+    return plan.to_table(use_threads=True)

@@ -153,9 +153,24 @@ def dv_file_paths_by_row(root: str, deletion_vectors: pa.Array | pa.ChunkedArray
 
 def retained_paths(snapshot: Snapshot, delete_before_ms: int) -> pa.Array:
     """Relative paths of every file a retained version may read: live adds, unexpired tombstones, their DV files."""
-    root = snapshot.table_root
-    adds = snapshot.add_actions
-    tombstones = unexpired_tombstones(snapshot.tombstones, delete_before_ms)
+    return _retained_paths(snapshot.table_root, snapshot.add_actions, snapshot.tombstones, delete_before_ms)
+
+
+def retained_among(snapshot: Snapshot, delete_before_ms: int, candidates: pa.Array) -> pa.Array:
+    """Which of ``candidates`` (relative paths) a retained version may read, as a boolean mask.
+
+    The same answer as testing them against :func:`retained_paths`, from the file state of
+    the files with the candidates' names only (and every file with a DV, whose DV file may
+    be a candidate): a log of 100,000 adds of which a few were removed parses the few.
+    """
+    names = pc.struct_field(pc.extract_regex(candidates, r"(?P<name>[^/]*)$"), "name")
+    adds, tombstones = snapshot.file_state_of_names(names)
+    retained = _retained_paths(snapshot.table_root, adds, tombstones, delete_before_ms)
+    return pc.is_in(candidates, value_set=retained)
+
+
+def _retained_paths(root: str, adds: pa.Table, tombstones: pa.Table, delete_before_ms: int) -> pa.Array:
+    tombstones = unexpired_tombstones(tombstones, delete_before_ms)
     parts = [relative_paths(root, adds.column("path")), relative_paths(root, tombstones.column("path"))]
     dvs = dv_file_paths(root, adds.column("deletion_vector")) + dv_file_paths(
         root, tombstones.column("deletion_vector")
@@ -489,7 +504,7 @@ def plan_lite(snapshot: Snapshot, delete_before_ms: int, listing: LogListing | N
     unique = pc.unique(paths)
     first = int64_to_numpy(pc.index_in(unique, value_set=paths).cast(pa.int64()))
     paths, sizes = unique, sizes[first]
-    delete = ~mask_to_numpy(pc.is_in(paths, value_set=retained_paths(snapshot, delete_before_ms)))
+    delete = ~mask_to_numpy(retained_among(snapshot, delete_before_ms, paths))
     delete &= _not_hidden(paths, partition_dir_prefixes(snapshot))
     paths = paths.filter(bool_array(delete))
     return VacuumPlan(paths, _with_dv_file_sizes(snapshot, paths, sizes[delete]), 0, end)
@@ -761,6 +776,7 @@ __all__ = [
     "plan_lite",
     "plan_lite_from_state",
     "read_last_vacuum_info",
+    "retained_among",
     "retained_paths",
     "tombstones_not_vacuumed",
     "unexpired_tombstones",

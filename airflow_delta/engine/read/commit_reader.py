@@ -217,10 +217,10 @@ def read_commit_removes(
             keys |= partition_keys_of(action.body)
     is_remove = mask_to_numpy(pc.starts_with(log.lines, '{"remove":'))
     is_remove[[seq for _, seq, key, _ in stray if key == "remove"]] = True  # unusual spacing
-    return ParsedLog(parse_file_actions(_only_lines(log, is_remove), partition_keys=keys), actions, log.num_lines)
+    return ParsedLog(parse_file_actions(only_lines(log, is_remove), partition_keys=keys), actions, log.num_lines)
 
 
-def _only_lines(log: LogLines, keep: np.ndarray) -> LogLines:
+def only_lines(log: LogLines, keep: np.ndarray) -> LogLines:
     """The lines of ``log`` where ``keep`` is true, as a log of their own (errors name their files)."""
     rows = np.flatnonzero(keep)
     lines = log.lines.take(int64_array(rows))  # a fresh, contiguous buffer

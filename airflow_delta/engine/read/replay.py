@@ -39,6 +39,7 @@ from airflow_delta.engine.model.arrow_numpy import (
     int32_array,
     int64_array,
     int64_to_numpy,
+    mask_to_numpy,
     string_array,
     string_scalar,
 )
@@ -53,6 +54,7 @@ from airflow_delta.engine.read.commit_reader import (
     LogAction,
     LogLines,
     StrayFileAction,
+    only_lines,
     parse_file_actions,
     parse_non_file_actions,
     partition_keys_of,
@@ -146,6 +148,31 @@ class FileActions:
                     self._tombstones = self._commit_tombstones
             return self._tombstones
 
+    def state_of_files_named(self, names: pa.Array) -> tuple[pa.Table, pa.Table]:
+        """(live adds, tombstones) exact for every file whose name (last path component,
+        decoded) is in ``names``, and holding every live add and tombstone that carries a
+        deletion vector; other files may be missing or (as tombstones) out of date.
+
+        For a question about a few files (lite VACUUM: are the removed files live again?)
+        without parsing every ``add`` of the log: ``add`` lines whose path is plain (no
+        ``%``, no escape) and names another file, and carries no DV, are not parsed. When
+        the state is already loaded, or the segment starts at a checkpoint, it is the
+        whole state (:meth:`adds`, :meth:`tombstones`).
+        """
+        with self._lock:
+            commits = self._commits
+            if self._adds is not None or commits is None or self.segment.checkpoint_version is not None:
+                return self.adds(), self.tombstones()
+        lines = commits.lines
+        plain = pc.extract_regex(lines, _PLAIN_ADD_PATH)  # null where the line is no plain add
+        file_names = pc.replace_substring_regex(pc.struct_field(plain, "path"), r"^.*/", "")
+        named = mask_to_numpy(pc.is_in(file_names, value_set=names))  # null: False
+        skip = mask_to_numpy(pc.is_valid(plain)) & ~named & ~mask_to_numpy(pc.match_substring_regex(lines, _DV_VALUE))
+        keep = mask_to_numpy(commits.is_file_line) & ~skip
+        keep[[seq for _, seq, _, _ in self._stray]] = True  # add/remove lines with unusual spacing
+        parsed = parse_file_actions(only_lines(commits, keep), partition_keys=self._partition_keys)
+        return reconcile_files(parsed) if parsed.num_rows else (EMPTY_FILE_ACTIONS, EMPTY_FILE_ACTIONS)
+
     def _checkpoint_rows(self, key: str) -> pa.Table:
         seg = self.segment
         if seg.checkpoint_version is None:
@@ -171,6 +198,12 @@ class FileActions:
         self._adds = adds
         # The parse left large freed blocks behind; hand them back (mimalloc keeps them).
         pa.default_memory_pool().release_unused()
+
+
+# An add line as writers put it: the path first, plain (no escape, no percent-encoding).
+_PLAIN_ADD_PATH = r'^\{"add":\s*\{\s*"path"\s*:\s*"(?P<path>[^"\\%]*)"'
+# A deletion vector that may not be null, whatever the spacing.
+_DV_VALUE = r'deletionVector"\s*:\s*[^n\s]'
 
 
 def _file_keys(actions: pa.Table, *, comparable: bool = False) -> pa.Array:

@@ -139,6 +139,15 @@ class Snapshot:
         return self.file_state.tombstones()
 
     # ------------------------------------------------------------------ metadata
+    def file_state_of_names(self, names: pa.Array) -> tuple[pa.Table, pa.Table]:
+        """(live adds, tombstones), exact for the files whose name (last path component) is in
+        ``names`` and complete for files with a deletion vector; other rows may be missing.
+        Cheaper than :attr:`add_actions` when the log holds many adds of other files (see
+        :meth:`FileActions.state_of_files_named`); the whole state when it is loaded already."""
+        if "add_actions" in self.__dict__:
+            return self.add_actions, self.tombstones
+        return self.file_state.state_of_files_named(names)
+
     @cached_property
     def schema(self) -> pa.Schema:
         """The table schema as Arrow, with logical column names."""
@@ -393,6 +402,8 @@ class FileStateLoader(Protocol_):
 
     def tombstones(self) -> pa.Table: ...
 
+    def state_of_files_named(self, names: pa.Array) -> tuple[pa.Table, pa.Table]: ...
+
 
 class _FallbackFiles:
     """A replay's :class:`FileActions` that, should the checkpoint turn out unreadable when
@@ -432,6 +443,12 @@ class _FallbackFiles:
                 return self._retry(exc).adds()
         except MemoryError:  # numpy's, or pyarrow's ArrowMemoryError
             raise LogTooLargeError(self._listing.table_root, "reading the add actions") from None
+
+    def state_of_files_named(self, names: pa.Array) -> tuple[pa.Table, pa.Table]:
+        source = self._source()
+        if source.segment.checkpoint_version is None:  # no checkpoint to fall back from
+            return source.state_of_files_named(names)
+        return self.adds(), self.tombstones()
 
     def tombstones(self) -> pa.Table:
         try:

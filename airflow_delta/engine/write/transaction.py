@@ -55,6 +55,8 @@ from airflow_delta.engine.errors import (
 from airflow_delta.engine.model import row_tracking
 from airflow_delta.engine.model import table_features as protocol_gate
 from airflow_delta.engine.model.actions import (
+    ACTION_KEYS,
+    Action,
     AddCDCFile,
     AddFile,
     DomainMetadata,
@@ -62,7 +64,6 @@ from airflow_delta.engine.model.actions import (
     Protocol,
     RemoveFile,
     SetTransaction,
-    action_to_line,
 )
 from airflow_delta.engine.model.arguments import (
     check_bool,
@@ -258,6 +259,9 @@ class Transaction:
         self.winning_commits: list[WinningCommit] = []
         self.isolation_level: IsolationLevel | None = None
         self._committed_payload = b""
+        # The committed payload's actions as JSON objects, for the post-commit hook (None: parse the payload).
+        self._committed_actions: list[dict[str, Any]] | None = None
+        self._serialized_actions: list[dict[str, Any]] | None = None
         # The files this transaction wrote: removed if it aborts or its commit fails.
         self.written_files = WrittenFiles(location.io)
         self._race: _Race | None = None
@@ -645,7 +649,9 @@ class Transaction:
         self.committed_version = version
         self.written_files.forget()
         if self._post_commit is not None:
-            actions = [json.loads(line) for line in self._committed_payload.split(b"\n") if line]  # bytes: no 4x str
+            actions = self._committed_actions
+            if actions is None:
+                actions = [json.loads(line) for line in self._committed_payload.split(b"\n") if line]  # bytes: no 4x str
             try:
                 self._post_commit(version, actions)
             except Exception as exc:
@@ -673,7 +679,7 @@ class Transaction:
         while True:
             self.attempts += 1
             payload = self._payload(plan, race.attempt_version, race.previous_ts)
-            self._committed_payload = payload
+            self._committed_payload, self._committed_actions = payload, self._serialized_actions
             # Checked before every attempt, as late as possible: the log must not have
             # moved past the version this attempt writes.
             frontier = race.frontiers[race.attempt_version] = self._check_frontier(race.attempt_version)
@@ -883,7 +889,7 @@ class Transaction:
                 # attempt than the last one (a write that timed out but completed
                 # later), with another timestamp and in-commit timestamp: the
                 # post-commit hook must see what is in the log.
-                self._committed_payload = winner_bytes
+                self._committed_payload, self._committed_actions = winner_bytes, None
                 if race.next_version in race.frontiers:
                     self._confirm_not_shadowed(race.frontiers[race.next_version], written_now=False)
                 return race.next_version
@@ -1189,18 +1195,14 @@ class Transaction:
         def encoded(text: str) -> bytes:
             return utf8_bytes(text, "commit content")
 
-        lines = [encoded(json_text({"commitInfo": info}))]
-        if protocol is not None:
-            lines.append(encoded(action_to_line(protocol)))
-        if metadata is not None:
-            lines.append(encoded(action_to_line(metadata)))
-        lines.extend(encoded(action_to_line(t)) for t in self._app_transactions.values())
-        lines.extend(encoded(action_to_line(d)) for d in self._domains.values())
-        lines.extend(encoded(action_to_line(d)) for d in extra_domains)
-        lines.extend(encoded(action_to_line(r)) for r in self._removes)
-        lines.extend(encoded(action_to_line(a)) for a in adds)
-        lines.extend(encoded(action_to_line(c)) for c in self._cdc)
+        # The JSON objects are kept beside the bytes: the post-commit hook reads them, not the bytes again.
+        actions: list[Action] = [*([protocol] if protocol is not None else []), *([metadata] if metadata is not None else []),
+                                 *self._app_transactions.values(), *self._domains.values(), *extra_domains,
+                                 *self._removes, *adds, *self._cdc]
+        objects = [{"commitInfo": info}, *({ACTION_KEYS[type(a)]: a.to_json()} for a in actions)]
+        lines = [encoded(json_text(o)) for o in objects]
         lines.append(b"")
+        self._serialized_actions = objects
         return b"\n".join(lines)
 
     def _read_winner(self, version: int, with_mtime: bool = False) -> WinningCommit | None:

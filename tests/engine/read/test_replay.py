@@ -356,3 +356,47 @@ def test_column_mapped_partition_values_carry_only_physical_keys(tmp_path) -> No
     values = sorted(snapshot.add_actions.column("partition_values").to_pylist(), key=str)
     assert values == sorted([[(physical, "a")], [(physical, None)]], key=str)
     assert sorted(snapshot.files().column("partition_values").to_pylist(), key=str) == sorted([{"p": "a"}, {"p": None}], key=str)
+
+
+# ------------------------------------------------------------------ the state of a few files
+
+
+def test_the_state_of_files_named_agrees_with_the_whole_state_for_those_files(tmp_path: Path) -> None:
+    """Lite VACUUM asks about a few removed files only: their state (re-added under another
+    spelling of the path or not), and every file with a DV, must be exactly the full replay's,
+    while plain adds of other files are not parsed."""
+    from airflow_delta.engine.read.snapshot import load_snapshot, relative_paths
+
+    root = str(tmp_path)
+    pv = {"part": "a"}
+    others = [b.add(f"part=a/other-{i}.parquet", partition_values=pv) for i in range(20)]
+    b.write_commit(root, 0, [b.protocol(3, 7, ["deletionVectors"], ["deletionVectors"]),
+                             b.metadata(["part"], {"delta.enableDeletionVectors": "true"}), *others,
+                             *(b.add(f"part=a/{n}", partition_values=pv) for n in ("f1.parquet", "f2.parquet",
+                                                                                  "f3.parquet", "x%20y.parquet")),
+                             b.add("part=a/dv.parquet", partition_values=pv, deletion_vector=b.dv("ab^-aa")),
+                             b.add("part=a/moved/f4.parquet", partition_values=pv)])
+    b.write_commit(root, 1, [b.remove(f"part=a/{n}") for n in ("f1.parquet", "f2.parquet", "f3.parquet",
+                                                               "x%20y.parquet", "moved/f4.parquet")])
+    # Re-added: f1 by its absolute URI, "x y" percent-encoded, f4 without spaces in its line.
+    b.write_commit(root, 2, [b.add(f"file://{root}/part=a/f1.parquet", partition_values=pv),
+                             b.add("part=a/x%20y.parquet", partition_values=pv)])
+    with open(b.commit_file(root, 2), "a") as out:
+        out.write('{"add":{"path":"part=a/moved/f4.parquet","partitionValues":{"part":"a"},"size":1,'
+                  '"modificationTime":1,"dataChange":true}}\n')
+    names = pa.array(["f1.parquet", "f2.parquet", "f3.parquet", "x y.parquet", "f4.parquet"])
+
+    def relative(actions: pa.Table) -> set[str]:
+        return set(relative_paths(root, actions.column("path")).to_pylist())
+
+    adds, tombstones = load_snapshot(LocalFileIO(), root).file_state_of_names(names)
+    full = load_snapshot(LocalFileIO(), root)
+    wanted = {"part=a/f1.parquet", "part=a/f2.parquet", "part=a/f3.parquet", "part=a/x y.parquet",
+              "part=a/moved/f4.parquet", "part=a/dv.parquet"}
+    assert relative(adds) == relative(full.add_actions) & wanted == {
+        "part=a/f1.parquet", "part=a/x y.parquet", "part=a/moved/f4.parquet", "part=a/dv.parquet"}
+    assert relative(tombstones) & wanted == relative(full.tombstones) & wanted
+    assert {"part=a/f2.parquet", "part=a/f3.parquet"} <= relative(tombstones)
+    assert not relative(adds) & {f"part=a/other-{i}.parquet" for i in range(20)}  # not parsed
+    # Once the whole state is loaded, that is the answer.
+    assert relative(full.file_state_of_names(names)[0]) == relative(full.add_actions)
