@@ -307,7 +307,7 @@ def _once(between: Callable[[], None] | None) -> Callable[[int], None] | None:
 OUR_KINDS = ("append", "delete", "update", "merge", "optimize")
 DELTA_KINDS = ("append", "delete", "merge", "optimize")
 # The keys our operations in partition a touch in the first matrix (disjoint from Delta's).
-OUR_IDS = {"append": (60,), "delete": (3,), "update": (5,), "merge": (4, 70), "optimize": ()}
+OUR_IDS = {"append": (65,), "delete": (3,), "update": (5,), "merge": (4, 70), "optimize": ()}
 
 
 def expected_conflict(loser: str, winner: str, same_partition: bool, level: str = "WriteSerializable") -> type | None:
@@ -453,7 +453,7 @@ def test_delta_verdicts_against_our_winners(delta_lake: DeltaLakeSession, templa
             shutil.copytree(template, path)
             winner = our_op(theirs, part, tuple(BASE[part] + i for i in OUR_WINNER_IDS[theirs]))
             tag = uuid.uuid4().hex
-            statement = _delta_merge_sql(DELTA_LOSER_ROWS, "a", _held(tag, 1500))(table_ref(path))
+            statement = _delta_merge_sql(DELTA_LOSER_ROWS, "a", _held(tag, 2500))(table_ref(path))
             held = pool.submit(delta_lake.sql, statement)
             _wait_for(lambda t=tag: bool(glob.glob(os.path.join(flag_dir, f"peer17-{t}-*.flag"))), held)
             winner.run(path, None, None)
