@@ -424,10 +424,12 @@ def _flag_dir(delta_lake: DeltaLakeSession) -> str:
 def _held(tag: str, hold_ms: int) -> str:
     """A source filter that, once per statement, drops a flag file and sleeps: the statement
     has taken its snapshot (MERGE reads its source inside the transaction) and not committed."""
+    # reflect() returns String.valueOf(the result): 'null' for a void method or a null
+    # result. setProperty returns the property's previous value: 'null' the first time.
     return (
-        f"(reflect('java.lang.System', 'setProperty', 'peer17.{tag}', 'held') IS NOT NULL "
+        f"(reflect('java.lang.System', 'setProperty', 'peer17.{tag}', 'held') = 'held' "
         f"OR (reflect('java.io.File', 'createTempFile', 'peer17-{tag}-', '.flag') IS NOT NULL "
-        f"AND reflect('java.lang.Thread', 'sleep', CAST({hold_ms} AS BIGINT)) IS NULL))"
+        f"AND reflect('java.lang.Thread', 'sleep', CAST({hold_ms} AS BIGINT)) = 'null'))"
     )
 
 
