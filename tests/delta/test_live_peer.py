@@ -386,6 +386,7 @@ def _attempt(op: OurOp, path: Path, between: Callable[[], None] | None, level: s
     return None
 
 
+@pytest.mark.slow  # eight Delta statements build the winners
 def test_our_verdicts_against_delta_winners(template: Path, delta_winners: dict[tuple[str, str], Path]) -> None:
     """Every (our operation, Delta's operation, same/other partition) at WriteSerializable, and
     the pairs where Serializable differs (a blind-append winner): our verdict is Delta's rule."""
