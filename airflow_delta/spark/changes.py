@@ -83,9 +83,10 @@ class ChangeMetrics(dict[str, int]):
     """The file-level metrics of :func:`stage_row_changes` under Delta's names, plus
     ``removed_rows``: how many target rows left their files (deleted, or replaced by their
     updated version). It is an attribute, not a key, so that the dict can go into
-    ``operationMetrics`` as it is."""
+    ``operationMetrics`` as it is. ``touched_files``: how many files held a removed row."""
 
     removed_rows: int = 0
+    touched_files: int = 0
 
 
 
@@ -213,6 +214,7 @@ def stage_row_changes(
             _write_new_files(txn, context, to_write, metrics, in_driver=in_driver)
             if copied is not None:
                 metrics["numCopiedRows"] += int(copied.get.get("rows", 0))
+            metrics.touched_files = len(touched_paths)
             if change_data_feed:
                 _stage_change_data(txn, context, files, touched_paths, removed_rows, new_rows, metrics, in_driver=in_driver)
     finally:

@@ -806,6 +806,8 @@ def run_merge_in_worker(
             "execution", "worker", f"a MERGE the worker evaluates exactly as Spark does; here {refusal}: run it on Spark"
         )
     rows = read_source(spec.source) if source is None else source
+    # Delta's materializeSourceTimeMs, as the Spark job writes it: reading the source once for every attempt.
+    materialized_ms = _ms_since(started)
 
     def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
         refusal = table_refusal(snapshot)
@@ -817,7 +819,9 @@ def run_merge_in_worker(
         metrics, parameters, commit = stage_merge(
             txn, snapshot, context, bound, rows, uses_deletion_vectors(context, spec.options), started
         )
-        return StagedOperation("MERGE", parameters, metrics, commit=commit)
+        return StagedOperation(
+            "MERGE", parameters, {**metrics, "materializeSourceTimeMs": materialized_ms}, commit=commit
+        )
 
     return run_with_retries(spec, attempt, before_commit=before_commit)
 

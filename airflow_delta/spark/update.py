@@ -216,6 +216,8 @@ def run_update(
         finally:
             matched.unpersist()
         metrics = {**changes, "numUpdatedRows": changes.removed_rows}
+        if use_dvs:  # Delta's UPDATE counts every file it marks in a DV as removed (its DELETE does not)
+            metrics["numRemovedFiles"] = changes.touched_files
         metrics["scanTimeMs"] += planned_ms
         metrics["executionTimeMs"] = int((time.monotonic() - started) * 1000)
         ordered = {key: int(metrics.get(key, 0)) for key in UPDATE_METRICS}

@@ -33,6 +33,7 @@ from airflow_delta.engine import (
 )
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.merge_worker import (
+    _FILE,
     _Binder,
     _Clause,
     _LeftToSparkError,
@@ -143,6 +144,8 @@ def run_update_in_worker(spec: UpdateSpec, *, before_commit: Callable[[int], Non
         if len(matched):
             new_rows = _written(names, clause, target, target, None, matched)
             changes = _stage_row_changes(txn, context, files, target, matched, new_rows, use_dvs)
+            if use_dvs:  # Delta's UPDATE counts every file it marks in a DV as removed (its DELETE does not)
+                changes["numRemovedFiles"] = len(np.unique(target.column(_FILE).take(pa.array(matched)).to_numpy()))
             if context.properties.enable_change_data_feed:
                 preimage = np.full(len(matched), "update_preimage", dtype=object)
                 _stage_change_data(txn, context, target, matched, preimage, [new_rows], ["update_postimage"], changes)

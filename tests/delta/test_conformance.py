@@ -9,13 +9,15 @@
 3. We read every version of a table Delta writes with its table features.
 
 The tables are small and the tests share one Delta session per worker (the fixture), so
-their cost is a few Spark statements each. Only the deletion-vector + CDF table runs the
-operations yet: copy-on-write, column mapping (name, id) and V2 checkpoints were drafted
-but not run to completion (docs/compatibility.md, "Checked against Delta Lake 4.4").
+their cost is a few Spark statements each. Item 1/2 runs on one table per variant:
+deletion vectors + CDF with classic checkpoints, copy-on-write + CDF, column mapping
+``name`` with DVs, and column mapping ``id`` with V2 checkpoints (docs/compatibility.md,
+"Checked against Delta Lake 4.4").
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -63,7 +65,8 @@ def _our_operations(path: str, properties: dict[str, str]) -> DeltaTable:
     table.optimize(OptimizeOptions())
     table.optimize(OptimizeOptions(zorder_by=("id", "name")))
     table.restore(version=4)
-    table.checkpoint()
+    checkpoint = table.checkpoint()
+    assert checkpoint.kind == ("v2" if properties.get("delta.checkpointPolicy") == "v2" else "classic")
     return table
 
 
@@ -71,6 +74,18 @@ def _our_operations(path: str, properties: dict[str, str]) -> DeltaTable:
     "properties",
     [
         pytest.param({"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}, id="dv-cdf"),
+        # Without DVs our DELETEs rewrite files; CDF so table_changes is checked here too.
+        pytest.param(
+            {"delta.enableDeletionVectors": "false", "delta.enableChangeDataFeed": "true"}, id="copy-on-write"
+        ),
+        pytest.param(
+            {"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name"}, id="column-mapping-name"
+        ),
+        # One table for two variants (CI time): column mapping by field id, and V2 checkpoints
+        # (ours in _our_operations and after Delta, Delta's with its checkpoint interval 2).
+        pytest.param(
+            {"delta.columnMapping.mode": "id", "delta.checkpointPolicy": "v2"}, id="column-mapping-id-v2-checkpoint"
+        ),
     ],
 )
 def test_delta_reads_our_operations_and_carries_on(
@@ -120,6 +135,7 @@ def test_delta_reads_our_operations_and_carries_on(
         assert deleted == [i for i in range(90) if i % 10 == 1]
 
     # 2. Delta carries on after us.
+    ours_last = table.version()
     ref = table_ref(path)
     delta_lake.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
     delta_lake.sql(f"INSERT INTO {ref} VALUES (1000, 'd', 'a'), (1001, 'd', 'b')")
@@ -130,6 +146,10 @@ def test_delta_reads_our_operations_and_carries_on(
         "WHEN MATCHED THEN UPDATE SET name = s.name WHEN NOT MATCHED THEN INSERT *"
     )
     delta_lake.sql(f"OPTIMIZE {ref}")
+    # Delta checkpointed (interval 2) in the table's kind: V2 (a UUID-named top-level file) or classic.
+    theirs = [p.name for p in Path(path, "_delta_log").glob("*.checkpoint*") if int(p.name[:20]) > ours_last]
+    v2_named = [name for name in theirs if re.fullmatch(r"\d{20}\.checkpoint\.[0-9a-f-]{36}\.(json|parquet)", name)]
+    assert theirs and len(v2_named) == (len(theirs) if properties.get("delta.checkpointPolicy") == "v2" else 0), theirs
     expected = sorted_rows(delta_lake.read(path))
     after = DeltaTable(path)
     assert sorted_rows(after.snapshot().to_arrow()) == expected
@@ -138,7 +158,8 @@ def test_delta_reads_our_operations_and_carries_on(
     assert {r["name"] for r in expected if r["id"] == 1000} == {"merged"}
     # And we carry on after Delta: a DELETE and a checkpoint of ours, Delta reads them.
     after.delete("id = 2000")
-    after.checkpoint(options=CheckpointOptions())
+    checkpoint = after.checkpoint(options=CheckpointOptions())
+    assert checkpoint.kind == ("v2" if properties.get("delta.checkpointPolicy") == "v2" else "classic")
     assert sorted_rows(delta_lake.read(path)) == sorted_rows(after.snapshot().to_arrow())
 
 
