@@ -59,12 +59,13 @@ def _on_sequence(value: int, start: int, step: int, past: int | None) -> bool:
 
 
 # The MERGE's clauses, the same text for Delta and for us: the matched row gets a new
-# timestamp (so a new generated date) and variant; 'x' is inserted with n = DEFAULT,
-# the others with n left out; the identity column is left out everywhere.
+# timestamp (so a new generated date) and variant; inserted rows leave out n (its default)
+# and the identity column. (Delta 4.4's MERGE refuses the DEFAULT keyword in SET and INSERT
+# values, DELTA_MERGE_UNRESOLVED_EXPRESSION; its UPDATE takes it, used below.)
 _MERGE_CLAUSES = (
     "ON t.k = s.k "
     "WHEN MATCHED THEN UPDATE SET ts = s.ts, v = parse_json(s.j) "
-    "WHEN NOT MATCHED AND s.k = 'x' THEN INSERT (k, ts, n) VALUES (s.k, s.ts, DEFAULT) "
+    "WHEN NOT MATCHED AND s.k = 'x' THEN INSERT (k, ts) VALUES (s.k, s.ts) "
     "WHEN NOT MATCHED THEN INSERT (k, ts, v) VALUES (s.k, s.ts, parse_json(s.j))"
 )
 
