@@ -14,9 +14,8 @@ own name, as in Spark (``MERGE INTO events USING updates ON events.id = updates.
 ``MERGE WITH SCHEMA EVOLUTION INTO`` (Databricks' syntax) turns on schema evolution.
 
 Whatever the spec cannot express is refused with an :class:`InvalidArgumentError` naming
-``sql`` and saying what to write instead: another statement, ``DEFAULT`` inside an
-expression (``DEFAULT`` alone as a value is the column's default), ``SET * EXCEPT``,
-assignments to source columns, struct fields in an INSERT's column list, an
+``sql`` and saying what to write instead: another statement, ``DEFAULT`` values, ``SET *
+EXCEPT``, assignments to source columns, struct fields in an INSERT's column list, an
 INSERT in a MATCHED clause. ``UPDATE SET t.address.city = s.city`` assigns a field of a
 struct (``MergeClause.assignments`` key ``address.city``).
 """
@@ -200,7 +199,7 @@ def _clause(when: exp.When, target_alias: str, source_alias: str, index: int) ->
             _check_value(item.expression, where)
             if column in assignments:
                 raise InvalidArgumentError("sql", column, f"each column assigned once in {where}")
-            assignments[column] = _value_text(item.expression)
+            assignments[column] = item.expression.sql(dialect=_DIALECT)
         set_target_paths("sql", assignments)  # t.a with t.a.b, or a field twice: Delta's conflicting SET
         return MergeClause(kind, condition, assignments=assignments)
     if isinstance(then, exp.Insert):
@@ -228,7 +227,7 @@ def _clause(when: exp.When, target_alias: str, source_alias: str, index: int) ->
             _check_value(value, where)
             if column in inserted:
                 raise InvalidArgumentError("sql", column, f"each column listed once in {where}")
-            inserted[column] = _value_text(value)
+            inserted[column] = value.sql(dialect=_DIALECT)
         return MergeClause("not_matched_insert", condition, assignments=inserted)
     shown = then.sql(dialect=_DIALECT) if isinstance(then, exp.Expression) else then
     raise InvalidArgumentError("sql", shown, f"UPDATE SET, DELETE or INSERT after THEN in {where}")
@@ -284,25 +283,6 @@ def _dotted_names(node: exp.Expression) -> list[str] | None:
     return None
 
 
-def _is_default(value: exp.Expression) -> bool:
-    """Whether a value is the ``DEFAULT`` keyword (sqlglot reads it as a variable, or unquoted as a bare column)."""
-    if isinstance(value, exp.Column):
-        bare = not value.table and isinstance(value.this, exp.Identifier) and not value.this.quoted
-        return bare and value.name.upper() == "DEFAULT"
-    return isinstance(value, exp.Var) and value.name.upper() == "DEFAULT"
-
-
-def _value_text(value: exp.Expression) -> str:
-    """A SET or INSERT value as Spark SQL; the ``DEFAULT`` keyword spelled as the spec knows it."""
-    return "DEFAULT" if _is_default(value) else value.sql(dialect=_DIALECT)
-
-
 def _check_value(value: exp.Expression, where: str) -> None:
-    """``DEFAULT`` is a whole value (the column's default, as Spark resolves it), never part of an expression."""
-    if _is_default(value):
-        return
-    for node in value.find_all(exp.Var):
-        if node.name.upper() == "DEFAULT":
-            raise InvalidArgumentError(
-                "sql", value.sql(dialect=_DIALECT), f"DEFAULT alone as a value in {where}, not inside an expression"
-            )
+    if isinstance(value, exp.Var) and value.name.upper() == "DEFAULT":
+        raise InvalidArgumentError("sql", "DEFAULT", f"an expression in {where}: column defaults are not supported")

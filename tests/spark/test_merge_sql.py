@@ -130,22 +130,6 @@ CASES: list[tuple[str, tuple[MergeSource, str, str, str, tuple[MergeClause, ...]
             False,
         ),
     ),
-    (
-        # DEFAULT alone as a value: the column's default (a value of its own in the spec)
-        "MERGE INTO events t USING updates s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = default "
-        "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, DEFAULT)",
-        (
-            UPDATES,
-            "s",
-            "t",
-            "t.id = s.id",
-            (
-                MergeClause("matched_update", assignments={"v": "DEFAULT"}),
-                MergeClause("not_matched_insert", assignments={"id": "s.id", "v": "DEFAULT"}),
-            ),
-            False,
-        ),
-    ),
 ]
 
 
@@ -194,7 +178,7 @@ REFUSALS = [
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (id, st.f) VALUES (s.id, 1)", "sql", "e.g."),
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET * EXCEPT (v)", "sql", "a plain *"),
     ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (a, b) VALUES (1)", "sql", "as many VALUES"),
-    ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (a) VALUES (DEFAULT + 1)", "sql", "valid Spark"),
+    ("MERGE INTO e USING updates s ON e.id = s.id WHEN NOT MATCHED THEN INSERT (a) VALUES (DEFAULT)", "sql", "defaults"),
     (
         # Spark resolves names ignoring case: v and V are one column
         "MERGE INTO e USING updates s ON e.id = s.id WHEN MATCHED THEN UPDATE SET v = 1, V = 2",
