@@ -101,7 +101,19 @@ def _comparable(rows: list[dict[str, Any]], case: SharedTableCase) -> list[str]:
     return sorted(repr(sorted((k, v) for k, v in r.items() if k != case.identity_column)) for r in rows)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.table for c in CASES])
+# Delta 4.4 refuses to write the preview `liquid` feature (DELTA_UNSUPPORTED_FEATURES_FOR_WRITE): no oracle there.
+_DELTA_CANNOT_WRITE = {"table_with_liquid_clustering"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, id=c.table, marks=[pytest.mark.skip(reason="Delta 4.4 cannot write the preview liquid feature")])
+        if c.table in _DELTA_CANNOT_WRITE
+        else pytest.param(c, id=c.table)
+        for c in CASES
+    ],
+)
 def test_delta_reads_and_writes_the_shared_table_after_our_operations(
     delta_lake: Any, spark: Any, shared_tables: Path, tmp_path: Path, case: SharedTableCase
 ) -> None:
