@@ -28,6 +28,7 @@ import pyarrow as pa
 import sqlglot
 
 from airflow_delta.spark.specs import MergeSpec
+from airflow_delta.spark.sql_columns import SparkSqlText
 
 __all__ = [
     "FILE_METRICS",
@@ -105,7 +106,7 @@ def target_only_filter(spec: MergeSpec, partition_and_data_columns: Sequence[str
         unqualified = conjunct.copy()
         for column in unqualified.find_all(sqlglot.exp.Column):
             column.set("table", None)
-        kept.append(unqualified.sql(dialect="spark"))
+        kept.append(unqualified.sql(dialect=SparkSqlText))
     return " AND ".join(f"({text})" for text in kept) or None
 
 

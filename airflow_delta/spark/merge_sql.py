@@ -40,10 +40,11 @@ from airflow_delta.spark.specs import (
     TableRef,
     TaskIdentity,
 )
+from airflow_delta.spark.sql_columns import SparkSqlText
 
 __all__ = ["merge_spec_from_sql"]
 
-_DIALECT = "spark"
+_DIALECT = SparkSqlText  # Spark SQL that Spark runs again (parse_json kept)
 # sqlglot does not parse Databricks' ``MERGE WITH SCHEMA EVOLUTION INTO``; it is read here
 # and the statement parsed without it.
 _WITH_SCHEMA_EVOLUTION = re.compile(r"\A\s*MERGE\s+WITH\s+SCHEMA\s+EVOLUTION\s+INTO\b", re.IGNORECASE)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import rename_func
+from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
 
 from airflow_delta.engine import InvalidArgumentError, InvalidFilterError
@@ -22,7 +24,7 @@ from airflow_delta.engine import InvalidArgumentError, InvalidFilterError
 if TYPE_CHECKING:
     from airflow_delta.spark.specs import Spec
 
-__all__ = ["references_only", "refuse_text_spark_refuses"]
+__all__ = ["SparkSqlText", "references_only", "refuse_text_spark_refuses"]
 
 
 def references_only(predicate: str, columns: Sequence[str]) -> bool:
@@ -93,3 +95,20 @@ def refuse_text_spark_refuses(spec: Spec) -> None:
         if condition:
             raise InvalidFilterError(text, f"{where}: {fault}")
         raise InvalidArgumentError(where, text, f"one Spark SQL expression: {fault}")
+
+
+class SparkSqlText(Spark):
+    """sqlglot's Spark dialect for text that Spark runs again: functions kept as Spark spells them.
+
+    sqlglot's Spark generator writes ``parse_json(x)`` as bare ``x`` and
+    ``to_json(parse_json(x))`` as ``x`` (its JSON type is no ``VARIANT``), so a MERGE value
+    ``parse_json(s.j)`` would store the JSON text as a variant string instead of the parsed
+    value. Rendered with this dialect, ``PARSE_JSON`` and ``TO_JSON`` stay.
+    """
+
+    class Generator(Spark.Generator):
+        TRANSFORMS = {
+            **Spark.Generator.TRANSFORMS,
+            exp.ParseJSON: rename_func("PARSE_JSON"),
+            exp.JSONFormat: rename_func("TO_JSON"),
+        }

@@ -130,6 +130,22 @@ CASES: list[tuple[str, tuple[MergeSource, str, str, str, tuple[MergeClause, ...]
             False,
         ),
     ),
+    (
+        # Spark's variant functions stay as Spark spells them (sqlglot's Spark dialect drops parse_json)
+        "MERGE INTO events t USING updates s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = parse_json(s.j) "
+        "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, to_json(parse_json(s.j)))",
+        (
+            UPDATES,
+            "s",
+            "t",
+            "t.id = s.id",
+            (
+                MergeClause("matched_update", assignments={"v": "PARSE_JSON(s.j)"}),
+                MergeClause("not_matched_insert", assignments={"id": "s.id", "v": "TO_JSON(PARSE_JSON(s.j))"}),
+            ),
+            False,
+        ),
+    ),
 ]
 
 
