@@ -147,7 +147,7 @@ def test_delta_reads_our_operations_and_carries_on(
     )
     delta_lake.sql(f"OPTIMIZE {ref}")
     # Delta checkpointed (interval 2) in the table's kind: V2 (a UUID-named top-level file) or classic.
-    theirs = [p.name for p in Path(path, "_delta_log").glob("*.checkpoint*") if int(p.name[:20]) > ours_last]
+    theirs = [p.name for p in Path(path, "_delta_log").glob("[0-9]*.checkpoint*") if int(p.name[:20]) > ours_last]
     v2_named = [name for name in theirs if re.fullmatch(r"\d{20}\.checkpoint\.[0-9a-f-]{36}\.(json|parquet)", name)]
     assert theirs and len(v2_named) == (len(theirs) if properties.get("delta.checkpointPolicy") == "v2" else 0), theirs
     expected = sorted_rows(delta_lake.read(path))

@@ -208,6 +208,7 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("Snapshot.to_arrow.filter", NOT_STR, lambda v: snap.to_arrow(filter=v))
     each("Snapshot.transaction_version.app_id", NOT_STR, lambda v: snap.transaction_version(v))
     each("Snapshot.data_file_path.path", [*NOT_STR, ""], lambda v: snap.data_file_path(v))
+    each("Snapshot.file_state_of_names.names", ["x", ["x"], None, pa.array([1])], lambda v: snap.file_state_of_names(v))
 
     # Transaction: a fresh one per call, so that one refusal cannot affect the next.
     def txn() -> Transaction:

@@ -39,13 +39,14 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import (
     CorruptCheckpointError,
     DeltaError,
+    InvalidArgumentError,
     InvalidTablePropertyError,
     LogNotContiguousError,
     LogTooLargeError,
     VersionNotFoundError,
 )
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
-from airflow_delta.engine.model.arguments import check_bool, check_str, check_str_sequence
+from airflow_delta.engine.model.arguments import check_bool, check_instance, check_str, check_str_sequence
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
@@ -144,6 +145,9 @@ class Snapshot:
         ``names`` and complete for files with a deletion vector; other rows may be missing.
         Cheaper than :attr:`add_actions` when the log holds many adds of other files (see
         :meth:`FileActions.state_of_files_named`); the whole state when it is loaded already."""
+        check_instance("names", names, pa.Array)
+        if not (pa.types.is_string(names.type) or pa.types.is_large_string(names.type)):
+            raise InvalidArgumentError("names", names, "pass a pyarrow array of strings (file names)")
         if "add_actions" in self.__dict__:
             return self.add_actions, self.tombstones
         return self.file_state.state_of_files_named(names)
