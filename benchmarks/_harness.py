@@ -223,3 +223,16 @@ def _child(module: str, function: str, args_json: str, repeat: int) -> None:
 
 if __name__ == "__main__":
     _child(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+
+
+def use_isolated_airflow(airflow_home: str) -> None:
+    """Point this process at its own Airflow (``airflow_home``, no inherited ``AIRFLOW*`` settings)
+    with Spark local mode as ``spark_local`` and a ``delta_default`` connection that uses it:
+    what the operator benchmarks run their operators against."""
+    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
+        del os.environ[key]
+    os.environ["AIRFLOW_HOME"] = airflow_home
+    os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    os.environ["AIRFLOW_CONN_DELTA_DEFAULT"] = json.dumps(
+        {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}
+    )

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import dml_merge, optimize, vacuum
-from benchmarks._harness import REPO_ROOT, Case, Result, compile_engine_bytecode, data_dir
+from benchmarks._harness import REPO_ROOT, Case, Result, compile_engine_bytecode, data_dir, use_isolated_airflow
 from benchmarks.delete import _build_dv, _link_copy
 
 DRIVER_MEMORY = "2g"
@@ -167,13 +167,7 @@ def fresh_copy(path: str) -> list[str]:
 def _run_operator(make: Any) -> dict[str, Any]:
     """``make()``'s operator ``.execute(context)`` with a ``local[2]`` Spark connection, in this fresh process."""
     airflow_home = tempfile.mkdtemp(prefix="bench-delta-spark-airflow-")
-    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
-        del os.environ[key]
-    os.environ["AIRFLOW_HOME"] = airflow_home
-    os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
-    os.environ["AIRFLOW_CONN_DELTA_DEFAULT"] = json.dumps(
-        {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}
-    )
+    use_isolated_airflow(airflow_home)
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from tests.airflow_layer import context

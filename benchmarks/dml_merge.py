@@ -58,7 +58,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import Case, Result, compile_engine_bytecode, data_dir
+from benchmarks._harness import Case, Result, compile_engine_bytecode, data_dir, use_isolated_airflow
 from benchmarks.delete import _build_dv, _link_copy  # one way to make the DV copy of an input
 
 NUM_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_ROWS", "10000000"))
@@ -328,14 +328,8 @@ def _upsert_clauses() -> tuple[Any, ...]:
 
 
 def _operator_merge(dv: str, source: str, execution: str) -> dict[str, Any]:
-    import json
-
     airflow_home = tempfile.mkdtemp(prefix="bench-merge-airflow-")
-    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
-        del os.environ[key]
-    os.environ["AIRFLOW_HOME"] = airflow_home
-    os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
-    os.environ["AIRFLOW_CONN_DELTA_DEFAULT"] = json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
+    use_isolated_airflow(airflow_home)
     from airflow_delta.operators.dml import DeltaMergeOperator
     from tests.airflow_layer import context
 

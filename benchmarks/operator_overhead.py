@@ -27,7 +27,6 @@ and workers), so that the summary can show where the machine's time went.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import shutil
@@ -38,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import Case, Result, data_dir
+from benchmarks._harness import Case, Result, data_dir, use_isolated_airflow
 
 EMPTY_PROGRAM = """\
 from pyspark.sql import SparkSession
@@ -104,13 +103,7 @@ def _children_cpu() -> float:
 
 
 def operator_delete(table_path: str, airflow_home: str) -> dict[str, Any]:
-    for key in [key for key in os.environ if key.startswith("AIRFLOW")]:
-        del os.environ[key]
-    os.environ["AIRFLOW_HOME"] = airflow_home
-    os.environ["AIRFLOW_CONN_SPARK_LOCAL"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
-    os.environ["AIRFLOW_CONN_DELTA_DEFAULT"] = json.dumps(
-        {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}
-    )
+    use_isolated_airflow(airflow_home)
     children_before = _children_cpu()
     from airflow_delta.operators.dml import DeltaDeleteOperator
     from tests.airflow_layer import context
