@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # venv and jars under .cache/, fetched once (PyPI, Maven Central), reused offline after.
 DELTA_STAMP := .cache/delta-jars/.installed-stamp
 
-.PHONY: demo demo-fleet test lint bench clean delta-oracle browser
+.PHONY: demo demo-fleet test test-setup lint bench clean delta-oracle browser
 
 # The browser tests (tests/browser.py) drive Debian's Chromium with Playwright; Playwright's
 # own browser downloads are never used. Installed once with apt-get when missing (as root);
@@ -30,10 +30,26 @@ browser:
 		exit 1; \
 	fi
 
-$(STAMP): requirements.lock pyproject.toml
+# uv first, on its own: the product's install and the Delta oracle's both use it, and
+# `make test` runs those two side by side (they download and compile independently).
+UV := $(BIN)/uv
+$(UV):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.lock
+
+# PySpark and pyspark-client are published as source only. uv builds them again on every
+# install here (the index's answers are not cacheable, so its cache never hits: minutes and
+# 2.5 GB of cache each time), while pip keeps the wheels it builds. So pip builds them once
+# into .cache/wheels, and both venvs (the product's and the Delta oracle's) install from there.
+WHEELHOUSE := $(CURDIR)/.cache/wheels
+PYSPARK_VERSION := $(shell sed -n 's/^pyspark==//p' requirements.lock)
+PYSPARK_WHEEL := $(WHEELHOUSE)/pyspark-$(PYSPARK_VERSION)-py2.py3-none-any.whl
+$(PYSPARK_WHEEL): requirements.lock $(UV)
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps -w $(WHEELHOUSE) \
+		pyspark==$(PYSPARK_VERSION) pyspark-client==$(PYSPARK_VERSION)
+
+$(STAMP): requirements.lock pyproject.toml $(UV) $(PYSPARK_WHEEL)
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --find-links $(WHEELHOUSE) -r requirements.lock
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -e .
 	$(BIN)/python -m compileall -q airflow_delta  # the editable package's own sources
 	touch $(STAMP)
@@ -44,8 +60,8 @@ $(STAMP): requirements.lock pyproject.toml
 demo: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo --dir .demo
 
-$(DELTA_STAMP): $(STAMP) scripts/setup_delta_oracle.sh
-	scripts/setup_delta_oracle.sh
+$(DELTA_STAMP): $(UV) $(PYSPARK_WHEEL) requirements.lock scripts/setup_delta_oracle.sh
+	WHEELHOUSE=$(WHEELHOUSE) scripts/setup_delta_oracle.sh
 
 delta-oracle: $(DELTA_STAMP)
 
@@ -54,7 +70,11 @@ delta-oracle: $(DELTA_STAMP)
 demo-fleet: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo_fleet --dir .demo-fleet
 
-test: $(STAMP) $(DELTA_STAMP) browser
+# The set-up steps are independent once uv is there: run them side by side.
+test-setup: $(STAMP) $(DELTA_STAMP) browser
+
+test:
+	$(MAKE) --no-print-directory -j3 test-setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	DELTA_SHARED_TABLES=$(SHARED_TABLES) DELTA_TEST_ARTIFACTS=$(CURDIR)/.cache/test-artifacts $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
@@ -63,4 +83,4 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .cache/delta-venv .cache/delta-jars
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .cache/delta-venv .cache/delta-jars .cache/wheels

@@ -39,7 +39,7 @@ fail() {
     exit 1
 }
 
-[[ -x $UV ]] || fail "$UV is missing" "run 'make .venv/.installed-stamp' first (make test does)"
+[[ -x $UV ]] || fail "$UV is missing" "run 'make .venv/bin/uv' first (make test does)"
 command -v java >/dev/null || fail "no java on PATH" "install a JDK 17 (apt-get install openjdk-17-jdk-headless)"
 command -v mvn >/dev/null || fail "no mvn on PATH" "install Maven (apt-get install maven)"
 
@@ -48,7 +48,10 @@ mkdir -p "$CACHE"
 echo "Delta oracle: virtualenv $VENV (pyspark $PYSPARK_VERSION, delta-spark $DELTA_PIP_VERSION)"
 test -x $VENV/bin/python || python3 -m venv $VENV
 PYARROW_PIN=$(grep -E '^pyarrow==' requirements.lock || echo pyarrow)
-$UV pip install --quiet --compile-bytecode --python $VENV/bin/python \
+# The Makefile's wheelhouse holds PySpark built once (it is published as source only).
+FIND_LINKS=()
+[[ -n ${WHEELHOUSE:-} && -d ${WHEELHOUSE:-} ]] && FIND_LINKS=(--find-links "$WHEELHOUSE")
+$UV pip install --quiet --compile-bytecode --python $VENV/bin/python "${FIND_LINKS[@]}" \
     "pyspark==$PYSPARK_VERSION" "delta-spark==$DELTA_PIP_VERSION" "$PYARROW_PIN" \
     || fail "uv could not install pyspark/delta-spark into $VENV" \
             "check that PyPI is reachable (uv's error is above), or delete $VENV and retry"
