@@ -37,6 +37,8 @@ records neither (VACUUM; a dry run commits nothing) the table shows ``-`` and on
 times compare; Delta's statement time in its process
 (``statementMs``, the session already started) is printed beside it.
 ``BENCH_DELTA_SPARK_REPEAT`` (default 1) sets the runs per side; the best is reported.
+``BENCH_DELTA_SPARK_EVENT_LOG=DIR`` has both sides write Spark event logs there, for a
+profile of their stages (``python -m benchmarks._spark_stages DIR``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ REPEAT = int(os.environ.get("BENCH_DELTA_SPARK_REPEAT", "1"))
 # One per measuring process (setup and summarize run there): runs of different cases may overlap.
 _SCRATCH = Path(tempfile.gettempdir()) / f"airflow-delta-bench-delta-spark-{os.getpid()}"
 PEER = Path(__file__).resolve().with_name("_delta_spark_peer.py")
+# A directory for both sides' Spark event logs (stage and task times, for profiles:
+# ``python -m benchmarks._spark_stages DIR``); unset: no event log.
+EVENT_LOG_DIR = os.environ.get("BENCH_DELTA_SPARK_EVENT_LOG", "")
 
 
 def delta_home() -> Path:
@@ -178,8 +183,15 @@ def _run_operator(make: Any) -> dict[str, Any]:
         shutil.rmtree(airflow_home, ignore_errors=True)
 
 
+def _event_log_conf() -> dict[str, str]:
+    if not EVENT_LOG_DIR:
+        return {}
+    Path(EVENT_LOG_DIR).mkdir(parents=True, exist_ok=True)
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(Path(EVENT_LOG_DIR).resolve())}
+
+
 def _conf() -> dict[str, str]:
-    return {"spark.driver.memory": DRIVER_MEMORY, "spark.ui.enabled": "false"}
+    return {"spark.driver.memory": DRIVER_MEMORY, "spark.ui.enabled": "false", **_event_log_conf()}
 
 
 def _ours_metrics(result: dict[str, Any], **expected: int) -> dict[str, Any]:
@@ -278,7 +290,7 @@ def _delta(statement: str, table: str, *, history: bool = True, conf: dict[str, 
     home = delta_home()
     work = Path(tempfile.mkdtemp(prefix="bench-delta-spark-peer-"))
     config = {"jars_dir": str(home / "delta-jars"), "work_dir": str(work), "driver_memory": DRIVER_MEMORY,
-              "conf": dict(conf or {}), "statement": statement, "table": table, "history": history}
+              "conf": {**_event_log_conf(), **(conf or {})}, "statement": statement, "table": table, "history": history}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_", "PYTHONPATH"))}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     try:

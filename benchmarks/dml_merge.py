@@ -29,11 +29,16 @@ Three more cases, each side in a fresh process:
 - ``upsert 10,000 into 1M (worker)``: the worker's MERGE (``run_merge_in_worker``) of
   10,000 source rows (1,000 spread-out matches, 9,000 inserts) into a 1,000,000-row DV
   table; delta-rs's ``merge`` of the same.
-- ``upsert 10,000 recent keys into <N> laid out by key``: a target written in files of
-  100,000 consecutive keys (``AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS``, default 100,000,000),
-  the 5,000 highest keys updated and 5,000 new ones inserted, in the worker: the
-  ``numTargetFilesAfterSkipping`` share of the files (goal: at most 5%), and delta-rs's
-  ``merge`` of the same (it prunes by the source's key range too).
+- ``upsert 10,000 recent keys into <N> laid out by key``: a target of files of 100,000
+  consecutive keys (``AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS``, default 100,000,000; written
+  with pyarrow column by column, one parquet file at a time, and made a Delta table by the
+  engine's ``convert_to_delta``, statistics from the footers), the 5,000 highest keys
+  updated and 5,000 new ones inserted, in the worker: the ``numTargetFilesAfterSkipping``
+  share of the files (goal: at most 5%), and delta-rs's ``merge`` of the same (it prunes by
+  the source's key range too; its files scanned and skipped are printed).
+- ``skipping_spark`` (not run by default): the same upsert as ``DeltaMergeOperator.execute``
+  forced onto Spark (``execution="spark"``, ``spark-submit --master local[2]``, 2 GiB driver,
+  fresh process), the files the job read of the table's, beside delta-rs's ``merge``.
 
 - ``merge 18 into 3,000 (airflow dags test)``: the same MERGE as a user runs it, the task of a
   DAG file run by ``airflow dags test`` (a subprocess: the CLI's start, the DAG file's parse,
@@ -43,7 +48,8 @@ Three more cases, each side in a fresh process:
   is reported for both, so the summary prints what the MERGE task adds to Airflow's own cost.
 
 ``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``small``, ``small_spark``,
-``small_dags_test``, ``worker``, ``skipping``; default all) picks the cases.
+``small_dags_test``, ``worker``, ``skipping``, ``skipping_spark``; default all but
+``skipping_spark``) picks the cases.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +123,7 @@ def _build_source(path: Path) -> None:
 
 
 SELECTED = set(os.environ.get(
-    "AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,small_spark,small_dags_test,worker,skipping"
+    "AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,small_spark,small_dags_test,worker,skipping"  # not skipping_spark
 ).split(","))
 SKIP_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS", "100000000"))
 SKIP_FILE_ROWS = 100_000
@@ -132,7 +139,7 @@ def cases() -> list[Case]:
         selected += _small_cases()
     if "worker" in SELECTED:
         selected += _worker_cases()
-    if "skipping" in SELECTED:
+    if SELECTED & {"skipping", "skipping_spark"}:
         selected += _skipping_cases()
     if "large" in SELECTED:
         selected += _large_cases()
@@ -164,12 +171,38 @@ def _write_target(path: Path, num_rows: int, file_rows: int) -> None:
     tmp.rename(path)
 
 
-def _inputs(name: str, num_rows: int, file_rows: int, source_ids: Any) -> tuple[Path, Path, Path]:
+def _write_target_by_key(path: Path, num_rows: int, file_rows: int) -> None:
+    """A target laid out by key, built cheaply: one parquet file per ``file_rows`` consecutive ids,
+    each written by pyarrow from columns computed whole (numpy, pyarrow.compute), then made a
+    Delta table by the engine's CONVERT TO DELTA (one commit; each file's statistics from its
+    footer). The rows are :func:`_batch`'s, as in the targets delta-rs writes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from airflow_delta.engine import DeltaTable
+
+    tmp = path.with_name(path.name + ".building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for number, start in enumerate(range(0, num_rows, file_rows)):
+        ids = pa.array(np.arange(start, min(start + file_rows, num_rows), dtype=np.int64))
+        names = pc.binary_join_element_wise("n", pc.cast(pc.bit_wise_and(ids, 1023), pa.string()), "")
+        columns = {"id": ids, "value": pc.multiply(pc.cast(ids, pa.float64()), 0.5), "name": names}
+        pq.write_table(pa.table(columns), tmp / f"part-{number:05d}.snappy.parquet")
+    DeltaTable.convert_to_delta(str(tmp))
+    tmp.rename(path)
+
+
+def _inputs(
+    name: str, num_rows: int, file_rows: int, source_ids: Any, build: Callable[[Path, int, int], None] = _write_target
+) -> tuple[Path, Path, Path]:
     base = data_dir(name)
     plain, dv, source = base / "plain", base / "dv", base / "source.parquet"
     if not plain.exists():
-        print(f"building the {num_rows:,}-row target of {name} with delta-rs (once; cached in {base})", file=sys.stderr, flush=True)
-        _write_target(plain, num_rows, file_rows)
+        print(f"building the {num_rows:,}-row target of {name} (once; cached in {base})", file=sys.stderr, flush=True)
+        build(plain, num_rows, file_rows)
     if not dv.exists():
         _build_dv(plain, dv)
     if not source.exists():
@@ -295,10 +328,17 @@ def _skipping_cases() -> list[Case]:
     import numpy as np
 
     ids = np.arange(SKIP_ROWS - 5_000, SKIP_ROWS + 5_000)
-    plain, dv, source = _inputs(f"dml_merge-skipping-{SKIP_ROWS}", SKIP_ROWS, SKIP_FILE_ROWS, ids)
-    return [Case(f"upsert 10,000 recent keys into {SKIP_ROWS:,} laid out by key (worker)", ours="worker_upsert",
-                 theirs="delta_rs_upsert", args=(str(dv), str(plain), str(source)), repeat=1, fresh=True,
-                 setup="fresh_skipping_copies")]
+    plain, dv, source = _inputs(f"dml_merge-skipping-{SKIP_ROWS}", SKIP_ROWS, SKIP_FILE_ROWS, ids, _write_target_by_key)
+    args = (str(dv), str(plain), str(source))
+    cases = []
+    if "skipping" in SELECTED:
+        cases.append(Case(f"upsert 10,000 recent keys into {SKIP_ROWS:,} laid out by key (worker)", ours="worker_upsert",
+                          theirs="delta_rs_upsert", args=args, repeat=1, fresh=True, setup="fresh_skipping_copies"))
+    if "skipping_spark" in SELECTED:
+        cases.append(Case(f"upsert 10,000 recent keys into {SKIP_ROWS:,} laid out by key (operator, spark)",
+                          ours="operator_upsert_spark", theirs="delta_rs_upsert", args=args, repeat=1, fresh=True,
+                          setup="fresh_skipping_copies"))
+    return cases
 
 
 def _fresh(name: str, dv: str, plain: str, source: str) -> list[str]:
@@ -327,7 +367,9 @@ def _upsert_clauses() -> tuple[Any, ...]:
     return (MergeClause("matched_update", star=True), MergeClause("not_matched_insert", star=True))
 
 
-def _operator_merge(dv: str, source: str, execution: str) -> dict[str, Any]:
+def _operator_merge(
+    dv: str, source: str, execution: str, expected: tuple[int, int] = (9, 9), conf: dict[str, str] | None = None
+) -> dict[str, Any]:
     airflow_home = tempfile.mkdtemp(prefix="bench-merge-airflow-")
     use_isolated_airflow(airflow_home)
     from airflow_delta.operators.dml import DeltaMergeOperator
@@ -335,13 +377,16 @@ def _operator_merge(dv: str, source: str, execution: str) -> dict[str, Any]:
 
     operator = DeltaMergeOperator(
         task_id="m", table=dv, source={"parquet": source}, on=UPSERT, clauses=_upsert_clauses(),
-        source_alias="s", target_alias="t", execution=execution, conf={"spark.ui.enabled": "false"},
+        source_alias="s", target_alias="t", execution=execution, conf={"spark.ui.enabled": "false", **(conf or {})},
     )
     result = operator.execute(context())
     metrics = result["metrics"]
-    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (9, 9), metrics
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == expected, metrics
     shutil.rmtree(airflow_home, ignore_errors=True)
-    return {"executionTimeMs": metrics.get("executionTimeMs")}
+    return {key: metrics[key] for key in (
+        "executionTimeMs", "numTargetFilesBeforeSkipping", "numTargetFilesAfterSkipping", "scanTimeMs",
+        "materializeSourceTimeMs", "rewriteTimeMs",
+    ) if key in metrics}
 
 
 def operator_merge_auto(dv: str, plain: str, source: str) -> dict[str, Any]:
@@ -352,6 +397,11 @@ def operator_merge_auto(dv: str, plain: str, source: str) -> dict[str, Any]:
 def operator_merge_spark(dv: str, plain: str, source: str) -> dict[str, Any]:
     """The same task forced onto Spark ``local[2]``."""
     return _operator_merge(dv, source, "spark")
+
+
+def operator_upsert_spark(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The recent-keys upsert as ``DeltaMergeOperator.execute`` forced onto Spark (``local[2]``, 2 GiB driver)."""
+    return _operator_merge(dv, source, "spark", expected=(5_000, 5_000), conf={"spark.driver.memory": "2g"})
 
 
 def worker_upsert(dv: str, plain: str, source: str) -> dict[str, Any]:
@@ -384,8 +434,10 @@ def delta_rs_upsert(dv: str, plain: str, source: str) -> dict[str, Any]:
         "executionTimeMs": metrics["execution_time_ms"],
         "numTargetRowsUpdated": metrics["num_target_rows_updated"],
         "numTargetRowsInserted": metrics["num_target_rows_inserted"],
-        "numTargetFilesBeforeSkipping": metrics.get("num_target_files_scanned"),
-        "numTargetFilesAfterSkipping": metrics.get("num_target_files_skipped_during_scan"),
+        # delta-rs's names: the files its scan read, and the files it skipped (by the source's key range).
+        "deltaRsFilesScanned": metrics.get("num_target_files_scanned"),
+        "deltaRsFilesSkipped": metrics.get("num_target_files_skipped_during_scan"),
+        "deltaRsFilesRemoved": metrics.get("num_target_files_removed"),
     }
 
 
@@ -528,6 +580,10 @@ def summarize(results: list[Result]) -> None:
                 f"; delta-rs wall {theirs.seconds:.2f} s (execution_time_ms {theirs.detail.get('executionTimeMs')})"
                 f"; wall ratio ours/delta-rs {ours.seconds / theirs.seconds:.2f}"
             )
+            if theirs.detail.get("deltaRsFilesScanned") is not None:
+                scanned, skipped = theirs.detail["deltaRsFilesScanned"], theirs.detail.get("deltaRsFilesSkipped")
+                line += (f"; delta-rs files scanned {scanned}, skipped {skipped}, "
+                         f"rewritten {theirs.detail.get('deltaRsFilesRemoved')}")
         print(line, flush=True)
     results = [r for r in results if r.case.name.startswith("merge 1M")]
     by_reader = {r.case.name.endswith("engine reader"): r for r in results}

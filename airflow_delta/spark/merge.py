@@ -644,8 +644,7 @@ def run_merge(
     """
     run_started = time.monotonic()  # Delta's executionTimeMs covers the whole command, source included
     with engine_errors_from_executors():
-        source = materialized_source(load_source(spark, spec.source))
-        num_source_rows = source.count()
+        source, num_source_rows = materialized_source(load_source(spark, spec.source))
         materialized_ms = _ms_since(run_started)
         broadcast = broadcasts_source(spark, source)
 
@@ -657,18 +656,24 @@ def run_merge(
         return run_with_retries(spec, attempt, before_commit=before_commit)
 
 
-def materialized_source(frame: DataFrame) -> DataFrame:
-    """The source rows, numbered (:data:`SOURCE_ROW_COLUMN`) and kept in the application: read once for every attempt.
+def materialized_source(frame: DataFrame) -> tuple[DataFrame, int]:
+    """The source rows, numbered (:data:`SOURCE_ROW_COLUMN`) and kept in the application: read once for every
+    attempt; and their count (``numSourceRows``), from the same pass.
 
     A local checkpoint, not a cache: its lineage is cut, so a lost block fails the job
     instead of being recomputed. A recomputed source could number its rows differently
     (a query's shuffle order), and the anti join that finds unmatched source rows by
     number would then insert a matched row or drop an unmatched one.
+
+    The checkpoint is lazy and the count is the job that fills it: one pass over the
+    source reads, numbers, stores and counts it (an eager checkpoint followed by a count
+    read the stored rows a second time). Spark cuts the lineage when that job ends.
     """
     if SOURCE_ROW_COLUMN in frame.columns:
         raise InvalidArgumentError("MergeSpec.source", SOURCE_ROW_COLUMN, "a source without this reserved column name")
     numbered = frame.withColumn(SOURCE_ROW_COLUMN, F.monotonically_increasing_id())
-    return numbered.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    checkpointed = numbered.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    return checkpointed, checkpointed.count()
 
 
 def _estimated_bytes(frame: DataFrame) -> int:

@@ -374,7 +374,10 @@ def test_a_small_source_is_broadcast_and_the_target_is_not_shuffled(spark: Any, 
     table = make_target(target, [(i, i, "a") for i in range(10)])
     spec = spec_for(target, write_source(tmp_path / "s.parquet", [(1, 0, "a", 1), (20, 0, "a", 0)]), UPSERT[:3])
     with source_broadcast(spark, broadcast):
-        source = materialized_source(load_source(spark, spec.source))
+        source, num_source_rows = materialized_source(load_source(spark, spec.source))
+        assert num_source_rows == 2
+        # The count is the job that filled the lazy checkpoint: the lineage is cut, the parquet file is not read again.
+        assert source._jdf.queryExecution().analyzed().rdd().isCheckpointed()
         assert broadcasts_source(spark, source) is broadcast
         context = table.context(table.snapshot())
         source_schema = StructType([f for f in source.schema.fields if f.name != SOURCE_ROW_COLUMN])
