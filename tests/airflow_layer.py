@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,15 +64,42 @@ def context(
     return {"ti": FakeTaskInstance(dag_id, task_id, map_index), "run_id": run_id}
 
 
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The SQLite file of one ``airflow db migrate``, run once per test session.
+
+    ``airflow db migrate`` costs seconds of CPU (Airflow's imports, a hundred migrations)
+    and gives the same file every time: nothing in it depends on the home, the DAG folder
+    or the connections (all set per run by environment variables). So it runs once, and
+    each module's Airflow starts from a copy. Under xdist the workers share the session's
+    base directory; a lock makes one of them migrate while the others wait for its file.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if worker else base
+    database = root / "airflow-migrated" / "airflow.db"
+    with open(root / "airflow-migrated.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not database.is_file():
+            airflow = AirflowCli(database.parent / "home")
+            airflow.migrate()
+            # Renamed into place whole: a file that exists is a finished migration.
+            shutil.copyfile(airflow.home / "airflow.db", database.with_suffix(".tmp"))
+            database.with_suffix(".tmp").rename(database)
+    return database
+
+
 def migrated_airflow(
     tmp_path_factory: pytest.TempPathFactory,
     dags_folder: Path = EXAMPLE_DAGS,
     env_vars: Mapping[str, str] | None = None,
     logging_level: str = "WARNING",
 ) -> AirflowCli:
-    """An isolated Airflow CLI (``scripts/airflow_cli.py``) with a migrated database, for a module's runs."""
+    """An isolated Airflow CLI (``scripts/airflow_cli.py``) with a migrated database of its own, for a module's runs.
+
+    The database is a copy of the session's one migration (:func:`migrated_database`).
+    """
     airflow = AirflowCli(
         tmp_path_factory.mktemp("airflow_home"), dags_folder, dict(env_vars or {}), logging_level=logging_level
     )
-    airflow.migrate()
+    shutil.copyfile(migrated_database(tmp_path_factory), airflow.home / "airflow.db")
     return airflow

@@ -23,10 +23,10 @@ import html
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 from urllib.parse import quote
 
-from airflow.api_fastapi.core_api.security import get_user
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
@@ -254,34 +254,57 @@ def table_html(view: Mapping[str, Any]) -> HTMLResponse:
 
 # ------------------------------------------------------------------ the app
 
-app = FastAPI(title="Delta tables", dependencies=[Depends(get_user)])
+
+@cache
+def _app() -> FastAPI:
+    """The app, built the first time it is asked for.
+
+    Only the api-server mounts it, but every Airflow process that loads plugins (each task,
+    ``airflow dags test``, the scheduler) imports this module: ``get_user`` pulls in Airflow's
+    core API, seconds of CPU that no such process needs.
+    """
+    from airflow.api_fastapi.core_api.security import get_user
+
+    app = FastAPI(title="Delta tables", dependencies=[Depends(get_user)])
+
+    @app.get("/", response_class=HTMLResponse)
+    def fleet_page() -> HTMLResponse:
+        return fleet_html(fleet_view())
+
+    @app.get("/api/fleet")
+    def fleet_api() -> dict[str, Any]:
+        return fleet_view()
+
+    @app.get("/table", response_class=HTMLResponse)
+    def table_page(uri: str = Query(min_length=1)) -> HTMLResponse:
+        return table_html(table_view(uri))
+
+    @app.get("/api/table")
+    def table_api(uri: str = Query(min_length=1)) -> dict[str, Any]:
+        return table_view(uri)
+
+    return app
 
 
-@app.get("/", response_class=HTMLResponse)
-def fleet_page() -> HTMLResponse:
-    return fleet_html(fleet_view())
+def __getattr__(name: str) -> Any:
+    """``app``: the FastAPI app (see :func:`_app`)."""
+    if name == "app":
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@app.get("/api/fleet")
-def fleet_api() -> dict[str, Any]:
-    return fleet_view()
+class _FastAPIApps:
+    """The plugin's ``fastapi_apps``, read from the class or an instance; the app is built at the first read."""
 
-
-@app.get("/table", response_class=HTMLResponse)
-def table_page(uri: str = Query(min_length=1)) -> HTMLResponse:
-    return table_html(table_view(uri))
-
-
-@app.get("/api/table")
-def table_api(uri: str = Query(min_length=1)) -> dict[str, Any]:
-    return table_view(uri)
+    def __get__(self, instance: object, owner: type | None = None) -> list[dict[str, Any]]:
+        return [{"app": _app(), "url_prefix": URL_PREFIX, "name": "Delta tables"}]
 
 
 class DeltaTablesPlugin(AirflowPlugin):
     """The "Delta tables" page: the app, and its entry in the UI's Browse menu."""
 
     name = "delta_tables"
-    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Delta tables"}]
+    fastapi_apps = _FastAPIApps()  # type: ignore[assignment]  # a list when read
     external_views = [{
         "name": "Delta tables",
         "href": "delta-tables/",
@@ -291,4 +314,4 @@ class DeltaTablesPlugin(AirflowPlugin):
     }]
 
 
-__all__ = ["DeltaTablesPlugin", "app", "fleet_view", "table_view"]
+__all__ = ["DeltaTablesPlugin", "fleet_view", "table_view"]

@@ -18,6 +18,14 @@ def no_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # no
 
 @pytest.fixture
 def local_spark(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """A delta connection submitting to Spark local mode."""
+    """A delta connection submitting to Spark local mode, without the driver's web UI.
+
+    Nobody opens the UI of a test's job, and starting it costs about as much as a small
+    job's own work (tests/operators/test_spark_application.py turns it on to link it).
+    """
     set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
-    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
+    set_connection(
+        monkeypatch,
+        "delta_default",
+        {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local", "spark_conf": {"spark.ui.enabled": "false"}}},
+    )

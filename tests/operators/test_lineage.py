@@ -15,6 +15,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,11 @@ from airflow_delta.operators.dml import DeltaDeleteOperator, DeltaMergeOperator,
 from airflow_delta.operators.lineage import openlineage_dataset_name, output_statistics, table_asset_uri
 from airflow_delta.operators.maintenance import CheckpointOperator, OptimizeOperator, RestoreOperator, VacuumOperator
 from airflow_delta.spark.specs import DeleteSpec, TableRef, TaskIdentity
-from tests.airflow_layer import context, make_table, set_connection
+from tests.airflow_layer import context, make_table, migrated_airflow, set_connection
 from tests.oracles import assert_oracles_read
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LINEAGE_DAGS = REPO_ROOT / "tests" / "dags" / "lineage_dags"
-AIRFLOW = Path(sys.executable).parent / "airflow"
 
 
 def _written_by_commit(path: str | Path, version: int) -> dict[str, int]:
@@ -345,40 +345,31 @@ def test_spark_openlineage_conf_reaches_the_spark_submit_command_unchanged(
 # --------------------------------------------------------------------------- airflow dags test
 
 
-def _airflow(home: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(AIRFLOW), *args], env=env, cwd=home, capture_output=True, text=True, timeout=420, check=False
-    )
-
-
 @pytest.mark.slow
-def test_a_dag_run_records_asset_events_openlineage_and_passes_spark_conf(tmp_path: Path) -> None:
-    home = tmp_path / "airflow_home"
-    home.mkdir()
+def test_a_dag_run_records_asset_events_openlineage_and_passes_spark_conf(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     table = tmp_path / "events"
     rows = make_table(table)
     lineage_file = tmp_path / "openlineage.jsonl"
-    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(LINEAGE_DAGS),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home / 'airflow.db'}",
-        AIRFLOW__OPENLINEAGE__NAMESPACE="lineage-test",
-        AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps(
-            {"type": "file", "log_file_path": str(lineage_file), "append": True}
-        ),
-        AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO="True",
-        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        AIRFLOW_CONN_DELTA_DEFAULT=json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}),
-        LINEAGE_TABLE=str(table),
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    airflow = migrated_airflow(
+        tmp_path_factory,
+        LINEAGE_DAGS,
+        {
+            "AIRFLOW__OPENLINEAGE__NAMESPACE": "lineage-test",
+            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+                {"type": "file", "log_file_path": str(lineage_file), "append": True}
+            ),
+            "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
+            "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "AIRFLOW_CONN_DELTA_DEFAULT": json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}),
+            "LINEAGE_TABLE": str(table),
+        },
+        logging_level="INFO",  # the task log, with the Spark-Submit command line, in the output
     )
-    migrated = _airflow(home, env, "db", "migrate")
-    assert migrated.returncode == 0, migrated.stderr[-3000:]
+    home = airflow.home
 
-    run = _airflow(home, env, "dags", "test", "delta_lineage", "--conf", json.dumps({"table": str(table)}))
+    run = replace(airflow, timeout=420).run("dags", "test", "delta_lineage", "--conf", json.dumps({"table": str(table)}))
 
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-5000:]

@@ -2,8 +2,9 @@
 
 Every table is real and every result is checked against delta-rs and delta-kernel-rs.
 Runs that must stay in the worker point the ``delta`` connection at a Spark connection
-nothing listens on, so any submit would fail the test. One test submits OPTIMIZE to a
-local Spark.
+nothing listens on, so any submit would fail the test; the test that must see ``auto``
+choose Spark points it at a ``spark-submit`` that is not installed, which fails at once.
+OPTIMIZE and VACUUM each submit one job to a local Spark.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import shutil
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from airflow_delta.operators.maintenance import (
 )
 from airflow_delta.operators.retry import DeltaNonRetryableError
 from airflow_delta.provider import get_provider_info
-from tests.airflow_layer import SCHEMA, context, make_table
+from tests.airflow_layer import SCHEMA, context, make_table, set_connection
 from tests.oracles import assert_oracles_read, read_with_deltars
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
@@ -242,15 +244,30 @@ def test_optimize_where_on_a_data_column_fails_at_once(table_path: str) -> None:
     assert DeltaTable(table_path).version() == 2
 
 
-def test_optimize_auto_goes_to_spark_above_the_threshold(
-    table_path: str, monkeypatch: pytest.MonkeyPatch, no_spark: None
-) -> None:
+@pytest.fixture
+def spark_not_installed(airflow_home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A delta connection whose Spark connection runs a ``spark-submit`` binary that is not installed; its name.
+
+    A submit fails the moment it starts the binary, where an unreachable master would
+    keep the driver retrying its registration for a minute before giving up.
+    """
+    binary = "spark3-submit"  # one of the names the apache-spark hook accepts
+    if shutil.which(binary):
+        pytest.fail(f"{binary} is on PATH: this test needs a spark-submit binary that is not installed")
+    set_connection(
+        monkeypatch, "spark_missing", {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": binary}}
+    )
+    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_missing"}})
+    return binary
+
+
+def test_optimize_auto_goes_to_spark_above_the_threshold(table_path: str, spark_not_installed: str) -> None:
     make_table(table_path)
     operator = OptimizeOperator(task_id="o", table=table_path, worker_threshold_bytes=1)
-    # The unreachable Spark makes the submit fail: the operator chose Spark.
-    with pytest.raises(Exception) as raised:  # whatever the submit's failure: not a worker result
+    # The submit fails as it starts the binary: the operator chose Spark, not the worker.
+    with pytest.raises(FileNotFoundError) as raised:
         operator.execute(context())
-    assert not isinstance(raised.value, AirflowSkipException)
+    assert spark_not_installed in str(raised.value)
     assert DeltaTable(table_path).version() == 2
 
 
