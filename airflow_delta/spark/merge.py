@@ -97,7 +97,7 @@ from airflow_delta.spark.merge_common import (
     zero_merge_metrics,
 )
 from airflow_delta.spark.nested_assignments import Assigned, SetTree, assigned_value, resolve_set_targets
-from airflow_delta.spark.session import size_shuffle_partitions
+from airflow_delta.spark.session import UNKNOWN_SIZE_BYTES, size_shuffle_partitions
 from airflow_delta.spark.spark_errors import spark_error_text
 from airflow_delta.spark.specs import MergeSource, MergeSpec
 
@@ -112,6 +112,7 @@ __all__ = [
     "operation_parameters",
     "outcome_of_matches",
     "run_merge",
+    "source_bytes",
     "target_only_filter",
 ]
 
@@ -646,7 +647,7 @@ def run_merge(
     with engine_errors_from_executors():
         source, num_source_rows = materialized_source(load_source(spark, spec.source))
         materialized_ms = _ms_since(run_started)
-        broadcast = broadcasts_source(spark, source)
+        broadcast = broadcasts_source(spark, source, num_source_rows)
 
         def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
             with ExitStack() as stack:
@@ -677,26 +678,44 @@ def materialized_source(frame: DataFrame) -> tuple[DataFrame, int]:
 
 
 def _estimated_bytes(frame: DataFrame) -> int:
-    """The optimizer's size of ``frame`` (exact for the checkpointed source); 0 when it has none."""
+    """The optimizer's size of ``frame``; 0 when it has none."""
     try:
         return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
     except Exception:  # a private JVM surface: sizing is an optimisation only
         return 0
 
 
-def broadcasts_source(spark: SparkSession, source: DataFrame) -> bool:
+def source_bytes(source: DataFrame, num_source_rows: int | None = None) -> int:
+    """The size of the materialized source: the optimizer's, or its rows times Spark's row size.
+
+    A parquet or query source carries the optimizer's statistics through its checkpoint. A
+    Delta source is read through the engine (a Python scan), so Spark has no size for it
+    and says Long.MaxValue: then a 23-row source would never be broadcast and its shuffles
+    would keep Spark's 200 partitions. Its row count is known once it is materialized, and
+    Spark's default size of a row of its schema makes the estimate the planner would make.
+    """
+    estimate = _estimated_bytes(source)
+    if 0 < estimate < UNKNOWN_SIZE_BYTES or num_source_rows is None:
+        return estimate
+    try:
+        row_bytes = int(source._jdf.schema().defaultSize())
+    except Exception:  # a private JVM surface: sizing is an optimisation only
+        return estimate
+    return num_source_rows * max(1, row_bytes)
+
+
+def broadcasts_source(spark: SparkSession, source: DataFrame, num_source_rows: int | None = None) -> bool:
     """Whether the matching join sends the source to every task: its size is known and at most the threshold.
 
     The threshold is the session's ``spark.airflow_delta.merge.broadcastSourceBytes``
     (:data:`BROADCAST_SOURCE_BYTES` by default; -1 never broadcasts). The size is the
-    optimizer's estimate of the materialized source, which Spark knows exactly once the
-    source is checkpointed.
+    optimizer's estimate of the materialized source, or, when Spark has none (a Delta
+    source), its ``num_source_rows`` times Spark's row size (:func:`source_bytes`).
     """
     threshold = int(spark.conf.get(BROADCAST_SOURCE_CONF, str(BROADCAST_SOURCE_BYTES)) or BROADCAST_SOURCE_BYTES)
     if threshold < 0:
         return False
-    size = int(str(source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    return size <= threshold
+    return source_bytes(source, num_source_rows) <= threshold
 
 
 def _attempt(
@@ -726,7 +745,7 @@ def _attempt(
     metrics["numTargetFilesAfterSkipping"] = files.num_rows
     # The join's shuffles sized to the source and the candidate files, not to Spark's default 200.
     candidate_bytes = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
-    size_shuffle_partitions(spark, candidate_bytes + _estimated_bytes(source))
+    size_shuffle_partitions(spark, candidate_bytes + source_bytes(source, num_source_rows))
     target = target_dataframe(spark, context, files, plan.target_columns_read(), reader=spec.options.reader, purpose="join")
     parameters = operation_parameters(spec)
 

@@ -38,7 +38,8 @@ SHUFFLE_PARTITION_BYTES = 64 << 20
 _MIN_BYTES_PER_CORE = 1 << 20
 
 
-_UNKNOWN_SIZE_BYTES = 1 << 50  # 1 PiB: no job of ours reads that; estimates this large are unknowns
+UNKNOWN_SIZE_BYTES = 1 << 50
+"""1 PiB: no job of ours reads that; an optimizer estimate this large means Spark has no size."""
 _DEFAULT_SHUFFLE_PARTITIONS = 200  # Spark's spark.sql.shuffle.partitions default
 
 
@@ -56,7 +57,7 @@ def size_shuffle_partitions(spark: SparkSession, input_bytes: int) -> int | None
     cores = max(1, spark.sparkContext.defaultParallelism)
     # An optimizer estimate with no statistics behind it is Long.MaxValue-sized: then the size
     # says nothing, and Spark's own default count is the fallback (a count must fit an int).
-    if input_bytes >= _UNKNOWN_SIZE_BYTES:
+    if input_bytes >= UNKNOWN_SIZE_BYTES:
         input_bytes = 0
         by_size = _DEFAULT_SHUFFLE_PARTITIONS
     else:

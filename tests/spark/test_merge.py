@@ -38,6 +38,7 @@ from airflow_delta.spark.merge import (
     matched_pairs,
     materialized_source,
     run_merge,
+    source_bytes,
     target_only_filter,
 )
 from airflow_delta.spark.specs import ExecutionOptions, MergeClause, MergeSource, MergeSpec, TableRef, TaskIdentity
@@ -389,6 +390,19 @@ def test_a_small_source_is_broadcast_and_the_target_is_not_shuffled(spark: Any, 
             assert "BroadcastHashJoin" in physical
             assert "Exchange hashpartitioning" not in physical
         assert [(r[FILE_COLUMN] is not None, r[ROW_COLUMN]) for r in pairs.collect()] == [(True, 1)]
+
+
+def test_a_delta_source_has_no_spark_statistics_and_is_sized_by_its_rows(spark: Any, tmp_path: Path) -> None:
+    # A Delta source is read through the engine: Spark's estimate of it is Long.MaxValue-sized,
+    # so sizing by that estimate alone never broadcast a 23-row source and kept 200-task stages.
+    make_target(tmp_path / "source", [(i, i, "a") for i in range(23)])
+    source, num_source_rows = materialized_source(load_source(spark, MergeSource(delta=TableRef(uri=str(tmp_path / "source")))))
+    assert num_source_rows == 23
+    assert int(str(source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())) > 1 << 50
+    row_bytes = int(source._jdf.schema().defaultSize())
+    assert source_bytes(source, num_source_rows) == 23 * row_bytes < 10_000
+    assert broadcasts_source(spark, source, num_source_rows)
+    assert not broadcasts_source(spark, source)  # without the row count the size stays unknown
 
 
 def test_nothing_to_change_commits_nothing(spark: Any, tmp_path: Path) -> None:
