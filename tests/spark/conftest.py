@@ -1,4 +1,4 @@
-"""One SparkSession for the PySpark tests of a pytest worker (local mode, small and quiet)."""
+"""One SparkSession for the PySpark tests of a pytest worker (local mode, small, quiet and cheap to run)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,12 @@ def spark() -> Iterator[object]:
             "spark.driver.memory": "1g",
             "spark.sql.session.timeZone": "UTC",
             "spark.pyspark.python": sys.executable,
+            # Test data is a few rows: generating and compiling Java for every query plan
+            # (whole-stage codegen) costs more CPU than interpreting it.
+            "spark.sql.codegen.wholeStage": "false",
+            # The C1 compiler only, and the serial collector: C2's compilations and the
+            # parallel GC's threads cost CPU that jobs of kilobytes never earn back.
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         },
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -158,11 +158,16 @@ class _Pruner:
             return self.may_match(node.term, not negated)
         if isinstance(node, And | Or):
             conjunction = isinstance(node, And) != negated
-            results = [self.may_match(t, negated) for t in node.terms]
             combine = pc.and_ if conjunction else pc.or_
-            out = results[0]
-            for r in results[1:]:
-                out = combine(out, r)
+            # Null-propagating and_ / or_: a file at False (AND) or True (OR), or null, stays
+            # so whatever the other terms say. Once no file can change, the remaining terms
+            # are not looked at: a 10,000-term OR whose first term keeps every file is one term.
+            undecided = TRUE if conjunction else FALSE
+            out = self.may_match(node.terms[0], negated)
+            for term in node.terms[1:]:
+                if not pc.any(pc.equal(out, undecided)).as_py():
+                    break
+                out = combine(out, self.may_match(term, negated))
             return out
         if self.stats is None:
             return self._all(True)

@@ -7,6 +7,7 @@ RecursionError or memory quadratic in the input.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -115,34 +116,16 @@ def test_equalities_fold_only_per_operand_and_keep_three_valued_logic() -> None:
     assert ROWS.filter(negated.to_arrow()).column("id").to_pylist() == [20_000]
 
 
-def _run_isolated(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter, so that a crash (SIGSEGV) fails the test instead of the run."""
-    script = tmp_path / "probe.py"
-    script.write_text(textwrap.dedent(code))
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+# Every 10,000-term filter below used to crash (SIGSEGV) in to_arrow() or delete(): each case
+# runs in a fresh interpreter so that a crash fails its test instead of the run. The cases
+# share one interpreter (one start and one import of the engine, not six); after a crash
+# the remaining cases go on in a new one, so a crash still fails exactly its own case.
+TERMS_SCHEMA = 'pa.schema([("id", pa.int64()), ("s", pa.string())])'
+THREE_ROWS = 'pa.table({"id": pa.array([1, 5, 20_000], pa.int64()), "s": ["v3", "v4", "x"]})'
 
-
-def test_ten_thousand_unfoldable_terms_filter_read_and_delete_without_crashing(tmp_path: Path) -> None:
-    # Comparisons that cannot become an IN list: a deep pyarrow chain of these crashed
-    # with SIGSEGV in to_arrow() and delete().
-    result = _run_isolated(
-        f"""
-        import pyarrow as pa
-        from airflow_delta.engine import DeltaTable
-        terms = [f"(id = {{i}} AND s = 'w{{i}}')" if i % 2 else f"s = 'v{{i}}'" for i in range(10_000)]
-        sql = " OR ".join(terms)
-        table = DeltaTable.create({str(tmp_path / "t")!r}, pa.schema([("id", pa.int64()), ("s", pa.string())]))
-        table.append(pa.table({{"id": pa.array([1, 5, 20_000], pa.int64()), "s": ["v3", "v4", "x"]}}))
-        rows = table.snapshot().to_arrow(filter=sql)
-        print(sorted(rows.column("s").to_pylist()))
-        print(table.delete(sql).num_deleted_rows)
-        print(table.snapshot().to_arrow().column("s").to_pylist())
-        """,
-        tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split("\n")[:3] == ["['v4']", "1", "['v3', 'x']"]
-
+# Comparisons that cannot become an IN list: a deep pyarrow chain of these crashed with
+# SIGSEGV in to_arrow() and delete().
+UNFOLDABLE = """" OR ".join(f"(id = {i} AND s = 'w{i}')" if i % 2 else f"s = 'v{i}'" for i in range(10_000))"""
 
 # Every kind of associative chain the binder keeps as one AND or OR of many terms, 10,000
 # terms each (NOT of an OR becomes an AND). Each used to reach pyarrow, whose binding
@@ -155,26 +138,65 @@ LONG_CHAINS = {
     "and_of_ors": '" AND ".join(f"(id <> {i + 100} OR s = \'z\')" for i in range(5_000))',
 }
 
+# What each case prints, one JSON list per case: for the unfoldable OR, the rows it reads,
+# the rows it deletes and the rows left; for the chains, the files kept, the rows read and
+# the rows deleted.
+_UNFOLDABLE_CASE = """
+    rows = table.snapshot().to_arrow(filter=sql)
+    lines = [str(sorted(rows.column("s").to_pylist())), str(table.delete(sql).num_deleted_rows),
+             str(table.snapshot().to_arrow().column("s").to_pylist())]
+"""
+_CHAIN_CASE = """
+    lines = [str(table.snapshot().files(sql).num_rows), str(sorted(table.snapshot().to_arrow(filter=sql).column("s").to_pylist())),
+             str(table.delete(sql).num_deleted_rows)]
+"""
+LONG_FILTER_CASES = {"unfoldable": (UNFOLDABLE, _UNFOLDABLE_CASE), **{k: (v, _CHAIN_CASE) for k, v in LONG_CHAINS.items()}}
+
+
+def _probe(cases: list[str], root: Path) -> str:
+    """A program that runs ``cases`` in order, each on a table of its own, printing one JSON line per case done."""
+    parts = ["import json", "import pyarrow as pa", "from airflow_delta.engine import DeltaTable"]
+    for case in cases:
+        sql, body = LONG_FILTER_CASES[case]
+        parts.append(
+            f"sql = {sql}\n"
+            f"table = DeltaTable.create({str(root / case)!r}, {TERMS_SCHEMA})\n"
+            f"table.append({THREE_ROWS})\n"
+            + textwrap.dedent(body)
+            + f"print(json.dumps([{case!r}, lines]), flush=True)"
+        )
+    return "\n".join(parts) + "\n"
+
+
+@pytest.fixture(scope="module")
+def long_filter_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str] | str]:
+    """Per case: the lines it printed, or why its interpreter died (its exit code and stderr)."""
+    root = tmp_path_factory.mktemp("long-filters")
+    outcomes: dict[str, list[str] | str] = {}
+    remaining = list(LONG_FILTER_CASES)
+    while remaining:
+        script = root / f"probe-{len(outcomes)}.py"
+        script.write_text(_probe(remaining, root))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=900, cwd=str(root), check=False)
+        for line in done.stdout.splitlines():
+            case, lines = json.loads(line)
+            outcomes[case] = lines
+        remaining = [case for case in remaining if case not in outcomes]
+        if remaining:  # the interpreter died in remaining[0] (-11 was the SIGSEGV): the others go on in a new one
+            outcomes[remaining.pop(0)] = f"exit {done.returncode}: {done.stderr[-2000:]}"
+    return outcomes
+
+
+def test_ten_thousand_unfoldable_terms_filter_read_and_delete_without_crashing(long_filter_outcomes: dict[str, list[str] | str]) -> None:
+    assert long_filter_outcomes["unfoldable"] == ["['v4']", "1", "['v3', 'x']"]
+
 
 @pytest.mark.parametrize("kind", sorted(LONG_CHAINS))
-def test_ten_thousand_term_and_or_chains_of_every_kind_read_and_delete_without_crashing(tmp_path: Path, kind: str) -> None:
-    result = _run_isolated(
-        f"""
-        import pyarrow as pa
-        from airflow_delta.engine import DeltaTable
-        sql = {LONG_CHAINS[kind]}
-        table = DeltaTable.create({str(tmp_path / "t")!r}, pa.schema([("id", pa.int64()), ("s", pa.string())]))
-        table.append(pa.table({{"id": pa.array([1, 5, 20_000], pa.int64()), "s": ["v3", "v4", "x"]}}))
-        expected = sorted(r["s"] for r in table.snapshot().to_arrow().to_pylist() if r["id"] in (1, 5, 20_000))
-        print(table.snapshot().files(sql).num_rows)
-        print(sorted(table.snapshot().to_arrow(filter=sql).column("s").to_pylist()))
-        print(table.delete(sql).num_deleted_rows)
-        """,
-        tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]  # -11 was the SIGSEGV
+def test_ten_thousand_term_and_or_chains_of_every_kind_read_and_delete_without_crashing(
+    long_filter_outcomes: dict[str, list[str] | str], kind: str
+) -> None:
     matching = ["v4"] if kind == "or_of_likes" else ["v3", "v4", "x"]
-    assert result.stdout.split("\n")[:3] == ["1", str(matching), str(len(matching))]
+    assert long_filter_outcomes[kind] == ["1", str(matching), str(len(matching))]
 
 
 def test_too_many_terms_is_an_invalid_filter_that_says_to_use_in(monkeypatch: pytest.MonkeyPatch) -> None:
