@@ -70,8 +70,13 @@ delta-oracle: $(DELTA_STAMP)
 demo-fleet: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH PYTHONPATH=$(CURDIR) $(BIN)/python -m scripts.demo_fleet --dir .demo-fleet
 
+# Azurite (the Azure tests' server) from npm, once, into .cache/ (tests/object_store_helpers.py).
+AZURITE := .cache/azurite-$(shell sed -n 's/^AZURITE_VERSION = "\(.*\)"/\1/p' tests/object_store_helpers.py)/node_modules/.bin/azurite-blob
+$(AZURITE): $(STAMP)
+	PYTHONPATH=$(CURDIR) $(BIN)/python -c "from tests.object_store_helpers import install_azurite; install_azurite()"
+
 # The set-up steps are independent once uv is there: run them side by side.
-test-setup: $(STAMP) $(DELTA_STAMP) browser
+test-setup: $(STAMP) $(DELTA_STAMP) $(AZURITE) browser
 
 test:
 	$(MAKE) --no-print-directory -j3 test-setup
