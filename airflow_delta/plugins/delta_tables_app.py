@@ -1,7 +1,7 @@
-"""The "Delta tables" page of the Airflow UI: the fleet's health, what to do next, and what was done.
+"""The app of the "Delta tables" page of the Airflow UI: the fleet's health, what to do next, and what was done.
 
-An Airflow 3.1+ plugin: a FastAPI app mounted on the api-server at ``/delta-tables`` and an
-external view that puts it in the UI's navigation (Browse > Delta tables). Every route
+A FastAPI app that the plugin (:mod:`airflow_delta.plugins.delta_tables`) mounts on the
+api-server at ``/delta-tables``; only the api-server imports this module. Every route
 depends on Airflow's own ``get_user`` (the UI's ``_token`` cookie or an ``Authorization:
 Bearer`` token): a mounted app inherits none of the core API's dependencies, so without it
 the page and its API would be open to anyone.
@@ -27,7 +27,6 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow.api_fastapi.core_api.security import get_user
-from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
@@ -40,7 +39,6 @@ from airflow_delta.engine import (
 )
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook
 
-URL_PREFIX = "/delta-tables"
 RECENT_COMMITS = 20
 
 
@@ -277,18 +275,4 @@ def table_api(uri: str = Query(min_length=1)) -> dict[str, Any]:
     return table_view(uri)
 
 
-class DeltaTablesPlugin(AirflowPlugin):
-    """The "Delta tables" page: the app, and its entry in the UI's Browse menu."""
-
-    name = "delta_tables"
-    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Delta tables"}]
-    external_views = [{
-        "name": "Delta tables",
-        "href": "delta-tables/",
-        "destination": "nav",
-        "category": "browse",
-        "url_route": "delta-tables",
-    }]
-
-
-__all__ = ["DeltaTablesPlugin", "app", "fleet_view", "table_view"]
+__all__ = ["app", "fleet_view", "table_view"]
