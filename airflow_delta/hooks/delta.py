@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from airflow.sdk import BaseHook
@@ -101,9 +102,24 @@ def files_summary(files: pa.Table) -> str:
     if values.type.num_fields == 0:
         partitions = 1 if files.num_rows else 0
     else:
-        keys = pa.Table.from_struct_array(values)
-        partitions = keys.group_by(keys.column_names).aggregate([]).num_rows
+        partitions = _distinct_rows(pa.Table.from_struct_array(values))
     return f"{files.num_rows} file(s), {size} bytes in {partitions} partition(s)"
+
+
+def _distinct_rows(table: pa.Table) -> int:
+    """How many distinct rows ``table`` has, nulls equal to each other.
+
+    Not ``Table.group_by``: it loads Acero, whose import pulls in ``pyarrow.dataset`` and
+    pandas (about a second of every task's start, for one log line). Each column is
+    dictionary-encoded and the rows of codes are counted by numpy.
+    """
+    if table.num_rows == 0:
+        return 0
+    codes = []
+    for column in table.columns:
+        indices = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode").indices
+        codes.append(np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset:indices.offset + len(indices)])
+    return len(np.unique(np.stack(codes, axis=1), axis=0))
 
 
 class DeltaSparkJobError(AirflowException):
