@@ -114,13 +114,14 @@ class AirflowCli:
             return {}
 
     def latest_run(self, dag_id: str) -> dict[str, Any]:
-        """The DAG's newest run: state, conf, and per task its state, end date, tries, reschedules and XCom."""
+        """The DAG's newest run: state, conf, and per task its state, end date, duration (seconds, as
+        Airflow records it: the task instance's start to end), tries, reschedules and XCom."""
         with sqlite3.connect(self.home / "airflow.db") as db:
             run_id, state, conf = db.execute(
                 "SELECT run_id, state, conf FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
             ).fetchone()
             rows = db.execute(
-                "SELECT task_id, state, end_date, try_number FROM task_instance WHERE dag_id = ? AND run_id = ?",
+                "SELECT task_id, state, end_date, try_number, duration FROM task_instance WHERE dag_id = ? AND run_id = ?",
                 (dag_id, run_id),
             ).fetchall()
             # The JSON column gives numbers back as numbers, anything else as its JSON text.
@@ -142,9 +143,10 @@ class AirflowCli:
             "run_id": run_id,
             "state": state,
             "conf": json.loads(conf) if isinstance(conf, str | bytes) else conf,
-            "tasks": {task_id: task_state for task_id, task_state, _, _ in rows},
-            "end_dates": {task_id: end_date for task_id, _, end_date, _ in rows},
-            "tries": {task_id: tries for task_id, _, _, tries in rows},
+            "tasks": {task_id: task_state for task_id, task_state, *_ in rows},
+            "end_dates": {task_id: end_date for task_id, _, end_date, *_ in rows},
+            "tries": {task_id: tries for task_id, _, _, tries, _ in rows},
+            "durations": {task_id: duration for task_id, *_, duration in rows},
             "xcoms": xcoms,
             "reschedules": reschedules,
         }

@@ -22,20 +22,17 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
@@ -48,20 +45,29 @@ from airflow_delta.engine import (
     error_from_report,
     storage_options_from_airflow_connection,
 )
-from airflow_delta.hooks.driver_jvm import DriverClassArchive, worker_driver_class_archive, worker_spark_home
+from airflow_delta.hooks.driver_jvm import worker_driver_class_archive, worker_spark_home
+from airflow_delta.hooks.spark_output import (
+    DEFAULT_TASK_LOG_LEVEL,
+    ERROR_MARKER,
+    RESULT_MARKER,
+    SPARK_LOG_LEVELS,
+    SparkApplication,
+    _first_json_document,
+    _path_with_spark_submit,
+)
 from airflow_delta.provider import DELTA_CONNECTION_FIELDS, DELTA_UI_FIELD_BEHAVIOUR
 from airflow_delta.spark.installation import check_spark_home
 from airflow_delta.spark.job_result import TAG_APP_ID, JobResult
 from airflow_delta.spark.jobs import (
     DML_PROGRAM,
-    ERROR_LINE_PREFIX,
-    RESULT_LINE_PREFIX,
     SMALL_JOB_CONF,
     SMALL_JOB_DRIVER_JAVA_OPTIONS,
-    SPARK_APP_LINE_PREFIX,
 )
 from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
+
+if TYPE_CHECKING:
+    from airflow_delta.hooks.dml_submit import _DmlSubmitHook
 
 __all__ = [
     "CONN_TYPE",
@@ -81,27 +87,9 @@ __all__ = [
 CONN_TYPE = "delta"
 DEFAULT_CONN_ID = "delta_default"
 
-# The lines the DML program prints on stdout: defined once, by the programs' package.
-RESULT_MARKER = RESULT_LINE_PREFIX
-ERROR_MARKER = ERROR_LINE_PREFIX
-
 DEPLOY_MODES = ("client", "cluster")
 # Airflow connection types whose credentials the hook maps to storage options.
 STORAGE_CONN_TYPES = ("aws", "wasb", "adls", "google_cloud_platform")
-DRIVER_LOG_TAIL_LINES = 100
-
-SPARK_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
-DEFAULT_TASK_LOG_LEVEL = "WARN"
-PROGRESS_INTERVAL_SECONDS = 5.0
-"""A stage's progress goes into the task log at most this often (and once when it ends)."""
-
-# Spark's console log line: "25/11/29 03:37:01 INFO TaskSetManager: ...".
-_SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?P<level>TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
-
-# Spark's scheduler log line for a finished task ends with "(done/total)" of its stage:
-# the hook turns it into a short progress line of the task log.
-_FINISHED_TASK = re.compile(r"Finished task \S+ in stage (?P<stage>\S+) .*\((?P<done>\d+)/(?P<total>\d+)\)\s*$")
-
 # The history is read newest first in growing windows: the commit a retry looks for is
 # almost always among the newest few, and a table with a long log is never read whole.
 _FIRST_HISTORY_WINDOW = 16
@@ -114,9 +102,24 @@ def files_summary(files: pa.Table) -> str:
     if values.type.num_fields == 0:
         partitions = 1 if files.num_rows else 0
     else:
-        keys = pa.Table.from_struct_array(values)
-        partitions = keys.group_by(keys.column_names).aggregate([]).num_rows
+        partitions = _distinct_rows(pa.Table.from_struct_array(values))
     return f"{files.num_rows} file(s), {size} bytes in {partitions} partition(s)"
+
+
+def _distinct_rows(table: pa.Table) -> int:
+    """How many distinct rows ``table`` has, nulls equal to each other.
+
+    Not ``Table.group_by``: it loads Acero, whose import pulls in ``pyarrow.dataset`` and
+    pandas (about a second of every task's start, for one log line). Each column is
+    dictionary-encoded and the rows of codes are counted by numpy.
+    """
+    if table.num_rows == 0:
+        return 0
+    codes = []
+    for column in table.columns:
+        indices = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode").indices
+        codes.append(np.frombuffer(indices.buffers()[1], dtype=np.int32)[indices.offset:indices.offset + len(indices)])
+    return len(np.unique(np.stack(codes, axis=1), axis=0))
 
 
 class DeltaSparkJobError(AirflowException):
@@ -125,15 +128,6 @@ class DeltaSparkJobError(AirflowException):
     The message ends with the tail of the driver log. Whether a retry helps is unknown,
     so the task's ordinary retry settings decide.
     """
-
-
-def _first_json_document(text: str) -> Any:
-    """The JSON document at the start of ``text``, ignoring what follows it.
-
-    spark-submit merges the driver's stdout (relayed by the JVM in chunks) with its own
-    log on stderr, so another line's text can land after a result line before its newline.
-    """
-    return json.JSONDecoder().raw_decode(text)[0]
 
 
 def error_from_line(line: str) -> DeltaError:
@@ -151,36 +145,6 @@ def error_from_line(line: str) -> DeltaError:
     except (ValueError, KeyError, TypeError):
         name, message = "DeltaError", f"the Spark job reported an unreadable error: {payload}"
     return error_from_report(name, message)
-
-
-@dataclass(frozen=True)
-class SparkApplication:
-    """The Spark application a job registered: its id, its UI's URL while it runs (None when
-    the UI is off), and the master it ran on."""
-
-    app_id: str
-    ui_url: str | None = None
-    master: str | None = None
-
-    @classmethod
-    def from_line(cls, line: str) -> SparkApplication | None:
-        """The application an ``AIRFLOW_DELTA_SPARK_APP {...}`` line reports; None if unreadable."""
-        try:
-            report = _first_json_document(line.split(SPARK_APP_LINE_PREFIX, 1)[1].strip())
-            app_id = report["app_id"]
-        except (ValueError, KeyError, TypeError, IndexError):
-            return None
-        if not isinstance(app_id, str) or not app_id:
-            return None
-        ui_url, master = report.get("ui_url"), report.get("master")
-        return cls(app_id, ui_url if isinstance(ui_url, str) else None, master if isinstance(master, str) else None)
-
-    def url(self, history_url: str | None) -> str | None:
-        """Where a person sees this application: the history server's page when one is
-        configured (it outlives the job), otherwise the live UI (None when the UI is off)."""
-        if history_url:
-            return f"{history_url.rstrip('/')}/history/{self.app_id}/jobs/"
-        return self.ui_url
 
 
 @dataclass(frozen=True)
@@ -269,141 +233,6 @@ class DeltaConnectionSettings:
         )
 
 
-class _DmlSubmitHook(SparkSubmitHook):
-    """``SparkSubmitHook`` that also watches what the driver prints.
-
-    It keeps the tail of the output, the job's result and error lines, runs
-    ``spark-submit`` in a session of its own so that ``on_kill`` ends the whole process
-    tree (in client mode the Python driver is a child of the spark-submit JVM and would
-    otherwise live on, and could still commit), and finds ``spark-submit`` next to the
-    worker's interpreter when it is not on PATH.
-    """
-
-    def __init__(self, *, log_level: str = DEFAULT_TASK_LOG_LEVEL, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.log_level = log_level
-        self._progress_logged: dict[str, float] = {}
-        self.output_tail: deque[str] = deque(maxlen=DRIVER_LOG_TAIL_LINES)
-        self.result_line: str | None = None
-        self.error_line: str | None = None
-        self.application: SparkApplication | None = None
-        # The class archive that does not exist yet (the first job of a Spark installation and
-        # Java runtime), and the driver's JVM options: written in the background if the job succeeds.
-        self._archive_to_write: tuple[DriverClassArchive, str] | None = None
-
-    def set_driver_java_options(self, options: list[str], archive: DriverClassArchive | None) -> None:
-        """Run the driver JVM with ``options`` and, in client mode, from ``archive`` (or note it to be written).
-
-        Nothing changes when the conf sets ``spark.driver.extraJavaOptions`` itself: the
-        user's JVM options are taken as they are.
-        """
-        if "spark.driver.extraJavaOptions" in self._conf:
-            return
-        options = list(options)
-        if archive is not None and self.deploy_mode == "client":
-            if archive.exists:
-                options.append(archive.use_option())
-            else:
-                self._archive_to_write = (archive, " ".join(options))
-        if options:
-            self._conf = {**self._conf, "spark.driver.extraJavaOptions": " ".join(options)}
-
-    def set_application_args(self, args: list[str]) -> None:
-        """The program's arguments, decided once the deploy mode is known (after the connection is resolved)."""
-        self._application_args = list(args)
-
-    @property
-    def master(self) -> str:
-        return str(self._connection["master"])
-
-    @property
-    def deploy_mode(self) -> str:
-        return str(self._connection["deploy_mode"] or "client")
-
-    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-        super()._process_spark_submit_log(self._watched(itr))
-
-    def _filters_spark_lines(self) -> bool:
-        """Whether Spark's own lines below :attr:`log_level` stay out of the task log.
-
-        Only for a client-mode driver on a local or standalone master: on YARN and
-        Kubernetes the apache-spark hook reads application ids from those lines.
-        """
-        master = self.master
-        return self.deploy_mode == "client" and not master.startswith(("yarn", "k8s://"))
-
-    def _progress(self, stage: str, done: int, total: int) -> None:
-        """Log a stage's progress at most every :data:`PROGRESS_INTERVAL_SECONDS`, and when it ends."""
-        now = time.monotonic()
-        last = self._progress_logged.get(stage)
-        if done < total and last is not None and now - last < PROGRESS_INTERVAL_SECONDS:
-            return
-        self._progress_logged[stage] = now
-        self.log.info("Spark progress: stage %s, %d of %d task(s) done", stage, done, total)
-
-    def _watched(self, itr: Iterator[Any]) -> Iterator[Any]:
-        threshold = SPARK_LOG_LEVELS.index(self.log_level)
-        filtering = self._filters_spark_lines()
-        for raw in itr:
-            line = str(raw).rstrip("\n")
-            self.output_tail.append(line)
-            if line.startswith(RESULT_MARKER):
-                self.result_line = line
-            elif line.startswith(ERROR_MARKER):
-                self.error_line = line
-            elif line.startswith(SPARK_APP_LINE_PREFIX):
-                self.application = SparkApplication.from_line(line) or self.application
-                if self.application is not None:
-                    self.log.info(
-                        "Spark application %s registered on %s%s",
-                        self.application.app_id, self.application.master,
-                        f", its UI at {self.application.ui_url}" if self.application.ui_url else "",
-                    )
-            else:
-                finished = _FINISHED_TASK.search(line)
-                if finished is not None:
-                    self._progress(finished["stage"], int(finished["done"]), int(finished["total"]))
-                spark_line = _SPARK_LOG_LINE.match(line)
-                if filtering and spark_line is not None and SPARK_LOG_LEVELS.index(spark_line["level"]) < threshold:
-                    continue  # kept in the failure tail only
-            yield raw
-
-    def submit(self, application: str = "", **kwargs: Any) -> str | None:
-        env = dict(kwargs.pop("env", None) or os.environ)
-        env["PATH"] = _path_with_spark_submit(env.get("PATH", ""))
-        # spark-submit otherwise asks `python3` where PySpark is, and the system python3
-        # may not have it: the worker's PySpark is the Spark to run.
-        spark_home = worker_spark_home(env)
-        if spark_home is not None:
-            env["SPARK_HOME"] = spark_home
-            # A PySpark whose Python files and jars are two releases fails deep inside the
-            # job, and every retry fails the same way: refused here, with the pip command to fix it.
-            check_spark_home(spark_home)
-        driver_id = super().submit(application, env=env, start_new_session=True, **kwargs)
-        if self._archive_to_write is not None:
-            # After the job, not with it: the writer competes with no job of this task for CPU,
-            # and the task does not wait for it. A failed job starts none (its environment may be broken).
-            archive, java_options = self._archive_to_write
-            writer = archive.write_in_background(env, java_options)
-            if writer is not None:
-                self.log.info(
-                    "Writing the driver JVM's class archive %s in the background (process %d): later drivers start from it",
-                    archive.path, writer,
-                )
-        return driver_id
-
-    def on_kill(self) -> None:
-        process = self._submit_sp
-        super().on_kill()
-        if process is not None:
-            # The session spark-submit leads: its JVM, the Python driver, local executors.
-            # It outlives a leader that is gone already, so it is killed either way.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass  # already gone
-
-
 def check_table_uri(argument: str, uri: object) -> str:
     """``uri`` if it is absolute: a URI with a scheme (``s3://``, ``file:///``, ``file:/``) or an absolute path.
 
@@ -443,14 +272,6 @@ def _missing_default_spark_connection(delta_conn_id: str, conn_id: str) -> Inval
         "Connections, or `airflow connections add`), or set spark_conn_id in the delta connection's extra to a "
         "Spark connection that exists",
     )
-
-
-def _path_with_spark_submit(path: str) -> str:
-    """PATH with the worker interpreter's bin directory appended when spark-submit is not on it."""
-    if shutil.which("spark-submit", path=path):
-        return path
-    bin_dir = str(Path(sys.executable).parent)
-    return f"{path}{os.pathsep}{bin_dir}" if path else bin_dir
 
 
 class DeltaHook(BaseHook):
@@ -625,6 +446,9 @@ class DeltaHook(BaseHook):
     def _test_spark_submit(self, spark_conn_id: str) -> tuple[bool, str]:
         """Run ``spark-submit --version`` as the jobs run it: (ok, what ran or why it did not)."""
         try:
+            # The apache-spark hook (and requests) are imported only when a job or this test goes to Spark.
+            from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
             binary = str(SparkSubmitHook(conn_id=spark_conn_id)._connection["spark_binary"])
         except (AirflowException, RuntimeError, ValueError) as error:
             return False, f"The Spark connection {spark_conn_id!r} is unusable: {error}"
@@ -731,6 +555,10 @@ class DeltaHook(BaseHook):
         # otherwise: the system python3 may lack pyarrow and pyroaring.
         merged.setdefault("spark.pyspark.python", sys.executable)
         merged.setdefault("spark.pyspark.driver.python", merged["spark.pyspark.python"])
+        # Imported here, not with this module: a task that runs in the worker never pays for the
+        # apache-spark provider's hook and `requests` (a fraction of a second of every task's start).
+        from airflow_delta.hooks.dml_submit import _DmlSubmitHook
+
         hook = _DmlSubmitHook(
             conf=merged,
             conn_id=settings.spark_conn_id,

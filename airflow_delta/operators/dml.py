@@ -22,6 +22,7 @@ conflict: retry) or :class:`~airflow_delta.operators.retry.DeltaNonRetryableErro
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pyarrow as pa
@@ -55,7 +56,6 @@ from airflow_delta.spark.specs import (
     TaskIdentity,
     UpdateSpec,
 )
-from airflow_delta.spark.sql_columns import references_only, refuse_text_spark_refuses
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -64,6 +64,14 @@ __all__ = ["DeltaDeleteOperator", "DeltaMergeOperator", "DeltaUpdateOperator"]
 
 DEFAULT_WORKER_THRESHOLD_BYTES = 256 << 20
 """``execution="auto"`` runs a DELETE in the worker when its candidate files total less."""
+
+
+def _sql_columns() -> ModuleType:
+    """:mod:`airflow_delta.spark.sql_columns`, imported when a task reads SQL text: it loads sqlglot and its
+    Spark dialect, which a DAG file that only builds operators (parsed by every scheduler loop) never needs."""
+    from airflow_delta.spark import sql_columns
+
+    return sql_columns
 
 
 def _checked_execution(execution: object, worker_threshold_bytes: object) -> None:
@@ -166,7 +174,7 @@ class _DeltaDmlOperator(BaseOperator):
             )
             spec = self.build_spec(identity, hook)
             # SQL text Spark is sure to refuse fails here, at once, before any job starts.
-            refuse_text_spark_refuses(spec)
+            _sql_columns().refuse_text_spark_refuses(spec)
             if self.run_in_worker(table, spec, snapshot):
                 result = self._run_in_worker(table, spec, snapshot)
             else:
@@ -194,7 +202,7 @@ class _DeltaDmlOperator(BaseOperator):
             return False
         predicate = spec.predicate
         if isinstance(spec, DeleteSpec) and (
-            predicate is None or references_only(predicate, snapshot.partition_columns)
+            predicate is None or _sql_columns().references_only(predicate, snapshot.partition_columns)
         ):
             return True  # metadata-only: the job reads no file
         try:
@@ -289,11 +297,11 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         try:
             candidates = self.planned_files(snapshot, spec.predicate)
         except InvalidFilterError as error:
-            if not references_only(spec.predicate, snapshot.schema.names):
+            if not _sql_columns().references_only(spec.predicate, snapshot.schema.names):
                 raise  # a column the table does not have: Spark would fail the same way, later
             self.log.info("The engine cannot evaluate the predicate (%s): running on Spark", error)
             return False
-        if references_only(spec.predicate, snapshot.partition_columns):
+        if _sql_columns().references_only(spec.predicate, snapshot.partition_columns):
             self.log.info("A predicate on partition columns only is metadata-only: running in the worker, no Spark job")
             return True
         size = int(pc.sum(candidates.column("size")).as_py() or 0)

@@ -306,7 +306,9 @@ class DeltaLineageMixin(_OperatorBase):
         from airflow_delta.hooks.delta import DeltaHook
 
         try:
-            schema = DeltaHook(self.delta_conn_id).table(self.table).snapshot(version).schema
+            # The hook the task ran with (its connections already looked up), else a new one.
+            hook = getattr(self, "_hook", None) or DeltaHook(self.delta_conn_id)
+            schema = hook.table(self.table).snapshot(version).schema
         except Exception:
             log.info("No schema facet for %s at version %s", self.table, version, exc_info=True)
             return None

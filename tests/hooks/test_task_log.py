@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_delta.engine import InvalidArgumentError
-from airflow_delta.hooks.delta import DeltaConnectionSettings, _DmlSubmitHook
+from airflow_delta.hooks.delta import DeltaConnectionSettings
+from airflow_delta.hooks.dml_submit import _DmlSubmitHook
 from tests.airflow_layer import set_connection
 
 pytestmark = pytest.mark.usefixtures("airflow_home")

@@ -453,9 +453,12 @@ def _removed_in_commits(snapshot: Snapshot, listing: LogListing, start: int, end
     ``remove`` actions and their DV files (at the remove's ``deletionTimestamp``, 0 when absent),
     and the change data files of ``cdc`` actions (time 0: they expire with their commit), as
     Delta's lite VACUUM gathers them."""
-    files = [listing.commits[v] for v in range(start, end + 1)]
-    prefixes = tuple(p[:-1] for p in partition_dir_prefixes(snapshot))
-    parsed = read_commit_removes(snapshot.io, files, list(range(start, end + 1)), partition_keys=prefixes)
+    # The snapshot's own parse when it read those commits (no checkpoint in between): no second read.
+    parsed = snapshot.removes_of_versions(start, end)
+    if parsed is None:
+        files = [listing.commits[v] for v in range(start, end + 1)]
+        prefixes = tuple(p[:-1] for p in partition_dir_prefixes(snapshot))
+        parsed = read_commit_removes(snapshot.io, files, list(range(start, end + 1)), partition_keys=prefixes)
     removes = parsed.file_actions.filter(pc.invert(parsed.file_actions.column("is_add")))
     times = int64_to_numpy(pc.fill_null(removes.column("deletion_timestamp"), int64_scalar(0)))
     sizes = int64_to_numpy(pc.fill_null(removes.column("size"), int64_scalar(0)))

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import InvalidLogError, MissingMetadataError, MissingProtocolError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arrow_numpy import (
+    bool_array,
     combined,
     int32_array,
     int64_array,
@@ -53,6 +54,7 @@ from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
     LogAction,
     LogLines,
+    ParsedLog,
     StrayFileAction,
     only_lines,
     parse_file_actions,
@@ -113,6 +115,7 @@ class FileActions:
         self._commit_tombstones: pa.Table | None = None  # tombstones decided by the commits
         self._checkpoint_adds = 0  # rows of the checkpoint's adds: seq below this
         self._tombstones: pa.Table | None = None
+        self._removes: pa.Table | None = None  # the commits' remove lines parsed, for questions about a few files
 
     @property
     def loaded(self) -> bool:
@@ -155,7 +158,8 @@ class FileActions:
 
         For a question about a few files (lite VACUUM: are the removed files live again?)
         without parsing every ``add`` of the log: ``add`` lines whose path is plain (no
-        ``%``, no escape) and names another file, and carries no DV, are not parsed. When
+        ``%``, no escape) and names another file, and carries no DV, are not parsed. Every
+        ``remove`` line is parsed, once (shared with :meth:`removes_of_versions`). When
         the state is already loaded, or the segment starts at a checkpoint, it is the
         whole state (:meth:`adds`, :meth:`tombstones`).
         """
@@ -163,6 +167,7 @@ class FileActions:
             commits = self._commits
             if self._adds is not None or commits is None or self.segment.checkpoint_version is not None:
                 return self.adds(), self.tombstones()
+            removes = self._parsed_removes(commits)
         lines = commits.lines
         plain = pc.extract_regex(lines, _PLAIN_ADD_PATH)  # null where the line is no plain add
         file_names = pc.replace_substring_regex(pc.struct_field(plain, "path"), r"^.*/", "")
@@ -170,8 +175,43 @@ class FileActions:
         skip = mask_to_numpy(pc.is_valid(plain)) & ~named & ~mask_to_numpy(pc.match_substring_regex(lines, _DV_VALUE))
         keep = mask_to_numpy(commits.is_file_line) & ~skip
         keep[[seq for _, seq, _, _ in self._stray]] = True  # add/remove lines with unusual spacing
-        parsed = parse_file_actions(only_lines(commits, keep), partition_keys=self._partition_keys)
+        keep &= ~self._remove_lines(commits)  # parsed already
+        parsed = _parse_lines_of(commits, keep, self._partition_keys)
+        if removes.num_rows:
+            parsed = pa.concat_tables([removes, parsed]) if parsed.num_rows else removes
         return reconcile_files(parsed) if parsed.num_rows else (EMPTY_FILE_ACTIONS, EMPTY_FILE_ACTIONS)
+
+    def removes_of_versions(self, start: int, end: int) -> ParsedLog | None:
+        """The ``remove`` actions (``file_actions``) and the non-file actions of commits
+        ``start..end``, from the commit lines the metadata pass kept: no second read of the
+        log and one parse of its ``remove`` lines, shared with :meth:`state_of_files_named`.
+
+        None when those lines are not kept (the file state is loaded, or the segment does
+        not hold every one of those commits): read them from storage then.
+        """
+        with self._lock:
+            commits = self._commits
+            if commits is None or not set(range(start, end + 1)) <= set(commits.versions.tolist()):
+                return None
+            removes = self._parsed_removes(commits)
+        versions = int64_to_numpy(removes.column("version"))
+        in_range = (versions >= start) & (versions <= end)
+        if not in_range.all():
+            removes = removes.filter(bool_array(in_range))
+        actions, _ = parse_non_file_actions(commits)
+        return ParsedLog(removes, tuple(a for a in actions if start <= a.version <= end), commits.num_lines)
+
+    def _remove_lines(self, commits: LogLines) -> np.ndarray:
+        """Which lines of ``commits`` are ``remove`` actions (written plainly, or with unusual spacing)."""
+        is_remove = mask_to_numpy(pc.starts_with(commits.lines, '{"remove":'))
+        is_remove[[seq for _, seq, key, _ in self._stray if key == "remove"]] = True
+        return is_remove
+
+    def _parsed_removes(self, commits: LogLines) -> pa.Table:
+        """Every ``remove`` line of ``commits`` parsed (``seq`` = line index); parsed once, then kept."""
+        if self._removes is None:
+            self._removes = _parse_lines_of(commits, self._remove_lines(commits), self._partition_keys)
+        return self._removes
 
     def _checkpoint_rows(self, key: str) -> pa.Table:
         seg = self.segment
@@ -188,6 +228,7 @@ class FileActions:
         else:
             commits = EMPTY_FILE_ACTIONS
         self._commits = None  # the bytes are no longer needed
+        self._removes = None
         if commits.num_rows == 0:
             adds, commit_tombstones = checkpoint_adds, EMPTY_FILE_ACTIONS
         else:
@@ -198,6 +239,16 @@ class FileActions:
         self._adds = adds
         # The parse left large freed blocks behind; hand them back (mimalloc keeps them).
         pa.default_memory_pool().release_unused()
+
+
+def _parse_lines_of(commits: LogLines, keep: np.ndarray, partition_keys: frozenset[str]) -> pa.Table:
+    """The file actions of the lines of ``commits`` where ``keep`` is true, ``seq`` = their line index in ``commits``."""
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return EMPTY_FILE_ACTIONS
+    parsed = parse_file_actions(only_lines(commits, keep), partition_keys=partition_keys)
+    seq = rows[int64_to_numpy(parsed.column("seq"))]
+    return parsed.set_column(parsed.schema.get_field_index("seq"), FILE_ACTIONS_SCHEMA.field("seq"), int64_array(seq))
 
 
 # An add line as writers put it: the path first, plain (no escape, no percent-encoding).

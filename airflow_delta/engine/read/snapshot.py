@@ -61,6 +61,7 @@ from airflow_delta.engine.model.partition_values import parse_partition_values
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.schema import schema_to_arrow
 from airflow_delta.engine.model.stats_parse import parse_num_records, parse_stats
+from airflow_delta.engine.read.commit_reader import ParsedLog
 from airflow_delta.engine.read.history import commit_timestamp, extract_commit_info, version_at_timestamp
 from airflow_delta.engine.read.listing import (
     LogListing,
@@ -151,6 +152,12 @@ class Snapshot:
         if "add_actions" in self.__dict__:
             return self.add_actions, self.tombstones
         return self.file_state.state_of_files_named(names)
+
+    def removes_of_versions(self, start: int, end: int) -> ParsedLog | None:
+        """The ``remove`` actions and non-file actions of commits ``start..end`` from the commit
+        lines this snapshot read (no second read; the ``remove`` lines parsed once, shared with
+        :meth:`file_state_of_names`), or None when it no longer holds them all (read the commits then)."""
+        return self.file_state.removes_of_versions(start, end)
 
     @cached_property
     def schema(self) -> pa.Schema:
@@ -408,6 +415,8 @@ class FileStateLoader(Protocol_):
 
     def state_of_files_named(self, names: pa.Array) -> tuple[pa.Table, pa.Table]: ...
 
+    def removes_of_versions(self, start: int, end: int) -> ParsedLog | None: ...
+
 
 class _FallbackFiles:
     """A replay's :class:`FileActions` that, should the checkpoint turn out unreadable when
@@ -453,6 +462,10 @@ class _FallbackFiles:
         if source.segment.checkpoint_version is None:  # no checkpoint to fall back from
             return source.state_of_files_named(names)
         return self.adds(), self.tombstones()
+
+    def removes_of_versions(self, start: int, end: int) -> ParsedLog | None:
+        # The commits' bytes are the same whichever checkpoint the state falls back to.
+        return self._source().removes_of_versions(start, end)
 
     def tombstones(self) -> pa.Table:
         try:

@@ -400,3 +400,49 @@ def test_the_state_of_files_named_agrees_with_the_whole_state_for_those_files(tm
     assert not relative(adds) & {f"part=a/other-{i}.parquet" for i in range(20)}  # not parsed
     # Once the whole state is loaded, that is the answer.
     assert relative(full.file_state_of_names(names)[0]) == relative(full.add_actions)
+
+
+def test_removes_of_versions_are_the_commits_own_removes_parsed_once(tmp_path: Path) -> None:
+    """Lite VACUUM takes the removes of its commit range from the snapshot's read of the log:
+    the same rows (a remove with unusual spacing and one with a DV included) and the same
+    ``cdc`` actions as reading those commits again, only the range asked for; None once the
+    state is loaded (the commit lines are dropped then)."""
+    from airflow_delta.engine.read.commit_reader import read_commit_removes
+    from airflow_delta.engine.read.listing import list_log
+    from airflow_delta.engine.read.snapshot import load_snapshot
+
+    root = str(tmp_path)
+    b.write_commit(root, 0, [b.protocol(3, 7, ["deletionVectors"], ["deletionVectors"]),
+                             b.metadata([], {"delta.enableDeletionVectors": "true"}),
+                             *(b.add(f"f{i}.parquet") for i in range(6))])
+    b.write_commit(root, 1, [b.remove("f0.parquet", deletion_timestamp=5), b.add("f6.parquet")])
+    b.write_commit(root, 2, [b.remove("f1.parquet", deletion_timestamp=6, deletion_vector=b.dv("ab^-aa")),
+                             {"cdc": {"path": "_change_data/c.parquet", "partitionValues": {}, "size": 3,
+                                      "dataChange": False}}])
+    with open(b.commit_file(root, 2), "a") as out:
+        out.write('{ "remove" : {"path":"f2.parquet","deletionTimestamp":7,"dataChange":true}}\n')
+    b.write_commit(root, 3, [b.remove("f3.parquet", deletion_timestamp=8)])
+    listing = list_log(LocalFileIO(), root)
+
+    def rows(parsed: Any) -> list[tuple[Any, ...]]:
+        removes = parsed.file_actions.filter(pa.compute.invert(parsed.file_actions.column("is_add")))
+        return sorted(zip(*(removes.column(c).to_pylist() for c in ("version", "path", "dv_id", "deletion_timestamp")),
+                          strict=True))
+
+    snapshot = load_snapshot(LocalFileIO(), root)
+    for start, end in ((1, 2), (2, 3), (0, 3)):
+        ours = snapshot.removes_of_versions(start, end)
+        assert ours is not None
+        read = read_commit_removes(LocalFileIO(), [listing.commits[v] for v in range(start, end + 1)],
+                                   list(range(start, end + 1)))
+        assert rows(ours) == rows(read)
+        assert [(a.version, dict(a.body)) for a in ours.actions if a.key == "cdc"] == [
+            (a.version, dict(a.body)) for a in read.actions if a.key == "cdc"]
+    assert {r[1] for r in rows(snapshot.removes_of_versions(1, 2))} == {"f0.parquet", "f1.parquet", "f2.parquet"}
+    assert snapshot.removes_of_versions(3, 4) is None  # commit 4 is not in the snapshot
+    # Sharing the parse leaves the answer about a few files exact.
+    adds, tombstones = snapshot.file_state_of_names(pa.array(["f0.parquet", "f2.parquet", "f6.parquet"]))
+    assert set(adds.column("path").to_pylist()) == {"f6.parquet"}
+    assert {"f0.parquet", "f2.parquet"} <= set(tombstones.column("path").to_pylist())
+    snapshot.add_actions  # noqa: B018  # the whole state: the lines are dropped
+    assert snapshot.removes_of_versions(1, 2) is None
