@@ -97,6 +97,17 @@ def object_store(request: pytest.FixtureRequest) -> ObjectStoreServer:
 # set-up fails the test with how to fix it (`make test` installs it), never skips.
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test that uses Delta Lake runs on one xdist worker (``--dist loadgroup``).
+
+    The Delta session is per worker: a JVM of 1-1.6 GB that takes 30 s or more to start.
+    One group means one JVM for the suite, and the other worker runs everything else.
+    (A hook of its own, before xdist's ``pytest_collection_modifyitems`` reads the marker.)
+    """
+    if "delta_lake" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.xdist_group("delta_lake"))
+
+
 @pytest.fixture(scope="session")
 def delta_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaLakeSession]:
     from tests.delta_lake import DeltaLakeSession, DeltaLakeUnavailableError

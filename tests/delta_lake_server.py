@@ -6,7 +6,7 @@ pyarrow and the standard library. Requests come one JSON object per line on stdi
 answers go one JSON object per line to the protocol stream (the original stdout; the
 JVM's and Spark's own output is sent to stderr so it cannot corrupt the protocol).
 
-A request is ``{"op": "sql" | "read" | "history" | "detail" | "ping", ...}``; every
+A request is ``{"op": "sql" | "read" | "read_many" | "history" | "detail" | "ping", ...}``; every
 answer that carries rows names an Arrow IPC file it wrote in the work directory, so
 types (timestamps, decimals, maps, variants as strings) arrive exactly as Spark has them.
 An error answer carries Delta's/Spark's error class (condition) and the JVM exception's
@@ -110,6 +110,32 @@ def _write_arrow(df: Any, out: Path) -> str:
     return str(out)
 
 
+READ_COLUMN = "__delta_oracle_read__"
+
+
+def _read_many(spark: Any, reads: list[list[Any]], out: Path) -> list[dict[str, Any]]:
+    """Several reads (``[path, version or None]``) in one Spark job per schema: each read's
+    scan, tagged with its index in :data:`READ_COLUMN`, unioned with the others of the same
+    schema (a rename or a widened type starts a new group). One Arrow file per group."""
+    from pyspark.sql import functions
+
+    frames: dict[str, Any] = {}
+    members: dict[str, list[int]] = {}
+    for index, (path, version) in enumerate(reads):
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", int(version))
+        frame = reader.load(path)
+        key = frame.schema.json()
+        frame = frame.withColumn(READ_COLUMN, functions.lit(index))
+        frames[key] = frame if key not in frames else frames[key].unionByName(frame)
+        members.setdefault(key, []).append(index)
+    return [
+        {"arrow": _write_arrow(frame, out.with_suffix(f".{number}.arrow")), "reads": members[key]}
+        for number, (key, frame) in enumerate(frames.items())
+    ]
+
+
 def _error(exc: BaseException) -> dict[str, Any]:
     """Delta's/Spark's names for an error: the condition and the JVM exception's class."""
     answer: dict[str, Any] = {
@@ -162,6 +188,8 @@ def _serve(spark: Any, work: Path, stream: Any) -> None:
                 if request.get("version") is not None:
                     reader = reader.option("versionAsOf", int(request["version"]))
                 answer = {"ok": True, "arrow": _write_arrow(reader.load(request["path"]), out)}
+            elif op == "read_many":
+                answer = {"ok": True, "groups": _read_many(spark, request["reads"], out)}
             elif op == "history":
                 df = spark.sql(f"DESCRIBE HISTORY {_quote_path(request['path'])}")
                 answer = {"ok": True, "arrow": _write_arrow(df, out)}
