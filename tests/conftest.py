@@ -93,7 +93,8 @@ def object_store(request: pytest.FixtureRequest) -> ObjectStoreServer:
 
 # --------------------------------------------------------------- Delta Lake on Spark
 # The reference implementation as an oracle: one Spark-with-Delta process per session (per
-# xdist worker), started by the first test that asks for it (tests/delta_lake.py). Missing
+# xdist worker; `make test` runs every test that uses it on one worker, see the hook below),
+# started by the first test that asks for it (tests/delta_lake.py). Missing
 # set-up fails the test with how to fix it (`make test` installs it), never skips.
 
 

@@ -18,7 +18,8 @@ line; rows come back as Arrow IPC files, so types arrive as Spark has them.
 Delta's errors raise :class:`DeltaLakeError` with Delta's names for them
 (``.exception_class`` like ``ConcurrentAppendException``, ``.error_class`` like
 ``DELTA_CONCURRENT_APPEND.WITHOUT_HINT``). The ``delta_lake`` fixture (tests/conftest.py)
-is one session per pytest(-xdist) worker; a test that needs a second, independent Delta
+is one session per pytest(-xdist) worker, and every test that uses it runs on one worker
+(``xdist_group("delta_lake")`` with ``--dist loadgroup``), so a CI run starts one; a test that needs a second, independent Delta
 writer (a concurrency test) starts its own with ``DeltaLakeSession.start(...)`` as a
 context manager. Calls on one session are serialised (a lock), so threads may share it.
 """
