@@ -61,6 +61,14 @@ def _session(config: dict[str, Any]) -> Any:
         # Test tables hold tens of rows: compiling Java for each new plan costs more than
         # interpreting it, and the results do not depend on it.
         .config("spark.sql.codegen.wholeStage", "false")
+        # The same for every projection and encoder: Delta's state reconstruction and its
+        # actions' encoders compile large generated classes (Janino) for a few rows each;
+        # interpreted, they run at once. Results do not depend on it.
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        # A JVM that serves a test session: the C1 compiler only (C2's compilations of
+        # Catalyst cost more CPU than they save on tiny tables; the product's small jobs
+        # do the same, docs/operators.md) and one GC thread on 2 cores.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # No Ivy: every jar is local; a stray package resolution must fail, not download.
