@@ -106,7 +106,18 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     (A hook of its own, before xdist's ``pytest_collection_modifyitems`` reads the marker.)
     """
     if "delta_lake" in getattr(item, "fixturenames", ()):
-        item.add_marker(pytest.mark.xdist_group("delta_lake"))
+        _join_xdist_group(item, "delta_lake")
+
+
+def _join_xdist_group(item: pytest.Item, group: str) -> None:
+    item.add_marker(pytest.mark.xdist_group(group))
+    # xdist (3.8) puts a test in its group by renaming it on the worker to `<nodeid>@<group>`
+    # through `item._nodeid`; pytest 9 derives the node id from `item._id`, so that rename is
+    # lost and loadgroup scatters the group. On an xdist worker with loadgroup, rename here.
+    if getattr(item.config.option, "loadgroup", False) and hasattr(item, "_id") and "@" not in item.nodeid:
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture(scope="session")
