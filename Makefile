@@ -82,7 +82,7 @@ test:
 	$(MAKE) --no-print-directory -j3 test-setup
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
-	DELTA_SHARED_TABLES=$(SHARED_TABLES) DELTA_TEST_ARTIFACTS=$(CURDIR)/.cache/test-artifacts $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	DELTA_SHARED_TABLES=$(SHARED_TABLES) DELTA_TEST_ARTIFACTS=$(CURDIR)/.cache/test-artifacts $(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -93,8 +93,31 @@ def object_store(request: pytest.FixtureRequest) -> ObjectStoreServer:
 
 # --------------------------------------------------------------- Delta Lake on Spark
 # The reference implementation as an oracle: one Spark-with-Delta process per session (per
-# xdist worker), started by the first test that asks for it (tests/delta_lake.py). Missing
+# xdist worker; `make test` runs every test that uses it on one worker, see the hook below),
+# started by the first test that asks for it (tests/delta_lake.py). Missing
 # set-up fails the test with how to fix it (`make test` installs it), never skips.
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test that uses Delta Lake runs on one xdist worker (``--dist loadgroup``).
+
+    The Delta session is per worker: a JVM of 1-1.6 GB that takes 30 s or more to start.
+    One group means one JVM for the suite, and the other worker runs everything else.
+    (A hook of its own, before xdist's ``pytest_collection_modifyitems`` reads the marker.)
+    """
+    if "delta_lake" in getattr(item, "fixturenames", ()):
+        _join_xdist_group(item, "delta_lake")
+
+
+def _join_xdist_group(item: pytest.Item, group: str) -> None:
+    item.add_marker(pytest.mark.xdist_group(group))
+    # xdist (3.8) puts a test in its group by renaming it on the worker to `<nodeid>@<group>`
+    # through `item._nodeid`; pytest 9 derives the node id from `item._id`, so that rename is
+    # lost and loadgroup scatters the group. On an xdist worker with loadgroup, rename here.
+    if getattr(item.config.option, "loadgroup", False) and hasattr(item, "_id") and "@" not in item.nodeid:
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture(scope="session")

@@ -10,13 +10,16 @@ line; rows come back as Arrow IPC files, so types arrive as Spark has them.
     delta_lake.sql("CREATE TABLE delta.`/tmp/t` (id BIGINT) USING delta")
     delta_lake.sql("DELETE FROM delta.`/tmp/t` WHERE id = 1")  # -> [{"num_affected_rows": 1}]
     delta_lake.read("/tmp/t", version=0)  # -> pyarrow.Table
+    delta_lake.read_versions("/tmp/t", range(3))  # -> {version: pyarrow.Table}, one request
+    delta_lake.read_many(["/tmp/t", "/tmp/u"])  # -> [pyarrow.Table, ...], one request
     delta_lake.history("/tmp/t")  # DESCRIBE HISTORY, newest first, operationMetrics a dict
     delta_lake.detail("/tmp/t")  # DESCRIBE DETAIL as one dict
 
 Delta's errors raise :class:`DeltaLakeError` with Delta's names for them
 (``.exception_class`` like ``ConcurrentAppendException``, ``.error_class`` like
 ``DELTA_CONCURRENT_APPEND.WITHOUT_HINT``). The ``delta_lake`` fixture (tests/conftest.py)
-is one session per pytest(-xdist) worker; a test that needs a second, independent Delta
+is one session per pytest(-xdist) worker, and every test that uses it runs on one worker
+(``xdist_group("delta_lake")`` with ``--dist loadgroup``), so a CI run starts one; a test that needs a second, independent Delta
 writer (a concurrency test) starts its own with ``DeltaLakeSession.start(...)`` as a
 context manager. Calls on one session are serialised (a lock), so threads may share it.
 """
@@ -28,16 +31,18 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SERVER = Path(__file__).resolve().with_name("delta_lake_server.py")
 SETUP_HINT = "run `make test` (or `make delta-oracle`) to set up Delta Lake under .cache/"
 DEFAULT_TIMEOUT_SECONDS = 900.0
+READ_COLUMN = "__delta_oracle_read__"  # tests/delta_lake_server.py tags each read's rows with it
 
 
 def delta_home() -> Path:
@@ -192,6 +197,26 @@ class DeltaLakeSession:
         """The table's rows at ``version`` (latest if None), as Delta on Spark reads them."""
         return self._table({"op": "read", "path": str(path), "version": version})
 
+    def read_versions(self, path: str | Path, versions: Iterable[int]) -> dict[int, pa.Table]:
+        """Each of ``versions`` as Delta on Spark reads it, in one request and one Spark job
+        per schema: much cheaper than a :meth:`read` per version."""
+        wanted = sorted(set(versions))
+        return dict(zip(wanted, self.read_many([(path, version) for version in wanted]), strict=True))
+
+    def read_many(self, reads: Iterable[str | Path | tuple[str | Path, int | None]]) -> list[pa.Table]:
+        """Several reads, each a path (the latest version) or ``(path, version)``, in one request:
+        the reads of one schema are one union, one Spark job. The tables in the order asked."""
+        pairs = [(str(r), None) if isinstance(r, str | Path) else (str(r[0]), r[1]) for r in reads]
+        answer = self._call({"op": "read_many", "reads": pairs})
+        tables: dict[int, pa.Table] = {}
+        for group in answer["groups"]:
+            table = self._arrow_file(Path(group["arrow"]))
+            tags = table.column(READ_COLUMN)
+            rows = table.drop_columns([READ_COLUMN])
+            for index in group["reads"]:
+                tables[index] = rows.filter(pc.equal(tags, index))
+        return [tables[index] for index in range(len(pairs))]
+
     def history(self, path: str | Path) -> list[dict[str, Any]]:
         """``DESCRIBE HISTORY``: one dict per commit, newest first; operationMetrics etc. as dicts."""
         table = self._table({"op": "history", "path": str(path)})
@@ -203,8 +228,11 @@ class DeltaLakeSession:
         return {k: _plain(v) for k, v in rows[0].items()}
 
     def _table(self, request: dict[str, Any]) -> pa.Table:
-        answer = self._call(request)
-        arrow_path = Path(answer["arrow"])
+        return self._arrow_file(Path(self._call(request)["arrow"]))
+
+    @staticmethod
+    def _arrow_file(arrow_path: Path) -> pa.Table:
+        """An answer's Arrow file, read and removed."""
         try:
             with pa.memory_map(str(arrow_path)) as source:
                 return pa.ipc.open_file(source).read_all()
@@ -226,8 +254,9 @@ class DeltaLakeSession:
             # answers to older requests are skipped, so each caller gets its own.
             answer = self._receive(description)
             while answer.get("id") != request_id:
-                if answer.get("arrow"):
-                    Path(answer["arrow"]).unlink(missing_ok=True)
+                for stale in [answer.get("arrow")] + [g["arrow"] for g in answer.get("groups", ())]:
+                    if stale:
+                        Path(stale).unlink(missing_ok=True)
                 answer = self._receive(description)
         if not answer.get("ok"):
             raise DeltaLakeError(

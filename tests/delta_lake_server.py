@@ -6,7 +6,7 @@ pyarrow and the standard library. Requests come one JSON object per line on stdi
 answers go one JSON object per line to the protocol stream (the original stdout; the
 JVM's and Spark's own output is sent to stderr so it cannot corrupt the protocol).
 
-A request is ``{"op": "sql" | "read" | "history" | "detail" | "ping", ...}``; every
+A request is ``{"op": "sql" | "read" | "read_many" | "history" | "detail" | "ping", ...}``; every
 answer that carries rows names an Arrow IPC file it wrote in the work directory, so
 types (timestamps, decimals, maps, variants as strings) arrive exactly as Spark has them.
 An error answer carries Delta's/Spark's error class (condition) and the JVM exception's
@@ -61,6 +61,14 @@ def _session(config: dict[str, Any]) -> Any:
         # Test tables hold tens of rows: compiling Java for each new plan costs more than
         # interpreting it, and the results do not depend on it.
         .config("spark.sql.codegen.wholeStage", "false")
+        # The same for every projection and encoder: Delta's state reconstruction and its
+        # actions' encoders compile large generated classes (Janino) for a few rows each;
+        # interpreted, they run at once. Results do not depend on it.
+        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+        # A JVM that serves a test session: the C1 compiler only (C2's compilations of
+        # Catalyst cost more CPU than they save on tiny tables; the product's small jobs
+        # do the same, docs/operators.md) and one GC thread on 2 cores.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # No Ivy: every jar is local; a stray package resolution must fail, not download.
@@ -108,6 +116,32 @@ def _write_arrow(df: Any, out: Path) -> str:
     with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     return str(out)
+
+
+READ_COLUMN = "__delta_oracle_read__"
+
+
+def _read_many(spark: Any, reads: list[list[Any]], out: Path) -> list[dict[str, Any]]:
+    """Several reads (``[path, version or None]``) in one Spark job per schema: each read's
+    scan, tagged with its index in :data:`READ_COLUMN`, unioned with the others of the same
+    schema (a rename or a widened type starts a new group). One Arrow file per group."""
+    from pyspark.sql import functions
+
+    frames: dict[str, Any] = {}
+    members: dict[str, list[int]] = {}
+    for index, (path, version) in enumerate(reads):
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", int(version))
+        frame = reader.load(path)
+        key = frame.schema.json()
+        frame = frame.withColumn(READ_COLUMN, functions.lit(index))
+        frames[key] = frame if key not in frames else frames[key].unionByName(frame)
+        members.setdefault(key, []).append(index)
+    return [
+        {"arrow": _write_arrow(frame, out.with_suffix(f".{number}.arrow")), "reads": members[key]}
+        for number, (key, frame) in enumerate(frames.items())
+    ]
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -162,6 +196,8 @@ def _serve(spark: Any, work: Path, stream: Any) -> None:
                 if request.get("version") is not None:
                     reader = reader.option("versionAsOf", int(request["version"]))
                 answer = {"ok": True, "arrow": _write_arrow(reader.load(request["path"]), out)}
+            elif op == "read_many":
+                answer = {"ok": True, "groups": _read_many(spark, request["reads"], out)}
             elif op == "history":
                 df = spark.sql(f"DESCRIBE HISTORY {_quote_path(request['path'])}")
                 answer = {"ok": True, "arrow": _write_arrow(df, out)}

@@ -44,12 +44,21 @@ def _mark(path: str) -> int | None:
     return identity_columns(DeltaTable(path).snapshot().metadata.schema_string)[0].high_water_mark
 
 
-def _rows(delta_lake: Any, path: str) -> dict[str, dict[str, Any]]:
-    """``k`` -> the row as Delta reads it, the variant as Delta's JSON."""
-    rows = delta_lake.sql(f"SELECT id, k, ts, d, n, to_json(v) AS v FROM delta.`{path}`")
-    by_key = {r["k"]: r for r in rows}
-    assert len(by_key) == len(rows)
-    return by_key
+def _rows(delta_lake: Any, *paths: str) -> dict[str, dict[str, Any]] | tuple[dict[str, dict[str, Any]], ...]:
+    """``k`` -> the row as Delta reads it, the variant as Delta's JSON; for several tables a
+    tuple of those, read in one statement (one Spark job)."""
+    rows = delta_lake.sql(
+        " UNION ALL ".join(
+            f"SELECT {index} AS side, id, k, ts, d, n, to_json(v) AS v FROM delta.`{path}`"
+            for index, path in enumerate(paths)
+        )
+    )
+    sides: tuple[dict[str, dict[str, Any]], ...] = tuple({} for _ in paths)
+    for row in rows:
+        by_key = sides[row.pop("side")]
+        assert row["k"] not in by_key, row
+        by_key[row["k"]] = row
+    return sides if len(paths) > 1 else sides[0]
 
 
 def _on_sequence(value: int, start: int, step: int, past: int | None) -> bool:
@@ -129,7 +138,7 @@ def test_column_values_match_delta_through_our_operations(
     delta_lake.sql(f"MERGE INTO delta.`{theirs}` t USING parquet.`{source}` s {_MERGE_CLAUSES}")
     delta_lake.sql(f"OPTIMIZE delta.`{theirs}`")
 
-    ours_rows, theirs_rows = _rows(delta_lake, ours), _rows(delta_lake, theirs)
+    ours_rows, theirs_rows = _rows(delta_lake, ours, theirs)
     without_id = {k: {c: v for c, v in r.items() if c != "id"} for k, r in ours_rows.items()}
     assert without_id == {k: {c: v for c, v in r.items() if c != "id"} for k, r in theirs_rows.items()}
     # Generated dates, defaults and variants as Delta computes them (spelled out, so a wrong Delta fails too).

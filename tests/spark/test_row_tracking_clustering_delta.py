@@ -40,16 +40,23 @@ def _identity() -> TaskIdentity:
 _OPTIONS = ExecutionOptions(backoff_initial_seconds=0.0, backoff_max_seconds=0.0)
 
 
-def _tracked(delta_lake: Any, path: str) -> dict[int, tuple[int, int]]:
-    """``id`` -> (row ID, row commit version), as Delta Lake reads them."""
-    rows = delta_lake.sql(
-        f"SELECT id, _metadata.row_id AS row_id, _metadata.row_commit_version AS version FROM delta.`{path}`"
+def _tracked(delta_lake: Any, *paths: str) -> tuple[dict[int, tuple[int, int]], ...]:
+    """For each table: ``id`` -> (row ID, row commit version), as Delta Lake reads them
+    (all tables in one statement, one Spark job)."""
+    selects = " UNION ALL ".join(
+        f"SELECT {index} AS side, id, _metadata.row_id AS row_id, _metadata.row_commit_version AS version "
+        f"FROM delta.`{path}`"
+        for index, path in enumerate(paths)
     )
-    return {int(r["id"]): (int(r["row_id"]), int(r["version"])) for r in rows}
+    tracked: tuple[dict[int, tuple[int, int]], ...] = tuple({} for _ in paths)
+    for r in delta_lake.sql(selects):
+        tracked[r["side"]][int(r["id"])] = (int(r["row_id"]), int(r["version"]))
+    return tracked
 
 
-def _rows(delta_lake: Any, path: str) -> list[dict[str, Any]]:
-    return sorted(delta_lake.read(path).to_pylist(), key=lambda r: r["id"])
+def _rows(delta_lake: Any, *paths: str) -> list[list[dict[str, Any]]]:
+    """Each table's rows by ``id``, as Delta Lake reads them (one request, one Spark job)."""
+    return [sorted(table.to_pylist(), key=lambda r: r["id"]) for table in delta_lake.read_many(paths)]
 
 
 def _versions(delta_lake: Any, path: str) -> int:
@@ -79,11 +86,13 @@ def test_row_ids_and_commit_versions_match_delta_after_each_operation(
 
     table.delete("id % 5 = 0")
     delta_lake.sql(f"DELETE FROM delta.`{theirs}` WHERE id % 5 = 0")
-    assert _tracked(delta_lake, ours) == _tracked(delta_lake, theirs)
+    ours_tracked, theirs_tracked = _tracked(delta_lake, ours, theirs)
+    assert ours_tracked == theirs_tracked
 
     run_update(spark, UpdateSpec(TableRef(ours), {"v": "v + 1"}, "id % 4 = 1", _identity(), _OPTIONS))
     delta_lake.sql(f"UPDATE delta.`{theirs}` SET v = v + 1 WHERE id % 4 = 1")
-    assert _tracked(delta_lake, ours) == _tracked(delta_lake, theirs)
+    ours_tracked, theirs_tracked = _tracked(delta_lake, ours, theirs)
+    assert ours_tracked == theirs_tracked
 
     source = str(tmp_path / "source.parquet")
     pq.write_table(pa.table({"id": pa.array([2, 3, 100], pa.int64()), "v": pa.array([7, 8, 9], pa.int64())}), source)
@@ -98,7 +107,7 @@ def test_row_ids_and_commit_versions_match_delta_after_each_operation(
         f"MERGE INTO delta.`{theirs}` t USING parquet.`{source}` s ON t.id = s.id "
         "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
     )
-    ours_rows, theirs_rows = _tracked(delta_lake, ours), _tracked(delta_lake, theirs)
+    ours_rows, theirs_rows = _tracked(delta_lake, ours, theirs)
     # An inserted row's fresh ID depends on how many files each writer wrote before it (each
     # file reserves its rows' IDs): it is above every older ID on both sides, same version.
     assert {k: v for k, v in ours_rows.items() if k != 100} == {k: v for k, v in theirs_rows.items() if k != 100}
@@ -107,13 +116,13 @@ def test_row_ids_and_commit_versions_match_delta_after_each_operation(
 
     table.optimize()
     delta_lake.sql(f"OPTIMIZE delta.`{theirs}`")
-    assert _tracked(delta_lake, ours) == ours_rows  # OPTIMIZE copies: nothing changes
-    assert _tracked(delta_lake, theirs) == theirs_rows
-    assert _rows(delta_lake, ours) == _rows(delta_lake, theirs)
+    assert _tracked(delta_lake, ours, theirs) == (ours_rows, theirs_rows)  # OPTIMIZE copies: nothing changes
+    ours_read, theirs_read = _rows(delta_lake, ours, theirs)
+    assert ours_read == theirs_read
 
     # And Delta keeps writing our table: its next UPDATE sees our row IDs.
     delta_lake.sql(f"UPDATE delta.`{ours}` SET v = 0 WHERE id = 1")
-    assert _tracked(delta_lake, ours)[1][0] == ours_rows[1][0]
+    assert _tracked(delta_lake, ours)[0][1][0] == ours_rows[1][0]
 
 
 @pytest.mark.parametrize("columns", [["a"], ["a", "b", "c"]])
@@ -145,7 +154,8 @@ def test_clustered_tables_after_our_operations_are_clustered_for_delta(
         ),
     )
     delta_lake.sql(f"MERGE INTO delta.`{theirs}` t USING parquet.`{source}` s ON t.id = s.id {merge_sql}")
-    assert _rows(delta_lake, ours) == _rows(delta_lake, theirs)
+    ours_read, theirs_read = _rows(delta_lake, ours, theirs)
+    assert ours_read == theirs_read
 
     table.optimize()
     assert delta_lake.detail(ours)["clusteringColumns"] == columns
@@ -155,4 +165,5 @@ def test_clustered_tables_after_our_operations_are_clustered_for_delta(
     latest = max(history, key=lambda h: int(h["version"]))
     # Delta's OPTIMIZE right after ours finds one ZCube and nothing else: no commit, or one rewriting nothing.
     assert _versions(delta_lake, ours) == before or int(latest["operationMetrics"].get("numAddedFiles", 0)) == 0
-    assert _rows(delta_lake, ours) == _rows(delta_lake, theirs)
+    ours_read, theirs_read = _rows(delta_lake, ours, theirs)
+    assert ours_read == theirs_read

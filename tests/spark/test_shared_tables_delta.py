@@ -96,6 +96,18 @@ def _rows(delta_lake: Any, path: str, case: SharedTableCase) -> list[dict[str, A
     return delta_lake.sql(f"SELECT {case.columns} FROM delta.`{path}`")
 
 
+def _rows_of_both(delta_lake: Any, ours: str, theirs: str, case: SharedTableCase) -> tuple[list[dict[str, Any]], ...]:
+    """Both tables' rows in one statement (one Spark job); a schema the two do not share fails it."""
+    rows = delta_lake.sql(
+        f"SELECT 0 AS `__side`, {case.columns} FROM delta.`{ours}` "
+        f"UNION ALL SELECT 1 AS `__side`, {case.columns} FROM delta.`{theirs}`"
+    )
+    sides: tuple[list[dict[str, Any]], ...] = ([], [])
+    for row in rows:
+        sides[row.pop("__side")].append(row)
+    return sides
+
+
 def _comparable(rows: list[dict[str, Any]], case: SharedTableCase) -> list[str]:
     """The rows without the identity column, in a canonical order."""
     return sorted(repr(sorted((k, v) for k, v in r.items() if k != case.identity_column)) for r in rows)
@@ -142,8 +154,8 @@ def test_delta_reads_and_writes_the_shared_table_after_our_operations(
     delta_lake.sql(f"UPDATE delta.`{theirs}` SET {assignments} WHERE {case.update_where}")
     delta_lake.sql(f"OPTIMIZE delta.`{theirs}`")
 
-    ours_rows = _rows(delta_lake, ours, case)
-    assert _comparable(ours_rows, case) == _comparable(_rows(delta_lake, theirs, case), case)
+    ours_rows, theirs_rows = _rows_of_both(delta_lake, ours, theirs, case)
+    assert _comparable(ours_rows, case) == _comparable(theirs_rows, case)
     assert _comparable(ours_rows, case) != _comparable(before, case)  # the statements changed something
 
     delta_lake.sql(f"INSERT INTO delta.`{ours}` {case.insert}")
