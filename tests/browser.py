@@ -7,12 +7,19 @@ settings), or use the classes directly.
 - :class:`ApiServer`: ``airflow api-server`` on 127.0.0.1 (a free port) with its own
   temporary ``AIRFLOW_HOME`` and SQLite database, the simple auth manager with one admin
   user whose password the test knows, connections and settings from ``env_vars``. It is
-  stopped (its whole process group) when the fixture ends.
+  stopped (its whole process group) when the fixture ends. :meth:`ApiServer.api` calls its
+  REST API as the admin (a connection made there is the one the UI lists), in milliseconds
+  where an ``airflow`` CLI process takes seconds.
 - :func:`launch_chromium`: Debian's ``/usr/bin/chromium`` driven by Playwright (the
   ``playwright`` Python package; its own browser downloads are never used).
 - :class:`AirflowPage`: a logged-in page with ``screenshot(name)``; every screenshot is
   kept as a test artifact (:func:`screenshot_dir`: ``$DELTA_TEST_ARTIFACTS/screenshots/...``,
   which ``make test`` sets, else the test's pytest tmp dir), the path printed.
+
+What costs seconds is done once: the metadata database is migrated once per session and
+copied into each server's home (``migrated_airflow_db``), and a person logs in through the
+login form once per module (``login_state``); each test's page is a fresh browser context
+that starts from that login's cookies and storage.
 
 ``make test`` installs Chromium with apt-get when it is missing and it runs as root; the
 fixtures fail with what to install otherwise.
@@ -24,6 +31,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -74,14 +82,25 @@ class ApiServer:
     process: subprocess.Popen[bytes] | None = None
     username: str = ADMIN_USER
     password: str = ADMIN_PASSWORD
+    _token: str | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     @classmethod
-    def prepare(cls, home: Path, env_vars: Mapping[str, str] | None = None, dags_folder: Path | None = None) -> ApiServer:
-        """An Airflow home under ``home``, migrated, with the simple auth manager's admin and its known password."""
+    def prepare(
+        cls,
+        home: Path,
+        env_vars: Mapping[str, str] | None = None,
+        dags_folder: Path | None = None,
+        migrated_db: Path | None = None,
+    ) -> ApiServer:
+        """An Airflow home under ``home``, migrated, with the simple auth manager's admin and its known password.
+
+        ``migrated_db``: a metadata database that ``airflow db migrate`` made already
+        (:func:`migrated_airflow_db`), copied instead of migrating again.
+        """
         home.mkdir(parents=True, exist_ok=True)
         passwords = home / "simple_auth_manager_passwords.json"
         passwords.write_text(json.dumps({ADMIN_USER: ADMIN_PASSWORD}), encoding="utf-8")
@@ -101,7 +120,10 @@ class ApiServer:
         if dags_folder is not None:
             kwargs["dags_folder"] = dags_folder
         airflow = AirflowCli(home, **kwargs)
-        airflow.migrate()
+        if migrated_db is None:
+            airflow.migrate()
+        else:
+            shutil.copyfile(migrated_db, home / "airflow.db")
         return cls(airflow=airflow, port=port, log_path=home / "api-server.log")
 
     def start(self) -> None:
@@ -149,6 +171,31 @@ class ApiServer:
             return "\n".join(self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
+
+    def token(self) -> str:
+        """The admin's JWT from the simple auth manager's token endpoint (what the login form gets too)."""
+        if self._token is None:
+            body = json.dumps({"username": self.username, "password": self.password}).encode()
+            request = urllib.request.Request(
+                f"{self.base_url}/auth/token", data=body, headers={"Content-Type": "application/json"}, method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                self._token = str(json.loads(response.read())["access_token"])
+        return self._token
+
+    def api(self, method: str, path: str, body: object = None) -> Any:
+        """``METHOD /api/v2/PATH`` as the admin; the JSON answer (an HTTP error raises, with the server's answer)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"{self.base_url}/api/v2/{path.lstrip('/')}", data=data, method=method,
+            headers={"Authorization": f"Bearer {self.token()}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=180) as response:
+                text = response.read()
+        except urllib.error.HTTPError as error:
+            raise RuntimeError(f"{method} {path} answered {error.code}: {error.read()[-2000:]!r}") from error
+        return json.loads(text) if text else None
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``airflow ARGS`` against the same home and database (connections, variables...), checked."""
@@ -218,13 +265,27 @@ def api_server_env() -> dict[str, str]:
     return {}
 
 
+@pytest.fixture(scope="session")
+def migrated_airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A metadata database after ``airflow db migrate``, made once per session (per xdist worker).
+
+    Every api-server's home starts from a copy: the migration takes seconds and its result
+    depends on the installed Airflow only, not on the server's settings.
+    """
+    airflow = AirflowCli(tmp_path_factory.mktemp("airflow_db_template"))
+    airflow.migrate()
+    return airflow.home / "airflow.db"
+
+
 @pytest.fixture(scope="module")
-def api_server(tmp_path_factory: pytest.TempPathFactory, api_server_env: dict[str, str]) -> Iterator[ApiServer]:
+def api_server(
+    tmp_path_factory: pytest.TempPathFactory, api_server_env: dict[str, str], migrated_airflow_db: Path
+) -> Iterator[ApiServer]:
     """One ``airflow api-server`` per test module, stopped at the module's end."""
     reason = chromium_missing_reason()
     if reason is not None:
         pytest.fail(reason)
-    server = ApiServer.prepare(tmp_path_factory.mktemp("airflow_ui_home"), api_server_env)
+    server = ApiServer.prepare(tmp_path_factory.mktemp("airflow_ui_home"), api_server_env, migrated_db=migrated_airflow_db)
     server.start()
     try:
         yield server
@@ -259,16 +320,28 @@ def screenshot_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return Path(artifacts).resolve() / "screenshots" / module / re.sub(r"[^\w.-]+", "_", request.node.name)
 
 
+@pytest.fixture(scope="module")
+def login_state(browser: Browser, api_server: ApiServer) -> Any:
+    """The browser's cookies and local storage after a person logs in through Airflow's login form, once per module."""
+    context = browser.new_context()
+    context.set_default_timeout(30_000)
+    try:
+        AirflowPage(context.new_page(), api_server, Path("unused")).login()
+        return context.storage_state()
+    finally:
+        context.close()
+
+
 @pytest.fixture
 def airflow_page(
-    browser: Browser, api_server: ApiServer, tmp_path: Path, request: pytest.FixtureRequest
+    browser: Browser, api_server: ApiServer, login_state: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[AirflowPage]:
-    """A fresh browser context, logged in to the module's api-server; screenshots under :func:`screenshot_dir`."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    """A fresh browser context, logged in to the module's api-server (the module's login); screenshots under
+    :func:`screenshot_dir`."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, storage_state=login_state)
     context.set_default_timeout(30_000)
     page = AirflowPage(context.new_page(), api_server, screenshot_dir(request, tmp_path))
     try:
-        page.login()
         yield page
     finally:
         context.close()

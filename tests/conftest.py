@@ -135,4 +135,11 @@ def delta_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaLakeSe
 # --------------------------------------------------------------- the browser tests
 # An `airflow api-server` per test module and Debian's Chromium (tests/browser.py): a module
 # asks for `airflow_page` (logged in) and may override `api_server_env` for its connections.
-from tests.browser import airflow_page, api_server, api_server_env, browser  # noqa: E402, F401
+from tests.browser import (  # noqa: E402, F401
+    airflow_page,
+    api_server,
+    api_server_env,
+    browser,
+    login_state,
+    migrated_airflow_db,
+)

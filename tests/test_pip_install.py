@@ -6,19 +6,37 @@ into the same ``pyspark/`` folder, writing one over the other; only the same rel
 both leaves a consistent PySpark, and ``pip check`` cannot tell. This test is the one
 place the suite installs with pip: uv (``make``) happens to avoid the overwrite.
 
-Cost: the venv is new every run (that is the point), but pip's own cache (``~/.cache/pip``,
-kept between runs on a machine, like uv's) holds the downloads and the wheel pip builds
-from PySpark's sdist, and ``--compile`` writes the bytecode once. The time each step took
-is printed (``-s`` or the report's captured output).
+Cost. The venv is new every run (that is the point), and pip resolves and installs every
+dependency in it (``--compile``: the bytecode is written once). What is not repeated is the
+network. pip's HTTP cache never fills on these machines (the registry's proxy sends no
+caching headers, so pip stores nothing in ``~/.cache/pip/http``), so without help every run
+downloaded about 160 MB and fetched about 150 index pages. The first run on a machine has
+pip fill a wheelhouse, ``~/.cache/airflow-delta-tests/pip-wheelhouse-<key>`` (the wheels of
+every dependency and of the build backend, about 600 MB, mostly PySpark, whose sdist pip
+builds once into its own wheel cache); later runs install from it with ``--no-index
+--find-links``, so pip resolves from those wheels without the network. The key covers what
+decides the resolution (this Python, the package's dependencies and build requirements, the
+Airflow pin, the constraints), so a change to any of them fills a new wheelhouse, which
+replaces the old one. The constraints are ``requirements.lock``'s pins, as a constraints
+file: without them pip backtracked through about 30 releases of fastapi and cadwyn, each
+one downloaded. PySpark and pyspark-client are left out of the constraints: the package's
+own pins decide them, as for a user. The time each step took is printed (``-s`` or the
+report's captured output).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
+import tomllib
+import uuid
 import venv
 import zipfile
 from pathlib import Path
@@ -28,6 +46,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AIRFLOW_PIN = "apache-airflow==3.3.2"
 STEP_TIMEOUT = 1500
+# The two packages that share `pyspark/`: pinned by pyproject.toml, never by the constraints.
+OWN_PINS = {"pyspark", "pyspark-client"}
+WHEELHOUSE_PREFIX = "pip-wheelhouse-"
 
 MERGE_SCRIPT = textwrap.dedent(
     """
@@ -71,14 +92,95 @@ def _run(args: list[str], *, timings: dict[str, float], step: str, **kwargs: obj
     return result
 
 
+def lock_constraints() -> str:
+    """``requirements.lock``'s pins as pip constraints (no extras), without :data:`OWN_PINS`."""
+    pins = []
+    for line in (REPO_ROOT / "requirements.lock").read_text(encoding="utf-8").splitlines():
+        found = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^]]*\])?==(\S+)", line)
+        if found and found[1].lower().replace("_", "-") not in OWN_PINS:
+            pins.append(f"{found[1]}=={found[2]}")
+    return "\n".join(pins) + "\n"
+
+
+def wheelhouse_key(constraints: str) -> str:
+    """What decides pip's resolution: this Python, the package's dependencies and build requirements, the pins."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    decided_by = {
+        "python": [sys.implementation.cache_tag, sys.platform, os.uname().machine],
+        "dependencies": project["project"]["dependencies"],
+        "build": project["build-system"]["requires"],
+        "airflow": AIRFLOW_PIN,
+        "constraints": constraints,
+    }
+    return hashlib.sha256(json.dumps(decided_by, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def wheelhouse_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-delta-tests"
+
+
+def fill_wheelhouse(python: str, env: dict[str, str], constraints_file: Path, key: str, timings: dict[str, float]) -> Path:
+    """The wheelhouse of ``key``, filled by pip from the index when this machine has none yet.
+
+    pip builds every requirement into wheels (PySpark's sdist once into its wheel cache), in
+    a directory of its own that is renamed into place when complete, so a run that is
+    killed, or two that fill at once, leave no half-filled wheelhouse. The complete one
+    replaces the wheelhouses of other keys.
+    """
+    root = wheelhouse_root()
+    wheelhouse = root / f"{WHEELHOUSE_PREFIX}{key}"
+    if wheelhouse.is_dir():
+        return wheelhouse
+    root.mkdir(parents=True, exist_ok=True)
+    filling = root / f".{WHEELHOUSE_PREFIX}{key}.{uuid.uuid4().hex}.tmp"
+    try:
+        _run(
+            [python, "-m", "pip", "wheel", "--disable-pip-version-check", "--quiet", "-w", str(filling),
+             "-c", str(constraints_file), str(REPO_ROOT), AIRFLOW_PIN, *_build_requirements()],
+            timings=timings, step="fill the wheelhouse (once per machine)", env=env,
+        )
+        for own in filling.glob("airflow_delta-*.whl"):
+            own.unlink()  # built fresh by every run, from the checkout
+        try:
+            filling.rename(wheelhouse)
+        except OSError:
+            if not wheelhouse.is_dir():
+                raise  # not a concurrent run's complete wheelhouse in the way
+    finally:
+        shutil.rmtree(filling, ignore_errors=True)
+    for other in root.glob(f"{WHEELHOUSE_PREFIX}*"):
+        if other != wheelhouse:
+            shutil.rmtree(other, ignore_errors=True)
+    return wheelhouse
+
+
+def _build_requirements() -> list[str]:
+    return list(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"])
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(STEP_TIMEOUT * 3)
 def test_the_wheel_pip_installed_with_airflow_runs_a_merge(tmp_path: Path) -> None:
     timings: dict[str, float] = {}
+    env_dir = tmp_path / "venv"
+    started = time.monotonic()
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    timings["create the venv"] = round(time.monotonic() - started, 1)
+    python = str(env_dir / "bin" / "python")
+    env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONDONTWRITEBYTECODE": "1"}
+    if os.environ.get("XDG_CACHE_HOME"):
+        env["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]  # pip's cache, as the caller's
+    constraints = lock_constraints()
+    constraints_file = tmp_path / "constraints.txt"
+    constraints_file.write_text(constraints, encoding="utf-8")
+    wheelhouse = fill_wheelhouse(python, env, constraints_file, wheelhouse_key(constraints), timings)
+    offline = ["--no-index", "--find-links", str(wheelhouse)]
+
     wheel_dir = tmp_path / "dist"
     _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-w", str(wheel_dir), str(REPO_ROOT)],
-        timings=timings, step="build the wheel",
+        [python, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", *offline, "-w", str(wheel_dir),
+         str(REPO_ROOT)],
+        timings=timings, step="build the wheel", env=env,
     )
     (wheel,) = wheel_dir.glob("airflow_delta-*.whl")
     with zipfile.ZipFile(wheel) as archive:
@@ -88,14 +190,9 @@ def test_the_wheel_pip_installed_with_airflow_runs_a_merge(tmp_path: Path) -> No
     assert "License-Expression: Apache-2.0" in metadata
     assert "Project-URL: Documentation, " in metadata
 
-    env_dir = tmp_path / "venv"
-    started = time.monotonic()
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    timings["create the venv"] = round(time.monotonic() - started, 1)
-    python = str(env_dir / "bin" / "python")
-    env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONDONTWRITEBYTECODE": "1"}
     _run(
-        [python, "-m", "pip", "install", "--compile", "--disable-pip-version-check", "--quiet", str(wheel), AIRFLOW_PIN],
+        [python, "-m", "pip", "install", "--compile", "--disable-pip-version-check", "--quiet", *offline,
+         "-c", str(constraints_file), str(wheel), AIRFLOW_PIN],
         timings=timings, step="pip install", env=env,
     )
     _run([python, "-m", "pip", "check"], timings=timings, step="pip check", env=env)

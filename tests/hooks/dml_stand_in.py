@@ -14,8 +14,11 @@ through ``run_delete``'s ``before_commit``:
   that commits late);
 - ``spark.airflowDeltaTest.deleteBeforeCommit``: a predicate another writer deletes (a
   real conflict when it removes a file the job read);
-- ``spark.airflowDeltaTest.stagedMarker``: a file created when the work is staged, so a
-  test knows the driver is about to commit.
+- ``spark.airflowDeltaTest.stagedMarker``: a file created when the work is staged, holding
+  the driver's process id, so a test knows the driver is about to commit, and which
+  process would commit;
+- ``spark.airflowDeltaTest.commitAfterFile``: a file to wait for before committing (a
+  job that commits late, exactly when the test says so).
 
 No Airflow imports.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,6 +60,7 @@ def main() -> int:
     sleep = float(conf.get("spark.airflowDeltaTest.sleepBeforeCommit", "0"))
     concurrent = conf.get("spark.airflowDeltaTest.deleteBeforeCommit", "")
     marker = conf.get("spark.airflowDeltaTest.stagedMarker", "")
+    commit_after = conf.get("spark.airflowDeltaTest.commitAfterFile", "")
     try:
         spec = spec_from_json(text)
         assert isinstance(spec, DeleteSpec), "the stand-in runs DELETE specs only"
@@ -64,9 +69,15 @@ def main() -> int:
         def before_commit(attempt: int) -> None:
             print(f"AIRFLOW_DELTA_STAND_IN staged attempt {attempt}", flush=True)
             if marker:
-                Path(marker).touch()
+                written = Path(f"{marker}.tmp")
+                written.write_text(str(os.getpid()), encoding="utf-8")
+                written.rename(marker)  # whole: the test reads the process id as soon as the marker exists
             if sleep:
                 time.sleep(sleep)
+            if commit_after:
+                deadline = time.monotonic() + 600
+                while not Path(commit_after).exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
             if concurrent:
                 DeltaTable(spec.table.uri).delete(concurrent)
 

@@ -361,6 +361,31 @@ def test_a_conflict_with_a_concurrent_delete_raises_the_retryable_engine_error(
     assert_oracles_read(table_path, [r for r in rows if r["part"] != "a"])
 
 
+def _wait_for_staged(marker: Path, timeout: float = 300) -> int:
+    """Wait until the stand-in's driver staged its work (its marker file); the driver's process id."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the job never reached its commit"
+        time.sleep(0.1)
+    return int(marker.read_text(encoding="utf-8"))
+
+
+def _wait_until_dead(pid: int, timeout: float = 60) -> None:
+    """Wait until process ``pid`` has exited (gone, or a zombie: it runs no code any more)."""
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            # The state follows the command name in parentheses, which may itself hold spaces.
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if state in ("Z", "X"):
+            return
+        assert time.monotonic() < deadline, f"the killed driver (process {pid}) is still running ({state})"
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_on_kill_during_a_running_job_leaves_no_commit_and_a_readable_table(
     monkeypatch: pytest.MonkeyPatch, table_path: str
@@ -383,16 +408,14 @@ def test_on_kill_during_a_running_job_leaves_no_commit_and_a_readable_table(
     submitting = threading.Thread(target=run)
     submitting.start()
     # Kill once the driver is in its sleeping stage (it planned, and would commit after).
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not staged.exists():
-        time.sleep(0.2)
-    assert staged.exists(), "the job never reached its commit"
+    driver = _wait_for_staged(staged)
     hook.on_kill()
     submitting.join(timeout=120)
 
     assert not submitting.is_alive()
     assert failure and isinstance(failure[0], DeltaSparkJobError)
-    time.sleep(12)  # past the moment the killed driver would have committed
+    # The driver process that would have committed is gone: nothing can commit any more.
+    _wait_until_dead(driver)
     assert DeltaTable(table_path).version() == 2
     assert DeltaHook().find_commit(DeltaTable(table_path), IDENTITY.app_id) is None
     assert_oracles_read(table_path, rows)
@@ -404,9 +427,10 @@ def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check_and_reports_th
 ) -> None:
     rows = make_table(table_path)
     staged = Path(table_path).parent / "staged"
+    commit_now = Path(table_path).parent / "commit-now"
     _local_connections(
         monkeypatch,
-        {"spark.airflowDeltaTest.sleepBeforeCommit": "8", "spark.airflowDeltaTest.stagedMarker": str(staged)},
+        {"spark.airflowDeltaTest.commitAfterFile": str(commit_now), "spark.airflowDeltaTest.stagedMarker": str(staged)},
     )
     hook = DeltaHook()
     printed: list[JobResult | None] = []
@@ -420,12 +444,13 @@ def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check_and_reports_th
 
     late = threading.Thread(target=earlier_try)
     late.start()
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not staged.exists():
-        time.sleep(0.2)
-    assert staged.exists(), "the job never reached its commit"
-    # While the earlier try's driver waits to commit, the retry commits with the same appId.
-    retry = _tagged_delete(DeltaTable(table_path), "id = 5", IDENTITY, attempts=1)
+    _wait_for_staged(staged)
+    # While the earlier try's driver waits to commit, the retry commits with the same appId;
+    # then the earlier try's driver goes on to its commit.
+    try:
+        retry = _tagged_delete(DeltaTable(table_path), "id = 5", IDENTITY, attempts=1)
+    finally:
+        commit_now.touch()
     late.join(timeout=300)
 
     assert not failure, failure

@@ -4,7 +4,6 @@ login form; screenshots kept under the test's tmp dir. Without login, the page a
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.request
@@ -68,14 +67,6 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
         return error.code
 
 
-def _token(server: ApiServer) -> str:
-    body = json.dumps({"username": server.username, "password": server.password}).encode()
-    request = urllib.request.Request(f"{server.base_url}/auth/token", data=body,
-                                     headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())["access_token"]
-
-
 def test_the_page_and_its_api_need_a_login(
     api_server: ApiServer, browser, tmp_path: Path, request: pytest.FixtureRequest  # noqa: F811
 ) -> None:
@@ -96,7 +87,7 @@ def test_the_page_and_its_api_need_a_login(
     finally:
         context.close()
     # With Airflow's token, the API answers.
-    assert _status(base + "/delta-tables/api/fleet", {"Authorization": f"Bearer {_token(api_server)}"}) == 200
+    assert _status(base + "/delta-tables/api/fleet", {"Authorization": f"Bearer {api_server.token()}"}) == 200
 
 
 def test_the_fleet_page_and_a_table_page(airflow_page: AirflowPage, lake: dict[str, str]) -> None:  # noqa: F811
