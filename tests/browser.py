@@ -267,14 +267,11 @@ def api_server_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def migrated_airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A metadata database after ``airflow db migrate``, made once per session (per xdist worker).
+    """A metadata database after ``airflow db migrate``: the session's one migration
+    (:func:`tests.airflow_layer.migrated_database`), which every api-server's home copies."""
+    from tests.airflow_layer import migrated_database
 
-    Every api-server's home starts from a copy: the migration takes seconds and its result
-    depends on the installed Airflow only, not on the server's settings.
-    """
-    airflow = AirflowCli(tmp_path_factory.mktemp("airflow_db_template"))
-    airflow.migrate()
-    return airflow.home / "airflow.db"
+    return migrated_database(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
