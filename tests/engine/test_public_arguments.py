@@ -209,6 +209,8 @@ def _cases(table: DeltaTable) -> list[tuple[str, Any, Callable[[Any], Any]]]:
     each("Snapshot.transaction_version.app_id", NOT_STR, lambda v: snap.transaction_version(v))
     each("Snapshot.data_file_path.path", [*NOT_STR, ""], lambda v: snap.data_file_path(v))
     each("Snapshot.file_state_of_names.names", ["x", ["x"], None, pa.array([1])], lambda v: snap.file_state_of_names(v))
+    each("Snapshot.removes_of_versions.start", [-1, "0", None, 1.0, True], lambda v: snap.removes_of_versions(v, 1))
+    each("Snapshot.removes_of_versions.end", [-1, "1", None, 1.0], lambda v: snap.removes_of_versions(1, v))
 
     # Transaction: a fresh one per call, so that one refusal cannot affect the next.
     def txn() -> Transaction:

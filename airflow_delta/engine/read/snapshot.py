@@ -46,7 +46,7 @@ from airflow_delta.engine.errors import (
     VersionNotFoundError,
 )
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
-from airflow_delta.engine.model.arguments import check_bool, check_instance, check_str, check_str_sequence
+from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int, check_str, check_str_sequence
 from airflow_delta.engine.model.arrow_numpy import (
     bool_array,
     combined,
@@ -157,6 +157,8 @@ class Snapshot:
         """The ``remove`` actions and non-file actions of commits ``start..end`` from the commit
         lines this snapshot read (no second read; the ``remove`` lines parsed once, shared with
         :meth:`file_state_of_names`), or None when it no longer holds them all (read the commits then)."""
+        check_int("start", start, minimum=0)
+        check_int("end", end, minimum=start)
         return self.file_state.removes_of_versions(start, end)
 
     @cached_property
