@@ -27,6 +27,9 @@ __all__ = ["FALSE", "TRUE", "arrow_array", "arrow_scalar", "evaluate", "python_v
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+# The types values are first built as; a cast to the same type is skipped (a compute call
+# per literal is most of the cost of binding a filter of thousands of terms).
+_INT64, _FLOAT64, _STRING = pa.int64(), pa.float64(), pa.string()
 
 
 def arrow_scalar(value: Any, arrow_type: pa.DataType) -> pa.Scalar:
@@ -81,11 +84,13 @@ def _build(values: list[Any], t: pa.DataType) -> pa.Array | None:
             data = np.array(values, dtype=np.int64)
         except OverflowError:
             return None
-        return _numbers(data, pa.int64()).cast(t)  # a safe cast: out of range raises as pa.scalar does
+        built = _numbers(data, pa.int64())
+        return built if t.id == _INT64.id else built.cast(t)  # a safe cast: out of range raises as pa.scalar does
     if pa.types.is_floating(t):
         if not all(isinstance(v, float | int) and not isinstance(v, bool) for v in values):
             return None
-        return _numbers(np.array(values, dtype=np.float64), pa.float64()).cast(t, safe=False)
+        built = _numbers(np.array(values, dtype=np.float64), pa.float64())
+        return built if t.id == _FLOAT64.id else built.cast(t, safe=False)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         if not all(isinstance(v, str) for v in values):
             return None
@@ -93,7 +98,8 @@ def _build(values: list[Any], t: pa.DataType) -> pa.Array | None:
             encoded = [v.encode() for v in values]
         except UnicodeEncodeError:  # a lone surrogate: pyarrow's own conversion reports it
             return None
-        return _texts(encoded, pa.string()).cast(t)
+        built = _texts(encoded, pa.string())
+        return built if t.id == _STRING.id else built.cast(t)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         if not all(isinstance(v, bytes) for v in values):
             return None

@@ -169,6 +169,9 @@ class _Binder:
         self.schema = schema
         self.depth = 0  # nesting of bind() calls: operators inside operators
         self.in_lists: dict[str, _LiteralList] = {}  # placeholder name -> the literals of a long IN list
+        # Columns resolved so far, by the parts as written: a filter of thousands of terms
+        # names the same few columns thousands of times.
+        self._resolved: dict[tuple[str, ...], ColumnRef] = {}
 
     def error(self, reason: str) -> InvalidFilterError:
         return InvalidFilterError(self.sql, reason)
@@ -181,6 +184,13 @@ class _Binder:
     # -------------------------------------------------------------- columns
     def _resolve_column(self, parts: Sequence[str]) -> ColumnRef:
         """The column at ``parts`` (top level first; struct fields after), resolved case-insensitively."""
+        key = tuple(parts)
+        resolved = self._resolved.get(key)
+        if resolved is None:
+            resolved = self._resolved[key] = self._resolve_column_uncached(parts)
+        return resolved
+
+    def _resolve_column_uncached(self, parts: Sequence[str]) -> ColumnRef:
         fields: Sequence[pa.Field] = list(self.schema)
         path: list[str] = []
         current: pa.DataType | None = None

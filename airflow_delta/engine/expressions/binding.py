@@ -20,7 +20,13 @@ import functools
 import pyarrow as pa
 
 from airflow_delta.engine.errors import InvalidFilterError
-from airflow_delta.engine.expressions.limits import MAX_FILTER_NESTING, MAX_FILTER_NODES, run_with_deep_recursion
+from airflow_delta.engine.expressions.limits import (
+    MAX_FILTER_NESTING,
+    MAX_FILTER_NODES,
+    UNPARSEABLE_PARENTHESES,
+    parentheses_deeper_than,
+    run_with_deep_recursion,
+)
 from airflow_delta.engine.expressions.predicate import Predicate
 from airflow_delta.engine.expressions.sql_types import _type_name
 from airflow_delta.engine.expressions.tree import _BOOL, Literal, Node, _children
@@ -38,15 +44,23 @@ def parse_predicate(sql: str | Predicate, schema: pa.Schema) -> Predicate:
 @functools.lru_cache(maxsize=32)
 def _parse_cached(sql: str, schema: pa.Schema) -> Predicate:
     """Bound filters are immutable: a read, its plan and a DELETE's conflict check share one parse."""
+    # Parentheses too deep for sqlglot to parse are refused before it tries: it would
+    # recurse some 45,000 frames before giving up (a second or more for the same answer).
+    if parentheses_deeper_than(sql, UNPARSEABLE_PARENTHESES):
+        raise _nested_too_deeply(sql)
     try:
         # sqlglot recurses once per level of nesting: parse where that cannot crash.
         return run_with_deep_recursion(lambda: _parse_and_bind(sql, schema))
     except RecursionError:
-        raise InvalidFilterError(
-            sql,
-            f"it is nested too deeply to parse (the limit is about {MAX_FILTER_NESTING} levels of parentheses, "
-            "NOT and function calls); remove redundant parentheses or split the filter",
-        ) from None
+        raise _nested_too_deeply(sql) from None
+
+
+def _nested_too_deeply(sql: str) -> InvalidFilterError:
+    return InvalidFilterError(
+        sql,
+        f"it is nested too deeply to parse (the limit is about {MAX_FILTER_NESTING} levels of parentheses, "
+        "NOT and function calls); remove redundant parentheses or split the filter",
+    )
 
 
 def _parse_and_bind(sql: str, schema: pa.Schema) -> Predicate:

@@ -23,6 +23,7 @@ turned into balanced pyarrow trees, so that evaluating a filter never recurses d
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -41,6 +42,36 @@ _RECURSION_LIMIT = _FRAMES_PER_LEVEL * MAX_FILTER_NESTING + 5_000
 _STACK_BYTES = 256 * 1024 * 1024
 
 _T = TypeVar("_T")
+
+# sqlglot spends at least ~20 frames per level of parentheses (measured: 2,240 levels of
+# plain parentheses parse, 2,250 do not): text nested deeper than this many levels cannot
+# parse within the recursion limit, and is refused without trying (see binding.py).
+_MIN_FRAMES_PER_PARENTHESIS = 16
+UNPARSEABLE_PARENTHESES = _RECURSION_LIMIT // _MIN_FRAMES_PER_PARENTHESIS
+
+# What can hold a parenthesis that is not one: quoted strings and identifiers (with
+# their escapes and doubled quotes) and comments, matched whole and skipped.
+_NOT_PARENTHESES = re.compile(r"""'(?:\\.|''|[^'\\])*'|"(?:\\.|""|[^"\\])*"|`(?:``|[^`])*`|--[^\n]*|/\*.*?\*/|[()]""", re.S)
+
+
+def parentheses_deeper_than(sql: str, levels: int) -> bool:
+    """Whether the parentheses of ``sql`` nest more than ``levels`` deep, outside quotes and comments.
+
+    Text with at most ``levels`` opening parentheses in all is not scanned.
+    """
+    if sql.count("(") <= levels:
+        return False
+    depth = 0
+    for match in _NOT_PARENTHESES.finditer(sql):
+        token = match.group()
+        if token == "(":
+            depth += 1
+            if depth > levels:
+                return True
+        elif token == ")":
+            depth = max(0, depth - 1)
+    return False
+
 
 _limit_lock = threading.Lock()
 _deep_calls = 0

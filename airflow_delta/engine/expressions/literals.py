@@ -79,11 +79,28 @@ def _literal_as(lit: Literal, target: pa.DataType) -> Any:
         return _string_as(lit.value, target)
     if lit.type.equals(target):
         return lit.value
+    if _widens_integer(lit, target):
+        return lit.value
     try:
         scalar = arrow_scalar(lit.value, lit.type).cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise ValueError(f"{lit.value!r} does not fit {_type_name(target)}: {exc}") from None
     return python_value(scalar)
+
+
+def _widens_integer(lit: Literal, target: pa.DataType) -> bool:
+    """An integer literal going to a signed integer type at least as wide: the value is unchanged.
+
+    (What the cast would give, without a compute call per literal: a filter of 10,000
+    comparisons binds 10,000 of them.)
+    """
+    return (
+        pa.types.is_signed_integer(lit.type)
+        and pa.types.is_signed_integer(target)
+        and target.bit_width >= lit.type.bit_width
+        and type(lit.value) is int
+        and -(1 << (lit.type.bit_width - 1)) <= lit.value < 1 << (lit.type.bit_width - 1)
+    )
 
 
 def _string_as(text: str, target: pa.DataType) -> Any:

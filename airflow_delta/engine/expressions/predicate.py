@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -21,15 +22,17 @@ class Predicate:
     sql: str
     root: Node
 
-    @property
+    # The answers below are computed once per predicate (it is immutable, and parse_predicate
+    # hands the same object to a read, its plan and a DELETE's conflict check): for a filter
+    # of thousands of terms each walk or conversion costs a noticeable part of a second.
+    # cached_property stores in the instance __dict__, which a frozen dataclass allows.
+
+    @functools.cached_property
     def columns(self) -> tuple[str, ...]:
         """Top-level logical column names referenced, in order of first appearance."""
-        seen: dict[str, None] = {}
-        for ref in _column_refs(self.root):
-            seen.setdefault(ref.path[0], None)
-        return tuple(seen)
+        return tuple(dict.fromkeys(path[0] for path in self.column_paths))
 
-    @property
+    @functools.cached_property
     def column_paths(self) -> tuple[tuple[str, ...], ...]:
         """Full paths of the referenced columns (nested fields included)."""
         seen: dict[tuple[str, ...], None] = {}
@@ -45,14 +48,21 @@ class Predicate:
         a two-valued expression instead, so that its negation selects exactly the rows
         the predicate does not accept (what a DELETE keeps).
         """
+        if nulls_as_false:
+            return self._two_valued_expression
+        return self._expression
+
+    @functools.cached_property
+    def _expression(self) -> pc.Expression:
         try:
-            expression = _to_arrow(self.root)
+            return _to_arrow(self.root)
         except RecursionError:
             # Bound filters are at most MAX_FILTER_DEPTH deep; a tree built by hand may not be.
             raise InvalidFilterError(self.sql, f"it nests operators too deeply (at most {MAX_FILTER_DEPTH} levels)") from None
-        if nulls_as_false:
-            expression = pc.coalesce(expression, pc.scalar(FALSE))
-        return expression
+
+    @functools.cached_property
+    def _two_valued_expression(self) -> pc.Expression:
+        return pc.coalesce(self._expression, pc.scalar(FALSE))
 
     def __str__(self) -> str:
         return self.sql

@@ -125,6 +125,8 @@ class _Pruner:
         return pa.nulls(self.n, _BOOL).fill_null(TRUE if value else FALSE)
 
     def _is_partition_only(self, node: Node) -> bool:
+        if not self.partition_names:  # no partition column: nothing to walk (a 10,000-term filter is walked once per term)
+            return False
         refs = list(_column_refs(node))
         return bool(refs) and self.partition_table is not None and all(
             len(r.path) == 1 and r.path[0].casefold() in self.partition_names for r in refs
@@ -162,10 +164,9 @@ class _Pruner:
             # Null-propagating and_ / or_: a file at False (AND) or True (OR), or null, stays
             # so whatever the other terms say. Once no file can change, the remaining terms
             # are not looked at: a 10,000-term OR whose first term keeps every file is one term.
-            undecided = TRUE if conjunction else FALSE
             out = self.may_match(node.terms[0], negated)
             for term in node.terms[1:]:
-                if not pc.any(pc.equal(out, undecided)).as_py():
+                if not _any_equal(out, conjunction):
                     break
                 out = combine(out, self.may_match(term, negated))
             return out
@@ -412,6 +413,14 @@ class _Pruner:
             below = pc.or_(pc.less_equal(stats.min, prefix), pc.starts_with(stats.min, prefix))
             keep = pc.and_(keep, _keep(below))
         return keep
+
+
+def _any_equal(keep: pa.Array | pa.ChunkedArray, value: bool) -> bool:
+    """Whether any file of ``keep`` is ``value`` (nulls are neither), from the array's counts
+    where it has them: one check per term of a long AND / OR, without a compute call."""
+    if isinstance(keep, pa.BooleanArray):
+        return (keep.true_count if value else keep.false_count) > 0
+    return bool(pc.any(pc.equal(keep, TRUE if value else FALSE)).as_py())
 
 
 def _sorted_values(values: Sequence[object], value_type: pa.DataType) -> pa.Array:

@@ -93,6 +93,7 @@ def read_data(
     *,
     max_workers: int | None = None,
     row_tracking: bool = False,
+    row_filter_columns: Sequence[str] | None = None,
 ) -> pa.Table:
     """The rows of ``files`` (live file actions of ``snapshot``) as one Arrow table.
 
@@ -103,7 +104,11 @@ def read_data(
 
     ``columns`` selects top-level columns by logical name (output keeps the table's
     column order); ``row_filter`` is an Arrow expression over logical names, applied
-    after deletion vectors. ``files`` is normally in ``FILE_ACTIONS_SCHEMA`` layout
+    after deletion vectors; ``row_filter_columns``, the top-level logical columns it
+    references when the caller knows them (a bound predicate's ``columns``), spares
+    binding the expression to an empty table to find out whether it needs more columns
+    than ``columns`` (for a filter of thousands of terms, a noticeable part of a second).
+    ``files`` is normally in ``FILE_ACTIONS_SCHEMA`` layout
     (URI-encoded paths, ``partition_values`` as a map keyed by physical names); the
     user-facing layout of ``Snapshot.files()`` (decoded paths, typed partition struct)
     is accepted too.
@@ -111,9 +116,9 @@ def read_data(
     table_schema: pa.Schema = snapshot.schema
     output_schema = _project(table_schema, columns)
     read_schema = output_schema
-    if row_filter is not None and not _binds(row_filter, output_schema):
+    if row_filter is not None and not _filter_fits(row_filter, row_filter_columns, output_schema):
         # The filter needs columns the caller did not ask for: read them, drop them after.
-        if not _binds(row_filter, table_schema):
+        if not _filter_fits(row_filter, row_filter_columns, table_schema):
             raise InvalidFilterError(str(row_filter), "it references columns that are not in the table")
         read_schema = table_schema
     if row_tracking and materialized_columns(snapshot.metadata) is not None:
@@ -215,6 +220,13 @@ def _filter_rows(table: pa.Table, expression: pc.Expression) -> pa.Table:
     from airflow_delta.engine.expressions.arrow_values import evaluate
 
     return table.filter(evaluate(table, expression))
+
+
+def _filter_fits(expression: pc.Expression, columns: Sequence[str] | None, schema: pa.Schema) -> bool:
+    """Whether ``expression`` (referencing ``columns``, if known) can be evaluated on rows of ``schema``."""
+    if columns is None:
+        return _binds(expression, schema)
+    return all(schema.get_field_index(column) >= 0 for column in columns)
 
 
 def _binds(expression: pc.Expression, schema: pa.Schema) -> bool:

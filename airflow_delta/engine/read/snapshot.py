@@ -277,8 +277,10 @@ class Snapshot:
         columns = check_str_sequence("columns", columns, optional=True)
         check_str("filter", filter, optional=True)
         files = self.plan_files(filter)
-        row_filter = self._predicate(filter).to_arrow() if filter is not None else None
-        return read_data(self, files, columns=columns, row_filter=row_filter)
+        if filter is None:
+            return read_data(self, files, columns=columns)
+        predicate = self._predicate(filter)
+        return read_data(self, files, columns=columns, row_filter=predicate.to_arrow(), row_filter_columns=predicate.columns)
 
 
 def decode_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array:

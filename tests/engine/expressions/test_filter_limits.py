@@ -25,7 +25,12 @@ from hypothesis import strategies as st
 from airflow_delta.engine.errors import InvalidFilterError
 from airflow_delta.engine.expressions import binder, binding, parse_predicate, prune_files, sql_binding
 from airflow_delta.engine.expressions.arrow import _to_arrow
-from airflow_delta.engine.expressions.limits import MAX_FILTER_DEPTH, MAX_FILTER_NODES
+from airflow_delta.engine.expressions.limits import (
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_NODES,
+    UNPARSEABLE_PARENTHESES,
+    parentheses_deeper_than,
+)
 from airflow_delta.engine.expressions.tree import And, InList, Node, Not, Or
 
 STRING_SCHEMA = pa.schema([("s", pa.string())])
@@ -295,6 +300,18 @@ def test_nesting_beyond_the_depth_limit_is_an_invalid_filter(kind: str) -> None:
 def test_nesting_beyond_what_can_be_parsed_is_an_invalid_filter_not_a_recursion_error(kind: str) -> None:
     with pytest.raises(InvalidFilterError, match="levels"):
         parse_predicate(_nested(kind, 5000), NEST_ROWS.schema)
+
+
+def test_parentheses_inside_quotes_and_comments_are_not_nesting() -> None:
+    # Text too deeply parenthesized to parse is refused before parsing; parentheses in a
+    # string literal, a quoted name or a comment are text, not nesting.
+    deep = "(" * (UNPARSEABLE_PARENTHESES + 1)
+    assert parentheses_deeper_than(deep + "id = 1" + ")" * len(deep), UNPARSEABLE_PARENTHESES)
+    schema = pa.schema([("s", pa.string()), (f"c{deep}", pa.int64())])
+    sql = f"s = '{deep}' /* {deep} */ OR `c{deep}` = 1 -- {deep}"
+    assert not parentheses_deeper_than(sql, UNPARSEABLE_PARENTHESES)
+    rows = pa.table({"s": [deep, "x"], f"c{deep}": pa.array([0, 1], pa.int64())})
+    assert rows.filter(parse_predicate(sql, schema).to_arrow()).column("s").to_pylist() == [deep, "x"]
 
 
 def test_odd_and_even_stacks_of_not() -> None:
