@@ -1,6 +1,6 @@
 """The concurrency stress of ``test_concurrency_stress.py`` on object stores.
 
-Six spawned processes (two appending, two deleting, two compacting) race on one table on
+Six processes (two appending, two deleting, two compacting; see run_racing_workers) race on one table on
 moto's S3 server and on Azurite, committing through the stores' conditional writes. The
 log and the data files are then read with a client independent of the engine's FileIO,
 and checked with the same rules as the local stress: contiguous versions, every reported
