@@ -35,6 +35,8 @@ def _session(config: dict[str, Any]) -> Any:
     from pyspark.sql import SparkSession
 
     work = Path(config["work_dir"])
+    # Python UDFs (oracle_hold) run in workers of this very interpreter, which has PySpark.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     jars = sorted(str(p) for p in Path(config["jars_dir"]).glob("*.jar"))
     builder = (
         SparkSession.builder.master(config.get("master", "local[2]"))
@@ -78,7 +80,30 @@ def _session(config: dict[str, Any]) -> Any:
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.get("log_level", "WARN"))
+    from pyspark.sql.types import BooleanType
+
+    spark.udf.register("oracle_hold", _hold, BooleanType())
     return spark
+
+
+HOLD_TIMEOUT_SECONDS = 300.0
+
+
+def _hold(flag_dir: str, tag: str) -> bool:
+    """``oracle_hold(dir, tag)`` in SQL: the first time, drop ``<tag>.held`` in ``dir`` and wait
+    until the test drops ``<tag>.go`` (its concurrent commit is done); then, and on every
+    later call, true at once. A test puts it in a statement's source filter to hold the
+    statement between taking its snapshot and committing, for exactly as long as needed."""
+    import time
+
+    go = Path(flag_dir) / f"{tag}.go"
+    if go.exists():
+        return True
+    (Path(flag_dir) / f"{tag}.held").touch()
+    deadline = time.monotonic() + HOLD_TIMEOUT_SECONDS
+    while not go.exists() and time.monotonic() < deadline:  # a lost test must not hang the session
+        time.sleep(0.005)
+    return True
 
 
 def _quote_path(path: str) -> str:

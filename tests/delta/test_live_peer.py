@@ -29,8 +29,9 @@ itself, but runs it when the table says so (its commits then record it).
    and our commit: on a local disk that is what a concurrent commit is. Our verdict must be
    the rule's; a retry must succeed; the rows must be the serial order's.
 2. **Delta loses to us** (``test_delta_verdicts_against_our_winners``): Delta's MERGE is held
-   between taking its snapshot and committing (its source sleeps once, after dropping a flag
-   file the test waits for) while one of our operations commits. Delta's verdict must be the
+   between taking its snapshot and committing (its source filter, ``oracle_hold``, drops a
+   flag file the test waits for and then waits for the test's go file) while one of our
+   operations commits. Delta's verdict must be the
    same rule's, hence equal to ours for the same pair; a retry must succeed.
 3. **Both at once** (``test_delta_and_our_writers_at_the_same_time``): rounds in which a
    Delta writer thread and our writer thread commit to one table at the same time, each
@@ -41,8 +42,6 @@ itself, but runs it when the table says so (its commits then record it).
 
 from __future__ import annotations
 
-import glob
-import os
 import shutil
 import threading
 import time
@@ -417,21 +416,11 @@ def test_our_verdicts_against_delta_winners(template: Path, delta_winners: dict[
 # --------------------------------------------------------------------------- 2. Delta loses
 
 
-def _flag_dir(delta_lake: DeltaLakeSession) -> str:
-    (row,) = delta_lake.sql("SELECT reflect('java.lang.System', 'getProperty', 'java.io.tmpdir') AS tmp")
-    return str(row["tmp"])
-
-
-def _held(tag: str, hold_ms: int) -> str:
-    """A source filter that, once per statement, drops a flag file and sleeps: the statement
-    has taken its snapshot (MERGE reads its source inside the transaction) and not committed."""
-    # reflect() returns String.valueOf(the result): 'null' for a void method or a null
-    # result. setProperty returns the property's previous value: 'null' the first time.
-    return (
-        f"(reflect('java.lang.System', 'setProperty', 'peer17.{tag}', 'held') = 'held' "
-        f"OR (reflect('java.io.File', 'createTempFile', 'peer17-{tag}-', '.flag') IS NOT NULL "
-        f"AND reflect('java.lang.Thread', 'sleep', CAST({hold_ms} AS BIGINT)) = 'null'))"
-    )
+def _held(flag_dir: Path, tag: str) -> str:
+    """A source filter that holds the statement, once, between taking its snapshot (MERGE
+    reads its source inside the transaction) and committing: it drops ``<tag>.held`` in
+    ``flag_dir`` and waits for ``<tag>.go`` (oracle_hold, tests/delta_lake_server.py)."""
+    return f"oracle_hold('{flag_dir}', '{tag}')"
 
 
 DELTA_LOSER_ROWS = [(2, 88, "a"), (80, 88, "a")]
@@ -444,7 +433,8 @@ def test_delta_verdicts_against_our_winners(delta_lake: DeltaLakeSession, templa
     """Delta's MERGE in partition a loses to each of our append, DELETE, MERGE and OPTIMIZE
     (in a or in b): Delta raises what the rule says, which is what we raise for our MERGE
     against Delta's same operation (the first test); a retry commits."""
-    flag_dir = _flag_dir(delta_lake)
+    flag_dir = template.parent / "flags"
+    flag_dir.mkdir(exist_ok=True)
     pool = ThreadPoolExecutor(1)
     disagreements = []
     try:
@@ -456,19 +446,19 @@ def test_delta_verdicts_against_our_winners(delta_lake: DeltaLakeSession, templa
             shutil.copytree(template, path)
             winner = our_op(theirs, part, tuple(BASE[part] + i for i in OUR_WINNER_IDS[theirs]))
             tag = uuid.uuid4().hex
-            statement = _delta_merge_sql(DELTA_LOSER_ROWS, "a", _held(tag, 2500))(table_ref(path))
+            statement = _delta_merge_sql(DELTA_LOSER_ROWS, "a", _held(flag_dir, tag))(table_ref(path))
             held = pool.submit(delta_lake.sql, statement)
-            _wait_for(lambda t=tag: bool(glob.glob(os.path.join(flag_dir, f"peer17-{t}-*.flag"))), held)
-            winner.run(path, None, None)
+            try:
+                _wait_for(lambda t=tag: (flag_dir / f"{t}.held").exists(), held)
+                winner.run(path, None, None)
+            finally:  # Delta's statement carries on (and commits or conflicts) once ours committed
+                (flag_dir / f"{tag}.go").touch()
             try:
                 held.result()
                 verdict = None
             except DeltaLakeError as error:
                 assert error.exception_class in DELTA_CONFLICTS, error
                 verdict = error.exception_class
-            finally:
-                for flag in glob.glob(os.path.join(flag_dir, f"peer17-{tag}-*.flag")):
-                    os.unlink(flag)
             history = DeltaTable(str(path)).history()
             if verdict is None:
                 # It really ran beside ours: it read version 2 and landed after our commit.
@@ -498,7 +488,7 @@ def _wait_for(condition: Callable[[], bool], statement: Any, timeout: float = 30
             statement.result()  # raises Delta's error, if any
             raise AssertionError("Delta's statement finished without reaching its hold point")
         assert time.monotonic() < deadline, "Delta's statement did not reach its hold point"
-        time.sleep(0.02)
+        time.sleep(0.005)
 
 
 # --------------------------------------------------------------------------- 3. both at once
