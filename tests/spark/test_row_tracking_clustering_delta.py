@@ -41,26 +41,17 @@ def _identity() -> TaskIdentity:
 _OPTIONS = ExecutionOptions(backoff_initial_seconds=0.0, backoff_max_seconds=0.0)
 
 
-Read = str | tuple[str, int]
-"""A table path (its latest version) or ``(path, version)``."""
-
-
-def _from(read: Read) -> str:
-    path, version = (read, None) if isinstance(read, str) else read
-    return f"delta.`{path}`" + ("" if version is None else f" VERSION AS OF {int(version)}")
-
-
-def _tracked(delta_lake: Any, *reads: Read) -> tuple[dict[int, tuple[int, int, int]], ...]:
-    """For each read (a path, or a path at a version): ``id`` -> (row ID, row commit version,
-    ``v``), as Delta Lake reads them (all reads in one statement, one Spark job)."""
+def _tracked(delta_lake: Any, *paths: str) -> tuple[dict[int, tuple[int, int]], ...]:
+    """For each table: ``id`` -> (row ID, row commit version), as Delta Lake reads them
+    (all tables in one statement, one Spark job)."""
     selects = " UNION ALL ".join(
-        f"SELECT {index} AS side, id, v, _metadata.row_id AS row_id, _metadata.row_commit_version AS version "
-        f"FROM {_from(read)}"
-        for index, read in enumerate(reads)
+        f"SELECT {index} AS side, id, _metadata.row_id AS row_id, _metadata.row_commit_version AS version "
+        f"FROM delta.`{path}`"
+        for index, path in enumerate(paths)
     )
-    tracked: tuple[dict[int, tuple[int, int, int]], ...] = tuple({} for _ in reads)
+    tracked: tuple[dict[int, tuple[int, int]], ...] = tuple({} for _ in paths)
     for r in delta_lake.sql(selects):
-        tracked[r["side"]][int(r["id"])] = (int(r["row_id"]), int(r["version"]), int(r["v"]))
+        tracked[r["side"]][int(r["id"])] = (int(r["row_id"]), int(r["version"]))
     return tracked
 
 
@@ -88,21 +79,17 @@ def test_row_ids_and_commit_versions_match_delta_after_each_operation(
     delta_lake: Any, spark: Any, tracked_pair: tuple[str, str], tmp_path: Path
 ) -> None:
     ours, theirs = tracked_pair
-    table, their_table = DeltaTable(ours), DeltaTable(theirs)
-    # Both tables at each step, read afterwards in one statement (VERSION AS OF): the log
-    # keeps every version, so this is what Delta would have read right after each step.
-    steps: list[tuple[tuple[str, int], tuple[str, int]]] = []
-
-    def step_done() -> None:
-        steps.append(((ours, table.version()), (theirs, their_table.version())))
+    table = DeltaTable(ours)
 
     table.delete("id % 5 = 0")
     delta_lake.sql(f"DELETE FROM delta.`{theirs}` WHERE id % 5 = 0")
-    step_done()
+    ours_tracked, theirs_tracked = _tracked(delta_lake, ours, theirs)
+    assert ours_tracked == theirs_tracked
 
     run_update(spark, UpdateSpec(TableRef(ours), {"v": "v + 1"}, "id % 4 = 1", _identity(), _OPTIONS))
     delta_lake.sql(f"UPDATE delta.`{theirs}` SET v = v + 1 WHERE id % 4 = 1")
-    step_done()
+    ours_tracked, theirs_tracked = _tracked(delta_lake, ours, theirs)
+    assert ours_tracked == theirs_tracked
 
     source = str(tmp_path / "source.parquet")
     pq.write_table(pa.table({"id": pa.array([2, 3, 100], pa.int64()), "v": pa.array([7, 8, 9], pa.int64())}), source)
@@ -117,24 +104,18 @@ def test_row_ids_and_commit_versions_match_delta_after_each_operation(
         f"MERGE INTO delta.`{theirs}` t USING parquet.`{source}` s ON t.id = s.id "
         "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *"
     )
-    step_done()
-
-    table.optimize()
-    delta_lake.sql(f"OPTIMIZE delta.`{theirs}`")
-    step_done()
-
-    tracked = _tracked(delta_lake, *(read for step in steps for read in step))
-    after_delete, after_update, after_merge, after_optimize = (tracked[i : i + 2] for i in range(0, len(tracked), 2))
-    assert after_delete[0] == after_delete[1]
-    assert after_update[0] == after_update[1]
-    ours_rows, theirs_rows = after_merge
+    ours_rows, theirs_rows = _tracked(delta_lake, ours, theirs)
     # An inserted row's fresh ID depends on how many files each writer wrote before it (each
     # file reserves its rows' IDs): it is above every older ID on both sides, same version.
     assert {k: v for k, v in ours_rows.items() if k != 100} == {k: v for k, v in theirs_rows.items() if k != 100}
-    assert ours_rows[100][1:] == theirs_rows[100][1:]  # commit version and value
+    assert ours_rows[100][1] == theirs_rows[100][1]
     assert ours_rows[100][0] > max(v[0] for k, v in ours_rows.items() if k != 100)
-    # OPTIMIZE copies: nothing changes, row IDs, commit versions and values (the rows) alike.
-    assert after_optimize == (ours_rows, theirs_rows)
+
+    table.optimize()
+    delta_lake.sql(f"OPTIMIZE delta.`{theirs}`")
+    assert _tracked(delta_lake, ours, theirs) == (ours_rows, theirs_rows)  # OPTIMIZE copies: nothing changes
+    ours_read, theirs_read = _rows(delta_lake, ours, theirs)
+    assert ours_read == theirs_read
 
     # And Delta keeps writing our table: its next UPDATE sees our row IDs.
     delta_lake.sql(f"UPDATE delta.`{ours}` SET v = 0 WHERE id = 1")

@@ -92,18 +92,20 @@ def _identity() -> TaskIdentity:
     return TaskIdentity("dag", f"shared-delta-{next(_numbers)}", "run")
 
 
-def _reads(delta_lake: Any, case: SharedTableCase, *reads: tuple[str, int | None]) -> list[list[dict[str, Any]]]:
-    """The rows of each ``(path, version or None for the latest)``, all in one statement (one
-    request, one Spark job): a schema the reads do not share fails it."""
-    selects = " UNION ALL ".join(
-        f"SELECT {index} AS `__read`, {case.columns} FROM delta.`{path}`"
-        + ("" if version is None else f" VERSION AS OF {int(version)}")
-        for index, (path, version) in enumerate(reads)
+def _rows(delta_lake: Any, path: str, case: SharedTableCase) -> list[dict[str, Any]]:
+    return delta_lake.sql(f"SELECT {case.columns} FROM delta.`{path}`")
+
+
+def _rows_of_both(delta_lake: Any, ours: str, theirs: str, case: SharedTableCase) -> tuple[list[dict[str, Any]], ...]:
+    """Both tables' rows in one statement (one Spark job); a schema the two do not share fails it."""
+    rows = delta_lake.sql(
+        f"SELECT 0 AS `__side`, {case.columns} FROM delta.`{ours}` "
+        f"UNION ALL SELECT 1 AS `__side`, {case.columns} FROM delta.`{theirs}`"
     )
-    rows: list[list[dict[str, Any]]] = [[] for _ in reads]
-    for row in delta_lake.sql(selects):
-        rows[row.pop("__read")].append(row)
-    return rows
+    sides: tuple[list[dict[str, Any]], ...] = ([], [])
+    for row in rows:
+        sides[row.pop("__side")].append(row)
+    return sides
 
 
 def _comparable(rows: list[dict[str, Any]], case: SharedTableCase) -> list[str]:
@@ -132,8 +134,7 @@ def test_delta_reads_and_writes_the_shared_table_after_our_operations(
     shutil.copytree(shared_tables / case.table, theirs)
     source = str(tmp_path / "source.parquet")
     pq.write_table(pa.table(case.merge_source), source)
-    table = DeltaTable(ours)
-    version_before = table.version()
+    before = _rows(delta_lake, ours, case)
 
     run_merge(
         spark,
@@ -142,6 +143,7 @@ def test_delta_reads_and_writes_the_shared_table_after_our_operations(
             sources={"s": MergeSource(parquet=source)}, options=_OPTIONS,
         ),
     )
+    table = DeltaTable(ours)
     table.delete(case.delete)
     run_update(spark, UpdateSpec(TableRef(ours), case.update_set, case.update_where, _identity(), _OPTIONS))
     table.optimize()
@@ -152,17 +154,12 @@ def test_delta_reads_and_writes_the_shared_table_after_our_operations(
     delta_lake.sql(f"UPDATE delta.`{theirs}` SET {assignments} WHERE {case.update_where}")
     delta_lake.sql(f"OPTIMIZE delta.`{theirs}`")
 
-    version_ours = table.version()
-    delta_lake.sql(f"INSERT INTO delta.`{ours}` {case.insert}")
-
-    # Every read in one request: ours after our statements (a version before Delta's INSERT,
-    # VERSION AS OF), theirs, ours as copied, and ours after Delta's INSERT.
-    ours_rows, theirs_rows, before, after = _reads(
-        delta_lake, case, (ours, version_ours), (theirs, None), (ours, version_before), (ours, None)
-    )
+    ours_rows, theirs_rows = _rows_of_both(delta_lake, ours, theirs, case)
     assert _comparable(ours_rows, case) == _comparable(theirs_rows, case)
     assert _comparable(ours_rows, case) != _comparable(before, case)  # the statements changed something
 
+    delta_lake.sql(f"INSERT INTO delta.`{ours}` {case.insert}")
+    after = _rows(delta_lake, ours, case)
     assert len(after) == len(ours_rows) + case.inserted
     if case.identity_column is not None:
         values = [r[case.identity_column] for r in after]
