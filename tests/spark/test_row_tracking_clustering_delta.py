@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,6 @@ def _tracked(delta_lake: Any, *paths: str) -> tuple[dict[int, tuple[int, int]], 
 def _rows(delta_lake: Any, *paths: str) -> list[list[dict[str, Any]]]:
     """Each table's rows by ``id``, as Delta Lake reads them (one request, one Spark job)."""
     return [sorted(table.to_pylist(), key=lambda r: r["id"]) for table in delta_lake.read_many(paths)]
-
-
-def _versions(delta_lake: Any, path: str) -> int:
-    return max(int(h["version"]) for h in delta_lake.history(path))
 
 
 @pytest.fixture
@@ -125,45 +122,83 @@ def test_row_ids_and_commit_versions_match_delta_after_each_operation(
     assert _tracked(delta_lake, ours)[0][1][0] == ours_rows[1][0]
 
 
-@pytest.mark.parametrize("columns", [["a"], ["a", "b", "c"]])
-def test_clustered_tables_after_our_operations_are_clustered_for_delta(
-    delta_lake: Any, spark: Any, tmp_path: Path, columns: list[str]
-) -> None:
-    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
-    delta_lake.sql(
-        f"CREATE TABLE delta.`{ours}` (id BIGINT, a BIGINT, b BIGINT, c BIGINT) USING delta CLUSTER BY ({', '.join(columns)})"
-    )
-    for batch in range(4):
-        values = ", ".join(f"({i}, {(i * 37) % 101}, {(i * 53) % 97}, {(i * 11) % 89})" for i in range(batch * 50, batch * 50 + 50))
-        delta_lake.sql(f"INSERT INTO delta.`{ours}` VALUES {values}")
-    shutil.copytree(ours, theirs)
-    table = DeltaTable(ours)
+CLUSTERINGS = [["a"], ["a", "b", "c"]]
 
-    table.delete("id % 7 = 0")
-    delta_lake.sql(f"DELETE FROM delta.`{theirs}` WHERE id % 7 = 0")
-    run_update(spark, UpdateSpec(TableRef(ours), {"b": "b + 1"}, "id < 20", _identity(), _OPTIONS))
-    delta_lake.sql(f"UPDATE delta.`{theirs}` SET b = b + 1 WHERE id < 20")
-    source = str(tmp_path / "source.parquet")
+
+@dataclass
+class ClusteredCase:
+    """One clustered table after the same DML by us (``ours``) and by Delta (``theirs``),
+    then our OPTIMIZE and Delta's OPTIMIZE of ours right after it."""
+
+    columns: list[str]
+    ours: str
+    theirs: str
+    rows_after_dml: list[list[dict[str, Any]]] = field(default_factory=list)  # [ours, theirs], as Delta reads them
+    clustering_columns: Any = None  # DESCRIBE DETAIL after our OPTIMIZE
+    version_after_ours: int = -1  # the table's version after our OPTIMIZE
+    history: list[dict[str, Any]] = field(default_factory=list)  # after Delta's OPTIMIZE
+    rows_after_optimize: list[list[dict[str, Any]]] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def clustered_cases(delta_lake: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, ClusteredCase]:
+    """Both clusterings, each step for both tables at once: the reads of all four tables
+    (one schema) are one request and one Spark job."""
+    root = tmp_path_factory.mktemp("clustered")
+    source = str(root / "source.parquet")
     pq.write_table(pa.table({k: pa.array(v, pa.int64()) for k, v in {"id": [1, 500], "a": [1, 2], "b": [3, 4], "c": [5, 6]}.items()}), source)
     merge_sql = "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *"
-    run_merge(
-        spark,
-        merge_spec_from_sql(
-            f"MERGE INTO t USING s ON t.id = s.id {merge_sql}", target=TableRef(ours), identity=_identity(),
-            sources={"s": MergeSource(parquet=source)}, options=_OPTIONS,
-        ),
-    )
-    delta_lake.sql(f"MERGE INTO delta.`{theirs}` t USING parquet.`{source}` s ON t.id = s.id {merge_sql}")
-    ours_read, theirs_read = _rows(delta_lake, ours, theirs)
-    assert ours_read == theirs_read
+    cases = {}
+    for number, columns in enumerate(CLUSTERINGS):
+        case = ClusteredCase(columns, str(root / f"ours{number}"), str(root / f"theirs{number}"))
+        cases[",".join(columns)] = case
+        # 200 rows in four files (four tasks), created by Delta in one commit.
+        delta_lake.sql(
+            f"CREATE TABLE delta.`{case.ours}` USING delta CLUSTER BY ({', '.join(columns)}) AS "
+            "SELECT /*+ REPARTITION(4) */ id, id * 37 % 101 AS a, id * 53 % 97 AS b, id * 11 % 89 AS c FROM range(200)"
+        )
+        shutil.copytree(case.ours, case.theirs)
+        table = DeltaTable(case.ours)
+        table.delete("id % 7 = 0")
+        delta_lake.sql(f"DELETE FROM delta.`{case.theirs}` WHERE id % 7 = 0")
+        run_update(spark, UpdateSpec(TableRef(case.ours), {"b": "b + 1"}, "id < 20", _identity(), _OPTIONS))
+        delta_lake.sql(f"UPDATE delta.`{case.theirs}` SET b = b + 1 WHERE id < 20")
+        run_merge(
+            spark,
+            merge_spec_from_sql(
+                f"MERGE INTO t USING s ON t.id = s.id {merge_sql}", target=TableRef(case.ours), identity=_identity(),
+                sources={"s": MergeSource(parquet=source)}, options=_OPTIONS,
+            ),
+        )
+        delta_lake.sql(f"MERGE INTO delta.`{case.theirs}` t USING parquet.`{source}` s ON t.id = s.id {merge_sql}")
+    tables = [path for case in cases.values() for path in (case.ours, case.theirs)]
+    rows = _rows(delta_lake, *tables)
+    for case in cases.values():
+        case.rows_after_dml = [rows[tables.index(case.ours)], rows[tables.index(case.theirs)]]
+        table = DeltaTable(case.ours)
+        table.optimize()
+        case.clustering_columns = delta_lake.detail(case.ours)["clusteringColumns"]
+        case.version_after_ours = table.version()
+        delta_lake.sql(f"OPTIMIZE delta.`{case.ours}`")
+        case.history = delta_lake.history(case.ours)
+    rows = _rows(delta_lake, *tables)
+    for case in cases.values():
+        case.rows_after_optimize = [rows[tables.index(case.ours)], rows[tables.index(case.theirs)]]
+    return cases
 
-    table.optimize()
-    assert delta_lake.detail(ours)["clusteringColumns"] == columns
-    before = _versions(delta_lake, ours)
-    delta_lake.sql(f"OPTIMIZE delta.`{ours}`")
-    history = delta_lake.history(ours)
-    latest = max(history, key=lambda h: int(h["version"]))
+
+@pytest.mark.parametrize("columns", CLUSTERINGS, ids=["columns0", "columns1"])
+def test_clustered_tables_after_our_operations_are_clustered_for_delta(
+    clustered_cases: dict[str, ClusteredCase], columns: list[str]
+) -> None:
+    case = clustered_cases[",".join(columns)]
+    ours_read, theirs_read = case.rows_after_dml
+    assert ours_read == theirs_read
+    assert len(ours_read) > 150  # the DML left most rows
+
+    assert case.clustering_columns == columns
+    latest = max(case.history, key=lambda h: int(h["version"]))
     # Delta's OPTIMIZE right after ours finds one ZCube and nothing else: no commit, or one rewriting nothing.
-    assert _versions(delta_lake, ours) == before or int(latest["operationMetrics"].get("numAddedFiles", 0)) == 0
-    ours_read, theirs_read = _rows(delta_lake, ours, theirs)
+    assert int(latest["version"]) == case.version_after_ours or int(latest["operationMetrics"].get("numAddedFiles", 0)) == 0
+    ours_read, theirs_read = case.rows_after_optimize
     assert ours_read == theirs_read
