@@ -148,21 +148,23 @@ def read_data(
         row_filter=row_filter,
     )
     partition_arrays = {name: partitions.field(name) for name in partition_names if name in read_schema.names}
-    tasks = [
-        _FileTask(path, deleted_rows[i], {name: values[i] for name, values in partition_arrays.items()})
-        for i, path in enumerate(paths)
-    ]
+    # Partition values are taken per run of files below, not per file.
+    tasks = [_FileTask(path, deleted_rows[i], {}) for i, path in enumerate(paths)]
     # A few (large) files also decode their columns in parallel; many files already keep
     # every core busy one file each.
     column_threads = len(tasks) < (os.cpu_count() or 4)
     if workers == 1:
-        tables = [_read_file(plan, task, use_threads=True) for task in tasks]
+        stored = [_read_stored(plan, task, use_threads=True) for task in tasks]
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-scan") as pool:
-            tables = list(pool.map(lambda t: _read_file(plan, t, use_threads=column_threads), tasks))
+            stored = list(pool.map(lambda t: _read_stored(plan, t, use_threads=column_threads), tasks))
     if not output_schema.names:
         # concat_tables drops the row count of column-less tables; keep it.
-        return _rows_only(sum(t.num_rows for t in tables))
+        return _rows_only(sum(s.num_rows for s in stored))
+    tables = [
+        _runs_in_table_schema(plan, tasks, stored, start, stop, partition_arrays)
+        for start, stop in _same_layout_runs(stored)
+    ]
     return pa.concat_tables(tables) if tables else empty_table(output_schema)
 
 
@@ -386,24 +388,48 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
 # ------------------------------------------------------------------------------ one file
 
 
-def _read_file(plan: _FilePlan, task: _FileTask, use_threads: bool) -> pa.Table:
+@dataclass(frozen=True, slots=True)
+class _StoredRows:
+    """The live rows of one file as the file stores them (deletion vector applied), and where its columns are."""
+
+    raw: pa.Table  # the file's columns that hold table columns, under the file's own names and types
+    num_rows: int
+    file_schema: pa.Schema
+    matches: dict[str, int | None]  # table column -> index of the file's top-level field (None: absent)
+    resolver: _Resolver
+
+
+def _file_errors(path: str) -> Callable[[Exception], DeltaError]:
+    """How a failure to read or conform the file at ``path`` is reported."""
+
+    def translate(exc: Exception) -> DeltaError:
+        if isinstance(exc, FileNotFoundError):
+            return DataFileNotFoundError(
+                f"data file {path} referenced by the log does not exist; it may have been "
+                "removed by VACUUM or deleted outside Delta"
+            )
+        return CorruptDataFileError(path, str(exc))
+
+    return translate
+
+
+_READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError)
+
+
+def _read_stored(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     try:
-        return _read_file_unchecked(plan, task, use_threads)
+        return _read_stored_unchecked(plan, task, use_threads)
     except DeltaError:
         raise
-    except FileNotFoundError as exc:
-        raise DataFileNotFoundError(
-            f"data file {task.path} referenced by the log does not exist; it may have been "
-            "removed by VACUUM or deleted outside Delta"
-        ) from exc
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as exc:
-        raise CorruptDataFileError(task.path, str(exc)) from exc
+    except _READ_ERRORS as exc:
+        raise _file_errors(task.path)(exc) from exc
 
 
-def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> pa.Table:
+def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
     with plan.io.open_input_file(task.path) as source:
-        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+        # No pre-buffering: it hands each read of a small file to Arrow's I/O threads and waits.
+        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=False)
         file_schema = parquet.schema_arrow
         num_rows = parquet.metadata.num_rows
         # Without data columns to find (only partition columns asked for) nothing needs resolving.
@@ -415,7 +441,47 @@ def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) ->
     if task.deleted_rows is not None and task.deleted_rows.size:
         raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))
         num_rows = raw.num_rows
-    return _in_table_schema(plan, task, raw, num_rows, file_schema, matches, resolver)
+    return _StoredRows(raw, num_rows, file_schema, matches, resolver)
+
+
+def _same_layout_runs(stored: Sequence[_StoredRows]) -> list[tuple[int, int]]:
+    """``[start, stop)`` runs of consecutive files that store their columns alike (equal schemas, field
+    metadata included): each run is conformed to the table's schema in one pass, not file by file."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(stored)):
+        if not stored[i].file_schema.equals(stored[start].file_schema, check_metadata=True):
+            runs.append((start, i))
+            start = i
+    if stored:
+        runs.append((start, len(stored)))
+    return runs
+
+
+def _runs_in_table_schema(
+    plan: _FilePlan,
+    tasks: Sequence[_FileTask],
+    stored: Sequence[_StoredRows],
+    start: int,
+    stop: int,
+    partition_arrays: dict[str, pa.Array],
+) -> pa.Table:
+    """The rows of files ``start:stop`` (one layout) in the table's schema; partition values from the log, per row."""
+    first = stored[start]
+    members = stored[start:stop]
+    raw = members[0].raw if len(members) == 1 else pa.concat_tables([m.raw for m in members])
+    counts = np.fromiter((m.num_rows for m in members), dtype=np.int64, count=len(members))
+    num_rows = int(counts.sum())
+    partition_columns: dict[str, pa.Array] = {}
+    if partition_arrays:
+        rows_file = int64_array(np.repeat(np.arange(start, stop, dtype=np.int64), counts))
+        partition_columns = {name: values.take(rows_file) for name, values in partition_arrays.items()}
+    try:
+        return _conform_rows(plan, raw, num_rows, first.file_schema, first.matches, first.resolver, partition_columns)
+    except DeltaError:
+        raise
+    except _READ_ERRORS as exc:
+        raise _file_errors(tasks[start].path)(exc) from exc
 
 
 def _in_table_schema(
@@ -429,14 +495,29 @@ def _in_table_schema(
 ) -> pa.Table:
     """``raw`` (``num_rows`` rows, columns as the file stores them) as rows of the table: partition constants,
     types, row filter."""
+    partition_columns: dict[str, pa.Array] = {}
+    for name, value in task.partition_values.items():
+        if value is not None and value.is_valid:
+            partition_columns[name] = pa.repeat(value, num_rows)
+    return _conform_rows(plan, raw, num_rows, file_schema, matches, resolver, partition_columns)
+
+
+def _conform_rows(
+    plan: _FilePlan,
+    raw: pa.Table,
+    num_rows: int,
+    file_schema: pa.Schema,
+    matches: dict[str, int | None],
+    resolver: _Resolver,
+    partition_columns: dict[str, pa.Array],
+) -> pa.Table:
+    """``raw`` (``num_rows`` rows stored alike) in the table's schema; ``partition_columns``: each partition
+    column's value per row (a column not given is null)."""
     arrays: list[pa.ChunkedArray | pa.Array] = []
     for target in plan.read_schema:
         if target.name in plan.partition_names:
-            value = task.partition_values.get(target.name)
-            if value is None or not value.is_valid:
-                arrays.append(pa.nulls(num_rows, target.type))
-            else:
-                arrays.append(pa.repeat(value, num_rows))
+            column = partition_columns.get(target.name)
+            arrays.append(pa.nulls(num_rows, target.type) if column is None else column.cast(target.type))
             continue
         index = matches[target.name]
         if index is None:
