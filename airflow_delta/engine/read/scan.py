@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from typing import Protocol as Interface
 
@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyarrow._parquet import ParquetReader
 
 from airflow_delta.engine.errors import (
     CorruptDataFileError,
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
 
 _FIELD_ID_BYTES = PARQUET_FIELD_ID_KEY.encode()
+# File layouts a scan remembers (files of one table are mostly stored alike; each lookup is linear).
+_KEPT_LAYOUTS = 8
 _PHYSICAL_NAME_BYTES = PHYSICAL_NAME_KEY.encode()
 _DELTA_FIELD_ID_BYTES = FIELD_ID_KEY.encode()
 
@@ -187,6 +190,8 @@ class _FilePlan:
     partition_names: set[str]
     mode: str
     row_filter: pc.Expression | None
+    # File layouts met so far (see _file_layout), shared by the scan's threads.
+    layouts: list[_FileLayout] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,23 +430,60 @@ def _read_stored(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _Stored
         raise _file_errors(task.path)(exc) from exc
 
 
-def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
+@dataclass(frozen=True, slots=True)
+class _FileLayout:
+    """Where the table's columns are in files stored with one schema, worked out once per schema."""
+
+    file_schema: pa.Schema
+    num_leaves: int  # parquet leaf columns of the file
+    matches: dict[str, int | None]
+    resolver: _Resolver
+    leaves: list[int] | None  # parquet leaf columns to read; None: every column
+    names: list[str] | None  # when the leaves cannot be told: the fields to keep of a whole read
+
+
+def _file_layout(plan: _FilePlan, path: str, file_schema: pa.Schema, num_leaves: int) -> _FileLayout:
+    """The layout of a file of ``file_schema`` (found among those ``plan`` has seen, usually one)."""
+    for known in plan.layouts:
+        if known.num_leaves == num_leaves and known.file_schema.equals(file_schema, check_metadata=True):
+            return known
     data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
+    # Without data columns to find (only partition columns asked for) nothing needs resolving.
+    resolver = _resolver(plan.mode if data_fields else "none", path, file_schema)
+    matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
+    to_read = sorted({i for i in matches.values() if i is not None})
+    # Leaves are numbered depth-first: a top-level field's leaves follow those of the fields before it.
+    first_leaf = np.concatenate([[0], np.cumsum([_leaf_count(f.type) for f in file_schema])]).astype(np.int64)
+    leaves: list[int] | None = None
+    names: list[str] | None = None
+    if int(first_leaf[-1]) != num_leaves:
+        names = [file_schema.field(i).name for i in to_read]  # a numbering we do not follow: select by name
+    elif len(to_read) < len(file_schema):
+        leaves = [leaf for i in to_read for leaf in range(int(first_leaf[i]), int(first_leaf[i + 1]))]
+    layout = _FileLayout(file_schema, num_leaves, matches, resolver, leaves, names)
+    if len(plan.layouts) < _KEPT_LAYOUTS:
+        plan.layouts.append(layout)  # two threads racing here at most add it twice
+    return layout
+
+
+def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     with plan.io.open_input_file(task.path) as source:
-        # No pre-buffering: it hands each read of a small file to Arrow's I/O threads and waits.
-        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=False)
-        file_schema = parquet.schema_arrow
-        num_rows = parquet.metadata.num_rows
-        # Without data columns to find (only partition columns asked for) nothing needs resolving.
-        resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
-        matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
-        to_read = sorted({i for i in matches.values() if i is not None})
-        raw = parquet.read(columns=[file_schema.field(i).name for i in to_read], use_threads=use_threads)
+        # The reader pq.ParquetFile wraps, without its per-file Python set-up. No pre-buffering:
+        # it hands each read of a small file to Arrow's I/O threads and waits for them.
+        parquet = ParquetReader()
+        parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=False, arrow_extensions_enabled=True)
+        metadata = parquet.metadata
+        num_rows = metadata.num_rows
+        layout = _file_layout(plan, task.path, parquet.schema_arrow, metadata.num_columns)
+        if layout.names is not None:
+            raw = parquet.read_all(use_threads=use_threads).select(layout.names)
+        else:
+            raw = parquet.read_all(column_indices=layout.leaves, use_threads=use_threads)
 
     if task.deleted_rows is not None and task.deleted_rows.size:
         raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))
         num_rows = raw.num_rows
-    return _StoredRows(raw, num_rows, file_schema, matches, resolver)
+    return _StoredRows(raw, num_rows, layout.file_schema, layout.matches, layout.resolver)
 
 
 def _same_layout_runs(stored: Sequence[_StoredRows]) -> list[tuple[int, int]]:
