@@ -18,7 +18,9 @@ table's logical schema. For each file it:
 5. applies the row filter.
 
 Files are read on a bounded thread pool (parquet decoding releases the GIL); the output
-keeps the order of ``files``.
+keeps the order of ``files``. Steps 3 to 5 run once per run of consecutive files stored with
+the same schema, not per file (a compaction reads thousands of small files written alike),
+with each row's partition values taken from its own file's log entry.
 """
 
 from __future__ import annotations
