@@ -53,7 +53,7 @@ from airflow_delta.engine.model.partition_values import parse_partition_values, 
 from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, materialized_columns, stable_values
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
 from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
-from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ def read_data(
         partition_names=partition_names,
         mode=mode,
         row_filter=row_filter,
+        pre_buffer=not isinstance(snapshot.io, LocalFileIO),
     )
     partition_arrays = {name: partitions.field(name) for name in partition_names if name in read_schema.names}
     # Partition values are taken per run of files below, not per file.
@@ -192,6 +193,9 @@ class _FilePlan:
     partition_names: set[str]
     mode: str
     row_filter: pc.Expression | None
+    # Arrow's pre-buffering coalesces a file's column reads into few requests, which pays on
+    # object stores; on a local disk it only hands each small read to an I/O thread and waits.
+    pre_buffer: bool = True
     # File layouts met so far (see _file_layout), shared by the scan's threads.
     layouts: list[_FileLayout] = field(default_factory=list)
 
@@ -470,10 +474,9 @@ def _file_layout(plan: _FilePlan, path: str, file_schema: pa.Schema, num_leaves:
 
 def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     with plan.io.open_input_file(task.path) as source:
-        # The reader pq.ParquetFile wraps, without its per-file Python set-up. No pre-buffering:
-        # it hands each read of a small file to Arrow's I/O threads and waits for them.
+        # The reader pq.ParquetFile wraps, without its per-file Python set-up.
         parquet = ParquetReader()
-        parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=False, arrow_extensions_enabled=True)
+        parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=plan.pre_buffer, arrow_extensions_enabled=True)
         metadata = parquet.metadata
         num_rows = metadata.num_rows
         layout = _file_layout(plan, task.path, parquet.schema_arrow, metadata.num_columns)
