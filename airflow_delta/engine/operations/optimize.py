@@ -657,7 +657,9 @@ def rewrite_bin(
     data = read_data(source, files, row_tracking=True)
     if data.num_rows == 0:
         return []
-    slices = [data]
+    # Many small files arrive as as many chunks: one contiguous copy makes the writer's
+    # validation, size estimate and parquet encoding work on whole columns.
+    slices = [data] if zorder_by else [data.combine_chunks()]
     if zorder_by:
         data = data.take(int64_array(zorder_permutation(data, zorder_by, curve=curve)))
         size = int(pc.sum(files.column("size")).as_py() or 0)

@@ -18,7 +18,9 @@ table's logical schema. For each file it:
 5. applies the row filter.
 
 Files are read on a bounded thread pool (parquet decoding releases the GIL); the output
-keeps the order of ``files``.
+keeps the order of ``files``. Steps 3 to 5 run once per run of consecutive files stored with
+the same schema, not per file (a compaction reads thousands of small files written alike),
+with each row's partition values taken from its own file's log entry.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from typing import Protocol as Interface
 
@@ -34,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyarrow._parquet import ParquetReader
 
 from airflow_delta.engine.errors import (
     CorruptDataFileError,
@@ -50,7 +53,7 @@ from airflow_delta.engine.model.partition_values import parse_partition_values, 
 from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, materialized_columns, stable_values
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
 from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
-from airflow_delta.engine.storage.fileio import FileIO
+from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 
 if TYPE_CHECKING:
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
 
 _FIELD_ID_BYTES = PARQUET_FIELD_ID_KEY.encode()
+# File layouts a scan remembers (files of one table are mostly stored alike; each lookup is linear).
+_KEPT_LAYOUTS = 8
 _PHYSICAL_NAME_BYTES = PHYSICAL_NAME_KEY.encode()
 _DELTA_FIELD_ID_BYTES = FIELD_ID_KEY.encode()
 
@@ -151,23 +156,26 @@ def read_data(
         partition_names=partition_names,
         mode=mode,
         row_filter=row_filter,
+        pre_buffer=not isinstance(snapshot.io, LocalFileIO),
     )
     partition_arrays = {name: partitions.field(name) for name in partition_names if name in read_schema.names}
-    tasks = [
-        _FileTask(path, deleted_rows[i], {name: values[i] for name, values in partition_arrays.items()})
-        for i, path in enumerate(paths)
-    ]
+    # Partition values are taken per run of files below, not per file.
+    tasks = [_FileTask(path, deleted_rows[i], {}) for i, path in enumerate(paths)]
     # A few (large) files also decode their columns in parallel; many files already keep
     # every core busy one file each.
     column_threads = len(tasks) < (os.cpu_count() or 4)
     if workers == 1:
-        tables = [_read_file(plan, task, use_threads=True) for task in tasks]
+        stored = [_read_stored(plan, task, use_threads=True) for task in tasks]
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-scan") as pool:
-            tables = list(pool.map(lambda t: _read_file(plan, t, use_threads=column_threads), tasks))
+            stored = list(pool.map(lambda t: _read_stored(plan, t, use_threads=column_threads), tasks))
     if not output_schema.names:
         # concat_tables drops the row count of column-less tables; keep it.
-        return _rows_only(sum(t.num_rows for t in tables))
+        return _rows_only(sum(s.num_rows for s in stored))
+    tables = [
+        _runs_in_table_schema(plan, tasks, stored, start, stop, partition_arrays)
+        for start, stop in _same_layout_runs(stored)
+    ]
     return pa.concat_tables(tables) if tables else empty_table(output_schema)
 
 
@@ -190,6 +198,11 @@ class _FilePlan:
     partition_names: set[str]
     mode: str
     row_filter: pc.Expression | None
+    # Arrow's pre-buffering coalesces a file's column reads into few requests, which pays on
+    # object stores; on a local disk it only hands each small read to an I/O thread and waits.
+    pre_buffer: bool = True
+    # File layouts met so far (see _file_layout), shared by the scan's threads.
+    layouts: list[_FileLayout] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,36 +411,136 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
 # ------------------------------------------------------------------------------ one file
 
 
-def _read_file(plan: _FilePlan, task: _FileTask, use_threads: bool) -> pa.Table:
+@dataclass(frozen=True, slots=True)
+class _StoredRows:
+    """The live rows of one file as the file stores them (deletion vector applied), and where its columns are."""
+
+    raw: pa.Table  # the file's columns that hold table columns, under the file's own names and types
+    num_rows: int
+    file_schema: pa.Schema
+    matches: dict[str, int | None]  # table column -> index of the file's top-level field (None: absent)
+    resolver: _Resolver
+
+
+def _file_errors(path: str) -> Callable[[Exception], DeltaError]:
+    """How a failure to read or conform the file at ``path`` is reported."""
+
+    def translate(exc: Exception) -> DeltaError:
+        if isinstance(exc, FileNotFoundError):
+            return DataFileNotFoundError(
+                f"data file {path} referenced by the log does not exist; it may have been "
+                "removed by VACUUM or deleted outside Delta"
+            )
+        return CorruptDataFileError(path, str(exc))
+
+    return translate
+
+
+_READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError)
+
+
+def _read_stored(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     try:
-        return _read_file_unchecked(plan, task, use_threads)
+        return _read_stored_unchecked(plan, task, use_threads)
     except DeltaError:
         raise
-    except FileNotFoundError as exc:
-        raise DataFileNotFoundError(
-            f"data file {task.path} referenced by the log does not exist; it may have been "
-            "removed by VACUUM or deleted outside Delta"
-        ) from exc
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError) as exc:
-        raise CorruptDataFileError(task.path, str(exc)) from exc
+    except _READ_ERRORS as exc:
+        raise _file_errors(task.path)(exc) from exc
 
 
-def _read_file_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> pa.Table:
+@dataclass(frozen=True, slots=True)
+class _FileLayout:
+    """Where the table's columns are in files stored with one schema, worked out once per schema."""
+
+    file_schema: pa.Schema
+    num_leaves: int  # parquet leaf columns of the file
+    matches: dict[str, int | None]
+    resolver: _Resolver
+    leaves: list[int] | None  # parquet leaf columns to read; None: every column
+    names: list[str] | None  # when the leaves cannot be told: the fields to keep of a whole read
+
+
+def _file_layout(plan: _FilePlan, path: str, file_schema: pa.Schema, num_leaves: int) -> _FileLayout:
+    """The layout of a file of ``file_schema`` (found among those ``plan`` has seen, usually one)."""
+    for known in plan.layouts:
+        if known.num_leaves == num_leaves and known.file_schema.equals(file_schema, check_metadata=True):
+            return known
     data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
+    # Without data columns to find (only partition columns asked for) nothing needs resolving.
+    resolver = _resolver(plan.mode if data_fields else "none", path, file_schema)
+    matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
+    to_read = sorted({i for i in matches.values() if i is not None})
+    # Leaves are numbered depth-first: a top-level field's leaves follow those of the fields before it.
+    first_leaf = np.concatenate([[0], np.cumsum([_leaf_count(f.type) for f in file_schema])]).astype(np.int64)
+    leaves: list[int] | None = None
+    names: list[str] | None = None
+    if int(first_leaf[-1]) != num_leaves:
+        names = [file_schema.field(i).name for i in to_read]  # a numbering we do not follow: select by name
+    elif len(to_read) < len(file_schema):
+        leaves = [leaf for i in to_read for leaf in range(int(first_leaf[i]), int(first_leaf[i + 1]))]
+    layout = _FileLayout(file_schema, num_leaves, matches, resolver, leaves, names)
+    if len(plan.layouts) < _KEPT_LAYOUTS:
+        plan.layouts.append(layout)  # two threads racing here at most add it twice
+    return layout
+
+
+def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     with plan.io.open_input_file(task.path) as source:
-        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
-        file_schema = parquet.schema_arrow
-        num_rows = parquet.metadata.num_rows
-        # Without data columns to find (only partition columns asked for) nothing needs resolving.
-        resolver = _resolver(plan.mode if data_fields else "none", task.path, file_schema)
-        matches = {f.name: resolver(list(file_schema), f) for f in data_fields}
-        to_read = sorted({i for i in matches.values() if i is not None})
-        raw = parquet.read(columns=[file_schema.field(i).name for i in to_read], use_threads=use_threads)
+        # The reader pq.ParquetFile wraps, without its per-file Python set-up.
+        parquet = ParquetReader()
+        parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=plan.pre_buffer, arrow_extensions_enabled=True)
+        metadata = parquet.metadata
+        num_rows = metadata.num_rows
+        layout = _file_layout(plan, task.path, parquet.schema_arrow, metadata.num_columns)
+        if layout.names is not None:
+            raw = parquet.read_all(use_threads=use_threads).select(layout.names)
+        else:
+            raw = parquet.read_all(column_indices=layout.leaves, use_threads=use_threads)
 
     if task.deleted_rows is not None and task.deleted_rows.size:
         raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))
         num_rows = raw.num_rows
-    return _in_table_schema(plan, task, raw, num_rows, file_schema, matches, resolver)
+    return _StoredRows(raw, num_rows, layout.file_schema, layout.matches, layout.resolver)
+
+
+def _same_layout_runs(stored: Sequence[_StoredRows]) -> list[tuple[int, int]]:
+    """``[start, stop)`` runs of consecutive files that store their columns alike (equal schemas, field
+    metadata included): each run is conformed to the table's schema in one pass, not file by file."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(stored)):
+        if not stored[i].file_schema.equals(stored[start].file_schema, check_metadata=True):
+            runs.append((start, i))
+            start = i
+    if stored:
+        runs.append((start, len(stored)))
+    return runs
+
+
+def _runs_in_table_schema(
+    plan: _FilePlan,
+    tasks: Sequence[_FileTask],
+    stored: Sequence[_StoredRows],
+    start: int,
+    stop: int,
+    partition_arrays: dict[str, pa.Array],
+) -> pa.Table:
+    """The rows of files ``start:stop`` (one layout) in the table's schema; partition values from the log, per row."""
+    first = stored[start]
+    members = stored[start:stop]
+    raw = members[0].raw if len(members) == 1 else pa.concat_tables([m.raw for m in members])
+    counts = np.fromiter((m.num_rows for m in members), dtype=np.int64, count=len(members))
+    num_rows = int(counts.sum())
+    partition_columns: dict[str, pa.Array] = {}
+    if partition_arrays:
+        rows_file = int64_array(np.repeat(np.arange(start, stop, dtype=np.int64), counts))
+        partition_columns = {name: values.take(rows_file) for name, values in partition_arrays.items()}
+    try:
+        return _conform_rows(plan, raw, num_rows, first.file_schema, first.matches, first.resolver, partition_columns)
+    except DeltaError:
+        raise
+    except _READ_ERRORS as exc:
+        raise _file_errors(tasks[start].path)(exc) from exc
 
 
 def _in_table_schema(
@@ -441,14 +554,29 @@ def _in_table_schema(
 ) -> pa.Table:
     """``raw`` (``num_rows`` rows, columns as the file stores them) as rows of the table: partition constants,
     types, row filter."""
+    partition_columns: dict[str, pa.Array] = {}
+    for name, value in task.partition_values.items():
+        if value is not None and value.is_valid:
+            partition_columns[name] = pa.repeat(value, num_rows)
+    return _conform_rows(plan, raw, num_rows, file_schema, matches, resolver, partition_columns)
+
+
+def _conform_rows(
+    plan: _FilePlan,
+    raw: pa.Table,
+    num_rows: int,
+    file_schema: pa.Schema,
+    matches: dict[str, int | None],
+    resolver: _Resolver,
+    partition_columns: dict[str, pa.Array],
+) -> pa.Table:
+    """``raw`` (``num_rows`` rows stored alike) in the table's schema; ``partition_columns``: each partition
+    column's value per row (a column not given is null)."""
     arrays: list[pa.ChunkedArray | pa.Array] = []
     for target in plan.read_schema:
         if target.name in plan.partition_names:
-            value = task.partition_values.get(target.name)
-            if value is None or not value.is_valid:
-                arrays.append(pa.nulls(num_rows, target.type))
-            else:
-                arrays.append(pa.repeat(value, num_rows))
+            column = partition_columns.get(target.name)
+            arrays.append(pa.nulls(num_rows, target.type) if column is None else column.cast(target.type))
             continue
         index = matches[target.name]
         if index is None:

@@ -25,11 +25,12 @@ import re
 import secrets
 import string
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_delta.engine.errors import (
@@ -487,17 +488,44 @@ def _split_partitions(data: pa.Table, layout: _WriteLayout) -> Iterator[tuple[di
     if not layout.partition_columns:
         yield {}, data
         return
+    if _one_partition(data, layout.partition_columns):
+        # Rows of one partition (a compacted bin, an append to one partition): no grouping and
+        # no copy by row list, only the chunks made contiguous, as a take would leave them.
+        key = data.select(list(layout.partition_columns)).slice(0, 1).to_pylist()[0]
+        yield _serialized_partition(key, layout), data.combine_chunks()
+        return
     groups = group_row_indices(data, layout.partition_columns)
     row_lists = groups.column("__row_list")
     key_rows = groups.select(list(layout.partition_columns)).to_pylist()
     for i, key in enumerate(key_rows):
-        values: dict[str, str | None] = {}
-        for c in layout.partition_columns:
-            serialized = serialize_partition_value(key[c], layout.logical_schema.field(c).type)
-            # An empty string cannot be told apart from NULL in a partition value (the
-            # protocol reads "" as null); Delta stores both as null.
-            values[c] = serialized if serialized != "" else None
-        yield values, data.take(row_lists[i].values)
+        yield _serialized_partition(key, layout), data.take(row_lists[i].values)
+
+
+def _serialized_partition(key: Mapping[str, Any], layout: _WriteLayout) -> dict[str, str | None]:
+    """The partition values of one row (by logical name) as the log writes them."""
+    values: dict[str, str | None] = {}
+    for c in layout.partition_columns:
+        serialized = serialize_partition_value(key[c], layout.logical_schema.field(c).type)
+        # An empty string cannot be told apart from NULL in a partition value (the
+        # protocol reads "" as null); Delta stores both as null.
+        values[c] = serialized if serialized != "" else None
+    return values
+
+
+def _one_partition(data: pa.Table, columns: Sequence[str]) -> bool:
+    """Whether every row of ``data`` (at least one) has the same values in ``columns`` (all null counts as one)."""
+    for name in columns:
+        column = data.column(name)
+        if column.null_count:
+            if column.null_count != data.num_rows:
+                return False
+            continue
+        if pa.types.is_floating(column.type):
+            return False  # NaN and -0.0 compare apart from how they partition: let the grouping decide
+        first = column[0]
+        if not pc.all(pc.equal(column, first)).as_py():
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------- append

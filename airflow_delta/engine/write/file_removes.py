@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -15,30 +16,47 @@ def removes_from_file_actions(
 ) -> list[RemoveFile]:
     """``remove`` actions for ``FILE_ACTIONS_SCHEMA`` rows, carrying what Delta puts in extended file metadata
     (``partition_columns``: partition values trimmed to exactly those keys, :func:`only_partition_columns`)."""
-    out: list[RemoveFile] = []
-    for row in files.to_pylist():
-        dv = row.get("deletion_vector")
-        pv = row.get("partition_values")
-        tags = row.get("tags")
-        out.append(
-            RemoveFile(
-                path=row["path"],
-                deletion_timestamp=deletion_timestamp,
-                data_change=data_change,
-                extended_file_metadata=True,
-                partition_values=(
-                    only_partition_columns(pv, partition_columns) if partition_columns is not None
-                    else dict(pv) if pv is not None else {}
-                ),
-                size=row.get("size"),
-                stats=row.get("stats"),
-                tags=dict(tags) if tags else None,
-                deletion_vector=DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None,
-                base_row_id=row.get("base_row_id"),
-                default_row_commit_version=row.get("default_row_commit_version"),
-            )
+    # Column by column: only the columns a remove carries become Python objects (not the
+    # whole row), and columns with no value at all (DVs, tags) are not converted.
+    num_rows = files.num_rows
+
+    def values(name: str) -> list[Any]:
+        if name not in files.column_names or files.column(name).null_count == num_rows:
+            return [None] * num_rows
+        return files.column(name).to_pylist()
+
+    partitions = values("partition_values")
+    if partition_columns is not None:
+        columns = list(partition_columns)
+        partitions = [only_partition_columns(pv, columns) for pv in partitions]
+    else:
+        partitions = [dict(pv) if pv is not None else {} for pv in partitions]
+    return [
+        RemoveFile(
+            path=path,
+            deletion_timestamp=deletion_timestamp,
+            data_change=data_change,
+            extended_file_metadata=True,
+            partition_values=pv,
+            size=size,
+            stats=stats,
+            tags=dict(tags) if tags else None,
+            deletion_vector=DeletionVectorDescriptor.from_json(dv) if dv and dv.get("storageType") else None,
+            base_row_id=base_row_id,
+            default_row_commit_version=commit_version,
         )
-    return out
+        for path, pv, size, stats, tags, dv, base_row_id, commit_version in zip(
+            files.column("path").to_pylist(),
+            partitions,
+            values("size"),
+            values("stats"),
+            values("tags"),
+            values("deletion_vector"),
+            values("base_row_id"),
+            values("default_row_commit_version"),
+            strict=True,
+        )
+    ]
 
 
 def staged_removes(files: pa.Table, metadata: Metadata, deletion_timestamp: int, *, data_change: bool) -> list[RemoveFile]:
@@ -66,7 +84,7 @@ def only_partition_columns(values: Mapping[str, str | None] | None, columns: Seq
     The Arrow form of file actions may carry extra keys with null values (one map type
     for all files of a log); the actions we write must not.
     """
-    given = dict(values or {})
+    given = dict(values) if values else {}
     return {c: given.get(c) for c in columns}
 
 

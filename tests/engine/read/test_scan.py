@@ -377,6 +377,37 @@ def test_many_files_keep_their_order(tmp_path: Path) -> None:
     assert result.column("i").to_pylist() == [i for i in range(40) for _ in range(2)]
 
 
+def test_runs_of_files_stored_alike_keep_each_files_partition_values_and_deleted_rows(tmp_path: Path) -> None:
+    """Consecutive files with one stored layout are conformed together: each row still gets its own
+    file's partition value, each file's DV drops its own rows, and a change of layout (an older file
+    with a narrower type and no ``n`` column) between runs is conformed apart."""
+    dv = write_deletion_vector(LocalFileIO(), str(tmp_path), [0], inline=True)
+    wide = {"i": pa.array([1, 2], pa.int64()), "n": pa.array(["a", "b"])}
+    narrow = {"i": pa.array([3, 4], pa.int32())}
+    layouts = [wide, wide, narrow, narrow, wide]
+    adds = []
+    for k, data in enumerate(layouts):
+        add = _write_file(tmp_path, f"p={k}/f.parquet", pa.table(data), {"p": None if k == 3 else str(k)})
+        adds.append(AddFile(add.path, add.partition_values, add.size, 0, deletion_vector=dv if k in (1, 2) else None))
+    snapshot = _write_log(
+        tmp_path, [_field("i", "long"), _field("n", "string"), _field("p", "integer")], adds,
+        partition_columns=("p",), features=("deletionVectors", "typeWidening"),
+    )
+    expected = [
+        {"i": 1, "n": "a", "p": 0}, {"i": 2, "n": "b", "p": 0},
+        {"i": 2, "n": "b", "p": 1},
+        {"i": 4, "n": None, "p": 2},
+        {"i": 3, "n": None, "p": None}, {"i": 4, "n": None, "p": None},
+        {"i": 1, "n": "a", "p": 4}, {"i": 2, "n": "b", "p": 4},
+    ]
+    for workers in (1, 3):
+        assert read_data(snapshot, snapshot.add_actions, max_workers=workers).to_pylist() == expected
+    # Only some columns: the leaves read follow the file's layout.
+    assert read_data(snapshot, snapshot.add_actions, columns=["n", "p"]).to_pylist() == [
+        {"n": r["n"], "p": r["p"]} for r in expected
+    ]
+
+
 def test_string_encodings_are_cast_to_the_table_type(tmp_path: Path) -> None:
     data = pa.table({"s": pa.array(["a", "b", "a"], pa.large_string()), "d": pa.array(["x", None, "x"]).dictionary_encode()})
     add = _write_file(tmp_path, "f.parquet", data, store_schema=True)
