@@ -140,6 +140,6 @@ from tests.browser import (  # noqa: E402, F401
     api_server,
     api_server_env,
     browser,
-    login_state,
+    logged_in_context,
     migrated_airflow_db,
 )
