@@ -18,10 +18,8 @@ settings), or use the classes directly.
 
 What costs seconds is done once: the metadata database is migrated once per session and
 copied into each server's home (``migrated_airflow_db``), and a person logs in through the
-login form once per module, in the module's one browser context (``logged_in_context``);
-each test's page is a new page (tab) of that context. The pages share the context's
-cookies and its HTTP cache, so Airflow's UI (megabytes of JavaScript) is fetched and
-compiled once per module, not once per test.
+login form once per module (``login_state``); each test's page is a fresh browser context
+that starts from that login's cookies and storage.
 
 ``make test`` installs Chromium with apt-get when it is missing and it runs as root; the
 fixtures fail with what to install otherwise.
@@ -50,7 +48,7 @@ import pytest
 from scripts.airflow_cli import AIRFLOW, AirflowCli, output_tail
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page
+    from playwright.sync_api import Browser, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Headless, and nothing that reaches beyond loopback (updates, sync, first-run pages).
@@ -324,27 +322,27 @@ def screenshot_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def logged_in_context(browser: Browser, api_server: ApiServer) -> Iterator[BrowserContext]:
-    """The module's browser context, after a person logged in through Airflow's login form in it (once per module)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def login_state(browser: Browser, api_server: ApiServer) -> Any:
+    """The browser's cookies and local storage after a person logs in through Airflow's login form, once per module."""
+    context = browser.new_context()
     context.set_default_timeout(30_000)
     try:
-        login_page = context.new_page()
-        AirflowPage(login_page, api_server, Path("unused")).login()
-        login_page.close()
-        yield context
+        AirflowPage(context.new_page(), api_server, Path("unused")).login()
+        return context.storage_state()
     finally:
         context.close()
 
 
 @pytest.fixture
 def airflow_page(
-    logged_in_context: BrowserContext, api_server: ApiServer, tmp_path: Path, request: pytest.FixtureRequest
+    browser: Browser, api_server: ApiServer, login_state: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[AirflowPage]:
-    """A new page of the module's logged-in context (:func:`logged_in_context`) on its api-server; screenshots
-    under :func:`screenshot_dir`."""
-    page = AirflowPage(logged_in_context.new_page(), api_server, screenshot_dir(request, tmp_path))
+    """A fresh browser context, logged in to the module's api-server (the module's login); screenshots under
+    :func:`screenshot_dir`."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, storage_state=login_state)
+    context.set_default_timeout(30_000)
+    page = AirflowPage(context.new_page(), api_server, screenshot_dir(request, tmp_path))
     try:
         yield page
     finally:
-        page.page.close()
+        context.close()

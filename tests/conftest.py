@@ -140,6 +140,6 @@ from tests.browser import (  # noqa: E402, F401
     api_server,
     api_server_env,
     browser,
-    logged_in_context,
+    login_state,
     migrated_airflow_db,
 )
