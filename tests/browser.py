@@ -151,11 +151,15 @@ class ApiServer:
         raise RuntimeError(f"airflow api-server did not answer within {SERVER_START_TIMEOUT:.0f}s:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """Stop the server's whole process group (the api-server and its uvicorn worker)."""
+        """Stop the server's whole process group (the api-server and its uvicorn worker).
+
+        A few seconds' grace only: uvicorn's graceful shutdown waits for open connections
+        (a browser's keep-alive ones), and nothing of a test server's home outlives the test.
+        """
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        for sig, wait in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
             try:
                 os.killpg(process.pid, sig)
             except ProcessLookupError:

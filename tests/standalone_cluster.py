@@ -23,6 +23,11 @@ import pytest
 
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
 STARTUP_TIMEOUT_SECONDS = 90
+# The JVM options of the cluster's daemons, and of the executors a test's job may ask for
+# (``spark.executor.extraJavaOptions``): the C1 compiler only and the serial GC. They serve
+# a few small jobs and exit; C2's compilations and the parallel GC's threads would cost
+# more CPU than they ever save on the 2 cores the suite shares.
+STANDALONE_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,7 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         SPARK_WORKER_DIR=str(worker_dir / "work"),
         SPARK_LOCAL_DIRS=str(worker_dir / "local"),
         SPARK_NO_DAEMONIZE="1",
+        SPARK_DAEMON_JAVA_OPTS=STANDALONE_JAVA_OPTIONS,
         SPARK_HOME=str(Path(importlib.util.find_spec("pyspark").origin).parent),  # type: ignore[arg-type]
     )
     port = _free_port()

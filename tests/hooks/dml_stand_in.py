@@ -3,9 +3,11 @@
 Like ``airflow_delta/spark/jobs/dml.py`` it takes ``--spec-file PATH`` or ``--spec JSON``,
 runs the spec (``airflow_delta.spark.delete.run_delete``, the real DELETE job), prints
 ``AIRFLOW_DELTA_RESULT <json>`` on success and ``AIRFLOW_DELTA_ERROR <json>`` with exit
-status 3 on a Delta error. Before the work it prints where an executor imported the
-engine from (``AIRFLOW_DELTA_STAND_IN planned; executor engine from <path>``), which
-shows whether the py_files zip reached the executors.
+status 3 on a Delta error. Asked to (``spark.airflowDeltaTest.reportExecutorEngine``), it prints before the
+work where an executor imported the engine from (``AIRFLOW_DELTA_STAND_IN planned;
+executor engine from <path>``), which shows whether the py_files zip reached the
+executors; otherwise the line says nothing of executors (a Python worker started for it
+costs a local-mode job seconds of CPU: it compiles the engine from the zip).
 
 Test hooks, as Spark conf (the real program has none), run between staging and commit
 through ``run_delete``'s ``before_commit``:
@@ -18,7 +20,9 @@ through ``run_delete``'s ``before_commit``:
   the driver's process id, so a test knows the driver is about to commit, and which
   process would commit;
 - ``spark.airflowDeltaTest.commitAfterFile``: a file to wait for before committing (a
-  job that commits late, exactly when the test says so).
+  job that commits late, exactly when the test says so);
+- ``spark.airflowDeltaTest.reportExecutorEngine``: ``true`` to report where an executor
+  imported the engine from (see above).
 
 No Airflow imports.
 """
@@ -61,10 +65,12 @@ def main() -> int:
     concurrent = conf.get("spark.airflowDeltaTest.deleteBeforeCommit", "")
     marker = conf.get("spark.airflowDeltaTest.stagedMarker", "")
     commit_after = conf.get("spark.airflowDeltaTest.commitAfterFile", "")
+    report_executor = conf.get("spark.airflowDeltaTest.reportExecutorEngine", "false") == "true"
     try:
         spec = spec_from_json(text)
         assert isinstance(spec, DeleteSpec), "the stand-in runs DELETE specs only"
-        print(f"AIRFLOW_DELTA_STAND_IN planned; executor engine from {_executor_engine(spark)}", flush=True)
+        executor = f"; executor engine from {_executor_engine(spark)}" if report_executor else ""
+        print(f"AIRFLOW_DELTA_STAND_IN planned{executor}", flush=True)
 
         def before_commit(attempt: int) -> None:
             print(f"AIRFLOW_DELTA_STAND_IN staged attempt {attempt}", flush=True)

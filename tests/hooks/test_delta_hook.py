@@ -36,6 +36,7 @@ from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
 from tests.airflow_layer import SCHEMA, STAND_IN, make_table, set_connection
 from tests.oracles import assert_oracles_read
+from tests.standalone_cluster import STANDALONE_JAVA_OPTIONS
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
 
@@ -48,10 +49,20 @@ def _spec(path: str, predicate: str | None, identity: TaskIdentity = IDENTITY, *
     )
 
 
+# The jobs of these tests run without the driver's web UI: nobody opens it, and starting it
+# costs about as much as a small job's own work (the operators' tests' `local_spark` does the same).
+NO_UI = {"spark.ui.enabled": "false"}
+
+
 def _local_connections(monkeypatch: pytest.MonkeyPatch, spark_conf: dict[str, str] | None = None) -> None:
     set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
     extra: dict[str, object] = {"spark_conn_id": "spark_local", "spark_conf": json.dumps(spark_conf or {})}
     set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": extra})
+
+
+def _local_job_connections(monkeypatch: pytest.MonkeyPatch, spark_conf: dict[str, str] | None = None) -> None:
+    """The connections of the tests' real local-mode jobs: as :func:`_local_connections`, without the web UI."""
+    _local_connections(monkeypatch, {**NO_UI, **(spark_conf or {})})
 
 
 # --------------------------------------------------------------------------- connection
@@ -283,10 +294,11 @@ def test_submit_in_local_mode_commits_once_with_the_task_app_id(
     monkeypatch: pytest.MonkeyPatch, table_path: str
 ) -> None:
     rows = make_table(table_path, dvs=True)
-    _local_connections(monkeypatch)
+    _local_job_connections(monkeypatch)
     hook = DeltaHook()
 
-    printed = hook.submit(_spec(table_path, "value = 'v3' OR id > 17"), application=STAND_IN)
+    # A few small files: the operator submits it as a small job (tests/operators, is_small_job).
+    printed = hook.submit(_spec(table_path, "value = 'v3' OR id > 17"), application=STAND_IN, small_job=True)
 
     table = DeltaTable(table_path)
     found = hook.find_commit(table, IDENTITY.app_id)
@@ -304,14 +316,23 @@ def test_submit_to_a_standalone_cluster_in_client_mode(
     rows = make_table(table_path)
     host, port = standalone_cluster.master_url.rsplit(":", 1)  # type: ignore[attr-defined]
     set_connection(monkeypatch, "spark_standalone", {"conn_type": "spark", "host": host, "port": int(port)})
+    executor_conf = {
+        **NO_UI,
+        "spark.airflowDeltaTest.reportExecutorEngine": "true",
+        # The executor JVM lives for one small job: C1 only, the serial GC (as the cluster's daemons).
+        "spark.executor.extraJavaOptions": STANDALONE_JAVA_OPTIONS,
+    }
     set_connection(
         monkeypatch,
         "delta_default",
-        {"conn_type": "delta", "extra": {"spark_conn_id": "spark_standalone", "deploy_mode": "client"}},
+        {
+            "conn_type": "delta",
+            "extra": {"spark_conn_id": "spark_standalone", "deploy_mode": "client", "spark_conf": executor_conf},
+        },
     )
     hook = DeltaHook()
 
-    hook.submit(_spec(table_path, "id IN (1, 2, 3)"), application=STAND_IN)
+    hook.submit(_spec(table_path, "id IN (1, 2, 3)"), application=STAND_IN, small_job=True)
 
     # The executor imported the engine from the job's py_files zip, not from an installation.
     logged = capfd.readouterr()
@@ -331,7 +352,8 @@ def test_a_bad_predicate_fails_with_the_engine_error_and_the_driver_log_tail(
     monkeypatch: pytest.MonkeyPatch, table_path: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     rows = make_table(table_path)
-    _local_connections(monkeypatch)
+    # Not a small job: the operator cannot plan a predicate on a column that does not exist.
+    _local_job_connections(monkeypatch)
 
     with pytest.raises(InvalidFilterError, match="no_such_column") as raised:
         DeltaHook().submit(_spec(table_path, "no_such_column = 1"), application=STAND_IN)
@@ -351,10 +373,10 @@ def test_a_conflict_with_a_concurrent_delete_raises_the_retryable_engine_error(
     rows = make_table(table_path)
     # Between the job's planning and its commit, another writer deletes partition a,
     # removing the files the job read to find id 2.
-    _local_connections(monkeypatch, {"spark.airflowDeltaTest.deleteBeforeCommit": "part = 'a'"})
+    _local_job_connections(monkeypatch, {"spark.airflowDeltaTest.deleteBeforeCommit": "part = 'a'"})
 
     with pytest.raises(ConcurrentDeleteReadException) as raised:
-        DeltaHook().submit(_spec(table_path, "id = 2", max_attempts=1), application=STAND_IN)
+        DeltaHook().submit(_spec(table_path, "id = 2", max_attempts=1), application=STAND_IN, small_job=True)
 
     assert raised.value.retryable
     assert DeltaTable(table_path).version() == 3  # the other writer's commit only
@@ -392,7 +414,7 @@ def test_on_kill_during_a_running_job_leaves_no_commit_and_a_readable_table(
 ) -> None:
     rows = make_table(table_path)
     staged = Path(table_path).parent / "staged"
-    _local_connections(
+    _local_job_connections(
         monkeypatch,
         {"spark.airflowDeltaTest.sleepBeforeCommit": "10", "spark.airflowDeltaTest.stagedMarker": str(staged)},
     )
@@ -401,7 +423,7 @@ def test_on_kill_during_a_running_job_leaves_no_commit_and_a_readable_table(
 
     def run() -> None:
         try:
-            hook.submit(_spec(table_path, "id = 4"), application=STAND_IN)
+            hook.submit(_spec(table_path, "id = 4"), application=STAND_IN, small_job=True)
         except BaseException as exc:
             failure.append(exc)
 
@@ -428,7 +450,7 @@ def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check_and_reports_th
     rows = make_table(table_path)
     staged = Path(table_path).parent / "staged"
     commit_now = Path(table_path).parent / "commit-now"
-    _local_connections(
+    _local_job_connections(
         monkeypatch,
         {"spark.airflowDeltaTest.commitAfterFile": str(commit_now), "spark.airflowDeltaTest.stagedMarker": str(staged)},
     )
@@ -438,7 +460,7 @@ def test_a_late_commit_of_an_earlier_try_fails_the_conflict_check_and_reports_th
 
     def earlier_try() -> None:
         try:
-            printed.append(hook.submit(_spec(table_path, "id = 5"), application=STAND_IN))
+            printed.append(hook.submit(_spec(table_path, "id = 5"), application=STAND_IN, small_job=True))
         except BaseException as exc:
             failure.append(exc)
 

@@ -14,8 +14,8 @@ import pyspark
 import pytest
 
 from airflow_delta.hooks.delta import DeltaHook
-from scripts.airflow_cli import AirflowCli, output_tail
-from tests.airflow_layer import make_table, set_connection
+from scripts.airflow_cli import output_tail
+from tests.airflow_layer import make_table, migrated_airflow, set_connection
 from tests.spark.test_installation import mixed_pyspark_copy
 
 pytestmark = [pytest.mark.usefixtures("airflow_home"), pytest.mark.slow]
@@ -94,10 +94,11 @@ def test_storage_that_cannot_be_listed_is_reported(monkeypatch: pytest.MonkeyPat
     assert f"Listing {missing_bucket} with the storage options failed" in message
 
 
-def test_the_airflow_cli_runs_the_same_test(tmp_path: Path, table_path: str) -> None:
+def test_the_airflow_cli_runs_the_same_test(tmp_path_factory: pytest.TempPathFactory, table_path: str) -> None:
     make_table(table_path)
-    airflow = AirflowCli(
-        tmp_path / "home",
+    # A copy of the session's one migrated database (`airflow db migrate` costs seconds of CPU).
+    airflow = migrated_airflow(
+        tmp_path_factory,
         env_vars={
             "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
             "AIRFLOW_CONN_SPARK_LOCAL": json.dumps(SPARK_LOCAL),
@@ -107,7 +108,6 @@ def test_the_airflow_cli_runs_the_same_test(tmp_path: Path, table_path: str) -> 
             "AIRFLOW_CONN_DELTA_BROKEN": json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_typo"}}),
         },
     )
-    airflow.migrate()
 
     passed = airflow.run("connections", "test", "delta_cli")
     failed = airflow.run("connections", "test", "delta_broken")

@@ -164,10 +164,11 @@ def test_a_client_mode_driver_uses_the_archive_and_never_writes_it_a_cluster_mod
 
 
 def _wait_for_writer(archive: DriverClassArchive, timeout: float = 900.0) -> None:
+    """Wait until no writer holds the lock (its processes exited), looking every tenth of a second."""
     deadline = time.monotonic() + timeout
     while archive.being_written():
         assert time.monotonic() < deadline, "the background writer did not finish"
-        time.sleep(1.0)
+        time.sleep(0.1)
 
 
 @pytest.mark.slow
@@ -223,9 +224,15 @@ def test_the_first_successful_job_starts_a_background_writer_whose_archive_later
     # A later job maps the archive.
     submit_hook = DeltaHook().spark_submit_hook(spec("id = 8"), small_job=True)
     assert submit_hook._conf["spark.driver.extraJavaOptions"].endswith(archive.use_option())
-    # A driver started from the archive takes Spark's classes from it.
-    program = tmp_path / "empty.py"
-    program.write_text('from pyspark.sql import SparkSession\nSparkSession.builder.getOrCreate().stop()\n')
+    # A driver started from the archive takes Spark's classes from it. The program only has the
+    # driver JVM load SparkContext's class (through the gateway spark-submit gives it): starting
+    # a SparkContext would load the same class from the same place, and cost seconds more.
+    program = tmp_path / "load_spark_context_class.py"
+    program.write_text(
+        "from pyspark import SparkContext\n"
+        "SparkContext._ensure_initialized()\n"
+        "SparkContext._jvm.java.lang.Class.forName('org.apache.spark.SparkContext')\n"
+    )
     loaded = tmp_path / "class-load.log"
     options = f"{SMALL_JOB_DRIVER_JAVA_OPTIONS} {archive.use_option()} -Xlog:class+load=info:file={loaded}"
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
