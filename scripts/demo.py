@@ -17,7 +17,8 @@ What it does, in order:
    the file-size charts as PNG and prints their paths, and writes ``summary.json``.
 
 It exits non-zero when the DAG run fails or a row is missing. ``--small`` builds a
-smaller table (the test suite runs it that way).
+smaller table, and ``--airflow-db`` starts Airflow from a copy of an already migrated
+database instead of ``airflow db migrate`` (the test suite runs it with both).
 """
 
 from __future__ import annotations
@@ -179,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=REPO_ROOT / ".demo", help="where the table and Airflow live")
     parser.add_argument("--small", action="store_true", help="a smaller table (for the test suite)")
+    parser.add_argument(
+        "--airflow-db",
+        type=Path,
+        help="start Airflow from a copy of this SQLite database, already migrated by this Airflow, "
+        "instead of running airflow db migrate (the test suite passes its session's one)",
+    )
     args = parser.parse_args(argv)
     size = SMALL if args.small else FULL
     started = time.monotonic()
@@ -198,8 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     airflow = AirflowCli(
         home, env_vars={**SPARK_LOCAL_CONNECTIONS, "DELTA_NIGHTLY_OPTIMIZE_EXECUTION": "spark"}, logging_level="INFO"
     )
-    print(f"\nairflow db migrate (AIRFLOW_HOME={home})")
-    airflow.migrate()
+    if args.airflow_db is None:
+        print(f"\nairflow db migrate (AIRFLOW_HOME={home})")
+        airflow.migrate()
+    else:
+        print(f"\nAirflow's database: a copy of {args.airflow_db} (AIRFLOW_HOME={home})")
+        shutil.copyfile(args.airflow_db, home / "airflow.db")
 
     dag_log = work / "airflow-dags-test.log"
     print(f"airflow dags test {DAG_ID} (OPTIMIZE on Spark local[2]); a writer appends every "

@@ -1,16 +1,21 @@
 """The DML example DAGs (``delta_delete``, ``delta_update``, ``delta_merge``) under the real Airflow CLI.
 
-``airflow db migrate`` and ``airflow dags test`` run as subprocesses with an
-``AIRFLOW_HOME`` and SQLite database in a temporary directory; connections come from
+``airflow dags test`` runs with an ``AIRFLOW_HOME`` and SQLite database (a copy of the
+session's one ``airflow db migrate``) in a temporary directory; connections come from
 ``AIRFLOW_CONN_<ID>`` JSON environment variables (a ``delta`` connection pointing at a
-``local[2]`` Spark connection). Tables are checked with delta-rs and delta-kernel-rs,
-MERGE against DuckDB's ``MERGE INTO`` on the same data; the task's XCom is read from the
-metadata database.
+``local[2]`` Spark connection). The four runs (one per test) are made once for the module,
+one after the other in one Airflow CLI process (``AirflowCli.test_dags``: the first is a
+fresh ``airflow dags test``, the others skip the process start); each test asserts its
+own run. Tables are checked with delta-rs and delta-kernel-rs, MERGE against DuckDB's
+``MERGE INTO`` on the same data; the task's XCom is read from the metadata database.
 """
 
 from __future__ import annotations
 
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,9 +37,69 @@ needs_dml_program = pytest.mark.skipif(
 )
 
 
+MERGE_TARGET = [{"id": i, "name": f"c{i}", "score": i} for i in range(10)]
+MERGE_CHANGES = pa.table(
+    {
+        "id": [2, 3, 11, 12],
+        "name": ["c2-new", "c3", "c11", "c12"],
+        "score": [20, 30, 110, 120],
+        "deleted": [False, True, False, True],
+    }
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test's table, the rows written to it, and its run."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    result: subprocess.CompletedProcess[str]
+    run: dict[str, Any]
+
+
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory: pytest.TempPathFactory) -> AirflowCli:
-    return migrated_airflow(tmp_path_factory, DAGS_FOLDER, SPARK_LOCAL_CONNECTIONS)
+def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
+    """The tables of the four tests, each run through its DAG once (one process for the four runs)."""
+    airflow: AirflowCli = migrated_airflow(tmp_path_factory, DAGS_FOLDER, SPARK_LOCAL_CONNECTIONS)
+    root = tmp_path_factory.mktemp("dml")
+    tables: dict[str, tuple[Path, list[dict[str, Any]], str, dict[str, Any]]] = {}
+
+    path = root / "delete"
+    rows = [{"id": i, "part": "abc"[i % 3], "value": f"v{i}"} for i in range(30)]
+    DeltaTable.create(str(path), EVENTS, partition_by=["part"]).append(pa.Table.from_pylist(rows, schema=EVENTS))
+    tables["delete"] = (path, rows, "delta_delete", {"table_uri": str(path), "predicate": "part = 'b'"})
+
+    path = root / "delete_unknown_column"
+    rows = [{"id": 1, "part": "a", "value": "v1"}]
+    DeltaTable.create(str(path), EVENTS, partition_by=["part"]).append(pa.Table.from_pylist(rows, schema=EVENTS))
+    tables["delete_unknown_column"] = (
+        path,
+        rows,
+        "delta_delete",
+        {"table_uri": str(path), "predicate": "colour = 'red'"},
+    )
+
+    if DeltaHook.DML_APPLICATION.is_file():
+        path = root / "update"
+        rows = [{"id": i, "part": "ab"[i % 2], "value": f"v{i}"} for i in range(20)]
+        table = DeltaTable.create(str(path), EVENTS, properties={"delta.enableDeletionVectors": "true"})
+        table.append(pa.Table.from_pylist(rows, schema=EVENTS))
+        conf = {"table_uri": str(path), "set": {"value": "upper(value)"}, "predicate": "id % 5 = 0"}
+        tables["update"] = (path, rows, "delta_update", conf)
+
+        path = root / "merge"
+        DeltaTable.create(str(path), CUSTOMERS).append(pa.Table.from_pylist(MERGE_TARGET, schema=CUSTOMERS))
+        changes_dir = root / "changes"
+        changes_dir.mkdir()
+        pq.write_table(MERGE_CHANGES, changes_dir / "part-0.parquet")
+        tables["merge"] = (path, MERGE_TARGET, "delta_merge", {"table_uri": str(path), "changes_uri": str(changes_dir)})
+
+    outcomes = airflow.test_dags([(dag_id, conf) for _, _, dag_id, conf in tables.values()])
+    return {
+        name: Case(path, rows, *outcome)
+        for (name, (path, rows, _, _)), outcome in zip(tables.items(), outcomes, strict=True)
+    }
 
 
 @pytest.mark.usefixtures("isolated_airflow")
@@ -55,13 +120,8 @@ def test_the_dml_dags_parse() -> None:
 
 
 @pytest.mark.slow
-def test_delta_delete_dag_deletes_a_partition_in_the_worker(airflow: AirflowCli, tmp_path: Path) -> None:
-    path = tmp_path / "events"
-    table = DeltaTable.create(str(path), EVENTS, partition_by=["part"])
-    rows = [{"id": i, "part": "abc"[i % 3], "value": f"v{i}"} for i in range(30)]
-    table.append(pa.Table.from_pylist(rows, schema=EVENTS))
-
-    result, run = airflow.test_dag("delta_delete", {"table_uri": str(path), "predicate": "part = 'b'"})
+def test_delta_delete_dag_deletes_a_partition_in_the_worker(cases: dict[str, Case]) -> None:
+    path, rows, result, run = (case := cases["delete"]).path, case.rows, case.result, case.run
 
     assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success" and run["tasks"] == {"delete_rows": "success"}
@@ -72,12 +132,8 @@ def test_delta_delete_dag_deletes_a_partition_in_the_worker(airflow: AirflowCli,
 
 
 @pytest.mark.slow
-def test_delta_delete_dag_fails_at_once_on_an_unknown_column(airflow: AirflowCli, tmp_path: Path) -> None:
-    path = tmp_path / "events"
-    table = DeltaTable.create(str(path), EVENTS, partition_by=["part"])
-    table.append(pa.Table.from_pylist([{"id": 1, "part": "a", "value": "v1"}], schema=EVENTS))
-
-    result, run = airflow.test_dag("delta_delete", {"table_uri": str(path), "predicate": "colour = 'red'"})
+def test_delta_delete_dag_fails_at_once_on_an_unknown_column(cases: dict[str, Case]) -> None:
+    path, result, run = (case := cases["delete_unknown_column"]).path, case.result, case.run
 
     assert result.returncode != 0
     assert run["tasks"] == {"delete_rows": "failed"}  # not up_for_retry, although the task has retries
@@ -87,14 +143,8 @@ def test_delta_delete_dag_fails_at_once_on_an_unknown_column(airflow: AirflowCli
 
 @pytest.mark.slow
 @needs_dml_program
-def test_delta_update_dag_updates_rows_on_spark(airflow: AirflowCli, tmp_path: Path) -> None:
-    path = tmp_path / "events"
-    table = DeltaTable.create(str(path), EVENTS, properties={"delta.enableDeletionVectors": "true"})
-    rows = [{"id": i, "part": "ab"[i % 2], "value": f"v{i}"} for i in range(20)]
-    table.append(pa.Table.from_pylist(rows, schema=EVENTS))
-
-    conf = {"table_uri": str(path), "set": {"value": "upper(value)"}, "predicate": "id % 5 = 0"}
-    result, run = airflow.test_dag("delta_update", conf)
+def test_delta_update_dag_updates_rows_on_spark(cases: dict[str, Case]) -> None:
+    path, rows, result, run = (case := cases["update"]).path, case.rows, case.result, case.run
 
     assert result.returncode == 0, output_tail(result)
     xcom = run["xcoms"]["update_rows"]
@@ -106,26 +156,11 @@ def test_delta_update_dag_updates_rows_on_spark(airflow: AirflowCli, tmp_path: P
 
 @pytest.mark.slow
 @needs_dml_program
-def test_delta_merge_dag_upserts_a_batch_of_changes_as_duckdb_does(airflow: AirflowCli, tmp_path: Path) -> None:
+def test_delta_merge_dag_upserts_a_batch_of_changes_as_duckdb_does(cases: dict[str, Case]) -> None:
     import duckdb
 
-    path = tmp_path / "customers"
-    table = DeltaTable.create(str(path), CUSTOMERS)
-    target = [{"id": i, "name": f"c{i}", "score": i} for i in range(10)]
-    table.append(pa.Table.from_pylist(target, schema=CUSTOMERS))
-    changes_dir = tmp_path / "changes"
-    changes_dir.mkdir()
-    changes = pa.table(
-        {
-            "id": [2, 3, 11, 12],
-            "name": ["c2-new", "c3", "c11", "c12"],
-            "score": [20, 30, 110, 120],
-            "deleted": [False, True, False, True],
-        }
-    )
-    pq.write_table(changes, changes_dir / "part-0.parquet")
-
-    result, run = airflow.test_dag("delta_merge", {"table_uri": str(path), "changes_uri": str(changes_dir)})
+    path, target, result, run = (case := cases["merge"]).path, case.rows, case.result, case.run
+    changes = MERGE_CHANGES
 
     assert result.returncode == 0, output_tail(result)
     db = duckdb.connect()

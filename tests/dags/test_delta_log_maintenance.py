@@ -1,9 +1,12 @@
 """The ``delta_log_maintenance`` example DAG: it parses, and it does its job under the real Airflow CLI.
 
-The end-to-end tests run ``airflow db migrate`` and ``airflow dags test`` as subprocesses
-with an ``AIRFLOW_HOME`` and SQLite database in a temporary directory, on tables the
-tests create with the engine. Run states, task states and XComs are read from that
-SQLite database (the CLI prints them only as log lines).
+The end-to-end tests run ``airflow dags test`` with an ``AIRFLOW_HOME`` and SQLite
+database (a copy of the session's one ``airflow db migrate``) in a temporary directory, on
+tables the module creates with the engine. The three runs (one per test) are made once for
+the module, one after the other in one Airflow CLI process (``AirflowCli.test_dags``: the
+first is a fresh ``airflow dags test``, the others skip the process start); each test
+asserts its own run. Run states, task states and XComs are read from that SQLite database
+(the CLI prints them only as log lines).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +39,45 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> AirflowCli:
     return migrated_airflow(tmp_path_factory, DAGS_FOLDER)
 
 
-def _run_dag(airflow: AirflowCli, conf: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    return airflow.test_dag(DAG_ID, conf)
+@dataclass(frozen=True)
+class Case:
+    """One test's table, what it held before the run, and the run."""
+
+    path: Path
+    rows: pa.Table
+    log_before: set[str]
+    result: subprocess.CompletedProcess[str]
+    run: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def cases(airflow: AirflowCli, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
+    """The three tests' tables, each run through the DAG once (one process for the three runs)."""
+    root = tmp_path_factory.mktemp("log_maintenance")
+    # Written three days ago and never checkpointed: with a one-day retention every
+    # commit before the new checkpoint has expired.
+    expired = root / "expired"
+    _make_table(expired)
+    _backdate_log(expired, days=3)
+    # A checkpoint is due (13 commits), but the retention given is not an interval.
+    bad_retention = root / "bad_retention"
+    _make_table(bad_retention)
+    # 3 commits since the checkpoint, under the default threshold of 10; nothing has expired.
+    recent = root / "recent"
+    _make_table(recent)
+    table = DeltaTable(str(recent))
+    assert table.checkpoint().version == APPENDS
+    for i in range(3):
+        table.append(pa.table({"id": [200 + i], "name": [f"row {200 + i}"]}, schema=SCHEMA))
+    confs = {
+        "expired": {"table_uri": str(expired), "log_retention": "interval 1 day"},
+        "bad_retention": {"table_uri": str(bad_retention), "log_retention": "thirty days"},
+        "recent": {"table_uri": str(recent)},
+    }
+    paths = {"expired": expired, "bad_retention": bad_retention, "recent": recent}
+    before = {name: (_sorted_rows(DeltaTable(str(path))), _log_names(path)) for name, path in paths.items()}
+    outcomes = airflow.test_dags([(DAG_ID, conf) for conf in confs.values()])
+    return {name: Case(paths[name], *before[name], *outcome) for name, outcome in zip(confs, outcomes, strict=True)}
 
 
 def _make_table(path: Path) -> pa.Table:
@@ -95,15 +136,10 @@ def test_dag_file_parses_with_the_expected_tasks_and_params() -> None:
 
 
 @pytest.mark.slow
-def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow: AirflowCli, tmp_path: Path) -> None:
-    path = tmp_path / "events"
-    rows = _make_table(path)
-    # Written three days ago and never checkpointed: with a one-day retention every
-    # commit before the new checkpoint has expired.
-    _backdate_log(path, days=3)
-    assert not any(".checkpoint." in name for name in _log_names(path))
-
-    result, run = _run_dag(airflow, {"table_uri": str(path), "log_retention": "interval 1 day"})
+def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(cases: dict[str, Case]) -> None:
+    case = cases["expired"]
+    path, rows, result, run = case.path, case.rows, case.result, case.run
+    assert not any(".checkpoint." in name for name in case.log_before)
 
     assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success"
@@ -149,12 +185,9 @@ def test_dags_test_checkpoints_the_table_and_cleans_up_its_expired_log(airflow: 
 
 
 @pytest.mark.slow
-def test_dags_test_fails_on_a_bad_retention_before_writing_anything(airflow: AirflowCli, tmp_path: Path) -> None:
-    path = tmp_path / "events"
-    rows = _make_table(path)
-    before = _log_names(path)
-
-    result, run = _run_dag(airflow, {"table_uri": str(path), "log_retention": "thirty days"})
+def test_dags_test_fails_on_a_bad_retention_before_writing_anything(cases: dict[str, Case]) -> None:
+    case = cases["bad_retention"]
+    path, rows, before, result, run = case.path, case.rows, case.log_before, case.result, case.run
 
     assert result.returncode != 0
     assert run["state"] == "failed"
@@ -173,17 +206,9 @@ def test_dags_test_fails_on_a_bad_retention_before_writing_anything(airflow: Air
 
 
 @pytest.mark.slow
-def test_dags_test_leaves_a_recently_checkpointed_table_alone(airflow: AirflowCli, tmp_path: Path) -> None:
-    path = tmp_path / "events"
-    rows = _make_table(path)
-    table = DeltaTable(str(path))
-    assert table.checkpoint().version == APPENDS
-    for i in range(3):
-        table.append(pa.table({"id": [200 + i], "name": [f"row {200 + i}"]}, schema=SCHEMA))
-    before = _log_names(path)
-
-    # 3 commits since the checkpoint, under the default threshold of 10; nothing has expired.
-    result, run = _run_dag(airflow, {"table_uri": str(path)})
+def test_dags_test_leaves_a_recently_checkpointed_table_alone(cases: dict[str, Case]) -> None:
+    case = cases["recent"]
+    path, before, result, run = case.path, case.log_before, case.result, case.run
 
     assert result.returncode == 0, output_tail(result)
     assert run["state"] == "success"
@@ -196,4 +221,4 @@ def test_dags_test_leaves_a_recently_checkpointed_table_alone(airflow: AirflowCl
     assert run["xcoms"]["cleanup_expired_log"] == []
     assert run["xcoms"]["report"]["checkpoint_written"] is None
     assert _log_names(path) == before
-    assert _sorted_rows(DeltaTable(str(path))).num_rows == rows.num_rows + 3
+    assert _sorted_rows(DeltaTable(str(path))).equals(case.rows)  # the 13 commits' rows and the 3 appended

@@ -1,4 +1,5 @@
-"""``scripts/demo.py`` (what ``make demo`` runs), as a user runs it: a fresh process, ``--small``.
+"""``scripts/demo.py`` (what ``make demo`` runs), as a user runs it: a fresh process, ``--small``,
+its Airflow started from the session's migrated database (``--airflow-db``).
 
 The demo's own row check is not trusted: delta-rs and delta-kernel-rs read the table it
 leaves, and the test rebuilds the expected rows from the demo's deterministic input (the
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pytest
 
 from scripts.demo import DELETES, SMALL, WRITER_FIRST_ID, input_batches
+from tests.airflow_layer import migrated_database
 from tests.oracles import read_with_deltars, read_with_kernel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +34,10 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Compl
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     result = subprocess.run(
-        [sys.executable, "-m", "scripts.demo", "--small", "--dir", str(work)],
+        # The session's one migrated database (what `airflow db migrate` writes, tests/airflow_layer.py)
+        # instead of a migration of the demo's own.
+        [sys.executable, "-m", "scripts.demo", "--small", "--dir", str(work),
+         "--airflow-db", str(migrated_database(tmp_path_factory))],
         env=env,
         cwd=REPO_ROOT,
         capture_output=True,
