@@ -37,7 +37,7 @@ def spark() -> Iterator[object]:
             # The C1 compiler only, and the serial collector: C2's compilations and the
             # parallel GC's threads cost CPU that jobs of kilobytes never earn back. Measured
             # again over the longer modules (test_native_scan, test_column_values and
-            # test_changes_cdf in one session): 344 s with C1 only, 653 s with C2 on.
+            # test_changes_cdf in one session): 348 s with C1 only, 666 s with C2 on.
             "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         },
     )
