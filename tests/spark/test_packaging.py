@@ -37,27 +37,46 @@ def run_with_only_zip(zip_path: Path, cwd: Path, program: str) -> str:
     return result.stdout
 
 
+@pytest.fixture(scope="module")
+def built_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The installed package's zip, built once for the module's tests that only read it (a build compiles every source)."""
+    return engine_py_files(tmp_path_factory.mktemp("py-files"))
+
+
+# One interpreter importing the engine from the zip alone, for two tests: what the imports
+# pulled in (by distribution), and the modules zipimport compiled from source on the way.
+_IMPORT_REPORT = (
+    "import importlib.metadata, json, sys, zipimport\n"
+    "before = set(sys.modules)  # what the interpreter's start-up (site, .pth files) loaded\n"
+    "compiled = []\n"
+    "original = zipimport._compile_source\n"
+    "def recording(pathname, source):\n"
+    "    compiled.append(pathname)\n"
+    "    return original(pathname, source)\n"
+    "zipimport._compile_source = recording\n"
+    "import airflow_delta, airflow_delta.engine, airflow_delta.spark.specs, airflow_delta.spark.packaging\n"
+    "owners = importlib.metadata.packages_distributions()\n"
+    "imported = {name.split('.')[0] for name in set(sys.modules) - before}\n"
+    "distributions = sorted({d.lower() for name in imported for d in owners.get(name, [])})\n"
+    "print(json.dumps({'file': airflow_delta.__file__, 'engine': airflow_delta.engine.__file__,\n"
+    "                  'DeltaTable': hasattr(airflow_delta.engine, 'DeltaTable'), 'distributions': distributions,\n"
+    "                  'compiled': compiled}))\n"
+)
+
+
+@pytest.fixture(scope="module")
+def import_report(built_zip: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return json.loads(run_with_only_zip(built_zip, tmp_path_factory.mktemp("cwd"), _IMPORT_REPORT))
+
+
 def copied_package(tmp_path: Path) -> Path:
     copy = tmp_path / "tree" / "airflow_delta"
     shutil.copytree(INSTALLED_PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     return copy
 
 
-def test_the_zip_alone_provides_the_engine_and_the_spark_programs(tmp_path: Path) -> None:
-    zip_path = engine_py_files(tmp_path / "cache")
-    workdir = tmp_path / "cwd"
-    workdir.mkdir()
-    program = (
-        "import importlib.metadata, json, sys\n"
-        "before = set(sys.modules)  # what the interpreter's start-up (site, .pth files) loaded\n"
-        "import airflow_delta, airflow_delta.engine, airflow_delta.spark.specs, airflow_delta.spark.packaging\n"
-        "owners = importlib.metadata.packages_distributions()\n"
-        "imported = {name.split('.')[0] for name in set(sys.modules) - before}\n"
-        "distributions = sorted({d.lower() for name in imported for d in owners.get(name, [])})\n"
-        "print(json.dumps({'file': airflow_delta.__file__, 'engine': airflow_delta.engine.__file__,\n"
-        "                  'DeltaTable': hasattr(airflow_delta.engine, 'DeltaTable'), 'distributions': distributions}))\n"
-    )
-    report = json.loads(run_with_only_zip(zip_path, workdir, program))
+def test_the_zip_alone_provides_the_engine_and_the_spark_programs(built_zip: Path, import_report: dict) -> None:
+    zip_path, report = built_zip, import_report
     # Loaded from the zip's bytecode (a module's file is then its .pyc).
     assert report["file"] == f"{zip_path}/airflow_delta/__init__.pyc"
     assert report["engine"] == f"{zip_path}/airflow_delta/engine/__init__.pyc"
@@ -68,9 +87,8 @@ def test_the_zip_alone_provides_the_engine_and_the_spark_programs(tmp_path: Path
     assert "pyarrow" in report["distributions"]
 
 
-def test_the_zip_holds_sources_and_their_bytecode_in_a_fixed_order_and_time(tmp_path: Path) -> None:
-    zip_path = engine_py_files(tmp_path)
-    with zipfile.ZipFile(zip_path) as archive:
+def test_the_zip_holds_sources_and_their_bytecode_in_a_fixed_order_and_time(built_zip: Path) -> None:
+    with zipfile.ZipFile(built_zip) as archive:
         entries = archive.infolist()
         assert archive.testzip() is None
     names = [entry.filename for entry in entries]
@@ -107,18 +125,16 @@ _COMPILED_FROM_SOURCE = (
 )
 
 
-def test_a_driver_of_the_workers_python_imports_the_zip_without_compiling_it(tmp_path: Path) -> None:
-    zip_path = engine_py_files(tmp_path / "cache")
-    report = json.loads(run_with_only_zip(zip_path, tmp_path, _COMPILED_FROM_SOURCE))
-    assert report == {"compiled": [], "DeltaTable": True}
+def test_a_driver_of_the_workers_python_imports_the_zip_without_compiling_it(import_report: dict) -> None:
+    assert (import_report["compiled"], import_report["DeltaTable"]) == ([], True)
 
 
 def test_another_pythons_interpreter_compiles_the_sources_of_the_zip(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_zip: Path
 ) -> None:
     # Bytecode of another Python version (its magic number differs): the interpreter
     # rejects it and compiles the sources next to it, as with a zip of sources only.
-    mine = engine_py_files(tmp_path / "mine")
+    mine = built_zip
     other_python = bytes([packaging.importlib.util.MAGIC_NUMBER[0] ^ 0xFF]) + packaging.importlib.util.MAGIC_NUMBER[1:]
     monkeypatch.setattr(packaging, "_BYTECODE_MAGIC", other_python)
     zip_path = engine_py_files(tmp_path / "cache")
@@ -130,23 +146,23 @@ def test_another_pythons_interpreter_compiles_the_sources_of_the_zip(
     assert f"{zip_path}/airflow_delta/engine/__init__.py" in report["compiled"]
 
 
-def test_builds_are_byte_identical_and_reused_when_nothing_changed(tmp_path: Path) -> None:
-    first = engine_py_files(tmp_path / "one")
+def test_builds_are_byte_identical_and_reused_when_nothing_changed(tmp_path: Path, built_zip: Path) -> None:
+    first = built_zip
     before = first.stat()
-    again = engine_py_files(tmp_path / "one")
+    again = engine_py_files(first.parent)
     assert again == first
     assert (again.stat().st_ino, again.stat().st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     elsewhere = engine_py_files(tmp_path / "two")
     assert elsewhere.name == first.name
     assert elsewhere.read_bytes() == first.read_bytes()
-    assert [path.name for path in (tmp_path / "one").iterdir()] == [first.name]  # no temporary left
+    assert [path.name for path in first.parent.iterdir()] == [first.name]  # no temporary left
 
 
-def test_the_name_changes_when_a_shipped_source_changes(tmp_path: Path) -> None:
+def test_the_name_changes_when_a_shipped_source_changes(tmp_path: Path, built_zip: Path) -> None:
     package = copied_package(tmp_path)
     cache = tmp_path / "cache"
     original = py_files_zip(package, cache)
-    assert original.name == engine_py_files(tmp_path / "installed").name  # the copy is the same tree
+    assert original.name == built_zip.name  # the copy is the same tree
 
     (package / "cli.py").write_text("# not shipped\n")
     (package / "engine" / "__pycache__").mkdir()
@@ -200,13 +216,19 @@ def test_a_failed_build_leaves_no_temporary_file(tmp_path: Path, monkeypatch: py
 
 
 def test_the_cache_directory_defaults_to_the_environment_then_home(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_zip: Path
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_DELTA_CACHE", str(tmp_path / "configured"))
-    assert engine_py_files().parent == tmp_path / "configured"
+    # The built zip copied into both directories first: found there, no build (a zip of
+    # another directory would be a build elsewhere, whose parent the assertions refuse).
+    configured, home_cache = tmp_path / "configured", tmp_path / "home" / ".cache" / "airflow-delta"
+    for directory in (configured, home_cache):
+        directory.mkdir(parents=True)
+        shutil.copy(built_zip, directory)
+    monkeypatch.setenv("AIRFLOW_DELTA_CACHE", str(configured))
+    assert engine_py_files() == configured / built_zip.name
     monkeypatch.delenv("AIRFLOW_DELTA_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert engine_py_files().parent == tmp_path / "home" / ".cache" / "airflow-delta"
+    assert engine_py_files() == home_cache / built_zip.name
 
 
 def test_a_directory_without_a_package_is_refused(tmp_path: Path) -> None:
