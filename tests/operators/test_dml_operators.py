@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.sdk import RetryAction
@@ -32,7 +33,7 @@ from airflow_delta.operators.retry import (
     task_error,
 )
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
-from tests.airflow_layer import STAND_IN, context, make_table, set_connection
+from tests.airflow_layer import context, make_table
 from tests.oracles import assert_oracles_read
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
@@ -290,66 +291,48 @@ def test_retryable_engine_errors_retry_under_the_shipped_policy_and_others_fail(
     assert serialized["rules"][0]["exception"] == "airflow_delta.operators.retry.DeltaRetryableError"
 
 
-# --------------------------------------------------------------------------- DELETE on Spark
+# --------------------------------------------------------------------------- on Spark
+# Each job on Spark costs a JVM start, so each is run once for all it proves: DELETE and
+# UPDATE on Spark (return value, retry, tags and metrics) in
+# tests/operators/test_spark_application.py, MERGE from a Delta source on Spark (the rows
+# DuckDB gives, the job's size) in tests/operators/test_small_merge_job.py.
 
 
-@pytest.mark.slow
-@pytest.mark.usefixtures("local_spark")
-def test_a_delete_on_spark_returns_the_commit_from_the_log_and_a_retry_submits_nothing(
-    table_path: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not DeltaHook.DML_APPLICATION.is_file():
-        monkeypatch.setattr(DeltaHook, "DML_APPLICATION", STAND_IN)  # until the DML program lands
-    rows = make_table(table_path, dvs=True)
-    operator = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7 OR id = 8", execution="spark")
-
-    result = operator.execute(context())
-
-    assert set(result) == RESULT_KEYS
-    assert (result["version"], result["read_version"], result["operation"]) == (3, 2, "DELETE")
-    assert result["metrics"]["numDeletedRows"] == 2
-    assert_oracles_read(table_path, [r for r in rows if r["id"] not in (7, 8)])
-    # The retry finds the commit before building a submit: an unreachable Spark does not matter.
-    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
-    again = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7 OR id = 8", execution="spark")
-    assert again.execute(context()) == result
-    assert DeltaTable(table_path).version() == 3
+STRUCTURED_CLAUSES: list[dict[str, Any]] = [
+    {"kind": "matched_delete", "condition": "s.value = 'gone'"},
+    {"kind": "matched_update", "assignments": {"value": "s.value"}},
+    {"kind": "not_matched_insert", "star": True},
+]
+"""The clauses of the structured MERGE checked against DuckDB (here in the worker; on Spark in
+tests/operators/test_small_merge_job.py): a conditional delete, an update, an insert of every column."""
 
 
-needs_dml_program = pytest.mark.skipif(
-    not DeltaHook.DML_APPLICATION.is_file(), reason="the DML program (airflow_delta/spark/jobs/dml.py) has not landed"
-)
-
-
-@pytest.mark.slow
-@needs_dml_program
-@pytest.mark.usefixtures("local_spark")
-def test_update_on_spark_returns_delta_metrics_read_from_the_log(table_path: str) -> None:
-    rows = make_table(table_path)
-    operator = DeltaUpdateOperator(
-        task_id="u", table=table_path, set={"value": "concat(value, '!')"}, predicate="part = 'b' AND id < 10"
-    )
-
-    result = operator.execute(context(task_id="u"))
-
-    assert (result["version"], result["read_version"], result["operation"], result["attempts"]) == (3, 2, "UPDATE", 1)
-    assert result["metrics"]["numUpdatedRows"] == 5
-    info = DeltaTable(table_path).history(limit=1)[0]
-    assert info["tags"]["airflowDelta.taskId"] == "u"
-    assert {k: int(v) for k, v in info["operationMetrics"].items()} == result["metrics"]
-    expected = [{**r, "value": r["value"] + "!"} if r["part"] == "b" and r["id"] < 10 else r for r in rows]
-    assert_oracles_read(table_path, expected)
-
-
-@pytest.mark.slow
-@needs_dml_program
-@pytest.mark.parametrize("execution", ["spark", "auto"])
-def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(
-    table_path: str, tmp_path: Path, execution: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # The same MERGE on Spark and, with execution="auto", in the worker (Spark is unreachable there).
-    request.getfixturevalue("local_spark" if execution == "spark" else "no_spark")
+def duckdb_merge(target_rows: list[dict[str, Any]], source_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows DuckDB's MERGE INTO leaves with :data:`STRUCTURED_CLAUSES` (the oracle of the structured MERGE)."""
     import duckdb
+    import pyarrow as pa
+
+    from tests.airflow_layer import SCHEMA
+
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (id BIGINT, part VARCHAR, value VARCHAR)")
+    db.executemany("INSERT INTO t VALUES (?, ?, ?)", [tuple(r.values()) for r in target_rows])
+    db.register("s", pa.Table.from_pylist(source_rows, schema=SCHEMA))
+    db.execute(
+        "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.value = 'gone' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET value = s.value WHEN NOT MATCHED THEN INSERT (id, part, value) "
+        "VALUES (s.id, s.part, s.value)"
+    )
+    return [dict(zip(("id", "part", "value"), row, strict=True)) for row in db.execute("SELECT * FROM t").fetchall()]
+
+
+@pytest.mark.usefixtures("no_spark")
+def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(
+    table_path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # execution="auto" runs this MERGE in the worker (Spark is unreachable). The same clauses
+    # from a Delta source on Spark: test_small_merge_job (one spark-submit proves both the rows
+    # and the job's size there).
     import pyarrow as pa
 
     from tests.airflow_layer import SCHEMA
@@ -369,35 +352,14 @@ def test_merge_with_structured_clauses_from_a_delta_source_matches_duckdb(
         on="t.id = s.id",
         source_alias="s",
         target_alias="t",
-        clauses=[
-            {"kind": "matched_delete", "condition": "s.value = 'gone'"},
-            {"kind": "matched_update", "assignments": {"value": "s.value"}},
-            {"kind": "not_matched_insert", "star": True},
-        ],
-        execution=execution,
-        # Two shuffle partitions: with a Delta source the job ran six stages of Spark's
-        # default 200 tasks (minutes for 23 rows). How a small MERGE sizes its shuffles
-        # is test_small_merge_job's to show; this test is about the rows.
-        conf={"spark.sql.shuffle.partitions": "2"},
+        clauses=STRUCTURED_CLAUSES,
+        execution="auto",
     )
 
     result = operator.execute(context(task_id="m"))
-    if execution == "auto":
-        assert "running in the worker" in capsys.readouterr().out  # the task log
+    assert "running in the worker" in capsys.readouterr().out  # the task log
 
-    db = duckdb.connect()
-    db.execute("CREATE TABLE t (id BIGINT, part VARCHAR, value VARCHAR)")
-    db.executemany("INSERT INTO t VALUES (?, ?, ?)", [tuple(r.values()) for r in rows])
-    db.register("s", pa.Table.from_pylist(source_rows, schema=SCHEMA))
-    db.execute(
-        "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.value = 'gone' THEN DELETE "
-        "WHEN MATCHED THEN UPDATE SET value = s.value WHEN NOT MATCHED THEN INSERT (id, part, value) "
-        "VALUES (s.id, s.part, s.value)"
-    )
-    expected = [
-        dict(zip(("id", "part", "value"), row, strict=True)) for row in db.execute("SELECT * FROM t").fetchall()
-    ]
-    assert_oracles_read(table_path, expected)
+    assert_oracles_read(table_path, duckdb_merge(rows, source_rows))
     assert (result["version"], result["operation"]) == (3, "MERGE")
     metrics = result["metrics"]
     assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"], metrics["numTargetRowsInserted"]) == (

@@ -440,31 +440,32 @@ def test_an_openlineage_conf_injection_that_fails_leaves_the_task_running_with_t
 
 def test_openlineage_is_not_imported_when_no_spark_conf_injection_is_asked_for(tmp_path: Path) -> None:
     # Its Spark helpers import the whole OpenLineage client (about 0.6 s of every Spark task).
+    # One fresh interpreter (an Airflow import) for both cases: first not asked for, then, in the
+    # same process, asked for through the environment (Airflow's conf reads it at every lookup).
     program = (
-        "import json, sys\n"
+        "import json, os, sys\n"
         "from airflow_delta.operators.dml import DeltaDeleteOperator\n"
-        "operator = DeltaDeleteOperator(task_id='d', table='/tmp/t', predicate='id = 1', conf={'k': 'v'})\n"
-        "operator._inject_openlineage_spark_conf({})\n"
-        "loaded = sorted(name for name in sys.modules if name.startswith('airflow.providers.openlineage'))\n"
-        "print(json.dumps({'conf': operator.conf, 'openlineage': loaded}))\n"
+        "def report():\n"
+        "    operator = DeltaDeleteOperator(task_id='d', table='/tmp/t', predicate='id = 1', conf={'k': 'v'})\n"
+        "    operator._inject_openlineage_spark_conf({})\n"
+        "    loaded = sorted(name for name in sys.modules if name.startswith('airflow.providers.openlineage'))\n"
+        "    return {'conf': operator.conf, 'openlineage': loaded}\n"
+        "not_asked = report()\n"
+        "os.environ['AIRFLOW__OPENLINEAGE__SPARK_INJECT_TRANSPORT_INFO'] = 'True'\n"
+        "print(json.dumps({'not_asked': not_asked, 'asked': report()}))\n"
     )
     env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
     env["AIRFLOW_HOME"] = str(tmp_path)
 
-    def run(**options: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-c", program], env={**env, **options}, capture_output=True, text=True, check=False
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return report
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
 
-    not_asked = run()
+    not_asked = report["not_asked"]
     assert not_asked["conf"] == {"k": "v"}
     # (Airflow's configuration reads the provider's package info; nothing of its client.)
     assert [name for name in not_asked["openlineage"] if name.startswith("airflow.providers.openlineage.")] == [
         "airflow.providers.openlineage.get_provider_info"
     ]
     # The counterpart: asked for, the helpers are imported (and inject what they can).
-    asked = run(AIRFLOW__OPENLINEAGE__SPARK_INJECT_TRANSPORT_INFO="True")
-    assert "airflow.providers.openlineage.utils.spark" in asked["openlineage"]
+    assert "airflow.providers.openlineage.utils.spark" in report["asked"]["openlineage"]

@@ -4,7 +4,8 @@ Every table is real and every result is checked against delta-rs and delta-kerne
 Runs that must stay in the worker point the ``delta`` connection at a Spark connection
 nothing listens on, so any submit would fail the test; the test that must see ``auto``
 choose Spark points it at a ``spark-submit`` that is not installed, which fails at once.
-OPTIMIZE and VACUUM each submit one job to a local Spark.
+VACUUM submits one job to a local Spark; OPTIMIZE's job on Spark is in
+tests/operators/test_spark_application.py (it also shows the job's live UI).
 """
 
 from __future__ import annotations
@@ -271,18 +272,8 @@ def test_optimize_auto_goes_to_spark_above_the_threshold(table_path: str, spark_
     assert DeltaTable(table_path).version() == 2
 
 
-@pytest.mark.slow
-@pytest.mark.usefixtures("local_spark")
-def test_optimize_on_spark_compacts_and_returns_delta_metrics(table_path: str) -> None:
-    rows = make_table(table_path)
-
-    result = OptimizeOperator(task_id="o", table=table_path, execution="spark").execute(context())
-
-    assert result["execution"] == "spark"
-    assert result["version"] == 3
-    assert (result["metrics"]["numFilesRemoved"], result["metrics"]["numFilesAdded"]) == (4, 2)
-    assert len(deltalake.DeltaTable(table_path).file_uris()) == 2
-    assert_oracles_read(table_path, rows)
+# OPTIMIZE on Spark (execution="spark": what it commits and returns) is the job of
+# tests/operators/test_spark_application.py's live-UI test: one spark-submit proves both.
 
 
 def _commit_info(path: str, version: int) -> dict[str, Any]:

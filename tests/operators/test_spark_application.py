@@ -3,7 +3,9 @@
 The jobs are the real DML program under the real ``SparkSubmitHook`` in local mode. A job
 that builds its SparkSession registers an application (its id, its live UI's URL) and the
 link points at it (or at the history server the connection names); a DV delete whose rows
-the engine finds in the driver registers none, and the task log says so.
+the engine finds in the driver registers none, and the task log says so. Each job costs a
+JVM start, so the DELETE, UPDATE and OPTIMIZE jobs here are also those operators' tests on
+Spark: their return value, the commit's tags and metrics, the rows, and a retry.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import re
 import urllib.request
 
+import deltalake
 import pytest
 
+from airflow_delta.engine import DeltaTable
 from airflow_delta.hooks.delta import DeltaHook, SparkApplication
 from airflow_delta.operators.dml import DeltaDeleteOperator, DeltaMergeOperator, DeltaUpdateOperator
 from airflow_delta.operators.links import SparkApplicationLink
@@ -58,12 +62,16 @@ def test_the_link_prefers_the_history_server_and_is_empty_without_an_application
 def test_a_dv_delete_done_in_the_driver_says_in_the_task_log_that_no_application_ran(
     table_path: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    # Also the DELETE-on-Spark test of the return value and of a retry (was test_dml_operators'
+    # test_a_delete_on_spark_returns_the_commit_from_the_log_and_a_retry_submits_nothing): one job.
     _local_spark(monkeypatch)
     rows = make_table(table_path, dvs=True)
     operator = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7 OR id = 8", execution="spark")
 
     result = operator.execute(context())
 
+    assert set(result) == {"version", "read_version", "operation", "metrics", "attempts"}
+    assert (result["version"], result["read_version"], result["operation"]) == (3, 2, "DELETE")
     assert result["metrics"]["numDeletedRows"] == 2 and result["metrics"]["numDeletionVectorsAdded"] >= 1
     assert_oracles_read(table_path, [r for r in rows if r["id"] not in (7, 8)])
     logged = capfd.readouterr()
@@ -72,21 +80,30 @@ def test_a_dv_delete_done_in_the_driver_says_in_the_task_log_that_no_application
     assert "The DELETE job registered no Spark application on local[2]" in said[0] and "driver process" in said[0]
     assert operator._hook is not None and operator._hook.spark_applications == []
     assert LINK.get_link(operator, ti_key=None) == ""  # type: ignore[arg-type]
+    # The retry finds the commit before building a submit: an unreachable Spark does not matter.
+    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "spark://127.0.0.1", "port": 1})
+    again = DeltaDeleteOperator(task_id="d", table=table_path, predicate="id = 7 OR id = 8", execution="spark")
+    assert again.execute(context()) == result
+    assert DeltaTable(table_path).version() == 3
 
 
 @pytest.mark.slow
 def test_a_job_that_ran_on_spark_links_its_live_ui_and_logs_its_application(
     table_path: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    # The job is OPTIMIZE's on Spark, so this is also its test of what it commits and returns
+    # (was test_maintenance's test_optimize_on_spark_compacts_and_returns_delta_metrics): one job.
     _local_spark(monkeypatch)
-    make_table(table_path)
-    operator = DeltaUpdateOperator(
-        task_id="u", table=table_path, set={"value": "'x'"}, predicate="id < 3", conf={"spark.ui.enabled": "true"},
-            execution="spark",
-    )
+    rows = make_table(table_path)  # two appends: two files per partition
+    operator = OptimizeOperator(task_id="o", table=table_path, execution="spark", conf={"spark.ui.enabled": "true"})
 
-    operator.execute(context())
+    result = operator.execute(context(task_id="o"))
 
+    assert result["execution"] == "spark"
+    assert result["version"] == 3
+    assert (result["metrics"]["numFilesRemoved"], result["metrics"]["numFilesAdded"]) == (4, 2)
+    assert len(deltalake.DeltaTable(table_path).file_uris()) == 2
+    assert_oracles_read(table_path, rows)
     assert operator._hook is not None
     (application,) = operator._hook.spark_applications
     assert re.fullmatch(r"local-\d+", application.app_id) and application.master == "local[2]"
@@ -106,14 +123,24 @@ def test_a_job_that_ran_on_spark_links_its_live_ui_and_logs_its_application(
 def test_with_a_history_server_configured_the_link_opens_the_application_there(
     table_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Also the UPDATE-on-Spark test of the return value (was test_dml_operators'
+    # test_update_on_spark_returns_delta_metrics_read_from_the_log): one job.
     _local_spark(monkeypatch, spark_history_url="http://127.0.0.1:18080")
-    make_table(table_path)
+    rows = make_table(table_path)
     operator = DeltaUpdateOperator(
-        task_id="u", table=table_path, set={"value": "'y'"}, predicate="id < 3", execution="spark"
+        task_id="u", table=table_path, set={"value": "concat(value, '!')"}, predicate="part = 'b' AND id < 10",
+        execution="spark",
     )
 
-    operator.execute(context())
+    result = operator.execute(context(task_id="u"))
 
+    assert (result["version"], result["read_version"], result["operation"], result["attempts"]) == (3, 2, "UPDATE", 1)
+    assert result["metrics"]["numUpdatedRows"] == 5
+    info = DeltaTable(table_path).history(limit=1)[0]
+    assert info["tags"]["airflowDelta.taskId"] == "u"
+    assert {k: int(v) for k, v in info["operationMetrics"].items()} == result["metrics"]
+    expected = [{**r, "value": r["value"] + "!"} if r["part"] == "b" and r["id"] < 10 else r for r in rows]
+    assert_oracles_read(table_path, expected)
     assert operator._hook is not None
     (application,) = operator._hook.spark_applications
     assert application.ui_url is None  # a small job runs without the UI

@@ -143,9 +143,10 @@ def test_without_a_read_version_it_judges_the_quiet_window(table: DeltaTable) ->
     backdate_log(table, 3600)
     deleted = table.delete("p = 'a' AND id = 0").version  # just now: inside the window of a sensor started now
     assert deleted is not None
-    sensor = conflict_sensor(table, predicate="p = 'a'", quiet_period=5.0)
+    # 2.5 s: the sensor's first poke must come before the commit is that old (a loaded machine).
+    sensor = conflict_sensor(table, predicate="p = 'a'", quiet_period=2.5)
     result = sensor.execute({})
-    assert time.time() - table.commits_since(deleted - 1)[0].timestamp / 1000 >= 5.0  # it waited for it to age
+    assert time.time() - table.commits_since(deleted - 1)[0].timestamp / 1000 >= 2.5  # it waited for it to age
     assert result["read_version"] == deleted - 1
     assert [c["operation"] for c in result["waited_out"]] == ["DELETE"]
     # Long after: the same commit is outside the window, nothing to wait for.
@@ -157,13 +158,13 @@ def test_deferrable_defers_to_the_trigger_and_resumes_with_its_result(table: Del
     read_version = table.version()
     table.delete("p = 'a' AND id = 0")
     sensor = conflict_sensor(
-        table, predicate="p = 'a'", read_version=read_version, quiet_period=5.0, deferrable=True, timeout=120
-    )
+        table, predicate="p = 'a'", read_version=read_version, quiet_period=2.0, deferrable=True, timeout=120
+    )  # 2 s: the conflict is still inside the quiet period when execute looks (so it defers)
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})
     trigger = deferred.value.trigger
     assert isinstance(trigger, DeltaCommitConflictTrigger)
-    assert (trigger.read_version, trigger.predicate, trigger.quiet_period) == (read_version, "p = 'a'", 5.0)
+    assert (trigger.read_version, trigger.predicate, trigger.quiet_period) == (read_version, "p = 'a'", 2.0)
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout is not None and deferred.value.timeout.total_seconds() == 120
 

@@ -123,7 +123,7 @@ def test_conflict_trigger_fires_after_the_quiet_period_following_the_last_confli
     table.append(rows("a", 100))  # harmless
     delete = table.delete("p = 'a' AND id = 0")  # conflicts (ConcurrentDeleteRead or Append)
     trigger = DeltaCommitConflictTrigger(
-        table_uri=table.table_uri, read_version=read_version, predicate="p = 'a'", quiet_period=3.0,
+        table_uri=table.table_uri, read_version=read_version, predicate="p = 'a'", quiet_period=2.0,
         poll_interval=0.05,
     )
     landed = (table.commits_since(delete.version - 1)[0]).timestamp / 1000
@@ -139,7 +139,7 @@ def test_conflict_trigger_fires_after_the_quiet_period_following_the_last_confli
 
     event, fired, ticks = asyncio.run(scenario())
     assert event.payload["status"] == "success"
-    assert fired - landed >= 3.0
+    assert fired - landed >= 2.0
     assert ticks >= 10
     assert event.payload["safe_version"] == delete.version
     assert event.payload["read_version"] == read_version
