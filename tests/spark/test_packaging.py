@@ -111,20 +111,6 @@ def test_the_zip_holds_sources_and_their_bytecode_in_a_fixed_order_and_time(buil
     assert set(sources) == shipped | {"airflow_delta/__init__.py"}
 
 
-# Counts the modules zipimport compiles from source while the engine and the DELETE program import.
-_COMPILED_FROM_SOURCE = (
-    "import json, zipimport\n"
-    "compiled = []\n"
-    "original = zipimport._compile_source\n"
-    "def recording(pathname, source):\n"
-    "    compiled.append(pathname)\n"
-    "    return original(pathname, source)\n"
-    "zipimport._compile_source = recording\n"
-    "import airflow_delta.engine, airflow_delta.spark.specs, airflow_delta.spark.packaging\n"
-    "print(json.dumps({'compiled': compiled, 'DeltaTable': hasattr(airflow_delta.engine, 'DeltaTable')}))\n"
-)
-
-
 def test_a_driver_of_the_workers_python_imports_the_zip_without_compiling_it(import_report: dict) -> None:
     assert (import_report["compiled"], import_report["DeltaTable"]) == ([], True)
 
@@ -140,7 +126,7 @@ def test_another_pythons_interpreter_compiles_the_sources_of_the_zip(
     zip_path = engine_py_files(tmp_path / "cache")
     assert zip_path.name != mine.name  # the bytecode's Python is part of the name
 
-    report = json.loads(run_with_only_zip(zip_path, tmp_path, _COMPILED_FROM_SOURCE))
+    report = json.loads(run_with_only_zip(zip_path, tmp_path, _IMPORT_REPORT))
 
     assert report["DeltaTable"]
     assert f"{zip_path}/airflow_delta/engine/__init__.py" in report["compiled"]

@@ -413,27 +413,21 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
 
 @dataclass(frozen=True, slots=True)
 class _StoredRows:
-    """The live rows of one file as the file stores them (deletion vector applied), and where its columns are."""
+    """The live rows of one file as the file stores them (deletion vector applied), and its layout."""
 
     raw: pa.Table  # the file's columns that hold table columns, under the file's own names and types
     num_rows: int
-    file_schema: pa.Schema
-    matches: dict[str, int | None]  # table column -> index of the file's top-level field (None: absent)
-    resolver: _Resolver
+    layout: _FileLayout
 
 
-def _file_errors(path: str) -> Callable[[Exception], DeltaError]:
+def _file_error(path: str, exc: Exception) -> DeltaError:
     """How a failure to read or conform the file at ``path`` is reported."""
-
-    def translate(exc: Exception) -> DeltaError:
-        if isinstance(exc, FileNotFoundError):
-            return DataFileNotFoundError(
-                f"data file {path} referenced by the log does not exist; it may have been "
-                "removed by VACUUM or deleted outside Delta"
-            )
-        return CorruptDataFileError(path, str(exc))
-
-    return translate
+    if isinstance(exc, FileNotFoundError):
+        return DataFileNotFoundError(
+            f"data file {path} referenced by the log does not exist; it may have been "
+            "removed by VACUUM or deleted outside Delta"
+        )
+    return CorruptDataFileError(path, str(exc))
 
 
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OSError)
@@ -445,7 +439,7 @@ def _read_stored(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _Stored
     except DeltaError:
         raise
     except _READ_ERRORS as exc:
-        raise _file_errors(task.path)(exc) from exc
+        raise _file_error(task.path, exc) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,7 +494,7 @@ def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) 
     if task.deleted_rows is not None and task.deleted_rows.size:
         raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))
         num_rows = raw.num_rows
-    return _StoredRows(raw, num_rows, layout.file_schema, layout.matches, layout.resolver)
+    return _StoredRows(raw, num_rows, layout)
 
 
 def _same_layout_runs(stored: Sequence[_StoredRows]) -> list[tuple[int, int]]:
@@ -509,7 +503,8 @@ def _same_layout_runs(stored: Sequence[_StoredRows]) -> list[tuple[int, int]]:
     runs: list[tuple[int, int]] = []
     start = 0
     for i in range(1, len(stored)):
-        if not stored[i].file_schema.equals(stored[start].file_schema, check_metadata=True):
+        here, first = stored[i].layout, stored[start].layout
+        if here is not first and not here.file_schema.equals(first.file_schema, check_metadata=True):
             runs.append((start, i))
             start = i
     if stored:
@@ -526,7 +521,7 @@ def _runs_in_table_schema(
     partition_arrays: dict[str, pa.Array],
 ) -> pa.Table:
     """The rows of files ``start:stop`` (one layout) in the table's schema; partition values from the log, per row."""
-    first = stored[start]
+    first = stored[start].layout
     members = stored[start:stop]
     raw = members[0].raw if len(members) == 1 else pa.concat_tables([m.raw for m in members])
     counts = np.fromiter((m.num_rows for m in members), dtype=np.int64, count=len(members))
@@ -540,7 +535,7 @@ def _runs_in_table_schema(
     except DeltaError:
         raise
     except _READ_ERRORS as exc:
-        raise _file_errors(tasks[start].path)(exc) from exc
+        raise _file_error(tasks[start].path, exc) from exc
 
 
 def _in_table_schema(
