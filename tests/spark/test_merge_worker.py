@@ -363,3 +363,67 @@ def test_tables_with_features_the_worker_does_not_write_go_to_spark(tmp_path: Pa
     with pytest.raises(InvalidArgumentError, match="rowTracking"):
         run_merge_in_worker(spec)
     assert table.version() == version
+
+
+# ---------------------------------------------------------------------------------------
+# The target read in pieces (several files, several row groups each)
+
+# Three files of nine rows in row groups of three (keys 0..26 and two NULLs); key 7 is also
+# in the last file, and key 20 in the first: target rows with one key in two files and pieces.
+PIECES_TARGET = [
+    [(i, i, "a") for i in range(0, 8)] + [(20, 200, "b")],
+    [(i, i, "b") for i in range(8, 16)] + [(None, 0, "a")],
+    [(i, i, "a") for i in range(16, 24)] + [(7, 70, "b"), (None, 1, "b")],
+]
+PIECES_CLAUSES = [
+    MergeClause("matched_delete", "s.op = 2"),
+    MergeClause("matched_update", "t.v < s.v", {"v": "s.v", "p": "s.p"}),
+    MergeClause("not_matched_insert", star=True),
+]
+# Updates of key 7 (two target rows in files 0 and 2) and 20 (files 0 and 2), one in the middle file,
+# a delete, a NULL key (inserted, never matched), a row whose condition holds for no clause, and inserts.
+PIECES_SOURCE = [(7, 100, "c", 0), (20, 300, "c", 0), (12, 120, "c", 0), (3, 0, "c", 2), (None, 5, "c", 0),
+                 (17, 1, "c", 0), (40, 40, "c", 0), (41, 41, "c", 1)]
+
+
+def _pieces_target(path: Path, cdf: bool) -> None:
+    path.mkdir(parents=True)
+    for number, rows in enumerate(PIECES_TARGET):
+        pq.write_table(pa.Table.from_pylist(as_dicts(rows), TARGET_SCHEMA), path / f"part-{number}.parquet", row_group_size=3)
+    properties = {"delta.enableDeletionVectors": "true"} | ({"delta.enableChangeDataFeed": "true"} if cdf else {})
+    DeltaTable.convert_to_delta(str(path), properties=properties)
+
+
+@pytest.mark.parametrize("cdf", [False, True])
+def test_the_target_read_in_pieces_merges_as_read_whole(tmp_path: Path, cdf: bool) -> None:
+    # Every row group its own piece (stream_bytes=1) against every file read at once: the same
+    # rows (DuckDB's, read by delta-rs and delta-kernel-rs), metrics and change data.
+    source = write_source(tmp_path / "s.parquet", PIECES_SOURCE)
+    results = {}
+    for name, stream_bytes in (("pieces", 1), ("whole", 1 << 40)):
+        _pieces_target(tmp_path / name, cdf)
+        results[name] = run_merge_in_worker(spec_for(tmp_path / name, source, PIECES_CLAUSES), stream_bytes=stream_bytes)
+    target_rows = [row for rows in PIECES_TARGET for row in rows]
+    expected = duckdb_merge(target_rows, PIECES_SOURCE, spec_for(tmp_path / "pieces", source, PIECES_CLAUSES))
+    for name in results:
+        assert_oracles_read(tmp_path / name, expected)
+    pieces, whole = results["pieces"].metrics, results["whole"].metrics
+    assert {k: pieces[k] for k in ROW_METRICS} == {k: whole[k] for k in ROW_METRICS}
+    assert (pieces["numTargetRowsMatchedUpdated"], pieces["numTargetRowsMatchedDeleted"], pieces["numTargetRowsInserted"]) == (5, 1, 3)
+    assert pieces["numTargetDeletionVectorsAdded"] == 3  # every file keeps live rows: marked, not rewritten
+    if cdf:
+        assert _sorted(read_change_files(tmp_path / "pieces", results["pieces"].version)) == _sorted(
+            read_change_files(tmp_path / "whole", results["whole"].version)
+        )
+
+
+def test_a_multiple_match_found_across_pieces_fails_and_changes_nothing(tmp_path: Path) -> None:
+    # Two source rows for key 7, whose target rows are in the first and the last file.
+    _pieces_target(tmp_path / "t", cdf=False)
+    version = DeltaTable(str(tmp_path / "t")).version()
+    source = write_source(tmp_path / "s.parquet", [(7, 1, "c", 0), (7, 2, "c", 0), (30, 3, "c", 0)])
+    spec = spec_for(tmp_path / "t", source, [MergeClause("matched_update", star=True), MergeClause("not_matched_insert", star=True)])
+    with pytest.raises(MultipleSourceRowsMatchedError):
+        run_merge_in_worker(spec, stream_bytes=1)
+    assert DeltaTable(str(tmp_path / "t")).version() == version
+    assert_oracles_read(tmp_path / "t", as_dicts([row for rows in PIECES_TARGET for row in rows]))
