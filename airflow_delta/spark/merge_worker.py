@@ -586,11 +586,11 @@ STREAM_BYTES = 8 << 20
 @dataclass(frozen=True)
 class _IntegerKeys:
     """A source's integer (or date) key values, for lookups: sorted, and where their range is
-    dense enough, a table of which values in ``low..high`` the source holds."""
+    dense enough, a bitmap of which values in ``low..`` the source holds (one bit per value)."""
 
     ordered: np.ndarray
     low: int = 0
-    present: np.ndarray | None = None  # bool, one per value of low..high
+    bits: np.ndarray | None = None  # uint8, bit ``v - low`` (little-endian within each byte) set for each value v
 
     @classmethod
     def of(cls, values: np.ndarray) -> _IntegerKeys:
@@ -598,18 +598,25 @@ class _IntegerKeys:
         if not len(ordered):
             return cls(ordered)
         low, high = int(ordered[0]), int(ordered[-1])
-        if high - low >= _DENSE_FACTOR * len(ordered) + (1 << 20):
+        if high - low >= _BITS_PER_SOURCE_KEY * len(ordered) + (1 << 23):
             return cls(ordered)
-        present = np.zeros(high - low + 1, dtype=bool)
-        present[ordered - low] = True
-        return cls(ordered, low, present)
+        distinct = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+        offsets = distinct - low
+        byte_of = offsets >> 3
+        bit = np.left_shift(np.uint8(1), (offsets & 7).astype(np.uint8))
+        # Distinct values set distinct bits of their byte: per byte, the sum of its bits is their OR.
+        starts = np.flatnonzero(np.concatenate([[True], byte_of[1:] != byte_of[:-1]]))
+        bits = np.zeros((high - low) // 8 + 1, dtype=np.uint8)
+        bits[byte_of[starts]] = np.add.reduceat(bit, starts, dtype=np.uint8)
+        return cls(ordered, low, bits)
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
-        if self.present is not None:
-            high = self.low + len(self.present) - 1
+        if self.bits is not None:
+            high = min(self.low + len(self.bits) * 8 - 1, 2**63 - 1)
             inside = (keys >= self.low) & (keys <= high)  # compared before subtracting: no int64 overflow
+            offsets = keys[inside] - self.low
             found = np.zeros(len(keys), dtype=bool)
-            found[inside] = self.present[keys[inside] - self.low]
+            found[inside] = (self.bits[offsets >> 3] >> (offsets & 7).astype(np.uint8)) & 1
             return found
         if not len(self.ordered):
             return np.zeros(len(keys), dtype=bool)
@@ -617,9 +624,11 @@ class _IntegerKeys:
         return self.ordered[at] == keys
 
 
-# An integer key's lookup table (one byte per value between the source's lowest and highest)
-# is used while it stays within this many bytes per source row (plus 1 MiB); else a binary search.
-_DENSE_FACTOR = 16
+# An integer key's bitmap (one bit per value between the source's lowest and highest) is used
+# while it is at most as large as the sorted keys (64 bits per source key) plus 1 MiB; else a
+# binary search. A lookup in it costs about a quarter of the search (11 ms against 46 ms per
+# million target rows).
+_BITS_PER_SOURCE_KEY = 64
 
 
 class _KeyFilter:

@@ -386,31 +386,51 @@ PIECES_SOURCE = [(7, 100, "c", 0), (20, 300, "c", 0), (12, 120, "c", 0), (3, 0, 
                  (17, 1, "c", 0), (40, 40, "c", 0), (41, 41, "c", 1)]
 
 
-def _pieces_target(path: Path, cdf: bool) -> None:
+def _scaled(rows: list[Row], scale: int) -> list[Row]:
+    return [(None if row[0] is None else row[0] * scale, *row[1:]) for row in rows]
+
+
+def _pieces_target(path: Path, cdf: bool, scale: int = 1) -> None:
     path.mkdir(parents=True)
     for number, rows in enumerate(PIECES_TARGET):
-        pq.write_table(pa.Table.from_pylist(as_dicts(rows), TARGET_SCHEMA), path / f"part-{number}.parquet", row_group_size=3)
+        table = pa.Table.from_pylist(as_dicts(_scaled(rows, scale)), TARGET_SCHEMA)
+        pq.write_table(table, path / f"part-{number}.parquet", row_group_size=3)
     properties = {"delta.enableDeletionVectors": "true"} | ({"delta.enableChangeDataFeed": "true"} if cdf else {})
     DeltaTable.convert_to_delta(str(path), properties=properties)
 
 
-@pytest.mark.parametrize("cdf", [False, True])
-def test_the_target_read_in_pieces_merges_as_read_whole(tmp_path: Path, cdf: bool) -> None:
+# The keys' layouts: small integers (looked up in a bitmap), integers far apart (a binary search),
+# and a second key, a string (pyarrow's is_in), whose values match some of the target's rows only.
+PIECES_LAYOUTS = {
+    "dense": (1, "t.id = s.id", PIECES_SOURCE, (5, 1, 3)),
+    "sparse": (10**15, "t.id = s.id", PIECES_SOURCE, (5, 1, 3)),
+    "two keys": (1, "t.id = s.id AND t.p = s.p",
+                 [(7, 100, "b", 0), (20, 300, "a", 0), (12, 120, "b", 0), (3, 0, "a", 2), (None, 5, "a", 0), (40, 40, "c", 0)],
+                 (3, 1, 2)),
+}
+
+
+@pytest.mark.parametrize(("layout", "cdf"), [("dense", False), ("dense", True), ("sparse", False), ("two keys", False)])
+def test_the_target_read_in_pieces_merges_as_read_whole(tmp_path: Path, layout: str, cdf: bool) -> None:
     # Every row group its own piece (stream_bytes=1) against every file read at once: the same
     # rows (DuckDB's, read by delta-rs and delta-kernel-rs), metrics and change data.
-    source = write_source(tmp_path / "s.parquet", PIECES_SOURCE)
+    scale, on, source_rows, (updated, deleted, inserted) = PIECES_LAYOUTS[layout]
+    source_rows = _scaled(source_rows, scale)
+    source = write_source(tmp_path / "s.parquet", source_rows)
     results = {}
     for name, stream_bytes in (("pieces", 1), ("whole", 1 << 40)):
-        _pieces_target(tmp_path / name, cdf)
-        results[name] = run_merge_in_worker(spec_for(tmp_path / name, source, PIECES_CLAUSES), stream_bytes=stream_bytes)
-    target_rows = [row for rows in PIECES_TARGET for row in rows]
-    expected = duckdb_merge(target_rows, PIECES_SOURCE, spec_for(tmp_path / "pieces", source, PIECES_CLAUSES))
+        _pieces_target(tmp_path / name, cdf, scale)
+        results[name] = run_merge_in_worker(spec_for(tmp_path / name, source, PIECES_CLAUSES, on=on), stream_bytes=stream_bytes)
+    target_rows = _scaled([row for rows in PIECES_TARGET for row in rows], scale)
+    expected = duckdb_merge(target_rows, source_rows, spec_for(tmp_path / "pieces", source, PIECES_CLAUSES, on=on))
     for name in results:
         assert_oracles_read(tmp_path / name, expected)
     pieces, whole = results["pieces"].metrics, results["whole"].metrics
     assert {k: pieces[k] for k in ROW_METRICS} == {k: whole[k] for k in ROW_METRICS}
-    assert (pieces["numTargetRowsMatchedUpdated"], pieces["numTargetRowsMatchedDeleted"], pieces["numTargetRowsInserted"]) == (5, 1, 3)
-    assert pieces["numTargetDeletionVectorsAdded"] == 3  # every file keeps live rows: marked, not rewritten
+    assert (pieces["numTargetRowsMatchedUpdated"], pieces["numTargetRowsMatchedDeleted"], pieces["numTargetRowsInserted"]) == (
+        updated, deleted, inserted
+    )
+    assert pieces["numTargetRowsCopied"] == 0  # DVs: the touched files are marked, not rewritten
     if cdf:
         assert _sorted(read_change_files(tmp_path / "pieces", results["pieces"].version)) == _sorted(
             read_change_files(tmp_path / "whole", results["whole"].version)
