@@ -519,7 +519,7 @@ def _key_values(source: pa.Table, column: str) -> KeyValues:
         ordered = np.sort(_as_int64(_key_column(values).drop_null()))  # type: ignore[arg-type]
         if not len(ordered):
             return None, None, []
-        distinct = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+        distinct = ordered[_first_of_runs(ordered)]
         return int(ordered[0]), int(ordered[-1]), distinct.tolist() if len(distinct) <= MAX_SKIPPING_KEYS else None
     low_high = pc.min_max(values).as_py()
     distinct = pc.unique(values.drop_null()) if values.null_count < len(values) else pa.array([])
@@ -600,7 +600,7 @@ class _IntegerKeys:
         low, high = int(ordered[0]), int(ordered[-1])
         if high - low >= _BITS_PER_SOURCE_KEY * len(ordered) + (1 << 23):
             return cls(ordered)
-        distinct = ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])]
+        distinct = ordered[_first_of_runs(ordered)]
         offsets = distinct - low
         byte_of = offsets >> 3
         bit = np.left_shift(np.uint8(1), (offsets & 7).astype(np.uint8))
@@ -865,13 +865,13 @@ def stage_merge(
 
     unmatched_source = _unmatched(source.num_rows, s_rows)
     if not bound.insert_only and len(t_rows):
-        _, pairs_per_target = np.unique(t_rows, return_counts=True)
-        repeated = pairs_per_target > 1
-        if repeated.any():
+        first = _first_of_runs(t_rows)  # the pairs come ordered by target row
+        if not first.all():
+            starts = np.flatnonzero(first)
+            pairs_per_target = np.diff(np.append(starts, len(t_rows)))
             if not bound.only_unconditional_delete:
-                raise MultipleSourceRowsMatchedError(int(repeated.sum()))
+                raise MultipleSourceRowsMatchedError(int((pairs_per_target > 1).sum()))
             # Every pair deletes the same row (Delta counts it once): keep one pair per target row.
-            first = np.unique(t_rows, return_index=True)[1]
             s_rows, t_rows = s_rows[first], t_rows[first]
     matched_action = _choose(matched_clauses, _view(bound, source, target, s_rows, t_rows)) if len(t_rows) else np.empty(0, np.int64)
 
@@ -892,9 +892,9 @@ def stage_merge(
 
     counts: dict[int, int] = {}
     for actions in (matched_action, insert_action, by_source_action):
-        chosen, how_many = np.unique(actions[actions >= 0], return_counts=True)
-        for index, count in zip(chosen.tolist(), how_many.tolist(), strict=True):
-            counts[index] = counts.get(index, 0) + count
+        for index, count in enumerate(np.bincount(actions[actions >= 0]).tolist()):
+            if count:
+                counts[index] = counts.get(index, 0) + count
     count_clauses(metrics, spec, counts)
     metrics["scanTimeMs"] = _ms_since(scan_started)
     if not counts:
@@ -919,8 +919,9 @@ def stage_merge(
             continue
         if c_t is not None:
             removed.append(c_t)
-            kind = "update_preimage" if clause.kind in _UPDATE_KINDS else "delete"
-            removed_types.append(np.full(size, kind, dtype=object))
+            if context.properties.enable_change_data_feed:  # a million-row object array costs ~0.1 s
+                kind = "update_preimage" if clause.kind in _UPDATE_KINDS else "delete"
+                removed_types.append(np.full(size, kind, dtype=object))
         if clause.values:
             new_parts.append(_written(bound, clause, source, target, c_s, c_t))
             new_types.append("insert" if clause.kind == "not_matched_insert" else "update_postimage")
@@ -939,6 +940,13 @@ def stage_merge(
     with_file_metrics(metrics, changes)
     metrics["executionTimeMs"] = _ms_since(started)
     return metrics, parameters, True
+
+
+def _first_of_runs(ordered: np.ndarray) -> np.ndarray:
+    """Per value of a sorted array, whether it differs from the one before (the first of each run of equals)."""
+    if not len(ordered):
+        return np.zeros(0, dtype=bool)
+    return np.concatenate([[True], ordered[1:] != ordered[:-1]])
 
 
 def _unmatched(count: int, matched: np.ndarray) -> np.ndarray:
@@ -1037,14 +1045,22 @@ def _stage_row_changes(
 ) -> dict[str, int]:
     """The removed target rows leave their files (DVs, or the files rewritten with their other rows); new rows written."""
     metrics: dict[str, int] = {}
-    removed_rows = np.unique(removed_rows)
+    removed_rows = np.sort(removed_rows)
+    removed_rows = removed_rows[_first_of_runs(removed_rows)]
     taken = int64_array(removed_rows)
     file_of_row = indices_to_numpy(combined(target.column(_FILE).take(taken))) if len(removed_rows) else np.empty(0, np.int64)
     positions = int64_to_numpy(target.column(_ROW).take(taken)) if len(removed_rows) else np.empty(0, np.int64)
-    touched_indexes = np.unique(file_of_row)
+    # Grouped by file with one stable sort (np.unique hashes: 0.4 s per million rows here).
+    order = np.argsort(file_of_row, kind="stable")
+    file_of_row, positions = file_of_row[order], positions[order]
+    starts = np.flatnonzero(_first_of_runs(file_of_row))
+    ends = np.append(starts[1:], len(file_of_row)) if len(starts) else starts
+    touched_indexes = file_of_row[starts]
     paths = files.column("path").to_pylist()
     if use_deletion_vectors:
-        deletes = {paths[i]: np.sort(positions[file_of_row == i]) for i in touched_indexes.tolist()}
+        deletes = {
+            paths[int(file_of_row[a])]: np.sort(positions[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+        }
         if deletes:
             summary = txn.delete_rows(deletes)
             metrics["numRemovedFiles"] = summary.num_removed_files

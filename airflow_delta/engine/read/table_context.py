@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from airflow_delta.engine.model.actions import Metadata, Protocol
 from airflow_delta.engine.model.arguments import check_instance, check_int, check_str
-from airflow_delta.engine.model.arrow_numpy import int64_to_numpy
+from airflow_delta.engine.model.arrow_numpy import bool_array, int64_to_numpy
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.schema import schema_to_arrow
 from airflow_delta.engine.read.scan import (
@@ -171,8 +171,15 @@ def read_live_rows(
     deleted = deleted_rows_of_file(source, file)
     if deleted is None or deleted.size == 0:
         return read.rows, positions
-    keep = ~np.isin(positions, deleted, assume_unique=True)
-    return read.rows.filter(pa.array(keep)), positions[keep]
+    # Both sorted: each deleted row found by a binary search in the positions read (the rows of
+    # some row groups only, when ``row_groups`` or the filter leave others out), not a sort of both.
+    keep = np.ones(len(positions), dtype=bool)
+    if len(positions):
+        at = np.searchsorted(positions, deleted)
+        inside = at < len(positions)
+        at, deleted = at[inside], deleted[inside]
+        keep[at[positions[at] == deleted]] = False
+    return read.rows.filter(bool_array(keep)), positions[keep]
 
 
 def split_by_row_groups(source: TableContext, files: pa.Table, target_bytes: int) -> list[tuple[int, range | None]]:
