@@ -19,16 +19,23 @@ driver's peak memory: the Python driver process (measured by the harness) and th
 (its ``VmHWM``). delta-rs runs ``DeltaTable.merge`` with the source as an Arrow table.
 ``AIRFLOW_DELTA_BENCH_MERGE_ROWS`` scales the target (e.g. 50000000).
 
-Three more cases, each side in a fresh process:
+More cases, each side in a fresh process:
 
 - ``merge 18 into 3,000 (task)``: ``DeltaMergeOperator.execute`` with the default
   ``execution="auto"`` (it runs in the worker) on a 3,000-row table with deletion vectors,
   18 source rows (9 updates, 9 inserts) from parquet, imports included, as an Airflow task
   pays them; against delta-rs's ``merge`` of the same rows in a fresh process. The same
   task with ``execution="spark"`` (``local[2]``) is the third line, for scale.
-- ``upsert 10,000 into 1M (worker)``: the worker's MERGE (``run_merge_in_worker``) of
-  10,000 source rows (1,000 spread-out matches, 9,000 inserts) into a 1,000,000-row DV
-  table; delta-rs's ``merge`` of the same.
+- ``upsert 10,000 into 1M (worker)``: the worker's MERGE of 10,000 source rows (1,000
+  spread-out matches, 9,000 inserts) into a 1,000,000-row DV table as a user runs it,
+  ``DeltaMergeOperator(execution="worker").execute`` (Airflow's SDK and the provider imported
+  in the process, as a task pays them; the time before ``execute`` and ``execute`` itself are
+  reported apart), then the same MERGE as ``run_merge_in_worker`` (no Airflow); delta-rs's
+  ``merge`` of the same beside each.
+- ``merge 1M into <N>M (worker)`` (case ``large_worker``): the 1M-into-10M MERGE above (the
+  ``dv`` table) through ``DeltaMergeOperator(execution="worker").execute`` in a fresh
+  process, no Spark, beside delta-rs's ``merge`` into ``plain``, with the peak RSS of both
+  processes (``AIRFLOW_DELTA_BENCH_MERGE_ROWS=50000000`` for the 50M target).
 - ``upsert 10,000 recent keys into <N> laid out by key``: a target of files of 100,000
   consecutive keys (``AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS``, default 100,000,000; written
   with pyarrow column by column, one parquet file at a time, and made a Delta table by the
@@ -47,9 +54,9 @@ Three more cases, each side in a fresh process:
   way, what Airflow costs whatever the task. The CPU time of the ``airflow`` child process
   is reported for both, so the summary prints what the MERGE task adds to Airflow's own cost.
 
-``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``small``, ``small_spark``,
-``small_dags_test``, ``worker``, ``skipping``, ``skipping_spark``; default all but
-``skipping_spark``) picks the cases.
+``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``large_worker``, ``small``,
+``small_spark``, ``small_dags_test``, ``worker``, ``skipping``, ``skipping_spark``; default all
+but ``skipping_spark``) picks the cases.
 """
 
 from __future__ import annotations
@@ -123,7 +130,7 @@ def _build_source(path: Path) -> None:
 
 
 SELECTED = set(os.environ.get(
-    "AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,small,small_spark,small_dags_test,worker,skipping"  # not skipping_spark
+    "AIRFLOW_DELTA_BENCH_MERGE_CASES", "large,large_worker,small,small_spark,small_dags_test,worker,skipping"  # not skipping_spark
 ).split(","))
 SKIP_ROWS = int(os.environ.get("AIRFLOW_DELTA_BENCH_MERGE_SKIP_ROWS", "100000000"))
 SKIP_FILE_ROWS = 100_000
@@ -141,7 +148,7 @@ def cases() -> list[Case]:
         selected += _worker_cases()
     if SELECTED & {"skipping", "skipping_spark"}:
         selected += _skipping_cases()
-    if "large" in SELECTED:
+    if SELECTED & {"large", "large_worker"}:
         selected += _large_cases()
     return selected
 
@@ -323,8 +330,14 @@ def _worker_cases() -> list[Case]:
     step = WORKER_TARGET // WORKER_MATCHED
     ids = np.concatenate([np.arange(0, WORKER_TARGET, step)[:WORKER_MATCHED], np.arange(WORKER_TARGET, WORKER_TARGET + WORKER_SOURCE - WORKER_MATCHED)])
     plain, dv, source = _inputs("dml_merge-worker", WORKER_TARGET, WORKER_TARGET, ids)
-    return [Case("upsert 10,000 into 1M (worker)", ours="worker_upsert", theirs="delta_rs_upsert",
-                 args=(str(dv), str(plain), str(source)), repeat=2, fresh=True, setup="fresh_worker_copies")]
+    args = (str(dv), str(plain), str(source))
+    return [
+        Case("upsert 10,000 into 1M (worker)", ours="operator_upsert_worker", theirs="delta_rs_upsert", args=args,
+             repeat=2, fresh=True, setup="fresh_worker_copies"),
+        # The same MERGE without Airflow: run_merge_in_worker in a fresh process (the engine's imports only).
+        Case("upsert 10,000 into 1M (run_merge_in_worker)", ours="worker_upsert", theirs="delta_rs_upsert", args=args,
+             repeat=2, fresh=True, setup="fresh_worker_copies"),
+    ]
 
 
 def _skipping_cases() -> list[Case]:
@@ -373,6 +386,7 @@ def _upsert_clauses() -> tuple[Any, ...]:
 def _operator_merge(
     dv: str, source: str, execution: str, expected: tuple[int, int] = (9, 9), conf: dict[str, str] | None = None
 ) -> dict[str, Any]:
+    started = time.perf_counter()
     airflow_home = tempfile.mkdtemp(prefix="bench-merge-airflow-")
     use_isolated_airflow(airflow_home)
     from airflow_delta.operators.dml import DeltaMergeOperator
@@ -382,14 +396,20 @@ def _operator_merge(
         task_id="m", table=dv, source={"parquet": source}, on=UPSERT, clauses=_upsert_clauses(),
         source_alias="s", target_alias="t", execution=execution, conf={"spark.ui.enabled": "false", **(conf or {})},
     )
-    result = operator.execute(context())
+    task_context = context()
+    # What an Airflow task process has paid before its operator runs (Airflow's SDK, the provider's
+    # module, the context), apart from ``execute`` itself: the split says where a fresh process's time goes.
+    executing = time.perf_counter()
+    result = operator.execute(task_context)
+    execute_seconds = time.perf_counter() - executing
     metrics = result["metrics"]
     assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == expected, metrics
     shutil.rmtree(airflow_home, ignore_errors=True)
-    return {key: metrics[key] for key in (
-        "executionTimeMs", "numTargetFilesBeforeSkipping", "numTargetFilesAfterSkipping", "scanTimeMs",
-        "materializeSourceTimeMs", "rewriteTimeMs",
-    ) if key in metrics}
+    return {"importSeconds": round(executing - started, 3), "executeSeconds": round(execute_seconds, 3)} | {
+        key: metrics[key] for key in (
+            "executionTimeMs", "numTargetFilesBeforeSkipping", "numTargetFilesAfterSkipping", "scanTimeMs",
+            "materializeSourceTimeMs", "rewriteTimeMs",
+        ) if key in metrics}
 
 
 def operator_merge_auto(dv: str, plain: str, source: str) -> dict[str, Any]:
@@ -405,6 +425,11 @@ def operator_merge_spark(dv: str, plain: str, source: str) -> dict[str, Any]:
 def operator_upsert_spark(dv: str, plain: str, source: str) -> dict[str, Any]:
     """The recent-keys upsert as ``DeltaMergeOperator.execute`` forced onto Spark (``local[2]``, 2 GiB driver)."""
     return _operator_merge(dv, source, "spark", expected=(5_000, 5_000), conf={"spark.driver.memory": "2g"})
+
+
+def operator_upsert_worker(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The 1M-row upsert as a user runs it in the worker: ``DeltaMergeOperator(execution="worker").execute``."""
+    return _operator_merge(dv, source, "worker", expected=(WORKER_MATCHED, WORKER_SOURCE - WORKER_MATCHED))
 
 
 def worker_upsert(dv: str, plain: str, source: str) -> dict[str, Any]:
@@ -455,21 +480,29 @@ def _large_cases() -> list[Case]:
     if not source.exists():
         _build_source(source)
     print(f"# input: {NUM_ROWS:,} target rows written by delta-rs; {NUM_SOURCE:,} source rows, {MATCHED:,} matching", flush=True)
-    # The job as it runs by default (reader="auto": Spark's parquet reader for this target),
-    # then with the engine's reader: the two target readers side by side.
-    return [
-        Case(
-            f"merge 1M into {NUM_ROWS // 1_000_000}M{suffix}",
-            ours=function,
-            theirs="delta_rs_merge",
-            args=(str(dv), str(plain), str(source)),
-            # A 50M-row run takes minutes per side: one run each there.
-            repeat=2 if NUM_ROWS <= 10_000_000 else 1,
-            fresh=True,
-            setup="fresh_copies",
-        )
-        for suffix, function in (("", "ours_merge"), (", engine reader", "ours_merge_engine_reader"))
-    ]
+    cases = []
+    if "large_worker" in SELECTED:
+        # The same MERGE as a user runs it in the Airflow worker (no JVM), beside delta-rs.
+        cases.append(Case(f"merge 1M into {NUM_ROWS // 1_000_000}M (worker)", ours="operator_merge_large_worker",
+                          theirs="delta_rs_merge", args=(str(dv), str(plain), str(source)),
+                          repeat=2 if NUM_ROWS <= 10_000_000 else 1, fresh=True, setup="fresh_copies"))
+    if "large" in SELECTED:
+        # The job as it runs by default (reader="auto": Spark's parquet reader for this target),
+        # then with the engine's reader: the two target readers side by side.
+        cases += [
+            Case(
+                f"merge 1M into {NUM_ROWS // 1_000_000}M{suffix}",
+                ours=function,
+                theirs="delta_rs_merge",
+                args=(str(dv), str(plain), str(source)),
+                # A 50M-row run takes minutes per side: one run each there.
+                repeat=2 if NUM_ROWS <= 10_000_000 else 1,
+                fresh=True,
+                setup="fresh_copies",
+            )
+            for suffix, function in (("", "ours_merge"), (", engine reader", "ours_merge_engine_reader"))
+        ]
+    return cases
 
 
 _SCRATCH = Path(tempfile.gettempdir()) / f"airflow-delta-bench-merge-{NUM_ROWS}"  # one per size: runs may overlap
@@ -486,6 +519,11 @@ def fresh_copies(dv: str, plain: str, source: str) -> list[str]:
 def _peak_rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+
+def operator_merge_large_worker(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The 1M-into-10M MERGE as ``DeltaMergeOperator(execution="worker").execute`` (no Spark), imports included."""
+    return _operator_merge(dv, source, "worker", expected=(MATCHED, NUM_SOURCE - MATCHED))
 
 
 def ours_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
@@ -577,6 +615,8 @@ def summarize(results: list[Result]) -> None:
     for result in extra:
         ours, theirs = result.ours, result.theirs
         line = f"# {result.case.name}: ours wall {ours.seconds:.2f} s (executionTimeMs {ours.detail.get('executionTimeMs')})"
+        if "executeSeconds" in ours.detail:
+            line += f" = imports and task set-up {ours.detail['importSeconds']:.2f} s + execute {ours.detail['executeSeconds']:.2f} s"
         if "numTargetFilesAfterSkipping" in ours.detail:
             before, after = ours.detail["numTargetFilesBeforeSkipping"], ours.detail["numTargetFilesAfterSkipping"]
             line += f", target files read {after} of {before} ({100 * after / max(before, 1):.2f}%)"
@@ -591,7 +631,7 @@ def summarize(results: list[Result]) -> None:
                          f"rewritten {theirs.detail.get('deltaRsFilesRemoved')}")
         print(line, flush=True)
     results = [r for r in results if r.case.name.startswith("merge 1M")]
-    by_reader = {r.case.name.endswith("engine reader"): r for r in results}
+    by_reader = {r.case.name.endswith("engine reader"): r for r in results if not r.case.name.endswith("(worker)")}
     if len(by_reader) == 2:
         spark_read, engine_read = by_reader[False].ours, by_reader[True].ours
         spark_ms = float(spark_read.detail.get("executionTimeMs") or 0)
@@ -606,6 +646,19 @@ def summarize(results: list[Result]) -> None:
         theirs = result.theirs
         assert theirs is not None
         ours = result.ours
+        if result.case.name.endswith("(worker)"):
+            print(
+                f"# {result.case.name}: ours wall {ours.seconds:.2f} s = imports and task set-up "
+                f"{ours.detail.get('importSeconds')} s + execute {ours.detail.get('executeSeconds')} s; CPU "
+                f"{ours.cpu_seconds:.2f} s (executionTimeMs "
+                f"{ours.detail.get('executionTimeMs')}, scanTimeMs {ours.detail.get('scanTimeMs')}, rewriteTimeMs "
+                f"{ours.detail.get('rewriteTimeMs')}), peak RSS {ours.peak_rss_mb:.0f} MB; delta-rs wall "
+                f"{theirs.seconds:.2f} s, CPU {theirs.cpu_seconds:.2f} s (execution_time_ms "
+                f"{theirs.detail.get('executionTimeMs')}), peak RSS {theirs.peak_rss_mb:.0f} MB; wall ratio ours/delta-rs "
+                f"{ours.seconds / theirs.seconds:.2f}, CPU ratio {ours.cpu_seconds / theirs.cpu_seconds:.2f}",
+                flush=True,
+            )
+            continue
         print(
             f"# {result.case.name}: ours wall {ours.seconds:.1f} s (executionTimeMs "
             f"{ours.detail.get('executionTimeMs')}), Python driver peak {ours.peak_rss_mb:.0f} MB, "

@@ -71,6 +71,7 @@ from airflow_delta.engine import (
     int64_to_numpy,
     mask_to_numpy,
     read_live_rows,
+    split_by_row_groups,
     write_change_data_files,
     write_data_files,
     writer_features,
@@ -90,7 +91,7 @@ from airflow_delta.spark.merge_common import (
 )
 from airflow_delta.spark.specs import MergeSource, MergeSpec
 
-__all__ = ["BoundMerge", "bind_merge", "candidate_files", "read_source", "run_merge_in_worker", "source_file_bytes", "source_refusal", "stage_merge", "table_refusal", "worker_refusal"]
+__all__ = ["STREAM_BYTES", "BoundMerge", "bind_merge", "candidate_files", "read_source", "run_merge_in_worker", "source_file_bytes", "source_refusal", "stage_merge", "table_refusal", "worker_refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -513,6 +514,13 @@ _ROW = "__airflow_delta_row"
 
 def _key_values(source: pa.Table, column: str) -> KeyValues:
     values = source.column(column)
+    if pa.types.is_integer(values.type):
+        # Sorted once with numpy: the range and the distinct count without hashing every source row.
+        ordered = np.sort(_as_int64(_key_column(values).drop_null()))  # type: ignore[arg-type]
+        if not len(ordered):
+            return None, None, []
+        distinct = ordered[_first_of_runs(ordered)]
+        return int(ordered[0]), int(ordered[-1]), distinct.tolist() if len(distinct) <= MAX_SKIPPING_KEYS else None
     low_high = pc.min_max(values).as_py()
     distinct = pc.unique(values.drop_null()) if values.null_count < len(values) else pa.array([])
     listed = distinct.to_pylist() if len(distinct) <= MAX_SKIPPING_KEYS else None
@@ -567,41 +575,169 @@ def _target_columns(bound: BoundMerge, context: TableContext, use_deletion_vecto
     return [name for name in bound.target_schema.names if name in needed]
 
 
-def _read_target(
-    context: TableContext, files: pa.Table, row_group_filter: str | None, columns: Sequence[str] | None = None
-) -> pa.Table:
-    """The live rows of ``files`` (``columns``, default all) with their file's log path and physical position, on threads."""
-    columns = None if columns is None else list(dict.fromkeys(columns))
+# What one read of the target holds, about (compressed bytes of a file, or of consecutive row
+# groups of a larger one; a row group is never split): the worker reads the target in such
+# pieces, one per core at a time on threads, keeps only the rows whose keys the source holds and
+# drops the rest. Smaller pieces were faster as well as smaller (1M-row row groups: 8 MiB pieces read
+# a 10M-row target in 0.67 s of CPU and a 407 MB peak, 32 MiB pieces 0.75 s and 488 MB).
+STREAM_BYTES = 8 << 20
 
-    def one(i: int) -> pa.Table:
-        file = files.slice(i, 1)
-        rows, positions = read_live_rows(context, file, columns, row_group_filter=row_group_filter)
+
+@dataclass(frozen=True)
+class _IntegerKeys:
+    """A source's integer (or date) key values, for lookups: sorted, and where their range is
+    dense enough, a bitmap of which values in ``low..`` the source holds (one bit per value)."""
+
+    ordered: np.ndarray
+    low: int = 0
+    bits: np.ndarray | None = None  # uint8, bit ``v - low`` (little-endian within each byte) set for each value v
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> _IntegerKeys:
+        ordered = np.sort(values)
+        if not len(ordered):
+            return cls(ordered)
+        low, high = int(ordered[0]), int(ordered[-1])
+        if high - low >= _BITS_PER_SOURCE_KEY * len(ordered) + (1 << 23):
+            return cls(ordered)
+        distinct = ordered[_first_of_runs(ordered)]
+        offsets = distinct - low
+        byte_of = offsets >> 3
+        bit = np.left_shift(np.uint8(1), (offsets & 7).astype(np.uint8))
+        # Distinct values set distinct bits of their byte: per byte, the sum of its bits is their OR.
+        starts = np.flatnonzero(_first_of_runs(byte_of))
+        bits = np.zeros((high - low) // 8 + 1, dtype=np.uint8)
+        bits[byte_of[starts]] = np.add.reduceat(bit, starts, dtype=np.uint8)
+        return cls(ordered, low, bits)
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        if self.bits is not None:
+            high = min(self.low + len(self.bits) * 8 - 1, 2**63 - 1)
+            inside = (keys >= self.low) & (keys <= high)  # compared before subtracting: no int64 overflow
+            offsets = keys[inside] - self.low
+            found = np.zeros(len(keys), dtype=bool)
+            found[inside] = (self.bits[offsets >> 3] >> (offsets & 7).astype(np.uint8)) & 1
+            return found
+        if not len(self.ordered):
+            return np.zeros(len(keys), dtype=bool)
+        at = np.minimum(np.searchsorted(self.ordered, keys), len(self.ordered) - 1)
+        return self.ordered[at] == keys
+
+
+# An integer key's bitmap (one bit per value between the source's lowest and highest) is used
+# while it is at most as large as the sorted keys (64 bits per source key) plus 1 MiB; else a
+# binary search. A lookup in it costs about a quarter of the search (11 ms against 46 ms per
+# million target rows).
+_BITS_PER_SOURCE_KEY = 64
+
+
+class _KeyFilter:
+    """Which target rows may match a source row: each equality key's value is among the source's.
+
+    A superset of the matched rows (the join after it is exact, and NULL keys never match),
+    so that the worker keeps only these rows of each piece of the target it reads. Integer
+    and date keys are looked up in numpy (:class:`_IntegerKeys`), others with
+    ``pyarrow.compute.is_in``; a key whose two sides do not share one Arrow type is not
+    filtered on (every row is kept for it).
+    """
+
+    def __init__(self, bound: BoundMerge, source: pa.Table) -> None:
+        self.checks: list[tuple[str, _IntegerKeys | pa.Array]] = []
+        for target_column, source_column in bound.keys:
+            values = _key_column(source.column(source_column)).drop_null()
+            if values.type != _key_type(bound.target_schema.field(target_column).type):
+                continue
+            numeric = _as_int64(values)
+            self.checks.append((target_column, _IntegerKeys.of(numeric) if numeric is not None else pc.unique(values)))
+
+    def mask(self, rows: pa.Table) -> np.ndarray | None:
+        """Per row of ``rows``, whether it may match (None: every row may)."""
+        keep: np.ndarray | None = None
+        for column, values in self.checks:
+            keys = _key_column(rows.column(column))
+            if isinstance(values, _IntegerKeys):
+                found = values.contains(_as_int64(keys))  # type: ignore[arg-type]
+                if keys.null_count:
+                    found &= mask_to_numpy(pc.is_valid(keys))
+            else:
+                found = mask_to_numpy(pc.is_in(keys, value_set=values))  # NULL is not in the set
+            keep = found if keep is None else keep & found
+        return keep
+
+
+def _as_int64(values: pa.Array) -> np.ndarray | None:
+    """Integer or date keys as int64 numpy (a NULL as 0: the caller masks NULLs out), else None."""
+    if pa.types.is_integer(values.type) or pa.types.is_date64(values.type):
+        wide = values.cast(pa.int64())
+    elif pa.types.is_date32(values.type):
+        wide = values.cast(pa.int32()).cast(pa.int64())
+    else:
+        return None
+    return int64_to_numpy(wide.fill_null(0) if wide.null_count else wide)
+
+
+def _read_target(
+    context: TableContext,
+    files: pa.Table,
+    row_group_filter: str | None,
+    columns: Sequence[str] | None = None,
+    candidates: _KeyFilter | None = None,
+    stream_bytes: int = STREAM_BYTES,
+) -> pa.Table:
+    """The live rows of ``files`` (``columns``, default all) with their file's index and physical position, on threads.
+
+    With ``candidates``, only the rows it keeps: the files are read in pieces of about
+    ``stream_bytes`` (a file, or consecutive row groups of a larger one) and each piece is
+    filtered as soon as it is read, so that memory follows the pieces and the kept rows,
+    not the target's size.
+    """
+    columns = None if columns is None else list(dict.fromkeys(columns))
+    if candidates is None:
+        pieces: list[tuple[int, range | None]] = [(i, None) for i in range(files.num_rows)]
+    else:
+        pieces = split_by_row_groups(context, files, stream_bytes)
+
+    def one(piece: tuple[int, range | None]) -> pa.Table:
+        i, groups = piece
+        rows, positions = read_live_rows(context, files.slice(i, 1), columns, row_group_filter=row_group_filter, row_groups=groups)
+        keep = candidates.mask(rows) if candidates is not None and rows.num_rows else None
+        if keep is not None:
+            rows, positions = rows.filter(bool_array(keep)), positions[keep]
         return rows.append_column(_FILE, int32_array(np.full(rows.num_rows, i, np.int32))).append_column(
             _ROW, int64_array(positions)
         )
 
-    if files.num_rows == 0:
+    if not pieces:
         fields = [f for f in context.schema if columns is None or f.name in columns]
         empty = pa.schema([*fields, pa.field(_FILE, pa.int32()), pa.field(_ROW, pa.int64())])
         return empty.empty_table()
-    workers = max(1, min(files.num_rows, (os.cpu_count() or 2) * 2))
+    # Streamed pieces are decoded and filtered (CPU): one per core in flight bounds the memory
+    # (at 10M rows 2 threads were as fast as 4 on 2 cores, and peaked ~80 MB lower). Whole files: 2 per core.
+    per_core = 1 if candidates is not None else 2
+    workers = max(1, min(len(pieces), max(2, (os.cpu_count() or 2) * per_core)))
     if workers == 1:
-        parts = [one(0)]
+        parts = [one(pieces[0])]
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="merge-read") as pool:
-            parts = list(pool.map(one, range(files.num_rows)))
+            parts = list(pool.map(one, pieces))
     return pa.concat_tables(parts)
 
 
+def _key_type(data_type: pa.DataType) -> pa.DataType:
+    """The type a join key of ``data_type`` is compared in: integers as int64, strings as string."""
+    if pa.types.is_integer(data_type):
+        return pa.int64()
+    if pa.types.is_large_string(data_type):
+        return pa.string()
+    return data_type
+
+
 def _key_column(values: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """A join key in one type for both sides: integers as int64, strings as string."""
+    """A join key in one type for both sides (:func:`_key_type`)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    if pa.types.is_integer(values.type):
-        return values.cast(pa.int64())
-    if pa.types.is_large_string(values.type):
-        return values.cast(pa.string())
-    return values
+    wanted = _key_type(values.type)
+    return values if values.type == wanted else values.cast(wanted)
 
 
 def _matched_pairs(bound: BoundMerge, source: pa.Table, target: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -614,8 +750,12 @@ def _matched_pairs(bound: BoundMerge, source: pa.Table, target: pa.Table) -> tup
     for name in names:
         left = left.filter(pc.is_valid(left.column(name)))
         right = right.filter(pc.is_valid(right.column(name)))
-    # Acero builds its hash table from the right side: the source, usually the smaller one.
-    joined = inner_hash_join(right, left, names, ["__t"], ["__s"])
+    # Acero builds its hash table from its second input: the smaller side (the source, unless
+    # the target was read streamed and only its rows with the source's keys were kept).
+    if right.num_rows < left.num_rows:
+        joined = inner_hash_join(left, right, names, ["__s"], ["__t"])
+    else:
+        joined = inner_hash_join(right, left, names, ["__t"], ["__s"])
     s_rows = int64_to_numpy(joined.column("__s"))
     t_rows = int64_to_numpy(joined.column("__t"))
     if bound.residual is not None and len(s_rows):
@@ -687,8 +827,16 @@ def stage_merge(
     source: pa.Table,
     use_deletion_vectors: bool,
     started: float,
+    stream_bytes: int = STREAM_BYTES,
 ) -> tuple[dict[str, int], dict[str, str], bool]:
-    """Stage ``bound`` in ``txn``; (Delta's MERGE metrics, ``operationParameters``, whether to commit)."""
+    """Stage ``bound`` in ``txn``; (Delta's MERGE metrics, ``operationParameters``, whether to commit).
+
+    Where no target row leaves the table but a matched one (deletion vectors, or an
+    insert-only MERGE) and no clause is WHEN NOT MATCHED BY SOURCE, the target is read in
+    pieces of about ``stream_bytes`` and only the rows whose keys the source holds are kept
+    (:class:`_KeyFilter`); otherwise every candidate row is read (files are rewritten with
+    their other rows, or the unmatched rows are the clauses').
+    """
     spec = bound.spec
     metrics = zero_merge_metrics()
     metrics["numSourceRows"] = source.num_rows
@@ -700,8 +848,14 @@ def stage_merge(
     # Row groups the filter rules out hold no matched row either (it is a superset of the matches);
     # a file that is rewritten needs all its rows, so row groups are skipped only with DVs.
     skips_row_groups = use_deletion_vectors or bound.insert_only
+    streams = skips_row_groups and not bound.by_source
     target = _read_target(
-        context, files, read_filter if skips_row_groups else None, _target_columns(bound, context, use_deletion_vectors)
+        context,
+        files,
+        read_filter if skips_row_groups else None,
+        _target_columns(bound, context, use_deletion_vectors),
+        _KeyFilter(bound, source) if streams else None,
+        stream_bytes,
     )
     s_rows, t_rows = _matched_pairs(bound, source, target)
 
@@ -709,15 +863,15 @@ def stage_merge(
     insert_clauses = [c for c in bound.clauses if c.kind == "not_matched_insert"]
     by_source_clauses = [c for c in bound.clauses if c.kind.startswith("not_matched_by_source")]
 
-    unmatched_source = np.setdiff1d(np.arange(source.num_rows, dtype=np.int64), s_rows)
+    unmatched_source = _unmatched(source.num_rows, s_rows)
     if not bound.insert_only and len(t_rows):
-        _, pairs_per_target = np.unique(t_rows, return_counts=True)
-        repeated = pairs_per_target > 1
-        if repeated.any():
+        first = _first_of_runs(t_rows)  # the pairs come ordered by target row
+        if not first.all():
+            starts = np.flatnonzero(first)
+            pairs_per_target = np.diff(np.append(starts, len(t_rows)))
             if not bound.only_unconditional_delete:
-                raise MultipleSourceRowsMatchedError(int(repeated.sum()))
+                raise MultipleSourceRowsMatchedError(int((pairs_per_target > 1).sum()))
             # Every pair deletes the same row (Delta counts it once): keep one pair per target row.
-            first = np.unique(t_rows, return_index=True)[1]
             s_rows, t_rows = s_rows[first], t_rows[first]
     matched_action = _choose(matched_clauses, _view(bound, source, target, s_rows, t_rows)) if len(t_rows) else np.empty(0, np.int64)
 
@@ -727,7 +881,7 @@ def stage_merge(
         else np.full(len(unmatched_source), -1, np.int64)
     )
     if by_source_clauses:
-        unmatched_target = np.setdiff1d(np.arange(target.num_rows, dtype=np.int64), t_rows)
+        unmatched_target = _unmatched(target.num_rows, t_rows)
         by_source_action = (
             _choose(by_source_clauses, _view(bound, source, target, None, unmatched_target))
             if len(unmatched_target)
@@ -738,9 +892,9 @@ def stage_merge(
 
     counts: dict[int, int] = {}
     for actions in (matched_action, insert_action, by_source_action):
-        chosen, how_many = np.unique(actions[actions >= 0], return_counts=True)
-        for index, count in zip(chosen.tolist(), how_many.tolist(), strict=True):
-            counts[index] = counts.get(index, 0) + count
+        for index, count in enumerate(np.bincount(actions[actions >= 0]).tolist()):
+            if count:
+                counts[index] = counts.get(index, 0) + count
     count_clauses(metrics, spec, counts)
     metrics["scanTimeMs"] = _ms_since(scan_started)
     if not counts:
@@ -765,8 +919,9 @@ def stage_merge(
             continue
         if c_t is not None:
             removed.append(c_t)
-            kind = "update_preimage" if clause.kind in _UPDATE_KINDS else "delete"
-            removed_types.append(np.full(size, kind, dtype=object))
+            if context.properties.enable_change_data_feed:  # a million-row object array costs ~0.1 s
+                kind = "update_preimage" if clause.kind in _UPDATE_KINDS else "delete"
+                removed_types.append(np.full(size, kind, dtype=object))
         if clause.values:
             new_parts.append(_written(bound, clause, source, target, c_s, c_t))
             new_types.append("insert" if clause.kind == "not_matched_insert" else "update_postimage")
@@ -787,13 +942,32 @@ def stage_merge(
     return metrics, parameters, True
 
 
+def _first_of_runs(ordered: np.ndarray) -> np.ndarray:
+    """Per value of a sorted array, whether it differs from the one before (the first of each run of equals)."""
+    if not len(ordered):
+        return np.zeros(0, dtype=bool)
+    return np.concatenate([[True], ordered[1:] != ordered[:-1]])
+
+
+def _unmatched(count: int, matched: np.ndarray) -> np.ndarray:
+    """The indexes below ``count`` not in ``matched``, ascending (a mask, not a sort of both sides)."""
+    seen = np.zeros(count, dtype=bool)
+    seen[matched] = True
+    return np.flatnonzero(~seen).astype(np.int64)
+
+
 def run_merge_in_worker(
-    spec: MergeSpec, source: pa.Table | None = None, *, before_commit: Callable[[int], None] | None = None
+    spec: MergeSpec,
+    source: pa.Table | None = None,
+    *,
+    before_commit: Callable[[int], None] | None = None,
+    stream_bytes: int = STREAM_BYTES,
 ) -> JobResult:
     """Run ``spec`` in this process (the worker's MERGE), with the Spark job's driver loop
     (``run_with_retries``: attempts on logical conflicts, the task's appId and tags, exactly-once).
 
-    ``source``: its rows when already read (:func:`read_source`). A MERGE the worker cannot
+    ``source``: its rows when already read (:func:`read_source`). ``stream_bytes``: the pieces
+    the target is read in, where :func:`stage_merge` streams it. A MERGE the worker cannot
     run exactly as Spark fails with :class:`~airflow_delta.engine.InvalidArgumentError` before
     anything is written.
     """
@@ -817,7 +991,7 @@ def run_merge_in_worker(
             )
         bound = bind_merge(spec, snapshot.schema, rows.schema)
         metrics, parameters, commit = stage_merge(
-            txn, snapshot, context, bound, rows, uses_deletion_vectors(context, spec.options), started
+            txn, snapshot, context, bound, rows, uses_deletion_vectors(context, spec.options), started, stream_bytes
         )
         return StagedOperation(
             "MERGE", parameters, {**metrics, "materializeSourceTimeMs": materialized_ms}, commit=commit
@@ -871,14 +1045,22 @@ def _stage_row_changes(
 ) -> dict[str, int]:
     """The removed target rows leave their files (DVs, or the files rewritten with their other rows); new rows written."""
     metrics: dict[str, int] = {}
-    removed_rows = np.unique(removed_rows)
+    removed_rows = np.sort(removed_rows)
+    removed_rows = removed_rows[_first_of_runs(removed_rows)]
     taken = int64_array(removed_rows)
     file_of_row = indices_to_numpy(combined(target.column(_FILE).take(taken))) if len(removed_rows) else np.empty(0, np.int64)
     positions = int64_to_numpy(target.column(_ROW).take(taken)) if len(removed_rows) else np.empty(0, np.int64)
-    touched_indexes = np.unique(file_of_row)
+    # Grouped by file with one stable sort (np.unique hashes: 0.4 s per million rows here).
+    order = np.argsort(file_of_row, kind="stable")
+    file_of_row, positions = file_of_row[order], positions[order]
+    starts = np.flatnonzero(_first_of_runs(file_of_row))
+    ends = np.append(starts[1:], len(file_of_row)) if len(starts) else starts
+    touched_indexes = file_of_row[starts]
     paths = files.column("path").to_pylist()
     if use_deletion_vectors:
-        deletes = {paths[i]: np.sort(positions[file_of_row == i]) for i in touched_indexes.tolist()}
+        deletes = {
+            paths[int(file_of_row[a])]: np.sort(positions[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+        }
         if deletes:
             summary = txn.delete_rows(deletes)
             metrics["numRemovedFiles"] = summary.num_removed_files

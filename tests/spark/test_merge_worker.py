@@ -363,3 +363,87 @@ def test_tables_with_features_the_worker_does_not_write_go_to_spark(tmp_path: Pa
     with pytest.raises(InvalidArgumentError, match="rowTracking"):
         run_merge_in_worker(spec)
     assert table.version() == version
+
+
+# ---------------------------------------------------------------------------------------
+# The target read in pieces (several files, several row groups each)
+
+# Three files of nine rows in row groups of three (keys 0..26 and two NULLs); key 7 is also
+# in the last file, and key 20 in the first: target rows with one key in two files and pieces.
+PIECES_TARGET = [
+    [(i, i, "a") for i in range(0, 8)] + [(20, 200, "b")],
+    [(i, i, "b") for i in range(8, 16)] + [(None, 0, "a")],
+    [(i, i, "a") for i in range(16, 24)] + [(7, 70, "b"), (None, 1, "b")],
+]
+PIECES_CLAUSES = [
+    MergeClause("matched_delete", "s.op = 2"),
+    MergeClause("matched_update", "t.v < s.v", {"v": "s.v", "p": "s.p"}),
+    MergeClause("not_matched_insert", star=True),
+]
+# Updates of key 7 (two target rows in files 0 and 2) and 20 (files 0 and 2), one in the middle file,
+# a delete, a NULL key (inserted, never matched), a row whose condition holds for no clause, and inserts.
+PIECES_SOURCE = [(7, 100, "c", 0), (20, 300, "c", 0), (12, 120, "c", 0), (3, 0, "c", 2), (None, 5, "c", 0),
+                 (17, 1, "c", 0), (40, 40, "c", 0), (41, 41, "c", 1)]
+
+
+def _scaled(rows: list[Row], scale: int) -> list[Row]:
+    return [(None if row[0] is None else row[0] * scale, *row[1:]) for row in rows]
+
+
+def _pieces_target(path: Path, cdf: bool, scale: int = 1) -> None:
+    path.mkdir(parents=True)
+    for number, rows in enumerate(PIECES_TARGET):
+        table = pa.Table.from_pylist(as_dicts(_scaled(rows, scale)), TARGET_SCHEMA)
+        pq.write_table(table, path / f"part-{number}.parquet", row_group_size=3)
+    properties = {"delta.enableDeletionVectors": "true"} | ({"delta.enableChangeDataFeed": "true"} if cdf else {})
+    DeltaTable.convert_to_delta(str(path), properties=properties)
+
+
+# The keys' layouts: small integers (looked up in a bitmap), integers far apart (a binary search),
+# and a second key, a string (pyarrow's is_in), whose values match some of the target's rows only.
+PIECES_LAYOUTS = {
+    "dense": (1, "t.id = s.id", PIECES_SOURCE, (5, 1, 3)),
+    "sparse": (10**15, "t.id = s.id", PIECES_SOURCE, (5, 1, 3)),
+    "two keys": (1, "t.id = s.id AND t.p = s.p",
+                 [(7, 100, "b", 0), (20, 300, "a", 0), (12, 120, "b", 0), (3, 0, "a", 2), (None, 5, "a", 0), (40, 40, "c", 0)],
+                 (3, 1, 2)),
+}
+
+
+@pytest.mark.parametrize(("layout", "cdf"), [("dense", False), ("dense", True), ("sparse", False), ("two keys", False)])
+def test_the_target_read_in_pieces_merges_as_read_whole(tmp_path: Path, layout: str, cdf: bool) -> None:
+    # Every row group its own piece (stream_bytes=1) against every file read at once: the same
+    # rows (DuckDB's, read by delta-rs and delta-kernel-rs), metrics and change data.
+    scale, on, source_rows, (updated, deleted, inserted) = PIECES_LAYOUTS[layout]
+    source_rows = _scaled(source_rows, scale)
+    source = write_source(tmp_path / "s.parquet", source_rows)
+    results = {}
+    for name, stream_bytes in (("pieces", 1), ("whole", 1 << 40)):
+        _pieces_target(tmp_path / name, cdf, scale)
+        results[name] = run_merge_in_worker(spec_for(tmp_path / name, source, PIECES_CLAUSES, on=on), stream_bytes=stream_bytes)
+    target_rows = _scaled([row for rows in PIECES_TARGET for row in rows], scale)
+    expected = duckdb_merge(target_rows, source_rows, spec_for(tmp_path / "pieces", source, PIECES_CLAUSES, on=on))
+    for name in results:
+        assert_oracles_read(tmp_path / name, expected)
+    pieces, whole = results["pieces"].metrics, results["whole"].metrics
+    assert {k: pieces[k] for k in ROW_METRICS} == {k: whole[k] for k in ROW_METRICS}
+    assert (pieces["numTargetRowsMatchedUpdated"], pieces["numTargetRowsMatchedDeleted"], pieces["numTargetRowsInserted"]) == (
+        updated, deleted, inserted
+    )
+    assert pieces["numTargetRowsCopied"] == 0  # DVs: the touched files are marked, not rewritten
+    if cdf:
+        assert _sorted(read_change_files(tmp_path / "pieces", results["pieces"].version)) == _sorted(
+            read_change_files(tmp_path / "whole", results["whole"].version)
+        )
+
+
+def test_a_multiple_match_found_across_pieces_fails_and_changes_nothing(tmp_path: Path) -> None:
+    # Two source rows for key 7, whose target rows are in the first and the last file.
+    _pieces_target(tmp_path / "t", cdf=False)
+    version = DeltaTable(str(tmp_path / "t")).version()
+    source = write_source(tmp_path / "s.parquet", [(7, 1, "c", 0), (7, 2, "c", 0), (30, 3, "c", 0)])
+    spec = spec_for(tmp_path / "t", source, [MergeClause("matched_update", star=True), MergeClause("not_matched_insert", star=True)])
+    with pytest.raises(MultipleSourceRowsMatchedError):
+        run_merge_in_worker(spec, stream_bytes=1)
+    assert DeltaTable(str(tmp_path / "t")).version() == version
+    assert_oracles_read(tmp_path / "t", as_dicts([row for rows in PIECES_TARGET for row in rows]))

@@ -773,6 +773,13 @@ class PositionedRows:
         first_in_rows = np.concatenate([[0], self.group_ends[:-1]]).astype(np.int64)
         return self.group_starts[group] + (indexes - first_in_rows[group])
 
+    def all_positions(self) -> np.ndarray:
+        """The physical row index of every row of ``rows``, in order (:meth:`positions` of all of
+        them, without a search per row: each row group's rows are consecutive in the file)."""
+        lengths = np.diff(self.group_ends, prepend=0).astype(np.int64)
+        shift = self.group_starts - (self.group_ends - lengths)  # file position minus index in ``rows``, per group
+        return np.arange(int(self.group_ends[-1]) if len(self.group_ends) else 0, dtype=np.int64) + np.repeat(shift, lengths)
+
 
 def _unfiltered_plan(snapshot: ScanSource, columns: Sequence[str]) -> _FilePlan:
     """The plan of a one-file read of ``columns`` with no row filter (a positioned read, or its footer)."""

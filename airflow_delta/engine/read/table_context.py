@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from airflow_delta.engine.model.actions import Metadata, Protocol
 from airflow_delta.engine.model.arguments import check_instance, check_int, check_str
+from airflow_delta.engine.model.arrow_numpy import bool_array, int64_to_numpy
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.schema import schema_to_arrow
 from airflow_delta.engine.read.scan import (
@@ -166,12 +167,19 @@ def read_live_rows(
         bound = parse_predicate(row_group_filter, source.schema)
     check_instance("row_groups", row_groups, range, optional=True)
     read = read_with_row_positions(source, file, names, bound, row_groups=row_groups)
-    positions = read.positions(np.arange(read.rows.num_rows, dtype=np.int64))
+    positions = read.all_positions()
     deleted = deleted_rows_of_file(source, file)
     if deleted is None or deleted.size == 0:
         return read.rows, positions
-    keep = ~np.isin(positions, deleted, assume_unique=True)
-    return read.rows.filter(pa.array(keep)), positions[keep]
+    # Both sorted: each deleted row found by a binary search in the positions read (the rows of
+    # some row groups only, when ``row_groups`` or the filter leave others out), not a sort of both.
+    keep = np.ones(len(positions), dtype=bool)
+    if len(positions):
+        at = np.searchsorted(positions, deleted)
+        inside = at < len(positions)
+        at, deleted = at[inside], deleted[inside]
+        keep[at[positions[at] == deleted]] = False
+    return read.rows.filter(bool_array(keep)), positions[keep]
 
 
 def split_by_row_groups(source: TableContext, files: pa.Table, target_bytes: int) -> list[tuple[int, range | None]]:
@@ -185,7 +193,8 @@ def split_by_row_groups(source: TableContext, files: pa.Table, target_bytes: int
     check_instance("source", source, TableContext)
     check_instance("files", files, pa.Table)
     check_int("target_bytes", target_bytes, minimum=1)
-    sizes = np.asarray(files.column("size").to_numpy(zero_copy_only=False), dtype=np.int64) if files.num_rows else np.empty(0, np.int64)
+    # Not to_numpy(zero_copy_only=False): that imports pandas (about a second in a fresh process).
+    sizes = int64_to_numpy(files.column("size").cast(pa.int64())) if files.num_rows else np.empty(0, np.int64)
     large = [int(i) for i in np.flatnonzero(sizes > target_bytes)]
     if not large:
         return [(i, None) for i in range(files.num_rows)]
