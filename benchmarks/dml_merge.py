@@ -31,7 +31,9 @@ More cases, each side in a fresh process:
   ``DeltaMergeOperator(execution="worker").execute`` (Airflow's SDK and the provider imported
   in the process, as a task pays them; the time before ``execute`` and ``execute`` itself are
   reported apart), then the same MERGE as ``run_merge_in_worker`` (no Airflow); delta-rs's
-  ``merge`` of the same beside each.
+  ``merge`` of the same beside each. A third line puts both in an Airflow task process: our
+  operator beside delta-rs's ``merge`` called by a ``PythonOperator`` (what a DAG around a
+  delta-rs script runs), each ``execute`` in a fresh process with Airflow's SDK imported.
 - ``merge 1M into <N>M (worker)`` (case ``large_worker``): the 1M-into-10M MERGE above (the
   ``dv`` table) through ``DeltaMergeOperator(execution="worker").execute`` in a fresh
   process, no Spark, beside delta-rs's ``merge`` into ``plain``, with the peak RSS of both
@@ -337,6 +339,10 @@ def _worker_cases() -> list[Case]:
         # The same MERGE without Airflow: run_merge_in_worker in a fresh process (the engine's imports only).
         Case("upsert 10,000 into 1M (run_merge_in_worker)", ours="worker_upsert", theirs="delta_rs_upsert", args=args,
              repeat=2, fresh=True, setup="fresh_worker_copies"),
+        # Both as Airflow tasks: delta-rs's merge inside a PythonOperator in a fresh process pays
+        # what our operator's process pays before ``execute`` (Airflow's SDK, the task context).
+        Case("upsert 10,000 into 1M (worker; both as Airflow tasks)", ours="operator_upsert_worker",
+             theirs="delta_rs_upsert_task", args=args, repeat=2, fresh=True, setup="fresh_worker_copies"),
     ]
 
 
@@ -467,6 +473,24 @@ def delta_rs_upsert(dv: str, plain: str, source: str) -> dict[str, Any]:
         "deltaRsFilesSkipped": metrics.get("num_target_files_skipped_during_scan"),
         "deltaRsFilesRemoved": metrics.get("num_target_files_removed"),
     }
+
+
+def delta_rs_upsert_task(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """delta-rs's ``merge`` as a user's DAG would run it: a ``PythonOperator`` task, ``execute`` in this fresh process."""
+    started = time.perf_counter()
+    airflow_home = tempfile.mkdtemp(prefix="bench-merge-airflow-")
+    use_isolated_airflow(airflow_home)
+    from airflow.providers.standard.operators.python import PythonOperator
+
+    from tests.airflow_layer import context
+
+    operator = PythonOperator(task_id="m", python_callable=delta_rs_upsert, op_args=[dv, plain, source])
+    task_context = context()
+    executing = time.perf_counter()
+    result = dict(operator.execute(task_context))
+    execute_seconds = time.perf_counter() - executing
+    shutil.rmtree(airflow_home, ignore_errors=True)
+    return {"importSeconds": round(executing - started, 3), "executeSeconds": round(execute_seconds, 3)} | result
 
 
 def _large_cases() -> list[Case]:
