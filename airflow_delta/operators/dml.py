@@ -25,20 +25,9 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from airflow.sdk import BaseOperator
 
-from airflow_delta.engine import (
-    DeltaError,
-    DeltaTable,
-    InvalidArgumentError,
-    InvalidFilterError,
-    Snapshot,
-    TableContext,
-    Transaction,
-    stage_delete,
-)
+from airflow_delta.engine import DeltaError, InvalidArgumentError, InvalidFilterError
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook, files_summary
 from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.links import SparkApplicationLink
@@ -58,7 +47,15 @@ from airflow_delta.spark.specs import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from airflow.sdk import Context
+
+    from airflow_delta.engine import DeltaTable, Snapshot, TableContext, Transaction
+
+# A DAG file that builds these operators (parsed by the DAG processor and again in every
+# task process) imports neither pyarrow nor the engine's table layers: the engine (and
+# pyarrow with it) is imported when a task runs, by the hook's ``table`` or by the
+# functions below. Only the engine's error classes are imported here.
 
 __all__ = ["DeltaDeleteOperator", "DeltaMergeOperator", "DeltaUpdateOperator"]
 
@@ -72,6 +69,13 @@ def _sql_columns() -> ModuleType:
     from airflow_delta.spark import sql_columns
 
     return sql_columns
+
+
+def _total_size(files: pa.Table) -> int:
+    """The bytes of a table of files (``Snapshot.files``)."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(files.column("size")).as_py() or 0)
 
 
 def _checked_execution(execution: object, worker_threshold_bytes: object) -> None:
@@ -209,7 +213,7 @@ class _DeltaDmlOperator(BaseOperator):
             candidates = self.planned_files(snapshot, predicate)
         except InvalidFilterError:
             return False
-        return int(pc.sum(candidates.column("size")).as_py() or 0) < spec.options.driver_max_bytes
+        return _total_size(candidates) < spec.options.driver_max_bytes
 
     def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
         printed = hook.submit(spec, conf=self.conf, small_job=self.is_small_job(spec, snapshot))
@@ -304,7 +308,7 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         if _sql_columns().references_only(spec.predicate, snapshot.partition_columns):
             self.log.info("A predicate on partition columns only is metadata-only: running in the worker, no Spark job")
             return True
-        size = int(pc.sum(candidates.column("size")).as_py() or 0)
+        size = _total_size(candidates)
         in_worker = size < self.worker_threshold_bytes
         self.log.info(
             "%d candidate file(s), %d bytes after pruning (threshold %d): running %s",
@@ -330,6 +334,8 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
 
         def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
             use_dvs = uses_deletion_vectors(context, spec.options)
+            from airflow_delta.engine import stage_delete
+
             metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
             changed = bool(metrics.get("numDeletedRows") or metrics.get("numRemovedFiles"))
             parameters = {"predicate": [predicate] if predicate is not None else []}
@@ -418,7 +424,7 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
         if self.execution == "worker":
             return True
         candidates = update_worker.candidate_files(snapshot, spec)
-        size = int(pc.sum(candidates.column("size")).as_py() or 0)
+        size = _total_size(candidates)
         in_worker = size < self.worker_threshold_bytes
         self.log.info(
             "UPDATE: %d candidate file(s), %d bytes after pruning (threshold %d): running %s",
@@ -630,7 +636,7 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
             return True
         bound = merge_worker.bind_merge(spec, snapshot.schema, source.schema)
         candidates = merge_worker.candidate_files(snapshot, bound, source)
-        size = int(pc.sum(candidates.column("size")).as_py() or 0) + source.nbytes
+        size = _total_size(candidates) + source.nbytes
         in_worker = size < self.worker_threshold_bytes
         self.log.info(
             "MERGE: %d source row(s) (%d bytes) and %d candidate target file(s) of %d bytes after skipping "

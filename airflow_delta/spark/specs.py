@@ -23,10 +23,13 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow_delta.engine import InvalidArgumentError, OptimizeOptions
+from airflow_delta.engine import InvalidArgumentError
 from airflow_delta.spark.column_paths import set_target_paths
+
+if TYPE_CHECKING:
+    from airflow_delta.engine import OptimizeOptions
 
 __all__ = [
     "APP_ID_PREFIX",
@@ -759,6 +762,15 @@ def _merge_from(obj: _JsonObject) -> MergeSpec:
     )
 
 
+def _default_max_deleted_rows_ratio() -> float:
+    """The engine's default (:class:`OptimizeOptions`), read when an OPTIMIZE spec is built: the
+    engine's write options import pyarrow and numpy, which a DAG file that imports the specs (to
+    build a MERGE's clauses, say) does not need."""
+    from airflow_delta.engine import OptimizeOptions
+
+    return OptimizeOptions().max_deleted_rows_ratio
+
+
 @dataclass(frozen=True)
 class OptimizeSpec:
     """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]``, with DV purge.
@@ -779,7 +791,7 @@ class OptimizeSpec:
     target_file_size: int | None = None
     min_file_size: int | None = None
     max_file_size: int | None = None
-    max_deleted_rows_ratio: float = OptimizeOptions().max_deleted_rows_ratio
+    max_deleted_rows_ratio: float = field(default_factory=_default_max_deleted_rows_ratio)
     max_files: int | None = None
     max_bytes: int | None = None
     batch_size: int | None = None
@@ -805,6 +817,8 @@ class OptimizeSpec:
 
     def optimize_options(self) -> OptimizeOptions:
         """The engine's options for this spec."""
+        from airflow_delta.engine import OptimizeOptions
+
         return OptimizeOptions(
             where=self.where,
             zorder_by=self.zorder_by,
