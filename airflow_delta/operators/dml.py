@@ -21,6 +21,7 @@ conflict: retry) or :class:`~airflow_delta.operators.retry.DeltaNonRetryableErro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -44,6 +45,7 @@ from airflow_delta.spark.specs import (
     TableRef,
     TaskIdentity,
     UpdateSpec,
+    sql_texts,
 )
 
 if TYPE_CHECKING:
@@ -69,6 +71,22 @@ def _sql_columns() -> ModuleType:
     from airflow_delta.spark import sql_columns
 
     return sql_columns
+
+
+# SQL text made of these characters only, with no ``--`` or ``/*``, has no quote, backquote,
+# comment, escape or ``;``: nothing in it that sqlglot's tokens could show Spark refuses
+# (:func:`airflow_delta.spark.sql_columns.refuse_text_spark_refuses`), so a task whose texts
+# are all plain (``t.id = s.id``, ``v + 1``) checks them without importing sqlglot.
+_PLAIN_SQL_TEXT = re.compile(r"[A-Za-z0-9_\s.,()=<>!+*/%-]*")
+
+
+def _refuse_text_spark_refuses(spec: Spec) -> None:
+    """Fail at once on SQL text of ``spec`` that Spark is sure to refuse; sqlglot only for text that is not plain."""
+    if all(
+        _PLAIN_SQL_TEXT.fullmatch(text) and "--" not in text and "/*" not in text for _, text, _ in sql_texts(spec)
+    ):
+        return
+    _sql_columns().refuse_text_spark_refuses(spec)
 
 
 def _total_size(files: pa.Table) -> int:
@@ -178,7 +196,7 @@ class _DeltaDmlOperator(BaseOperator):
             )
             spec = self.build_spec(identity, hook)
             # SQL text Spark is sure to refuse fails here, at once, before any job starts.
-            _sql_columns().refuse_text_spark_refuses(spec)
+            _refuse_text_spark_refuses(spec)
             if self.run_in_worker(table, spec, snapshot):
                 result = self._run_in_worker(table, spec, snapshot)
             else:

@@ -21,7 +21,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -50,6 +50,7 @@ __all__ = [
     "UpdateSpec",
     "VacuumSpec",
     "spec_from_json",
+    "sql_texts",
 ]
 
 SPEC_VERSION = 1
@@ -760,6 +761,26 @@ def _merge_from(obj: _JsonObject) -> MergeSpec:
         identity=TaskIdentity.from_obj("spec.identity", obj.required("identity")),
         options=_options_from(obj),
     )
+
+
+def sql_texts(spec: Spec) -> Iterator[tuple[str, str, bool]]:
+    """Each SQL text of ``spec``: (where it is, the text, whether it is a condition)."""
+    if isinstance(spec, (DeleteSpec, UpdateSpec)) and spec.predicate is not None:
+        yield "predicate", spec.predicate, True
+    if isinstance(spec, UpdateSpec):
+        for key, value in spec.set.items():
+            yield f"UpdateSpec.set[{key!r}]", value, False
+    if isinstance(spec, MergeSpec):
+        yield "on", spec.on, True
+        for i, clause in enumerate(spec.clauses):
+            if clause.condition is not None:
+                yield f"clauses[{i}].condition", clause.condition, True
+            for key, value in (clause.assignments or {}).items():
+                yield f"clauses[{i}].assignments[{key!r}]", value, False
+        sources = [spec.source, *spec.source.views.values()]
+        for source in sources:
+            if source.query is not None:
+                yield "source.query", source.query, False
 
 
 def _default_max_deleted_rows_ratio() -> float:
