@@ -1,7 +1,8 @@
 """The engine's public API loads each name on first use (PEP 562), so what a process imports
 is what it uses: ``import airflow_delta.engine`` loads no engine module and not pyarrow,
 ``from airflow_delta.engine import DeltaTable`` loads the facade with the storage layer only,
-and a lite VACUUM dry run loads neither the commit path nor the checkpoint writer.
+and a lite VACUUM dry run loads neither the commit path nor the checkpoint writer (nor pandas,
+which pyarrow imports to convert a Python object).
 
 Each case runs in a fresh interpreter, so that nothing an earlier test imported hides an import.
 """
@@ -35,7 +36,8 @@ out["DeltaTable"] = loaded("airflow_delta.engine")
 result = DeltaTable(sys.argv[1]).vacuum(
     mode="lite", dry_run=True, retention=timedelta(0), enforce_retention_duration=False
 )
-out["vacuum"] = {"files": result.num_files_to_delete, "engine": loaded("airflow_delta.engine")}
+out["vacuum"] = {"files": result.num_files_to_delete, "engine": loaded("airflow_delta.engine"),
+                 "heavy": [m for m in ("pandas", "pyarrow.dataset", "sqlglot", "numpy.ma") if m in sys.modules]}
 print(json.dumps(out))
 """
 
@@ -62,6 +64,7 @@ def test_imports_follow_use(tmp_path: Path) -> None:
     layers = {name.split(".")[2] for name in facade if name.count(".") >= 2}
     assert layers <= {"table", "errors", "model", "storage"}, sorted(facade)
     assert found["vacuum"]["files"] == 1, found
+    assert found["vacuum"]["heavy"] == [], found
     vacuum = set(found["vacuum"]["engine"])
     assert "airflow_delta.engine.operations.vacuum" in vacuum
     assert not {n for n in vacuum if n.startswith("airflow_delta.engine.write.")}, sorted(vacuum)

@@ -262,8 +262,8 @@ def _last_components(paths: pa.Array) -> pa.Array:
         return pa.nulls(len(paths), paths.type)
     offsets = offsets_to_numpy(parts)
     valid = mask_to_numpy(pc.is_valid(parts))
-    last = np.where(valid, offsets[1:] - offsets[0] - 1, 0)
-    return pc.if_else(bool_array(valid), names.take(int64_array(last)), pa.scalar(None, names.type))
+    # A null index takes a null: no null scalar (pyarrow would import pandas to convert one).
+    return names.take(int32_array(np.where(valid, offsets[1:] - offsets[0] - 1, 0), valid=valid))
 
 
 # An add line as writers put it: the path first, plain (no escape, no percent-encoding).
