@@ -105,151 +105,84 @@ Errors
 :func:`stage_delete` stages a DELETE in an open transaction without committing it (for a
 caller that commits with its own appId, tags and retries: the Spark jobs).
 
-:func:`write_data_files`, :func:`add_file_from_parquet` and :func:`stage_delete` are loaded on first use:
-they bring in the writer's dependencies (pyarrow.dataset, pandas), which a task that
-only reads should not pay for at import. So is :class:`ObjectStoreFileIO`: obstore is
-needed only where a table on an object store is opened (a Spark executor working on a
-local table runs without it). So are the convert, manifest, OPTIMIZE and VACUUM pieces
-and :func:`size_histogram_png` (the health report's module, which imports VACUUM's): a
-task that deletes a few rows in the worker pays only for what a DELETE uses.
-``import airflow_delta.engine`` loads neither sqlglot nor pandas: SQL filters of the
-common shapes are read without sqlglot (``engine/expressions/simple_filter.py``).
+Every public name is loaded on first use (PEP 562 ``__getattr__``): ``import
+airflow_delta.engine`` imports none of the engine's modules, and ``from airflow_delta.engine
+import X`` imports the module that defines ``X`` and what that module needs, nothing else.
+A task that deletes a few rows in the worker pays only for what a DELETE uses; one that
+vacuums, only for the snapshot and VACUUM. The writer's dependencies (pyarrow.dataset,
+pandas), obstore (:class:`ObjectStoreFileIO`, needed only where a table on an object store
+is opened), sqlglot (SQL filters of the common shapes are read without it,
+``engine/expressions/simple_filter.py``) and the convert, manifest, OPTIMIZE, VACUUM and
+fleet pieces load only where they are used.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta.engine.checkpoint.output import CheckpointResult
-from airflow_delta.engine.checkpoint.writer import write_checkpoint
-from airflow_delta.engine.errors import (
-    AppendOnlyViolationError,
-    AtomicWriteError,
-    ChecksumMismatchError,
-    CommitFailedError,
-    CommitNotSupportedError,
-    CommitOutcomeUnknownError,
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentModificationError,
-    ConcurrentTransactionException,
-    ConstraintViolationError,
-    ConvertSourceError,
-    CorruptCheckpointError,
-    CorruptCommitError,
-    CorruptDataFileError,
-    CorruptDeletionVectorError,
-    DataFileNotFoundError,
-    DeletionVectorsNotEnabledError,
-    DeltaError,
-    IdentityColumnWriteError,
-    InvalidArgumentError,
-    InvalidFilterError,
-    InvalidLogError,
-    InvalidPathError,
-    InvalidSchemaError,
-    InvalidTablePropertyError,
-    InvalidTimestampError,
-    InvalidTransactionError,
-    InvalidZ85Error,
-    LogMovedPastCommitError,
-    LogNotContiguousError,
-    LogTooLargeError,
-    ManifestNotSupportedError,
-    MetadataChangedException,
-    MissingMetadataError,
-    MissingProtocolError,
-    MixedPySparkError,
-    MultipleSourceRowsMatchedError,
-    ObjectStoreForkError,
-    PathOutsideTableError,
-    ProtocolChangedException,
-    RestoreFilesMissingError,
-    RetentionTooShortError,
-    RowIndexOutOfRangeError,
-    RowTrackingBackfillError,
-    SchemaMismatchError,
-    SparkAnalysisError,
-    StorageAccessError,
-    StorageUnavailableError,
-    TableAlreadyExistsError,
-    TableNotFoundError,
-    TransactionAlreadyCommittedError,
-    UnknownTablePropertyError,
-    UnsupportedFeatureError,
-    VacuumLiteNotPossibleError,
-    VersionNotFoundError,
-    error_from_report,
-)
-from airflow_delta.engine.model.actions import (
-    AddCDCFile,
-    AddFile,
-    DeletionVectorDescriptor,
-    DomainMetadata,
-    Metadata,
-    Protocol,
-    RemoveFile,
-    SetTransaction,
-)
-from airflow_delta.engine.model.arrow_numpy import (
-    bool_array,
-    combined,
-    indices_to_numpy,
-    inner_hash_join,
-    int32_array,
-    int64_array,
-    int64_to_numpy,
-    mask_to_numpy,
-)
-from airflow_delta.engine.model.column_defaults import (
-    IdentityColumn,
-    column_default_expressions,
-    generated_columns,
-    identity_columns,
-    with_identity_high_water_marks,
-)
-from airflow_delta.engine.model.properties import TableProperties, parse_interval
-from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION as ROW_COMMIT_VERSION_COLUMN
-from airflow_delta.engine.model.row_tracking import ROW_ID as ROW_ID_COLUMN
-from airflow_delta.engine.model.row_tracking import keeps_row_ids
-from airflow_delta.engine.model.table_features import reader_features, writer_features
-from airflow_delta.engine.operations.options import CheckpointOptions
-from airflow_delta.engine.operations.results import (
-    DELETE_METRIC_NAMES,
-    AppendResult,
-    CheckpointRunResult,
-    DeleteResult,
-    HealthReport,
-    OptimizeResult,
-    PartitionOptimizePlan,
-    RestoreResult,
-    SizeBucket,
-    VacuumResult,
-)
-from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import (
-    TableContext,
-    deleted_row_positions,
-    local_data_file_paths,
-    predicate_read_bytes,
-    read_live_rows,
-    row_tracking_values,
-    split_by_row_groups,
-    typed_partition_values,
-)
-from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
-from airflow_delta.engine.storage.location import TableLocation
-from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
-from airflow_delta.engine.table import DeltaTable
-from airflow_delta.engine.write.committer import Committed, Committer, Conflicted, FileIOCommitter, RetryableFailure
-from airflow_delta.engine.write.concurrent_commits import CommitConflict, CommitSummary, ConflictWatch
-from airflow_delta.engine.write.conflicts import IsolationLevel
-from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
-from airflow_delta.engine.write.retry import RetryPolicy
-from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
-
 if TYPE_CHECKING:
+    from airflow_delta.engine.checkpoint.output import CheckpointResult
+    from airflow_delta.engine.checkpoint.writer import write_checkpoint
+    from airflow_delta.engine.errors import (
+        AppendOnlyViolationError,
+        AtomicWriteError,
+        ChecksumMismatchError,
+        CommitFailedError,
+        CommitNotSupportedError,
+        CommitOutcomeUnknownError,
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+        ConcurrentModificationError,
+        ConcurrentTransactionException,
+        ConstraintViolationError,
+        ConvertSourceError,
+        CorruptCheckpointError,
+        CorruptCommitError,
+        CorruptDataFileError,
+        CorruptDeletionVectorError,
+        DataFileNotFoundError,
+        DeletionVectorsNotEnabledError,
+        DeltaError,
+        IdentityColumnWriteError,
+        InvalidArgumentError,
+        InvalidFilterError,
+        InvalidLogError,
+        InvalidPathError,
+        InvalidSchemaError,
+        InvalidTablePropertyError,
+        InvalidTimestampError,
+        InvalidTransactionError,
+        InvalidZ85Error,
+        LogMovedPastCommitError,
+        LogNotContiguousError,
+        LogTooLargeError,
+        ManifestNotSupportedError,
+        MetadataChangedException,
+        MissingMetadataError,
+        MissingProtocolError,
+        MixedPySparkError,
+        MultipleSourceRowsMatchedError,
+        ObjectStoreForkError,
+        PathOutsideTableError,
+        ProtocolChangedException,
+        RestoreFilesMissingError,
+        RetentionTooShortError,
+        RowIndexOutOfRangeError,
+        RowTrackingBackfillError,
+        SchemaMismatchError,
+        SparkAnalysisError,
+        StorageAccessError,
+        StorageUnavailableError,
+        TableAlreadyExistsError,
+        TableNotFoundError,
+        TransactionAlreadyCommittedError,
+        UnknownTablePropertyError,
+        UnsupportedFeatureError,
+        VacuumLiteNotPossibleError,
+        VersionNotFoundError,
+        error_from_report,
+    )
     from airflow_delta.engine.expressions.condition_mask import condition_mask
     from airflow_delta.engine.fleet.discovery import (
         DEFAULT_DISCOVERY_DEPTH,
@@ -276,6 +209,44 @@ if TYPE_CHECKING:
         MaintenancePlan,
         plan_maintenance,
     )
+    from airflow_delta.engine.model.actions import (
+        AddCDCFile,
+        AddFile,
+        DeletionVectorDescriptor,
+        DomainMetadata,
+        Metadata,
+        Protocol,
+        RemoveFile,
+        SetTransaction,
+    )
+    from airflow_delta.engine.model.arrow_numpy import (
+        bool_array,
+        combined,
+        indices_to_numpy,
+        inner_hash_join,
+        int32_array,
+        int64_array,
+        int64_to_numpy,
+        mask_to_numpy,
+    )
+    from airflow_delta.engine.model.column_defaults import (
+        IdentityColumn,
+        column_default_expressions,
+        generated_columns,
+        identity_columns,
+        with_identity_high_water_marks,
+    )
+    from airflow_delta.engine.model.properties import (
+        TableProperties,
+        parse_interval,
+    )
+    from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION as ROW_COMMIT_VERSION_COLUMN
+    from airflow_delta.engine.model.row_tracking import ROW_ID as ROW_ID_COLUMN
+    from airflow_delta.engine.model.row_tracking import keeps_row_ids
+    from airflow_delta.engine.model.table_features import (
+        reader_features,
+        writer_features,
+    )
     from airflow_delta.engine.operations.convert import (
         ConvertPlan,
         ConvertResult,
@@ -290,7 +261,10 @@ if TYPE_CHECKING:
     )
     from airflow_delta.engine.operations.delete import stage_delete
     from airflow_delta.engine.operations.health import size_histogram_png
-    from airflow_delta.engine.operations.manifest import SYMLINK_MANIFEST_PROPERTY, ManifestResult
+    from airflow_delta.engine.operations.manifest import (
+        SYMLINK_MANIFEST_PROPERTY,
+        ManifestResult,
+    )
     from airflow_delta.engine.operations.optimize import (
         ZORDER_NUM_RANGES,
         OptimizeBin,
@@ -302,6 +276,19 @@ if TYPE_CHECKING:
         range_ids_from_bounds,
         rewrite_bin,
     )
+    from airflow_delta.engine.operations.options import CheckpointOptions
+    from airflow_delta.engine.operations.results import (
+        DELETE_METRIC_NAMES,
+        AppendResult,
+        CheckpointRunResult,
+        DeleteResult,
+        HealthReport,
+        OptimizeResult,
+        PartitionOptimizePlan,
+        RestoreResult,
+        SizeBucket,
+        VacuumResult,
+    )
     from airflow_delta.engine.operations.vacuum import (
         ListFiles,
         TableListing,
@@ -309,78 +296,166 @@ if TYPE_CHECKING:
         list_top_level,
         merge_listings,
     )
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.read.table_context import (
+        TableContext,
+        deleted_row_positions,
+        local_data_file_paths,
+        predicate_read_bytes,
+        read_live_rows,
+        row_tracking_values,
+        split_by_row_groups,
+        typed_partition_values,
+    )
+    from airflow_delta.engine.storage.fileio import (
+        FileInfo,
+        FileIO,
+        LocalFileIO,
+    )
+    from airflow_delta.engine.storage.location import TableLocation
     from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
+    from airflow_delta.engine.storage.options import storage_options_from_airflow_connection
+    from airflow_delta.engine.table import DeltaTable
+    from airflow_delta.engine.write.committer import (
+        Committed,
+        Committer,
+        Conflicted,
+        FileIOCommitter,
+        RetryableFailure,
+    )
+    from airflow_delta.engine.write.concurrent_commits import (
+        CommitConflict,
+        CommitSummary,
+        ConflictWatch,
+    )
+    from airflow_delta.engine.write.conflicts import IsolationLevel
     from airflow_delta.engine.write.data_files import (
         CHANGE_TYPE_COLUMN,
         add_file_from_parquet,
         write_change_data_files,
         write_data_files,
     )
+    from airflow_delta.engine.write.options import (
+        AppTransaction,
+        CommitOptions,
+        OptimizeOptions,
+        WriterOptions,
+    )
+    from airflow_delta.engine.write.retry import RetryPolicy
+    from airflow_delta.engine.write.transaction import (
+        PostCommitHook,
+        Transaction,
+    )
 
-_LOADED_ON_FIRST_USE = {
-    "ConvertPlan": "airflow_delta.engine.operations.convert",
-    "ConvertResult": "airflow_delta.engine.operations.convert",
-    "FooterReader": "airflow_delta.engine.operations.convert",
-    "SourceFile": "airflow_delta.engine.operations.convert",
-    "ThreadPoolFooterReader": "airflow_delta.engine.operations.convert",
-    "convert_file": "airflow_delta.engine.operations.convert",
-    "merge_file_schemas": "airflow_delta.engine.operations.convert",
-    "parse_partition_schema": "airflow_delta.engine.operations.convert",
-    "plan_convert": "airflow_delta.engine.operations.convert",
-    "read_parquet_schema": "airflow_delta.engine.operations.convert",
-    "ManifestResult": "airflow_delta.engine.operations.manifest",
-    "SYMLINK_MANIFEST_PROPERTY": "airflow_delta.engine.operations.manifest",
-    "ObjectStoreFileIO": "airflow_delta.engine.storage.object_store",
-    "ZORDER_NUM_RANGES": "airflow_delta.engine.operations.optimize",
-    "interleave_bits": "airflow_delta.engine.operations.optimize",
-    "curve_key": "airflow_delta.engine.operations.optimize",
-    "OptimizeBin": "airflow_delta.engine.operations.optimize",
-    "OptimizePlan": "airflow_delta.engine.operations.optimize",
-    "plan_optimize": "airflow_delta.engine.operations.optimize",
-    "range_bounds": "airflow_delta.engine.operations.optimize",
-    "range_ids_from_bounds": "airflow_delta.engine.operations.optimize",
-    "rewrite_bin": "airflow_delta.engine.operations.optimize",
-    "add_file_from_parquet": "airflow_delta.engine.write.data_files",
-    "stage_delete": "airflow_delta.engine.operations.delete",
-    "size_histogram_png": "airflow_delta.engine.operations.health",
-    "ListFiles": "airflow_delta.engine.operations.vacuum",
-    "TableListing": "airflow_delta.engine.operations.vacuum",
-    "list_table_files": "airflow_delta.engine.operations.vacuum",
-    "list_top_level": "airflow_delta.engine.operations.vacuum",
-    "merge_listings": "airflow_delta.engine.operations.vacuum",
-    "write_data_files": "airflow_delta.engine.write.data_files",
-    "write_change_data_files": "airflow_delta.engine.write.data_files",
-    "CHANGE_TYPE_COLUMN": "airflow_delta.engine.write.data_files",
-    "DEFAULT_DISCOVERY_DEPTH": "airflow_delta.engine.fleet.discovery",
-    "DiscoveryResult": "airflow_delta.engine.fleet.discovery",
-    "discover_tables": "airflow_delta.engine.fleet.discovery",
-    "resolve_fleet": "airflow_delta.engine.fleet.discovery",
-    "TableHealthRecord": "airflow_delta.engine.fleet.health",
-    "fleet_health": "airflow_delta.engine.fleet.health",
-    "iter_fleet_health": "airflow_delta.engine.fleet.health",
-    "table_health_record": "airflow_delta.engine.fleet.health",
-    "Decision": "airflow_delta.engine.fleet.plan",
-    "MaintenanceBudget": "airflow_delta.engine.fleet.plan",
-    "MaintenancePlan": "airflow_delta.engine.fleet.plan",
-    "plan_maintenance": "airflow_delta.engine.fleet.plan",
-    "MAINTENANCE_HISTORY_SCHEMA": "airflow_delta.engine.fleet.history",
-    "MaintenanceRecord": "airflow_delta.engine.fleet.history",
-    "append_history": "airflow_delta.engine.fleet.history",
-    "read_history": "airflow_delta.engine.fleet.history",
-    "latest_health": "airflow_delta.engine.fleet.history",
-    "condition_mask": "airflow_delta.engine.expressions.condition_mask",
+# Every public name is loaded on first use (PEP 562): ``from airflow_delta.engine import
+# DeltaTable`` imports the facade and what it needs at import, not every layer. The
+# names by the module that defines them; a public name that differs from the module's
+# is in _RENAMED.
+_PUBLIC_BY_MODULE: dict[str, tuple[str, ...]] = {
+    "airflow_delta.engine.checkpoint.output": ("CheckpointResult",),
+    "airflow_delta.engine.checkpoint.writer": ("write_checkpoint",),
+    "airflow_delta.engine.errors": (
+        "AppendOnlyViolationError", "AtomicWriteError", "ChecksumMismatchError", "CommitFailedError",
+        "CommitNotSupportedError", "CommitOutcomeUnknownError", "ConcurrentAppendException",
+        "ConcurrentDeleteDeleteException", "ConcurrentDeleteReadException", "ConcurrentModificationError",
+        "ConcurrentTransactionException", "ConstraintViolationError", "ConvertSourceError", "CorruptCheckpointError",
+        "CorruptCommitError", "CorruptDataFileError", "CorruptDeletionVectorError", "DataFileNotFoundError",
+        "DeletionVectorsNotEnabledError", "DeltaError", "IdentityColumnWriteError", "InvalidArgumentError",
+        "InvalidFilterError", "InvalidLogError", "InvalidPathError", "InvalidSchemaError",
+        "InvalidTablePropertyError", "InvalidTimestampError", "InvalidTransactionError", "InvalidZ85Error",
+        "LogMovedPastCommitError", "LogNotContiguousError", "LogTooLargeError", "ManifestNotSupportedError",
+        "MetadataChangedException", "MissingMetadataError", "MissingProtocolError", "MixedPySparkError",
+        "MultipleSourceRowsMatchedError", "ObjectStoreForkError", "PathOutsideTableError", "ProtocolChangedException",
+        "RestoreFilesMissingError", "RetentionTooShortError", "RowIndexOutOfRangeError", "RowTrackingBackfillError",
+        "SchemaMismatchError", "SparkAnalysisError", "StorageAccessError", "StorageUnavailableError",
+        "TableAlreadyExistsError", "TableNotFoundError", "TransactionAlreadyCommittedError",
+        "UnknownTablePropertyError", "UnsupportedFeatureError", "VacuumLiteNotPossibleError", "VersionNotFoundError",
+        "error_from_report",
+    ),
+    "airflow_delta.engine.expressions.condition_mask": ("condition_mask",),
+    "airflow_delta.engine.fleet.discovery": (
+        "DEFAULT_DISCOVERY_DEPTH", "DiscoveryResult", "discover_tables", "resolve_fleet",
+    ),
+    "airflow_delta.engine.fleet.health": (
+        "TableHealthRecord", "fleet_health", "iter_fleet_health", "table_health_record",
+    ),
+    "airflow_delta.engine.fleet.history": (
+        "MAINTENANCE_HISTORY_SCHEMA", "MaintenanceRecord", "append_history", "latest_health", "read_history",
+    ),
+    "airflow_delta.engine.fleet.plan": ("Decision", "MaintenanceBudget", "MaintenancePlan", "plan_maintenance"),
+    "airflow_delta.engine.model.actions": (
+        "AddCDCFile", "AddFile", "DeletionVectorDescriptor", "DomainMetadata", "Metadata", "Protocol", "RemoveFile",
+        "SetTransaction",
+    ),
+    "airflow_delta.engine.model.arrow_numpy": (
+        "bool_array", "combined", "indices_to_numpy", "inner_hash_join", "int32_array", "int64_array",
+        "int64_to_numpy", "mask_to_numpy",
+    ),
+    "airflow_delta.engine.model.column_defaults": (
+        "IdentityColumn", "column_default_expressions", "generated_columns", "identity_columns",
+        "with_identity_high_water_marks",
+    ),
+    "airflow_delta.engine.model.properties": ("TableProperties", "parse_interval"),
+    "airflow_delta.engine.model.row_tracking": ("ROW_COMMIT_VERSION_COLUMN", "ROW_ID_COLUMN", "keeps_row_ids"),
+    "airflow_delta.engine.model.table_features": ("reader_features", "writer_features"),
+    "airflow_delta.engine.operations.convert": (
+        "ConvertPlan", "ConvertResult", "FooterReader", "SourceFile", "ThreadPoolFooterReader", "convert_file",
+        "merge_file_schemas", "parse_partition_schema", "plan_convert", "read_parquet_schema",
+    ),
+    "airflow_delta.engine.operations.delete": ("stage_delete",),
+    "airflow_delta.engine.operations.health": ("size_histogram_png",),
+    "airflow_delta.engine.operations.manifest": ("ManifestResult", "SYMLINK_MANIFEST_PROPERTY"),
+    "airflow_delta.engine.operations.optimize": (
+        "OptimizeBin", "OptimizePlan", "ZORDER_NUM_RANGES", "curve_key", "interleave_bits", "plan_optimize",
+        "range_bounds", "range_ids_from_bounds", "rewrite_bin",
+    ),
+    "airflow_delta.engine.operations.options": ("CheckpointOptions",),
+    "airflow_delta.engine.operations.results": (
+        "AppendResult", "CheckpointRunResult", "DELETE_METRIC_NAMES", "DeleteResult", "HealthReport",
+        "OptimizeResult", "PartitionOptimizePlan", "RestoreResult", "SizeBucket", "VacuumResult",
+    ),
+    "airflow_delta.engine.operations.vacuum": (
+        "ListFiles", "TableListing", "list_table_files", "list_top_level", "merge_listings",
+    ),
+    "airflow_delta.engine.read.snapshot": ("Snapshot",),
+    "airflow_delta.engine.read.table_context": (
+        "TableContext", "deleted_row_positions", "local_data_file_paths", "predicate_read_bytes", "read_live_rows",
+        "row_tracking_values", "split_by_row_groups", "typed_partition_values",
+    ),
+    "airflow_delta.engine.storage.fileio": ("FileIO", "FileInfo", "LocalFileIO"),
+    "airflow_delta.engine.storage.location": ("TableLocation",),
+    "airflow_delta.engine.storage.object_store": ("ObjectStoreFileIO",),
+    "airflow_delta.engine.storage.options": ("storage_options_from_airflow_connection",),
+    "airflow_delta.engine.table": ("DeltaTable",),
+    "airflow_delta.engine.write.committer": (
+        "Committed", "Committer", "Conflicted", "FileIOCommitter", "RetryableFailure",
+    ),
+    "airflow_delta.engine.write.concurrent_commits": ("CommitConflict", "CommitSummary", "ConflictWatch"),
+    "airflow_delta.engine.write.conflicts": ("IsolationLevel",),
+    "airflow_delta.engine.write.data_files": (
+        "CHANGE_TYPE_COLUMN", "add_file_from_parquet", "write_change_data_files", "write_data_files",
+    ),
+    "airflow_delta.engine.write.options": ("AppTransaction", "CommitOptions", "OptimizeOptions", "WriterOptions"),
+    "airflow_delta.engine.write.retry": ("RetryPolicy",),
+    "airflow_delta.engine.write.transaction": ("PostCommitHook", "Transaction"),
 }
+_RENAMED = {"ROW_COMMIT_VERSION_COLUMN": "ROW_COMMIT_VERSION", "ROW_ID_COLUMN": "ROW_ID"}
+_MODULE_OF = {name: module for module, names in _PUBLIC_BY_MODULE.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    module = _LOADED_ON_FIRST_USE.get(name)
+    module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -33,42 +33,38 @@ from airflow_delta.engine.model.arguments import (
     check_str_sequence,
     check_timestamp,
 )
-from airflow_delta.engine.operations.options import CheckpointOptions
-from airflow_delta.engine.operations.results import (
-    AppendResult,
-    CheckpointRunResult,
-    DeleteResult,
-    HealthReport,
-    OptimizeResult,
-    RestoreResult,
-    VacuumResult,
-)
-from airflow_delta.engine.read.history import read_history
-from airflow_delta.engine.read.listing import latest_version
-from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
-from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.location import TableLocation
-from airflow_delta.engine.write.concurrent_commits import (
-    CommitConflict,
-    CommitSummary,
-    commits_since,
-    conflicting_commits,
-)
-from airflow_delta.engine.write.conflicts import IsolationLevel
-from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
-from airflow_delta.engine.write.transaction import Transaction
 
 if TYPE_CHECKING:
     from airflow_delta.engine.operations.convert import ConvertResult, FooterReader
     from airflow_delta.engine.operations.manifest import ManifestResult
     from airflow_delta.engine.operations.optimize import BinRewriter
+    from airflow_delta.engine.operations.options import CheckpointOptions
+    from airflow_delta.engine.operations.results import (
+        AppendResult,
+        CheckpointRunResult,
+        DeleteResult,
+        HealthReport,
+        OptimizeResult,
+        RestoreResult,
+        VacuumResult,
+    )
     from airflow_delta.engine.operations.vacuum import ListFiles
+    from airflow_delta.engine.read.snapshot import Snapshot
+    from airflow_delta.engine.read.table_context import TableContext
+    from airflow_delta.engine.write.concurrent_commits import CommitConflict, CommitSummary
+    from airflow_delta.engine.write.conflicts import IsolationLevel
+    from airflow_delta.engine.write.options import AppTransaction, CommitOptions, OptimizeOptions, WriterOptions
+    from airflow_delta.engine.write.transaction import Transaction
 
-# The operations are imported by the verbs that use them, not here: writing pulls in
+# The layers below are imported by the verbs that use them, not here: writing pulls in
 # sqlglot, pyarrow.dataset and pandas (about a second without compiled bytecode), which
-# a task that only reads, or only checkpoints, should not pay for. These imports point
-# down the layers like every other; they are not there to break a cycle.
+# a task that only reads, or only checkpoints, should not pay for, and a process that
+# constructs a DeltaTable to vacuum or read needs neither the commit path nor the
+# results of other verbs (``from airflow_delta.engine import DeltaTable`` imports this
+# module alone with the storage layer). These imports point down the layers like every
+# other; they are not there to break a cycle.
 
 
 class DeltaTable:
@@ -113,20 +109,29 @@ class DeltaTable:
         check_timestamp("timestamp", timestamp, optional=True)
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("timestamp", timestamp, "pass either version or timestamp, not both")
+        from airflow_delta.engine.read.snapshot import load_snapshot
+
         return load_snapshot(self.io, self.root, version=version, timestamp=timestamp)
 
     def version(self) -> int:
         """The latest committed version, found by listing the log (no replay)."""
+        from airflow_delta.engine.read.listing import latest_version
+
         return latest_version(self.io, self.root)
 
     def context(self, snapshot: Snapshot | None = None) -> TableContext:
         """``snapshot`` (default: the latest) as a picklable :class:`TableContext`, for per-file work in other processes."""
+        from airflow_delta.engine.read.snapshot import Snapshot
+        from airflow_delta.engine.read.table_context import TableContext
+
         check_instance("snapshot", snapshot, Snapshot, optional=True)
         snapshot = snapshot if snapshot is not None else self.snapshot()
         return TableContext.of(snapshot, self.table_uri, self.storage_options)
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each commit, newest first, each with its ``version``."""
+        from airflow_delta.engine.read.history import read_history
+
         check_int("limit", limit, minimum=1, optional=True)
         return read_history(self.io, self.root, limit=limit)
 
@@ -139,6 +144,7 @@ class DeltaTable:
         the first commit whose file was written at or after it. One of the two is needed.
         """
         from airflow_delta.engine.read.history import to_epoch_ms
+        from airflow_delta.engine.write.concurrent_commits import commits_since
 
         check_int("version", version, minimum=-1, optional=True)
         check_timestamp("since", since, optional=True)
@@ -161,6 +167,9 @@ class DeltaTable:
         ``changes_data=False`` is work that only rearranges data (OPTIMIZE-like). See
         :class:`ConflictWatch`, which keeps its place in the log between polls.
         """
+        from airflow_delta.engine.write.concurrent_commits import conflicting_commits
+        from airflow_delta.engine.write.conflicts import IsolationLevel
+
         check_instance("isolation_level", isolation_level, (str, IsolationLevel), optional=True)
         return conflicting_commits(
             self.location, read_version, predicate, isolation_level=isolation_level, changes_data=changes_data
@@ -201,6 +210,8 @@ class DeltaTable:
 
     def transaction(self, options: CommitOptions | None = None, *, snapshot: Snapshot | None = None) -> Transaction:
         """A low-level optimistic transaction on ``snapshot`` (default: the latest); use as a context manager."""
+        from airflow_delta.engine.write.transaction import Transaction
+
         # Transaction checks options and snapshot.
         return Transaction(self.location, snapshot=snapshot, options=options, post_commit=self._post_commit)
 
@@ -215,6 +226,7 @@ class DeltaTable:
     ) -> AppendResult:
         """Append rows as new parquet files in one blind-append commit; returns the version and WRITE metrics."""
         from airflow_delta.engine.operations.append import append
+        from airflow_delta.engine.write.options import AppTransaction, CommitOptions, WriterOptions
 
         check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
         check_instance("writer", writer, WriterOptions, optional=True)
@@ -240,6 +252,7 @@ class DeltaTable:
         commits since then are checked with Delta's conflict rules.
         """
         from airflow_delta.engine.operations.delete import delete
+        from airflow_delta.engine.write.options import CommitOptions, WriterOptions
 
         check_str("predicate", predicate, optional=True)
         check_bool("use_deletion_vectors", use_deletion_vectors, optional=True)
@@ -268,6 +281,8 @@ class DeltaTable:
         (docs/optimize.md).
         """
         from airflow_delta.engine.operations.optimize import optimize
+        from airflow_delta.engine.read.snapshot import Snapshot
+        from airflow_delta.engine.write.options import CommitOptions, OptimizeOptions
 
         check_instance("options", options, OptimizeOptions, optional=True)
         check_instance("commit", commit, CommitOptions, optional=True)
@@ -290,6 +305,7 @@ class DeltaTable:
         rewritten (docs/optimize.md#clustered-tables).
         """
         from airflow_delta.engine.operations.cluster_by import cluster_by
+        from airflow_delta.engine.write.options import CommitOptions
 
         names = check_str_sequence("columns", columns, allow_single=True)
         check_instance("commit", commit, CommitOptions, optional=True)
@@ -299,6 +315,7 @@ class DeltaTable:
         """Write a checkpoint of ``version`` (default: latest), of the table's kind or ``options.kind``,
         then clean up the log per retention (``options.cleanup_log``); returns version, kind, files, size."""
         from airflow_delta.engine.operations.checkpoint_run import run_checkpoint
+        from airflow_delta.engine.operations.options import CheckpointOptions
 
         check_int("version", version, minimum=0, optional=True)
         check_instance("options", options, CheckpointOptions, optional=True)
@@ -382,6 +399,7 @@ class DeltaTable:
         its ``commitInfo.tags``.
         """
         from airflow_delta.engine.operations.restore import restore
+        from airflow_delta.engine.write.options import AppTransaction, CommitOptions
 
         check_int("version", version, minimum=0, optional=True)
         check_timestamp("timestamp", timestamp, optional=True)

@@ -30,18 +30,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_delta.engine import (
     DeltaError,
-    DeltaTable,
     InvalidArgumentError,
-    Snapshot,
-    TableLocation,
     error_from_report,
     storage_options_from_airflow_connection,
 )
@@ -67,7 +61,14 @@ from airflow_delta.spark.packaging import engine_py_files
 from airflow_delta.spark.specs import Spec
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from airflow_delta.engine import DeltaTable, Snapshot
     from airflow_delta.hooks.dml_submit import _DmlSubmitHook
+
+# numpy, pyarrow and the engine's table layers are imported where a task uses them, not
+# here: a DAG file that builds this provider's operators imports this module, and is
+# parsed by the DAG processor and again in every task process.
 
 __all__ = [
     "CONN_TYPE",
@@ -97,6 +98,9 @@ _FIRST_HISTORY_WINDOW = 16
 
 def files_summary(files: pa.Table) -> str:
     """``"N file(s), B bytes in P partition(s)"`` for a table of files (``Snapshot.files``), for the task log."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     size = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
     values = files.column("partition_values").combine_chunks()
     if values.type.num_fields == 0:
@@ -113,6 +117,9 @@ def _distinct_rows(table: pa.Table) -> int:
     pandas (about a second of every task's start, for one log line). Each column is
     dictionary-encoded and the rows of codes are counted by numpy.
     """
+    import numpy as np
+    import pyarrow.compute as pc
+
     if table.num_rows == 0:
         return 0
     codes = []
@@ -405,6 +412,8 @@ class DeltaHook(BaseHook):
 
         A relative path is refused (:func:`check_table_uri`).
         """
+        from airflow_delta.engine import DeltaTable
+
         return DeltaTable(check_table_uri("table", uri), self.settings.storage_options or None)
 
     # ------------------------------------------------------------------ Test button
@@ -480,6 +489,8 @@ class DeltaHook(BaseHook):
     @staticmethod
     def _test_listing(location: str, storage_options: Mapping[str, str]) -> tuple[bool, str]:
         """List ``location`` with the storage options: (ok, how many entries, or why it failed)."""
+        from airflow_delta.engine import TableLocation
+
         try:
             resolved = TableLocation.from_uri(location, storage_options or None)
             folders: list[str] = []

@@ -21,24 +21,14 @@ conflict: retry) or :class:`~airflow_delta.operators.retry.DeltaNonRetryableErro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from airflow.sdk import BaseOperator
 
-from airflow_delta.engine import (
-    DeltaError,
-    DeltaTable,
-    InvalidArgumentError,
-    InvalidFilterError,
-    Snapshot,
-    TableContext,
-    Transaction,
-    stage_delete,
-)
+from airflow_delta.engine import DeltaError, InvalidArgumentError, InvalidFilterError
 from airflow_delta.hooks.delta import DEFAULT_CONN_ID, DeltaHook, files_summary
 from airflow_delta.operators.lineage import DeltaLineageMixin
 from airflow_delta.operators.links import SparkApplicationLink
@@ -55,10 +45,19 @@ from airflow_delta.spark.specs import (
     TableRef,
     TaskIdentity,
     UpdateSpec,
+    sql_texts,
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from airflow.sdk import Context
+
+    from airflow_delta.engine import DeltaTable, Snapshot, TableContext, Transaction
+
+# A DAG file that builds these operators (parsed by the DAG processor and again in every
+# task process) imports neither pyarrow nor the engine's table layers: the engine (and
+# pyarrow with it) is imported when a task runs, by the hook's ``table`` or by the
+# functions below. Only the engine's error classes are imported here.
 
 __all__ = ["DeltaDeleteOperator", "DeltaMergeOperator", "DeltaUpdateOperator"]
 
@@ -72,6 +71,29 @@ def _sql_columns() -> ModuleType:
     from airflow_delta.spark import sql_columns
 
     return sql_columns
+
+
+# SQL text made of these characters only, with no ``--`` or ``/*``, has no quote, backquote,
+# comment, escape or ``;``: nothing in it that sqlglot's tokens could show Spark refuses
+# (:func:`airflow_delta.spark.sql_columns.refuse_text_spark_refuses`), so a task whose texts
+# are all plain (``t.id = s.id``, ``v + 1``) checks them without importing sqlglot.
+_PLAIN_SQL_TEXT = re.compile(r"[A-Za-z0-9_\s.,()=<>!+*/%-]*")
+
+
+def _refuse_text_spark_refuses(spec: Spec) -> None:
+    """Fail at once on SQL text of ``spec`` that Spark is sure to refuse; sqlglot only for text that is not plain."""
+    if all(
+        _PLAIN_SQL_TEXT.fullmatch(text) and "--" not in text and "/*" not in text for _, text, _ in sql_texts(spec)
+    ):
+        return
+    _sql_columns().refuse_text_spark_refuses(spec)
+
+
+def _total_size(files: pa.Table) -> int:
+    """The bytes of a table of files (``Snapshot.files``)."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(files.column("size")).as_py() or 0)
 
 
 def _checked_execution(execution: object, worker_threshold_bytes: object) -> None:
@@ -174,7 +196,7 @@ class _DeltaDmlOperator(BaseOperator):
             )
             spec = self.build_spec(identity, hook)
             # SQL text Spark is sure to refuse fails here, at once, before any job starts.
-            _sql_columns().refuse_text_spark_refuses(spec)
+            _refuse_text_spark_refuses(spec)
             if self.run_in_worker(table, spec, snapshot):
                 result = self._run_in_worker(table, spec, snapshot)
             else:
@@ -209,7 +231,7 @@ class _DeltaDmlOperator(BaseOperator):
             candidates = self.planned_files(snapshot, predicate)
         except InvalidFilterError:
             return False
-        return int(pc.sum(candidates.column("size")).as_py() or 0) < spec.options.driver_max_bytes
+        return _total_size(candidates) < spec.options.driver_max_bytes
 
     def _run_on_spark(self, hook: DeltaHook, table: DeltaTable, spec: Spec, snapshot: Snapshot) -> JobResult:
         printed = hook.submit(spec, conf=self.conf, small_job=self.is_small_job(spec, snapshot))
@@ -304,7 +326,7 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
         if _sql_columns().references_only(spec.predicate, snapshot.partition_columns):
             self.log.info("A predicate on partition columns only is metadata-only: running in the worker, no Spark job")
             return True
-        size = int(pc.sum(candidates.column("size")).as_py() or 0)
+        size = _total_size(candidates)
         in_worker = size < self.worker_threshold_bytes
         self.log.info(
             "%d candidate file(s), %d bytes after pruning (threshold %d): running %s",
@@ -330,6 +352,8 @@ class DeltaDeleteOperator(DeltaLineageMixin, _DeltaDmlOperator):
 
         def attempt(txn: Transaction, snapshot: Snapshot, context: TableContext) -> StagedOperation:
             use_dvs = uses_deletion_vectors(context, spec.options)
+            from airflow_delta.engine import stage_delete
+
             metrics = stage_delete(txn, predicate, use_deletion_vectors=use_dvs)
             changed = bool(metrics.get("numDeletedRows") or metrics.get("numRemovedFiles"))
             parameters = {"predicate": [predicate] if predicate is not None else []}
@@ -418,7 +442,7 @@ class DeltaUpdateOperator(DeltaLineageMixin, _DeltaDmlOperator):
         if self.execution == "worker":
             return True
         candidates = update_worker.candidate_files(snapshot, spec)
-        size = int(pc.sum(candidates.column("size")).as_py() or 0)
+        size = _total_size(candidates)
         in_worker = size < self.worker_threshold_bytes
         self.log.info(
             "UPDATE: %d candidate file(s), %d bytes after pruning (threshold %d): running %s",
@@ -630,7 +654,7 @@ class DeltaMergeOperator(DeltaLineageMixin, _DeltaDmlOperator):
             return True
         bound = merge_worker.bind_merge(spec, snapshot.schema, source.schema)
         candidates = merge_worker.candidate_files(snapshot, bound, source)
-        size = int(pc.sum(candidates.column("size")).as_py() or 0) + source.nbytes
+        size = _total_size(candidates) + source.nbytes
         in_worker = size < self.worker_threshold_bytes
         self.log.info(
             "MERGE: %d source row(s) (%d bytes) and %d candidate target file(s) of %d bytes after skipping "

@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_delta.engine import DeltaTable, InvalidArgumentError, InvalidLogError
+from airflow_delta.engine import InvalidArgumentError, InvalidLogError
 
 if TYPE_CHECKING:
+    from airflow_delta.engine import DeltaTable
     from airflow_delta.spark.specs import TaskIdentity
 
 __all__ = [

@@ -21,12 +21,15 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow_delta.engine import InvalidArgumentError, OptimizeOptions
+from airflow_delta.engine import InvalidArgumentError
 from airflow_delta.spark.column_paths import set_target_paths
+
+if TYPE_CHECKING:
+    from airflow_delta.engine import OptimizeOptions
 
 __all__ = [
     "APP_ID_PREFIX",
@@ -47,6 +50,7 @@ __all__ = [
     "UpdateSpec",
     "VacuumSpec",
     "spec_from_json",
+    "sql_texts",
 ]
 
 SPEC_VERSION = 1
@@ -759,6 +763,35 @@ def _merge_from(obj: _JsonObject) -> MergeSpec:
     )
 
 
+def sql_texts(spec: Spec) -> Iterator[tuple[str, str, bool]]:
+    """Each SQL text of ``spec``: (where it is, the text, whether it is a condition)."""
+    if isinstance(spec, (DeleteSpec, UpdateSpec)) and spec.predicate is not None:
+        yield "predicate", spec.predicate, True
+    if isinstance(spec, UpdateSpec):
+        for key, value in spec.set.items():
+            yield f"UpdateSpec.set[{key!r}]", value, False
+    if isinstance(spec, MergeSpec):
+        yield "on", spec.on, True
+        for i, clause in enumerate(spec.clauses):
+            if clause.condition is not None:
+                yield f"clauses[{i}].condition", clause.condition, True
+            for key, value in (clause.assignments or {}).items():
+                yield f"clauses[{i}].assignments[{key!r}]", value, False
+        sources = [spec.source, *spec.source.views.values()]
+        for source in sources:
+            if source.query is not None:
+                yield "source.query", source.query, False
+
+
+def _default_max_deleted_rows_ratio() -> float:
+    """The engine's default (:class:`OptimizeOptions`), read when an OPTIMIZE spec is built: the
+    engine's write options import pyarrow and numpy, which a DAG file that imports the specs (to
+    build a MERGE's clauses, say) does not need."""
+    from airflow_delta.engine import OptimizeOptions
+
+    return OptimizeOptions().max_deleted_rows_ratio
+
+
 @dataclass(frozen=True)
 class OptimizeSpec:
     """``OPTIMIZE table [WHERE partition predicate] [ZORDER BY (columns)]``, with DV purge.
@@ -779,7 +812,7 @@ class OptimizeSpec:
     target_file_size: int | None = None
     min_file_size: int | None = None
     max_file_size: int | None = None
-    max_deleted_rows_ratio: float = OptimizeOptions().max_deleted_rows_ratio
+    max_deleted_rows_ratio: float = field(default_factory=_default_max_deleted_rows_ratio)
     max_files: int | None = None
     max_bytes: int | None = None
     batch_size: int | None = None
@@ -805,6 +838,8 @@ class OptimizeSpec:
 
     def optimize_options(self) -> OptimizeOptions:
         """The engine's options for this spec."""
+        from airflow_delta.engine import OptimizeOptions
+
         return OptimizeOptions(
             where=self.where,
             zorder_by=self.zorder_by,

@@ -10,7 +10,7 @@ error or evaluates it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import sqlglot
@@ -58,28 +58,6 @@ def _text_fault(text: str) -> str | None:
     return None
 
 
-def _texts(spec: Spec) -> Iterator[tuple[str, str, bool]]:
-    """Each SQL text of ``spec``: (where it is, the text, whether it is a condition)."""
-    from airflow_delta.spark.specs import DeleteSpec, MergeSpec, UpdateSpec
-
-    if isinstance(spec, (DeleteSpec, UpdateSpec)) and spec.predicate is not None:
-        yield "predicate", spec.predicate, True
-    if isinstance(spec, UpdateSpec):
-        for key, value in spec.set.items():
-            yield f"UpdateSpec.set[{key!r}]", value, False
-    if isinstance(spec, MergeSpec):
-        yield "on", spec.on, True
-        for i, clause in enumerate(spec.clauses):
-            if clause.condition is not None:
-                yield f"clauses[{i}].condition", clause.condition, True
-            for key, value in (clause.assignments or {}).items():
-                yield f"clauses[{i}].assignments[{key!r}]", value, False
-        sources = [spec.source, *spec.source.views.values()]
-        for source in sources:
-            if source.query is not None:
-                yield "source.query", source.query, False
-
-
 def refuse_text_spark_refuses(spec: Spec) -> None:
     """Raise for SQL text of ``spec`` that Spark is sure to refuse, before any job is submitted.
 
@@ -88,7 +66,9 @@ def refuse_text_spark_refuses(spec: Spec) -> None:
     :class:`InvalidArgumentError` naming it. Neither is retryable: the task fails at once,
     in the worker, instead of after a Spark job's start.
     """
-    for where, text, condition in _texts(spec):
+    from airflow_delta.spark.specs import sql_texts
+
+    for where, text, condition in sql_texts(spec):
         fault = _text_fault(text)
         if fault is None:
             continue

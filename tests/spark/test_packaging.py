@@ -55,6 +55,8 @@ _IMPORT_REPORT = (
     "    return original(pathname, source)\n"
     "zipimport._compile_source = recording\n"
     "import airflow_delta, airflow_delta.engine, airflow_delta.spark.specs, airflow_delta.spark.packaging\n"
+    "# The public API loads its names on first use: what the executors use, loaded here.\n"
+    "from airflow_delta.engine import DeltaTable, TableContext, read_live_rows, write_checkpoint\n"
     "owners = importlib.metadata.packages_distributions()\n"
     "imported = {name.split('.')[0] for name in set(sys.modules) - before}\n"
     "distributions = sorted({d.lower() for name in imported for d in owners.get(name, [])})\n"

@@ -9,4 +9,5 @@
 * :mod:`.classic`: classic (single-file) and multi-part checkpoints
 * :mod:`.v2`: V2 checkpoints with sidecars
 * :mod:`.last_checkpoint`: reading and writing ``_last_checkpoint``, with its JSON checksum
+* :mod:`.maintenance`: the writer features log maintenance allows, and which tombstones are live
 """

@@ -30,7 +30,6 @@ import logging
 import time
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_delta.engine.checkpoint.classic import DEFAULT_PART_SIZE, write_classic
 from airflow_delta.engine.checkpoint.last_checkpoint import (
@@ -41,18 +40,21 @@ from airflow_delta.engine.checkpoint.last_checkpoint import (
     read_last_checkpoint,
     write_last_checkpoint,
 )
+from airflow_delta.engine.checkpoint.maintenance import (
+    LOG_MAINTENANCE_WRITER_FEATURES,
+    check_log_maintenance_supported,
+    live_tombstones,
+)
 from airflow_delta.engine.checkpoint.output import CheckpointResult
 from airflow_delta.engine.checkpoint.parsed_columns import parsed_columns_layout
 from airflow_delta.engine.checkpoint.rows import AddColumnLayout, NullCache
 from airflow_delta.engine.checkpoint.schema import add_type, checkpoint_schema
 from airflow_delta.engine.checkpoint.spark_hash import spark_murmur3_strings
 from airflow_delta.engine.checkpoint.v2 import DEFAULT_SIDECAR_SIZE, write_v2
-from airflow_delta.engine.errors import InvalidArgumentError, InvalidLogError, UnsupportedFeatureError
-from airflow_delta.engine.model.actions import DomainMetadata, Protocol, SetTransaction
+from airflow_delta.engine.errors import InvalidArgumentError, InvalidLogError
+from airflow_delta.engine.model.actions import DomainMetadata, SetTransaction
 from airflow_delta.engine.model.arguments import check_bool, check_instance, check_int, check_str
-from airflow_delta.engine.model.arrow_numpy import int64_scalar
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.model.table_features import check_readable, writer_features
 from airflow_delta.engine.read.snapshot import Snapshot
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.written_files import WrittenFiles
@@ -65,17 +67,6 @@ WRITE_BATCH_ROWS = 128 * 1024
 
 
 # ----------------------------------------------------------------- the writer
-
-
-def live_tombstones(tombstones: pa.Table, retention_ms: int, now_ms: int) -> pa.Table:
-    """Tombstones that have not expired: ``deletionTimestamp`` later than now minus the retention.
-
-    A remove without a timestamp counts as removed at epoch 0 (long expired).
-    """
-    if tombstones.num_rows == 0:
-        return tombstones
-    ts = pc.fill_null(tombstones.column("deletion_timestamp"), int64_scalar(0))
-    return tombstones.filter(pc.greater(ts, int64_scalar(now_ms - retention_ms)))
 
 
 def _sorted_transactions(snapshot: Snapshot) -> list[SetTransaction]:
@@ -230,36 +221,6 @@ def write_checkpoint(
 
 
 # --------------------------------------------------------------- table-level API
-
-
-# Writer features whose tables we may checkpoint and clean up: they constrain data
-# writes, or they are carried in actions and fields a checkpoint copies (baseRowId,
-# defaultRowCommitVersion, clusteringProvider, domainMetadata, deletionVector). Any
-# other writer feature (catalogManaged, one added after this
-# was written) may change what a checkpoint must hold or what cleanup may delete.
-LOG_MAINTENANCE_WRITER_FEATURES: frozenset[str] = frozenset(
-    {
-        "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
-        "columnMapping", "identityColumns", "deletionVectors", "rowTracking", "timestampNtz",
-        "domainMetadata", "v2Checkpoint", "icebergCompatV1", "icebergCompatV2", "clustering",
-        "liquid", "vacuumProtocolCheck", "typeWidening", "typeWidening-preview", "inCommitTimestamp",
-        "allowColumnDefaults", "variantType", "variantType-preview", "variantShredding",
-        "variantShredding-preview",
-        # Governs only which history cleanup may delete (operations/log_cleanup.py).
-        "checkpointProtection",
-    }
-)
-
-
-def check_log_maintenance_supported(protocol: Protocol) -> None:
-    """Refuse to checkpoint or clean up a table we cannot read, or with a writer feature that may govern either."""
-
-    check_readable(protocol)
-    unknown = writer_features(protocol) - LOG_MAINTENANCE_WRITER_FEATURES
-    if unknown:
-        raise UnsupportedFeatureError(
-            sorted(unknown), access="write", detail="checkpoints and log cleanup are refused for these features"
-        )
 
 
 def create_checkpoint(snapshot: Snapshot) -> int:

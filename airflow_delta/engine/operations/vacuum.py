@@ -43,12 +43,13 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported, live_tombstones
+from airflow_delta.engine.checkpoint.maintenance import check_log_maintenance_supported, live_tombstones
 from airflow_delta.engine.errors import (
     InvalidArgumentError,
     PathOutsideTableError,
@@ -75,7 +76,9 @@ from airflow_delta.engine.read.history import commit_timestamp, read_commit_info
 from airflow_delta.engine.read.listing import LogListing, list_log, log_dir
 from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
 from airflow_delta.engine.storage.fileio import FileInfo, FileIO, LocalFileIO
-from airflow_delta.engine.write.transaction import Transaction
+
+if TYPE_CHECKING:  # a dry run opens no transaction: the commit path is not imported for it
+    from airflow_delta.engine.write.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

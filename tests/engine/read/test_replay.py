@@ -446,3 +446,16 @@ def test_removes_of_versions_are_the_commits_own_removes_parsed_once(tmp_path: P
     assert {"f0.parquet", "f2.parquet"} <= set(tombstones.column("path").to_pylist())
     snapshot.add_actions  # noqa: B018  # the whole state: the lines are dropped
     assert snapshot.removes_of_versions(1, 2) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="ab/=.", max_size=8)), max_size=12), st.integers(0, 3))
+def test_last_components_are_what_a_regex_replace_leaves(paths: list[str | None], skip: int) -> None:
+    # The lite VACUUM's file names of plain add lines: the same as replacing ``^.*/``, nulls kept,
+    # also for a sliced array (an offset into its buffers).
+    import pyarrow.compute as pc
+
+    from airflow_delta.engine.read.replay import _last_components
+
+    array = pa.array(["x/skipped"] * skip + paths, pa.large_string()).slice(skip)
+    assert _last_components(array).to_pylist() == pc.replace_substring_regex(array, r"^.*/", "").to_pylist()
