@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -644,17 +645,19 @@ def rewrite_bin(
     max_file_size: int,
     written: WrittenFiles | None = None,
     curve: str = "zorder",
+    read_workers: int | None = None,
 ) -> list[AddFile]:
     """Read the live rows of ``files`` (one bin) and write them back; the ``add`` actions, ``dataChange=false``.
 
     Compaction writes one file. Z-order sorts the rows by Z-value and writes
     ``max(1, bytes // max_file_size)`` files of consecutive Z-values. Memory holds one
     bin. On failure the files this call wrote are removed (``written`` records them for
-    the caller's transaction too).
+    the caller's transaction too). ``read_workers``: threads that read the bin's files
+    (default: the scan's own bound).
     """
     # DVs applied: purged rows are not rewritten. Row-tracking tables: the rows keep their
     # stable row IDs and commit versions (materialized in the new files).
-    data = read_data(source, files, row_tracking=True)
+    data = read_data(source, files, row_tracking=True, max_workers=read_workers)
     if data.num_rows == 0:
         return []
     # Many small files arrive as as many chunks: one contiguous copy makes the writer's
@@ -845,9 +848,14 @@ def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[Optimiz
     # Each bin records its files apart (a failing bin removes only its own while others write);
     # when any fails, the pool waits for the others and every bin's files are removed.
     per_bin = [WrittenFiles(snapshot.io) for _ in bins]
+    # One reader thread per core in all: a small file's read holds the GIL for part of it,
+    # and more threads than cores only hand the GIL back and forth.
+    read_workers = max(1, (os.cpu_count() or 2) // _PARALLEL_BINS)
 
     def one(i: int) -> list[AddFile]:
-        return rewrite_bin(snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i])
+        return rewrite_bin(
+            snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i], read_workers=read_workers
+        )
 
     try:
         with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:

@@ -25,6 +25,7 @@ with each row's partition values taken from its own file's log entry.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +55,7 @@ from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, 
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
 from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
-from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+from airflow_delta.engine.storage.paths import check_log_paths, encode_log_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.expressions import Predicate
@@ -63,6 +64,9 @@ if TYPE_CHECKING:
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
 
 _FIELD_ID_BYTES = PARQUET_FIELD_ID_KEY.encode()
+# Runs of files per reader thread: few enough that a run's hand-over costs little next to its
+# reads, enough that a thread whose files are slower does not hold up the others for long.
+_CHUNKS_PER_WORKER = 4
 # File layouts a scan remembers (files of one table are mostly stored alike; each lookup is linear).
 _KEPT_LAYOUTS = 8
 _PHYSICAL_NAME_BYTES = PHYSICAL_NAME_KEY.encode()
@@ -165,10 +169,19 @@ def read_data(
     # every core busy one file each.
     column_threads = len(tasks) < (os.cpu_count() or 4)
     if workers == 1:
-        stored = [_read_stored(plan, task, use_threads=True) for task in tasks]
+        stored = [_read_stored(plan, task, use_threads=column_threads) for task in tasks]
     else:
+        # Each thread reads a run of consecutive files, not one file per pool task: a small
+        # file's read is a fraction of a millisecond, and a task per file (its future, its
+        # wake-up, the GIL handed over for it) costs as much again.
+        bounds = np.linspace(0, len(tasks), min(len(tasks), workers * _CHUNKS_PER_WORKER) + 1).astype(np.int64)
+
+        def read_run(run: tuple[int, int]) -> list[_StoredRows]:
+            return [_read_stored(plan, task, use_threads=column_threads) for task in tasks[run[0] : run[1]]]
+
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-scan") as pool:
-            stored = list(pool.map(lambda t: _read_stored(plan, t, use_threads=column_threads), tasks))
+            runs = pool.map(read_run, [(int(a), int(b)) for a, b in itertools.pairwise(bounds)])
+            stored = [rows for run in runs for rows in run]
     if not output_schema.names:
         # concat_tables drops the row count of column-less tables; keep it.
         return _rows_only(sum(s.num_rows for s in stored))
@@ -269,7 +282,8 @@ def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
     if not encoded:
         # Snapshot.files() decodes paths; resolve_in_table expects them as in the log.
         paths = [encode_log_path(p) if "://" not in p else p for p in paths]
-    return [resolve_in_table(table_root, p) for p in paths]
+    # resolve_in_table's rule, with cheap tests per path first (a compaction reads thousands).
+    return check_log_paths(table_root, paths, "a data file the log references")
 
 
 def absolute_data_paths(files: pa.Table, table_root: str) -> list[str]:
