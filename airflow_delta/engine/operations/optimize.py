@@ -186,7 +186,7 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions, *, earlier: Earl
     sizes = _int64(files.column("size"))
     deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
     has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
-    records = _num_records(snapshot, files)  # NaN where the statistic is missing
+    records = _num_records(snapshot, files, has_dv)  # NaN where the statistic is missing
     with np.errstate(invalid="ignore", divide="ignore"):
         deleted_ratio = np.where(has_dv, deleted / records, 0.0)
     if zorder_by:
@@ -301,7 +301,7 @@ def _plan_clustering(
         sizes = _int64(files.column("size"))
         deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
         has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
-        records = _num_records(snapshot, files)
+        records = _num_records(snapshot, files, has_dv)
         live = np.where(has_dv & ~np.isnan(records) & (records > 0), 1.0 - np.nan_to_num(deleted / records), 1.0)
         bins.append(_bin({}, files, chosen, sizes, deleted, has_dv, live))
     kept, over_budget = _within_budget(bins, options.max_files, options.max_bytes)
@@ -333,9 +333,11 @@ def _int64(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return values
 
 
-def _num_records(snapshot: Snapshot, files: pa.Table) -> np.ndarray:
-    if files.num_rows == 0:
-        return np.zeros(0, dtype=np.float64)
+def _num_records(snapshot: Snapshot, files: pa.Table, has_dv: np.ndarray) -> np.ndarray:
+    """Each file's ``numRecords`` statistic as float, NaN where it is missing. Only files with a
+    deletion vector use it (their deleted share), so without any the statistics are not parsed."""
+    if files.num_rows == 0 or not has_dv.any():
+        return np.full(files.num_rows, np.nan, dtype=np.float64)
     counts = pc.struct_field(parse_stats(files.column("stats"), snapshot.metadata), "numRecords")
     missing = mask_to_numpy(pc.is_null(counts))
     values = _int64(counts).astype(np.float64)
