@@ -466,13 +466,27 @@ class _FileLayout:
     resolver: _Resolver
     leaves: list[int] | None  # parquet leaf columns to read; None: every column
     names: list[str] | None  # when the leaves cannot be told: the fields to keep of a whole read
+    # What the Arrow schema of a file is derived from (with the scan's reader options): its
+    # parquet schema (names, types, repetition, field ids) and its key-value metadata (the
+    # stored Arrow schema among it). Files equal in both have this layout.
+    parquet_schema: pq.ParquetSchema
+    key_value_metadata: dict[bytes, bytes] | None
 
 
-def _file_layout(plan: _FilePlan, path: str, file_schema: pa.Schema, num_leaves: int) -> _FileLayout:
-    """The layout of a file of ``file_schema`` (found among those ``plan`` has seen, usually one)."""
+def _file_layout(plan: _FilePlan, path: str, parquet: ParquetReader) -> _FileLayout:
+    """The layout of the file ``parquet`` has open (found among those ``plan`` has seen, usually one).
+
+    A known layout is recognised by the file's parquet schema and key-value metadata, without
+    converting them to an Arrow schema per file (a compaction opens thousands of files stored alike).
+    """
+    metadata = parquet.metadata
+    parquet_schema = metadata.schema
+    key_value_metadata = metadata.metadata
     for known in plan.layouts:
-        if known.num_leaves == num_leaves and known.file_schema.equals(file_schema, check_metadata=True):
+        if known.key_value_metadata == key_value_metadata and known.parquet_schema.equals(parquet_schema):
             return known
+    file_schema = parquet.schema_arrow
+    num_leaves = metadata.num_columns
     data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
     # Without data columns to find (only partition columns asked for) nothing needs resolving.
     resolver = _resolver(plan.mode if data_fields else "none", path, file_schema)
@@ -486,7 +500,7 @@ def _file_layout(plan: _FilePlan, path: str, file_schema: pa.Schema, num_leaves:
         names = [file_schema.field(i).name for i in to_read]  # a numbering we do not follow: select by name
     elif len(to_read) < len(file_schema):
         leaves = [leaf for i in to_read for leaf in range(int(first_leaf[i]), int(first_leaf[i + 1]))]
-    layout = _FileLayout(file_schema, num_leaves, matches, resolver, leaves, names)
+    layout = _FileLayout(file_schema, num_leaves, matches, resolver, leaves, names, parquet_schema, key_value_metadata)
     if len(plan.layouts) < _KEPT_LAYOUTS:
         plan.layouts.append(layout)  # two threads racing here at most add it twice
     return layout
@@ -499,7 +513,7 @@ def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) 
         parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=plan.pre_buffer, arrow_extensions_enabled=True)
         metadata = parquet.metadata
         num_rows = metadata.num_rows
-        layout = _file_layout(plan, task.path, parquet.schema_arrow, metadata.num_columns)
+        layout = _file_layout(plan, task.path, parquet)
         if layout.names is not None:
             raw = parquet.read_all(use_threads=use_threads).select(layout.names)
         else:
