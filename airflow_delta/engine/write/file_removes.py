@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 import pyarrow as pa
 
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, RemoveFile
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.properties import TableProperties
 
 
@@ -88,4 +90,57 @@ def only_partition_columns(values: Mapping[str, str | None] | None, columns: Seq
     return {c: given.get(c) for c in columns}
 
 
-__all__ = ["only_partition_columns", "physical_partition_columns", "removes_from_file_actions", "staged_removes"]
+def remove_json_line(remove: RemoveFile) -> str:
+    """The log line of ``remove``: exactly ``json_text({"remove": remove.to_json()})``, put together from
+    its encoded fields instead of going through a dict and the generic encoder (a commit of a
+    compaction writes 10,000 of them; about a third of the time).
+
+    The fields are written in ``to_json``'s order, strings with the encoder's own escaping (non-ASCII
+    kept as itself). A remove with tags, a deletion vector or a field of an unexpected type takes the
+    generic path.
+    """
+    if remove.tags or remove.deletion_vector is not None or not _plain_fields(remove):
+        return json_text({"remove": remove.to_json()})
+    parts = ['{"remove":{"path":', encode_basestring(remove.path), ',"dataChange":', _BOOLEAN[remove.data_change]]
+    if remove.deletion_timestamp is not None:
+        parts += [',"deletionTimestamp":', int.__repr__(remove.deletion_timestamp)]
+    if remove.extended_file_metadata is not None:
+        parts += [',"extendedFileMetadata":', _BOOLEAN[remove.extended_file_metadata]]
+    if remove.partition_values is not None:
+        parts += [',"partitionValues":', json_text(dict(remove.partition_values))]
+    if remove.size is not None:
+        parts += [',"size":', int.__repr__(remove.size)]
+    if remove.stats is not None:
+        parts += [',"stats":', encode_basestring(remove.stats)]
+    if remove.base_row_id is not None:
+        parts += [',"baseRowId":', int.__repr__(remove.base_row_id)]
+    if remove.default_row_commit_version is not None:
+        parts += [',"defaultRowCommitVersion":', int.__repr__(remove.default_row_commit_version)]
+    parts.append("}}")
+    return "".join(parts)
+
+
+_BOOLEAN = {True: "true", False: "false"}
+
+
+def _plain_fields(remove: RemoveFile) -> bool:
+    """Whether every field of ``remove`` has the type the line builder writes (str, exact bool, exact int)."""
+    return (
+        type(remove.path) is str
+        and type(remove.data_change) is bool
+        and (remove.deletion_timestamp is None or type(remove.deletion_timestamp) is int)
+        and (remove.extended_file_metadata is None or type(remove.extended_file_metadata) is bool)
+        and (remove.size is None or type(remove.size) is int)
+        and (remove.stats is None or type(remove.stats) is str)
+        and (remove.base_row_id is None or type(remove.base_row_id) is int)
+        and (remove.default_row_commit_version is None or type(remove.default_row_commit_version) is int)
+    )
+
+
+__all__ = [
+    "only_partition_columns",
+    "physical_partition_columns",
+    "remove_json_line",
+    "removes_from_file_actions",
+    "staged_removes",
+]
