@@ -30,7 +30,15 @@ def removes_from_file_actions(
     partitions = values("partition_values")
     if partition_columns is not None:
         columns = list(partition_columns)
-        partitions = [only_partition_columns(pv, columns) for pv in partitions]
+        # Once per distinct partition (the files of a commit share a few), not per file; the
+        # removes of one partition share one dict, which nothing changes (actions are immutable).
+        trimmed: dict[tuple[tuple[str, str | None], ...], dict[str, str | None]] = {}
+        for i, pv in enumerate(partitions):
+            key = tuple(pv) if pv is not None else ()
+            found = trimmed.get(key)
+            if found is None:
+                found = trimmed[key] = only_partition_columns(pv, columns)
+            partitions[i] = found
     else:
         partitions = [dict(pv) if pv is not None else {} for pv in partitions]
     return [
