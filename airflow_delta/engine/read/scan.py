@@ -17,8 +17,9 @@ table's logical schema. For each file it:
    from the log (they are usually not in the file, and the log is authoritative);
 5. applies the row filter.
 
-Files are read on a bounded thread pool (parquet decoding releases the GIL); the output
-keeps the order of ``files``. Steps 3 to 5 run once per run of consecutive files stored with
+Files are read on a bounded thread pool (parquet decoding releases the GIL), each thread a
+run of consecutive files; the output keeps the order of ``files``. A file's layout (where the
+table's columns are in it) is worked out once per distinct stored schema. Steps 3 to 5 run once per run of consecutive files stored with
 the same schema, not per file (a compaction reads thousands of small files written alike),
 with each row's partition values taken from its own file's log entry.
 """
