@@ -98,14 +98,16 @@ def only_partition_columns(values: Mapping[str, str | None] | None, columns: Seq
     return {c: given.get(c) for c in columns}
 
 
-def remove_json_line(remove: RemoveFile) -> str:
+def remove_json_line(remove: RemoveFile, partitions_seen: dict[int, str] | None = None) -> str:
     """The log line of ``remove``: exactly ``json_text({"remove": remove.to_json()})``, put together from
     its encoded fields instead of going through a dict and the generic encoder (a commit of a
     compaction writes 10,000 of them; about a third of the time).
 
     The fields are written in ``to_json``'s order, strings with the encoder's own escaping (non-ASCII
     kept as itself). A remove with tags, a deletion vector or a field of an unexpected type takes the
-    generic path.
+    generic path. ``partitions_seen``: the JSON of partition-value mappings already written, by the
+    mapping's ``id``, for one serialisation whose removes are all alive (staged removes of one
+    partition share their mapping, so each is encoded once).
     """
     if remove.tags or remove.deletion_vector is not None or not _plain_fields(remove):
         return json_text({"remove": remove.to_json()})
@@ -115,7 +117,13 @@ def remove_json_line(remove: RemoveFile) -> str:
     if remove.extended_file_metadata is not None:
         parts += [',"extendedFileMetadata":', _BOOLEAN[remove.extended_file_metadata]]
     if remove.partition_values is not None:
-        parts += [',"partitionValues":', json_text(dict(remove.partition_values))]
+        values = remove.partition_values
+        text = partitions_seen.get(id(values)) if partitions_seen is not None else None
+        if text is None:
+            text = json_text(dict(values))
+            if partitions_seen is not None:
+                partitions_seen[id(values)] = text
+        parts += [',"partitionValues":', text]
     if remove.size is not None:
         parts += [',"size":', int.__repr__(remove.size)]
     if remove.stats is not None:

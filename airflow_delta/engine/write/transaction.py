@@ -1203,8 +1203,9 @@ class Transaction:
         objects = [{"commitInfo": info}, *({ACTION_KEYS[type(a)]: a.to_json()} for a in actions)]
         lines = [encoded(json_text(objects[0]))]
         # A remove's line is put together from its fields (many per commit; the same text).
+        partitions_seen: dict[int, str] = {}
         lines += [
-            encoded(remove_json_line(a) if type(a) is RemoveFile else json_text(o))
+            encoded(remove_json_line(a, partitions_seen) if type(a) is RemoveFile else json_text(o))
             for a, o in zip(actions, objects[1:], strict=True)
         ]
         lines.append(b"")

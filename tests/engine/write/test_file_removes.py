@@ -112,3 +112,9 @@ def test_a_removes_log_line_is_the_generic_encoding_of_its_json(
     line = remove_json_line(remove)
     assert line == json_text({"remove": remove.to_json()})
     assert json.loads(line) == {"remove": remove.to_json()}
+    # Within one serialisation, removes sharing a partition mapping reuse its encoding.
+    seen: dict[int, str] = {}
+    other = RemoveFile("other.parquet", partition_values=remove.partition_values)
+    assert [remove_json_line(r, seen) for r in (remove, other, remove)] == [
+        line, json_text({"remove": other.to_json()}), line
+    ]
