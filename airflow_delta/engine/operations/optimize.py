@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -185,7 +186,7 @@ def plan_optimize(snapshot: Snapshot, options: OptimizeOptions, *, earlier: Earl
     sizes = _int64(files.column("size"))
     deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
     has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
-    records = _num_records(snapshot, files)  # NaN where the statistic is missing
+    records = _num_records(snapshot, files, has_dv)  # NaN where the statistic is missing
     with np.errstate(invalid="ignore", divide="ignore"):
         deleted_ratio = np.where(has_dv, deleted / records, 0.0)
     if zorder_by:
@@ -300,7 +301,7 @@ def _plan_clustering(
         sizes = _int64(files.column("size"))
         deleted = _int64(pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"))
         has_dv = ~mask_to_numpy(pc.is_null(files.column("deletion_vector")))
-        records = _num_records(snapshot, files)
+        records = _num_records(snapshot, files, has_dv)
         live = np.where(has_dv & ~np.isnan(records) & (records > 0), 1.0 - np.nan_to_num(deleted / records), 1.0)
         bins.append(_bin({}, files, chosen, sizes, deleted, has_dv, live))
     kept, over_budget = _within_budget(bins, options.max_files, options.max_bytes)
@@ -332,9 +333,11 @@ def _int64(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return values
 
 
-def _num_records(snapshot: Snapshot, files: pa.Table) -> np.ndarray:
-    if files.num_rows == 0:
-        return np.zeros(0, dtype=np.float64)
+def _num_records(snapshot: Snapshot, files: pa.Table, has_dv: np.ndarray) -> np.ndarray:
+    """Each file's ``numRecords`` statistic as float, NaN where it is missing. Only files with a
+    deletion vector use it (their deleted share), so without any the statistics are not parsed."""
+    if files.num_rows == 0 or not has_dv.any():
+        return np.full(files.num_rows, np.nan, dtype=np.float64)
     counts = pc.struct_field(parse_stats(files.column("stats"), snapshot.metadata), "numRecords")
     missing = mask_to_numpy(pc.is_null(counts))
     values = _int64(counts).astype(np.float64)
@@ -644,17 +647,19 @@ def rewrite_bin(
     max_file_size: int,
     written: WrittenFiles | None = None,
     curve: str = "zorder",
+    read_workers: int | None = None,
 ) -> list[AddFile]:
     """Read the live rows of ``files`` (one bin) and write them back; the ``add`` actions, ``dataChange=false``.
 
     Compaction writes one file. Z-order sorts the rows by Z-value and writes
     ``max(1, bytes // max_file_size)`` files of consecutive Z-values. Memory holds one
     bin. On failure the files this call wrote are removed (``written`` records them for
-    the caller's transaction too).
+    the caller's transaction too). ``read_workers``: threads that read the bin's files
+    (default: the scan's own bound).
     """
     # DVs applied: purged rows are not rewritten. Row-tracking tables: the rows keep their
     # stable row IDs and commit versions (materialized in the new files).
-    data = read_data(source, files, row_tracking=True)
+    data = read_data(source, files, row_tracking=True, max_workers=read_workers)
     if data.num_rows == 0:
         return []
     # Many small files arrive as as many chunks: one contiguous copy makes the writer's
@@ -845,9 +850,14 @@ def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[Optimiz
     # Each bin records its files apart (a failing bin removes only its own while others write);
     # when any fails, the pool waits for the others and every bin's files are removed.
     per_bin = [WrittenFiles(snapshot.io) for _ in bins]
+    # One reader thread per core in all: a small file's read holds the GIL for part of it,
+    # and more threads than cores only hand the GIL back and forth.
+    read_workers = max(1, (os.cpu_count() or 2) // _PARALLEL_BINS)
 
     def one(i: int) -> list[AddFile]:
-        return rewrite_bin(snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i])
+        return rewrite_bin(
+            snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i], read_workers=read_workers
+        )
 
     try:
         with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:

@@ -17,14 +17,16 @@ table's logical schema. For each file it:
    from the log (they are usually not in the file, and the log is authoritative);
 5. applies the row filter.
 
-Files are read on a bounded thread pool (parquet decoding releases the GIL); the output
-keeps the order of ``files``. Steps 3 to 5 run once per run of consecutive files stored with
+Files are read on a bounded thread pool (parquet decoding releases the GIL), each thread a
+run of consecutive files; the output keeps the order of ``files``. A file's layout (where the
+table's columns are in it) is worked out once per distinct stored schema. Steps 3 to 5 run once per run of consecutive files stored with
 the same schema, not per file (a compaction reads thousands of small files written alike),
 with each row's partition values taken from its own file's log entry.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +56,7 @@ from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, 
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
 from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
-from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
+from airflow_delta.engine.storage.paths import check_log_paths, encode_log_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.expressions import Predicate
@@ -63,6 +65,9 @@ if TYPE_CHECKING:
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
 
 _FIELD_ID_BYTES = PARQUET_FIELD_ID_KEY.encode()
+# Runs of files per reader thread: few enough that a run's hand-over costs little next to its
+# reads, enough that a thread whose files are slower does not hold up the others for long.
+_CHUNKS_PER_WORKER = 4
 # File layouts a scan remembers (files of one table are mostly stored alike; each lookup is linear).
 _KEPT_LAYOUTS = 8
 _PHYSICAL_NAME_BYTES = PHYSICAL_NAME_KEY.encode()
@@ -165,10 +170,19 @@ def read_data(
     # every core busy one file each.
     column_threads = len(tasks) < (os.cpu_count() or 4)
     if workers == 1:
-        stored = [_read_stored(plan, task, use_threads=True) for task in tasks]
+        stored = [_read_stored(plan, task, use_threads=column_threads) for task in tasks]
     else:
+        # Each thread reads a run of consecutive files, not one file per pool task: a small
+        # file's read is a fraction of a millisecond, and a task per file (its future, its
+        # wake-up, the GIL handed over for it) costs as much again.
+        bounds = np.linspace(0, len(tasks), min(len(tasks), workers * _CHUNKS_PER_WORKER) + 1).astype(np.int64)
+
+        def read_run(run: tuple[int, int]) -> list[_StoredRows]:
+            return [_read_stored(plan, task, use_threads=column_threads) for task in tasks[run[0] : run[1]]]
+
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-scan") as pool:
-            stored = list(pool.map(lambda t: _read_stored(plan, t, use_threads=column_threads), tasks))
+            runs = pool.map(read_run, [(int(a), int(b)) for a, b in itertools.pairwise(bounds)])
+            stored = [rows for run in runs for rows in run]
     if not output_schema.names:
         # concat_tables drops the row count of column-less tables; keep it.
         return _rows_only(sum(s.num_rows for s in stored))
@@ -269,7 +283,8 @@ def _absolute_paths(files: pa.Table, table_root: str) -> list[str]:
     if not encoded:
         # Snapshot.files() decodes paths; resolve_in_table expects them as in the log.
         paths = [encode_log_path(p) if "://" not in p else p for p in paths]
-    return [resolve_in_table(table_root, p) for p in paths]
+    # resolve_in_table's rule, with cheap tests per path first (a compaction reads thousands).
+    return check_log_paths(table_root, paths, "a data file the log references")
 
 
 def absolute_data_paths(files: pa.Table, table_root: str) -> list[str]:
@@ -452,13 +467,27 @@ class _FileLayout:
     resolver: _Resolver
     leaves: list[int] | None  # parquet leaf columns to read; None: every column
     names: list[str] | None  # when the leaves cannot be told: the fields to keep of a whole read
+    # What the Arrow schema of a file is derived from (with the scan's reader options): its
+    # parquet schema (names, types, repetition, field ids) and its key-value metadata (the
+    # stored Arrow schema among it). Files equal in both have this layout.
+    parquet_schema: pq.ParquetSchema
+    key_value_metadata: dict[bytes, bytes] | None
 
 
-def _file_layout(plan: _FilePlan, path: str, file_schema: pa.Schema, num_leaves: int) -> _FileLayout:
-    """The layout of a file of ``file_schema`` (found among those ``plan`` has seen, usually one)."""
+def _file_layout(plan: _FilePlan, path: str, parquet: ParquetReader) -> _FileLayout:
+    """The layout of the file ``parquet`` has open (found among those ``plan`` has seen, usually one).
+
+    A known layout is recognised by the file's parquet schema and key-value metadata, without
+    converting them to an Arrow schema per file (a compaction opens thousands of files stored alike).
+    """
+    metadata = parquet.metadata
+    parquet_schema = metadata.schema
+    key_value_metadata = metadata.metadata
     for known in plan.layouts:
-        if known.num_leaves == num_leaves and known.file_schema.equals(file_schema, check_metadata=True):
+        if known.key_value_metadata == key_value_metadata and known.parquet_schema.equals(parquet_schema):
             return known
+    file_schema = parquet.schema_arrow
+    num_leaves = metadata.num_columns
     data_fields = [f for f in plan.read_schema if f.name not in plan.partition_names]
     # Without data columns to find (only partition columns asked for) nothing needs resolving.
     resolver = _resolver(plan.mode if data_fields else "none", path, file_schema)
@@ -472,7 +501,7 @@ def _file_layout(plan: _FilePlan, path: str, file_schema: pa.Schema, num_leaves:
         names = [file_schema.field(i).name for i in to_read]  # a numbering we do not follow: select by name
     elif len(to_read) < len(file_schema):
         leaves = [leaf for i in to_read for leaf in range(int(first_leaf[i]), int(first_leaf[i + 1]))]
-    layout = _FileLayout(file_schema, num_leaves, matches, resolver, leaves, names)
+    layout = _FileLayout(file_schema, num_leaves, matches, resolver, leaves, names, parquet_schema, key_value_metadata)
     if len(plan.layouts) < _KEPT_LAYOUTS:
         plan.layouts.append(layout)  # two threads racing here at most add it twice
     return layout
@@ -485,7 +514,7 @@ def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) 
         parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=plan.pre_buffer, arrow_extensions_enabled=True)
         metadata = parquet.metadata
         num_rows = metadata.num_rows
-        layout = _file_layout(plan, task.path, parquet.schema_arrow, metadata.num_columns)
+        layout = _file_layout(plan, task.path, parquet)
         if layout.names is not None:
             raw = parquet.read_all(use_threads=use_threads).select(layout.names)
         else:

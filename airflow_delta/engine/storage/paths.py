@@ -128,8 +128,9 @@ def check_log_paths(table_root: str, paths: Iterable[str], where: str) -> list[s
 
     The rule of :func:`resolve_in_table`, applied to many paths at once: cheap tests per
     path (a superset of ``PATHS_TO_CHECK``) find those that need the full check. A plain
-    relative path (no escape, no ``.``/``..`` segment) is its own decoded form, so its
-    storage path is the root joined with it. ``where`` names the actions for the message
+    relative path (no escape, no ``.``/``..`` segment, no empty segment) is its own decoded
+    and normalized form, so its storage path is the root joined with it: the path
+    :func:`resolve_in_table` returns. ``where`` names the actions for the message
     ("a staged add action", ...). Staged actions are Python objects already; building an
     Arrow array of their paths would cost more (and import pandas) than this match.
     """
@@ -141,7 +142,7 @@ def check_log_paths(table_root: str, paths: Iterable[str], where: str) -> list[s
             raise InvalidPathError(repr(value), f"a path must be a string, not {type(value).__name__}", where)
         # A superset of PATHS_TO_CHECK, in cheap tests (a regex of alternatives is slow per string).
         if value and value[0] not in "/." and value[-1] != "/" and "/." not in value and ":" not in value \
-                and not special(value):
+                and "//" not in value and not special(value):
             resolved.append(prefix + value)
             continue
         try:

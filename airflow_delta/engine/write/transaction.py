@@ -104,6 +104,7 @@ from airflow_delta.engine.write.conflicts import (
 from airflow_delta.engine.write.file_matching import files_may_match
 from airflow_delta.engine.write.file_removes import (
     physical_partition_columns,
+    remove_json_line,
     removes_from_file_actions,
     staged_removes,
 )
@@ -1200,7 +1201,13 @@ class Transaction:
                                  *self._app_transactions.values(), *self._domains.values(), *extra_domains,
                                  *self._removes, *adds, *self._cdc]
         objects = [{"commitInfo": info}, *({ACTION_KEYS[type(a)]: a.to_json()} for a in actions)]
-        lines = [encoded(json_text(o)) for o in objects]
+        lines = [encoded(json_text(objects[0]))]
+        # A remove's line is put together from its fields (many per commit; the same text).
+        partitions_seen: dict[int, str] = {}
+        lines += [
+            encoded(remove_json_line(a, partitions_seen) if type(a) is RemoveFile else json_text(o))
+            for a, o in zip(actions, objects[1:], strict=True)
+        ]
         lines.append(b"")
         self._serialized_actions = objects
         return b"\n".join(lines)

@@ -408,6 +408,25 @@ def test_runs_of_files_stored_alike_keep_each_files_partition_values_and_deleted
     ]
 
 
+def test_files_with_one_parquet_schema_but_other_stored_arrow_types_are_read_apart(tmp_path: Path) -> None:
+    """A file's layout is recognised by its parquet schema and key-value metadata together: the same
+    parquet columns with a stored Arrow schema of other types (large strings) are another layout, and
+    each file's rows are read and cast as their own file stores them."""
+    plain = pa.table({"s": pa.array(["a", "b"])})
+    large = pa.table({"s": pa.array(["c"], pa.large_string())})
+    adds = [
+        _write_file(tmp_path, "f0.parquet", plain, store_schema=False),
+        _write_file(tmp_path, "f1.parquet", large, store_schema=True),
+        _write_file(tmp_path, "f2.parquet", plain, store_schema=False),
+    ]
+    assert pq.read_metadata(tmp_path / "f0.parquet").schema.equals(pq.read_metadata(tmp_path / "f1.parquet").schema)
+    snapshot = _write_log(tmp_path, [_field("s", "string")], adds)
+    for workers in (1, 2):
+        result = read_data(snapshot, snapshot.add_actions, max_workers=workers)
+        assert result.schema.types == [pa.string()]
+        assert result.column("s").to_pylist() == ["a", "b", "c", "a", "b"]
+
+
 def test_string_encodings_are_cast_to_the_table_type(tmp_path: Path) -> None:
     data = pa.table({"s": pa.array(["a", "b", "a"], pa.large_string()), "d": pa.array(["x", None, "x"]).dictionary_encode()})
     add = _write_file(tmp_path, "f.parquet", data, store_schema=True)

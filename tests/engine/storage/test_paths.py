@@ -152,7 +152,8 @@ def test_one_rule_for_staging_and_reading(log_path: str) -> None:
     if resolved is not None:
         assert resolved.startswith(ROOT + "/") and "\x00" not in resolved
         assert posixpath.normpath(resolved) == resolved
-        check_log_paths(ROOT, [log_path], "a staged add action")
+        # The same storage path as the full rule (the reader opens what this returns).
+        assert check_log_paths(ROOT, [log_path], "a staged add action") == [resolved]
         relative = relative_paths(ROOT, pa.array([log_path])).to_pylist()[0]
         assert posixpath.normpath(posixpath.join(ROOT, relative)) == resolved
     else:

@@ -6,11 +6,15 @@ import json
 from typing import Any
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, DeletionVectorDescriptor, Metadata
+from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, DeletionVectorDescriptor, Metadata, RemoveFile
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.write.file_removes import (
     only_partition_columns,
     physical_partition_columns,
+    remove_json_line,
     removes_from_file_actions,
     staged_removes,
 )
@@ -73,3 +77,44 @@ def test_staged_removes_trim_partition_values_to_the_tables_columns() -> None:
     (remove,) = staged_removes(files, metadata, 99, data_change=True)
     assert remove.partition_values == {"p": "a"}
     assert (remove.deletion_timestamp, remove.data_change, remove.extended_file_metadata) == (99, True, True)
+
+
+# Text a log line must escape or keep: quotes, backslashes, control characters, non-ASCII, astral.
+_TEXT = st.text(alphabet=st.sampled_from(['a', '"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\u2028", "😀", "/", "%"]), max_size=12)
+_OPTIONAL_INT = st.none() | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+@settings(max_examples=300)
+@given(
+    path=_TEXT,
+    data_change=st.booleans(),
+    deletion_timestamp=_OPTIONAL_INT,
+    extended=st.none() | st.booleans(),
+    partition_values=st.none() | st.dictionaries(_TEXT, st.none() | _TEXT, max_size=3),
+    size=_OPTIONAL_INT,
+    stats=st.none() | _TEXT,
+    tags=st.none() | st.dictionaries(_TEXT, _TEXT, max_size=2),
+    with_dv=st.booleans(),
+    base_row_id=_OPTIONAL_INT,
+    commit_version=_OPTIONAL_INT,
+)
+def test_a_removes_log_line_is_the_generic_encoding_of_its_json(
+    path: str, data_change: bool, deletion_timestamp: int | None, extended: bool | None,
+    partition_values: dict[str, str | None] | None, size: int | None, stats: str | None,
+    tags: dict[str, str] | None, with_dv: bool, base_row_id: int | None, commit_version: int | None,
+) -> None:
+    """The line built from a remove's fields is the text the generic encoder writes for its JSON
+    object, whatever its strings hold and whichever optional fields it has."""
+    remove = RemoveFile(
+        path, deletion_timestamp, data_change, extended, partition_values, size, stats, tags,
+        DeletionVectorDescriptor.from_json(DV) if with_dv else None, base_row_id, commit_version,
+    )
+    line = remove_json_line(remove)
+    assert line == json_text({"remove": remove.to_json()})
+    assert json.loads(line) == {"remove": remove.to_json()}
+    # Within one serialisation, removes sharing a partition mapping reuse its encoding.
+    seen: dict[int, str] = {}
+    other = RemoveFile("other.parquet", partition_values=remove.partition_values)
+    assert [remove_json_line(r, seen) for r in (remove, other, remove)] == [
+        line, json_text({"remove": other.to_json()}), line
+    ]
