@@ -234,6 +234,11 @@ class ConflictWatch:
     at SnapshotIsolation, as ``Transaction`` downgrades it, so no concurrently added file
     concerns it. The work is taken to remove only files it read (DELETE, UPDATE, MERGE,
     OPTIMIZE do), so rule 7 (delete/delete) never fires before rule 6 would.
+    ``changes_data=True`` work is taken to commit ``dataChange=true`` file actions, as a
+    MERGE inserting rows does even when its predicate read no file. A DELETE or UPDATE
+    that reads no file commits nothing, and Delta checks an empty commit at
+    SnapshotIsolation even at Serializable (``canDowngradeToSnapshotIsolation``), so a
+    verdict of ``ConcurrentAppendException`` for it is cautious: that work would commit.
     """
 
     def __init__(

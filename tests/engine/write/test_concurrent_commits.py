@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from airflow_delta.engine import (
@@ -103,13 +103,26 @@ PREDICATES = (None, "p = 'a'", "p = 'b'", "id < 3", "id >= 12", "p = 'c' AND id 
 def planned_work_raises(
     table: DeltaTable, read_version: int, predicate: str | None, isolation: str | None, changes_data: bool
 ) -> ConcurrentModificationError | None:
-    """Run the planned work for real: read ``predicate`` at ``read_version``, remove what was read, commit."""
+    """Run the planned work for real: read ``predicate`` at ``read_version``, remove what was read, commit.
+
+    ``changes_data=True`` tells the verdicts the work commits ``dataChange=true`` file
+    actions. A DELETE that read no file commits no file action at all, and at Serializable
+    Delta checks such an empty commit at SnapshotIsolation (``canDowngradeToSnapshotIsolation``:
+    it serialises before every winner), so there it is not the work the verdicts were asked
+    about; the work then inserts a row, as a MERGE's insert clause does when its condition
+    matched no file (issue 21). At WriteSerializable an empty DELETE is not downgraded
+    (DELETE changes data), so it stays a DELETE.
+    """
     options = CommitOptions(isolation_level=isolation, retry=RetryPolicy(max_attempts=1000))
     with table.transaction(options, snapshot=table.snapshot(read_version)) as txn:
         files = txn.read_files(predicate)
         txn.remove_files(files, data_change=changes_data)
+        inserts = changes_data and files.num_rows == 0 and isolation == "Serializable"
+        if inserts:
+            row = pa.table({"id": pa.array([-1], pa.int64()), "p": pa.array(["a"])})
+            txn.add_files(write_data_files(txn.snapshot, row), written_for_this_commit=True)
         try:
-            txn.commit("DELETE" if changes_data else "OPTIMIZE")
+            txn.commit("MERGE" if inserts else "DELETE" if changes_data else "OPTIMIZE")
         except ConcurrentModificationError as exc:
             return exc
     return None
@@ -123,6 +136,15 @@ def planned_work_raises(
     isolation=st.sampled_from([None, "Serializable", "WriteSerializable"]),
     changes_data=st.booleans(),
     deletion_vectors=st.booleans(),
+)
+# Issue 21: at Serializable, work whose predicate reads no file (ids 12.. come later).
+@example(
+    before=[("append", "a")], after=[("append", "a")], predicate="id >= 12",
+    isolation="Serializable", changes_data=True, deletion_vectors=False,
+)
+@example(
+    before=[("append", "a")], after=[("append", "a"), ("set_property",)], predicate="id >= 12",
+    isolation="Serializable", changes_data=True, deletion_vectors=False,
 )
 def test_verdicts_agree_with_a_real_transaction_committing_past_the_same_history(
     before: list[tuple[Any, ...]],
@@ -177,6 +199,30 @@ def test_the_matrix_of_the_issue(history: History) -> None:
     assert (verdicts[4].conflicts, verdicts[4].error) == (True, "MetadataChangedException")
     serializable = history.table.conflicting_commits(read_version, "p = 'a'", isolation_level="Serializable")
     assert (serializable[0].conflicts, serializable[0].error) == (True, "ConcurrentAppendException")
+
+
+def test_work_that_reads_no_file_is_judged_as_work_that_writes(history: History) -> None:
+    """Issue 21: the verdicts assume ``changes_data=True`` work commits data, as a MERGE inserting does.
+
+    At Serializable a blind append where the predicate reads conflicts with such work. A
+    DELETE that read no file commits no action at all, which Delta checks at
+    SnapshotIsolation (``canDowngradeToSnapshotIsolation``: an empty commit serialises
+    before the winner), so it commits: the verdict errs on the side of waiting for it.
+    """
+    read_version = history.table.version()  # ids 0..8; nothing matches id >= 9 yet
+    history.run(("append", "a"))  # ids 9..11, a blind append where the predicate reads
+    (verdict,) = history.table.conflicting_commits(read_version, "id >= 9", isolation_level="Serializable")
+    assert (verdict.conflicts, verdict.error) == (True, "ConcurrentAppendException")
+    options = CommitOptions(isolation_level="Serializable")
+    with history.table.transaction(options, snapshot=history.table.snapshot(read_version)) as merge:
+        assert merge.read_files("id >= 9").num_rows == 0
+        merge.add_files(write_data_files(merge.snapshot, history.rows("b")), written_for_this_commit=True)
+        with pytest.raises(ConcurrentModificationError) as raised:
+            merge.commit("MERGE")
+        assert (raised.value.winning_version, type(raised.value).__name__) == (verdict.version, verdict.error)
+    with history.table.transaction(options, snapshot=history.table.snapshot(read_version)) as delete:
+        assert delete.read_files("id >= 9").num_rows == 0
+        assert delete.commit("DELETE") == verdict.version + 1
 
 
 def test_a_watch_reads_only_new_commits_and_keeps_its_judgement(history: History) -> None:
