@@ -59,10 +59,15 @@ More cases, each side in a fresh process:
   the MERGE task adds to Airflow's own cost. In ``airflow dags test`` a task instance's
   duration starts when the task is queued, before the in-process execution API that the task
   talks to is built: the first task of the process pays for that, whatever it does.
+- ``merge 18 into 3,000 (scheduler, LocalExecutor)`` (case ``small_scheduler``, not run by
+  default): the same two DAGs run by a real Airflow, ``airflow api-server``, ``dag-processor`` and
+  ``scheduler`` with the LocalExecutor as ``airflow standalone`` runs them (127.0.0.1, a copy of
+  the migrated database, all stopped at the end), MERGE and no-op runs alternating three times
+  each; the task instances' durations as Airflow records them.
 
 ``AIRFLOW_DELTA_BENCH_MERGE_CASES`` (comma-separated: ``large``, ``large_worker``, ``small``,
-``small_spark``, ``small_dags_test``, ``worker``, ``skipping``, ``skipping_spark``; default all
-but ``skipping_spark``) picks the cases.
+``small_spark``, ``small_dags_test``, ``small_scheduler``, ``worker``, ``skipping``, ``skipping_spark``;
+default all but ``skipping_spark`` and ``small_scheduler``) picks the cases.
 """
 
 from __future__ import annotations
@@ -148,7 +153,7 @@ UPSERT = "t.id = s.id"
 def cases() -> list[Case]:
     compile_engine_bytecode()  # fresh processes: measured as installed, not compiling on every import
     selected: list[Case] = []
-    if SELECTED & {"small", "small_spark", "small_dags_test"}:
+    if SELECTED & {"small", "small_spark", "small_dags_test", "small_scheduler"}:
         selected += _small_cases()
     if "worker" in SELECTED:
         selected += _worker_cases()
@@ -243,6 +248,10 @@ def _small_cases() -> list[Case]:
                  repeat=1, fresh=True, setup="fresh_small_copies"),  # a whole Airflow run per side: minutes under load
             Case("a no-op task (airflow dags test)", ours="dags_test_noop", repeat=1, fresh=True),
         ]
+    if "small_scheduler" in SELECTED:
+        _migrated_airflow()
+        cases.append(Case("merge 18 into 3,000 (scheduler, LocalExecutor)", ours="scheduler_merge", args=args, repeat=1,
+                          fresh=True, setup="fresh_small_copies"))
     return cases
 
 
@@ -339,6 +348,107 @@ def dags_test_noop() -> dict[str, Any]:
     detail = _dags_test("bench_noop", {})
     detail.pop("xcoms")
     return detail
+
+
+SCHEDULER_ROUNDS = 3
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_for(what: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.5)
+
+
+def _answers(url: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def scheduler_merge(dv: str, plain: str, source: str) -> dict[str, Any]:
+    """The MERGE DAG and the no-op DAG run by a real Airflow: ``airflow api-server``, ``dag-processor`` and
+    ``scheduler`` with the LocalExecutor (as ``airflow standalone`` runs them), on a copy of the migrated
+    database, every server on 127.0.0.1 and stopped at the end. The runs alternate, MERGE first,
+    ``SCHEDULER_ROUNDS`` of each; each task instance's duration is what Airflow records (the task
+    process's start to its end), read from the database. The first task after the scheduler starts
+    also pays the executor's warm-up, whichever DAG it belongs to, so the rounds are reported apart."""
+    import signal
+    import sqlite3
+    import subprocess
+
+    cli = _airflow_cli()
+    home = Path(tempfile.mkdtemp(prefix="bench-merge-scheduler-"))
+    shutil.copyfile(cli.home / "airflow.db", home / "airflow.db")
+    port = _free_port()
+    env = cli.env() | {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "bench-merge-scheduler",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    }
+    airflow = str(Path(sys.executable).parent / "airflow")
+    logs = home / "server-logs"
+    logs.mkdir()
+    database = sqlite3.connect(home / "airflow.db", timeout=30)
+    # The copied database may know these DAGs from ``dags test`` runs, paused (as DAGs are created).
+    database.execute("update dag set is_paused = 0 where dag_id in ('bench_merge', 'bench_noop')")
+    database.commit()
+
+    servers: list[subprocess.Popen[bytes]] = []
+
+    def query(sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        return database.execute(sql, params).fetchall()
+
+    def trigger(dag_id: str, run_id: str, conf: dict[str, Any]) -> None:
+        result = subprocess.run([airflow, "dags", "trigger", dag_id, "--run-id", run_id, "--conf", json.dumps(conf)],
+                                env=env, cwd=home, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        _wait_for(f"{dag_id} {run_id}", lambda: bool(query(
+            "select 1 from dag_run where dag_id = ? and run_id = ? and state in ('success', 'failed')", dag_id, run_id)), 300)
+
+    try:
+        for command in (["api-server", "--host", "127.0.0.1", "--port", str(port)], ["dag-processor"], ["scheduler"]):
+            servers.append(subprocess.Popen(
+                [airflow, *command], env=env, cwd=home, stdout=(logs / f"{command[0]}.log").open("w"),
+                stderr=subprocess.STDOUT, start_new_session=True))
+        _wait_for("the api-server", lambda: _answers(f"http://127.0.0.1:{port}/execution/health"), 300)
+        _wait_for("the DAG files to be parsed", lambda: len(query(
+            "select dag_id from serialized_dag where dag_id in ('bench_merge', 'bench_noop')")) == 2, 300)
+        for round_ in range(1, SCHEDULER_ROUNDS + 1):
+            trigger("bench_merge", f"merge{round_}", {"table": dv, "source": source})
+            trigger("bench_noop", f"noop{round_}", {})
+        rows = query("select dag_id, run_id, state, duration from task_instance order by start_date")
+    finally:
+        for server in servers:
+            os.killpg(server.pid, signal.SIGTERM)
+        for server in servers:
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+        database.close()
+    assert all(state == "success" for _, _, state, _ in rows), rows
+    durations = {run_id: round(float(duration), 3) for _, run_id, _, duration in rows}
+    return {"taskSeconds": durations, "executionTimeMs": None}
 
 
 def _worker_cases() -> list[Case]:
@@ -653,9 +763,24 @@ def _summarize_dags_test(results: list[Result]) -> None:
     print(line + f"; load {os.getloadavg()[0]:.1f}", flush=True)
 
 
+def _summarize_scheduler(results: list[Result]) -> None:
+    for result in results:
+        if "scheduler" not in result.case.name:
+            continue
+        durations = result.ours.detail["taskSeconds"]
+        merges = [durations[f"merge{i}"] for i in range(1, SCHEDULER_ROUNDS + 1)]
+        noops = [durations[f"noop{i}"] for i in range(1, SCHEDULER_ROUNDS + 1)]
+        print(f"# {result.case.name}: task instance durations (Airflow's record), MERGE {merges} s, no-op {noops} s "
+              f"(runs alternate, MERGE first; the first task after the scheduler starts pays the executor's "
+              f"warm-up); after the first round the MERGE task adds "
+              f"{sum(merges[1:]) / len(merges[1:]) - sum(noops[1:]) / len(noops[1:]):.2f} s to a no-op task; "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def summarize(results: list[Result]) -> None:
     _summarize_dags_test(results)
-    results = [r for r in results if "dags test" not in r.case.name]
+    _summarize_scheduler(results)
+    results = [r for r in results if "dags test" not in r.case.name and "scheduler" not in r.case.name]
     extra = [r for r in results if not r.case.name.startswith("merge 1M")]
     for result in extra:
         ours, theirs = result.ours, result.theirs
