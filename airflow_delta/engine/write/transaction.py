@@ -744,7 +744,7 @@ class Transaction:
                 f"the staged metadata has table id {metadata.id!r}, the table's is {read_metadata.id!r}; "
                 "a transaction cannot replace the table identity"
             )
-        self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
+        removed_keys = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
         if write_metadata and read_metadata is not None and is_identity_only_update(read_metadata, metadata):
             # Delta tags a commit whose only metadata change is identity high-water marks,
             # so that concurrent writers that change no metadata need not conflict with it.
@@ -761,7 +761,7 @@ class Transaction:
             read_paths=_concat(self._read_path_chunks),
             read_app_ids=frozenset(self._read_app_ids),
             app_transactions={a: t.version for a, t in self._app_transactions.items()},
-            removed_paths=frozenset(decode_log_path(r.path) for r in self._removes),
+            removed_paths=frozenset(path for path, _ in removed_keys),  # decoded once, above
             domains=frozenset(self._domains),
             changes_protocol=write_protocol and read_protocol is not None,
             changes_metadata=write_metadata and read_metadata is not None,
@@ -1072,7 +1072,10 @@ class Transaction:
         newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else -1
         return version in listing.commits and newest_checkpoint <= version
 
-    def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
+    def _validate_actions(
+        self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata
+    ) -> set[tuple[str, str | None]]:
+        """Refuse staged actions no valid commit holds; returns the removes' (decoded path, DV id) keys."""
         seen_adds: set[tuple[str, str | None]] = set()
         for add in self._adds:
             key = (decode_log_path(add.path), add.dv_unique_id)
@@ -1131,6 +1134,7 @@ class Transaction:
                     f"(removes files and adds {adds_data[0]!r}) without cdc actions; stage the change data "
                     "with add_cdc()"
                 )
+        return seen_removes
 
     def _isolation_level(
         self, operation: str, metadata: Metadata, write_protocol: bool, write_metadata: bool
