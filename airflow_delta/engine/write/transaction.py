@@ -242,6 +242,9 @@ class Transaction:
 
         self._adds: list[AddFile] = []
         self._removes: list[RemoveFile] = []
+        # The JSON object and log line of removes staged by remove_files, by the remove's id
+        # (each stays alive in _removes): encoded when staged, not on the commit's critical path.
+        self._encoded_removes: dict[int, tuple[dict[str, Any], bytes]] = {}
         self._cdc: list[AddCDCFile] = []
         self._metadata: Metadata | None = None
         self._protocol: Protocol | None = None
@@ -430,6 +433,19 @@ class Transaction:
         removes = staged_removes(files, self.metadata, ts, data_change=data_change)
         self._check_staged_paths("remove", removes)
         self._removes.extend(removes)
+        self._encode_removes(removes)
+
+    def _encode_removes(self, removes: Sequence[RemoveFile]) -> None:
+        """Encode staged removes now: OPTIMIZE stages thousands while its bins are read, so the
+        commit that follows writes their lines without building them. A remove that cannot be
+        encoded is left to the commit, which reports it as before."""
+        partitions_seen: dict[int, str] = {}
+        for remove in removes:
+            try:
+                line = utf8_bytes(remove_json_line(remove, partitions_seen), "commit content")
+            except InvalidArgumentError:
+                return
+            self._encoded_removes[id(remove)] = ({"remove": remove.to_json()}, line)
 
     def delete_rows(
         self,
@@ -1204,13 +1220,20 @@ class Transaction:
         actions: list[Action] = [*([protocol] if protocol is not None else []), *([metadata] if metadata is not None else []),
                                  *self._app_transactions.values(), *self._domains.values(), *extra_domains,
                                  *self._removes, *adds, *self._cdc]
-        objects = [{"commitInfo": info}, *({ACTION_KEYS[type(a)]: a.to_json()} for a in actions)]
+        # Removes staged by remove_files were encoded then; the others are encoded here.
+        staged = self._encoded_removes
+        cached = [staged.get(id(a)) if type(a) is RemoveFile else None for a in actions]
+        objects = [
+            {"commitInfo": info},
+            *(c[0] if c is not None else {ACTION_KEYS[type(a)]: a.to_json()} for a, c in zip(actions, cached, strict=True)),
+        ]
         lines = [encoded(json_text(objects[0]))]
         # A remove's line is put together from its fields (many per commit; the same text).
         partitions_seen: dict[int, str] = {}
         lines += [
-            encoded(remove_json_line(a, partitions_seen) if type(a) is RemoveFile else json_text(o))
-            for a, o in zip(actions, objects[1:], strict=True)
+            c[1] if c is not None
+            else encoded(remove_json_line(a, partitions_seen) if type(a) is RemoveFile else json_text(o))
+            for a, o, c in zip(actions, objects[1:], cached, strict=True)
         ]
         lines.append(b"")
         self._serialized_actions = objects
