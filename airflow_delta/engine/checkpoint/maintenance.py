@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import UnsupportedFeatureError
 from airflow_delta.engine.model.actions import Protocol
 from airflow_delta.engine.model.arrow_numpy import int64_scalar
+from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.model.table_features import check_readable, writer_features
 
 # Writer features whose tables we may checkpoint and clean up: they constrain data
@@ -32,6 +33,15 @@ LOG_MAINTENANCE_WRITER_FEATURES: frozenset[str] = frozenset(
         "checkpointProtection",
     }
 )
+
+
+def should_checkpoint(version: int, properties: TableProperties) -> bool:
+    """Automatic checkpoints: every ``delta.checkpointInterval`` versions, never at version 0.
+
+    Here, not beside the checkpoint writer, so that a commit's post-commit hook can ask
+    without loading the writer (and log cleanup) when no checkpoint is due.
+    """
+    return version > 0 and version % properties.checkpoint_interval == 0
 
 
 def check_log_maintenance_supported(protocol: Protocol) -> None:
@@ -56,4 +66,4 @@ def live_tombstones(tombstones: pa.Table, retention_ms: int, now_ms: int) -> pa.
     return tombstones.filter(pc.greater(ts, int64_scalar(now_ms - retention_ms)))
 
 
-__all__ = ["LOG_MAINTENANCE_WRITER_FEATURES", "check_log_maintenance_supported", "live_tombstones"]
+__all__ = ["LOG_MAINTENANCE_WRITER_FEATURES", "check_log_maintenance_supported", "live_tombstones", "should_checkpoint"]

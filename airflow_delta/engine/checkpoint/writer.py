@@ -44,6 +44,7 @@ from airflow_delta.engine.checkpoint.maintenance import (
     LOG_MAINTENANCE_WRITER_FEATURES,
     check_log_maintenance_supported,
     live_tombstones,
+    should_checkpoint,
 )
 from airflow_delta.engine.checkpoint.output import CheckpointResult
 from airflow_delta.engine.checkpoint.parsed_columns import parsed_columns_layout
@@ -228,11 +229,6 @@ def create_checkpoint(snapshot: Snapshot) -> int:
     check_log_maintenance_supported(snapshot.protocol)
     write_checkpoint(snapshot)
     return snapshot.version
-
-
-def should_checkpoint(version: int, properties: TableProperties) -> bool:
-    """Automatic checkpoints: every ``delta.checkpointInterval`` versions, never at version 0."""
-    return version > 0 and version % properties.checkpoint_interval == 0
 
 
 __all__ = [

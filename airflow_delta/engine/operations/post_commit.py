@@ -13,11 +13,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_delta.engine.checkpoint.writer import check_log_maintenance_supported, should_checkpoint, write_checkpoint
+from airflow_delta.engine.checkpoint.maintenance import check_log_maintenance_supported, should_checkpoint
 from airflow_delta.engine.errors import InvalidLogError
 from airflow_delta.engine.model.actions import Metadata
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.operations.log_cleanup import cleanup_log
 from airflow_delta.engine.operations.manifest import manifests_after_commit, symlink_manifest_enabled
 from airflow_delta.engine.read import crc
 from airflow_delta.engine.read.listing import list_log_segment
@@ -26,6 +25,10 @@ from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
 
 log = logging.getLogger(__name__)
+
+# The checkpoint writer and log cleanup are imported where they are used: most commits
+# need neither, and a short task (one OPTIMIZE, one DELETE) would otherwise load both on
+# its only commit.
 
 
 def run_post_commit(
@@ -69,12 +72,16 @@ def run_post_commit(
             except Exception:
                 log.warning("post-commit: could not write the .crc file of version %d", version, exc_info=True)
         check_log_maintenance_supported(snapshot.protocol)
+        from airflow_delta.engine.checkpoint.writer import write_checkpoint
+
         write_checkpoint(snapshot, now_ms=now_ms)
     except Exception:
         log.warning("post-commit: could not checkpoint version %d", version, exc_info=True)
         return
     if snapshot.properties.enable_expired_log_cleanup:
         try:
+            from airflow_delta.engine.operations.log_cleanup import cleanup_log
+
             cleanup_log(location, snapshot, now=now_ms)
         except Exception:
             log.warning("post-commit: log cleanup after checkpoint %d failed", version, exc_info=True)

@@ -242,6 +242,9 @@ class Transaction:
 
         self._adds: list[AddFile] = []
         self._removes: list[RemoveFile] = []
+        # The JSON object and log line of removes staged by remove_files, by the remove's id
+        # (each stays alive in _removes): encoded when staged, not on the commit's critical path.
+        self._encoded_removes: dict[int, tuple[dict[str, Any], bytes]] = {}
         self._cdc: list[AddCDCFile] = []
         self._metadata: Metadata | None = None
         self._protocol: Protocol | None = None
@@ -430,6 +433,19 @@ class Transaction:
         removes = staged_removes(files, self.metadata, ts, data_change=data_change)
         self._check_staged_paths("remove", removes)
         self._removes.extend(removes)
+        self._encode_removes(removes)
+
+    def _encode_removes(self, removes: Sequence[RemoveFile]) -> None:
+        """Encode staged removes now: OPTIMIZE stages thousands while its bins are read, so the
+        commit that follows writes their lines without building them. A remove that cannot be
+        encoded is left to the commit, which reports it as before."""
+        partitions_seen: dict[int, str] = {}
+        for remove in removes:
+            try:
+                line = utf8_bytes(remove_json_line(remove, partitions_seen), "commit content")
+            except InvalidArgumentError:
+                return
+            self._encoded_removes[id(remove)] = ({"remove": remove.to_json()}, line)
 
     def delete_rows(
         self,
@@ -744,7 +760,7 @@ class Transaction:
                 f"the staged metadata has table id {metadata.id!r}, the table's is {read_metadata.id!r}; "
                 "a transaction cannot replace the table identity"
             )
-        self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
+        removed_keys = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
         if write_metadata and read_metadata is not None and is_identity_only_update(read_metadata, metadata):
             # Delta tags a commit whose only metadata change is identity high-water marks,
             # so that concurrent writers that change no metadata need not conflict with it.
@@ -761,7 +777,7 @@ class Transaction:
             read_paths=_concat(self._read_path_chunks),
             read_app_ids=frozenset(self._read_app_ids),
             app_transactions={a: t.version for a, t in self._app_transactions.items()},
-            removed_paths=frozenset(decode_log_path(r.path) for r in self._removes),
+            removed_paths=frozenset(path for path, _ in removed_keys),  # decoded once, above
             domains=frozenset(self._domains),
             changes_protocol=write_protocol and read_protocol is not None,
             changes_metadata=write_metadata and read_metadata is not None,
@@ -1072,7 +1088,10 @@ class Transaction:
         newest_checkpoint = listing.checkpoints[-1].version if listing.checkpoints else -1
         return version in listing.commits and newest_checkpoint <= version
 
-    def _validate_actions(self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata) -> None:
+    def _validate_actions(
+        self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata
+    ) -> set[tuple[str, str | None]]:
+        """Refuse staged actions no valid commit holds; returns the removes' (decoded path, DV id) keys."""
         seen_adds: set[tuple[str, str | None]] = set()
         for add in self._adds:
             key = (decode_log_path(add.path), add.dv_unique_id)
@@ -1131,6 +1150,7 @@ class Transaction:
                     f"(removes files and adds {adds_data[0]!r}) without cdc actions; stage the change data "
                     "with add_cdc()"
                 )
+        return seen_removes
 
     def _isolation_level(
         self, operation: str, metadata: Metadata, write_protocol: bool, write_metadata: bool
@@ -1200,13 +1220,20 @@ class Transaction:
         actions: list[Action] = [*([protocol] if protocol is not None else []), *([metadata] if metadata is not None else []),
                                  *self._app_transactions.values(), *self._domains.values(), *extra_domains,
                                  *self._removes, *adds, *self._cdc]
-        objects = [{"commitInfo": info}, *({ACTION_KEYS[type(a)]: a.to_json()} for a in actions)]
+        # Removes staged by remove_files were encoded then; the others are encoded here.
+        staged = self._encoded_removes
+        cached = [staged.get(id(a)) if type(a) is RemoveFile else None for a in actions]
+        objects = [
+            {"commitInfo": info},
+            *(c[0] if c is not None else {ACTION_KEYS[type(a)]: a.to_json()} for a, c in zip(actions, cached, strict=True)),
+        ]
         lines = [encoded(json_text(objects[0]))]
         # A remove's line is put together from its fields (many per commit; the same text).
         partitions_seen: dict[int, str] = {}
         lines += [
-            encoded(remove_json_line(a, partitions_seen) if type(a) is RemoveFile else json_text(o))
-            for a, o in zip(actions, objects[1:], strict=True)
+            c[1] if c is not None
+            else encoded(remove_json_line(a, partitions_seen) if type(a) is RemoveFile else json_text(o))
+            for a, o, c in zip(actions, objects[1:], cached, strict=True)
         ]
         lines.append(b"")
         self._serialized_actions = objects

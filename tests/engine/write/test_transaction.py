@@ -33,6 +33,7 @@ from airflow_delta.engine.errors import (
 )
 from airflow_delta.engine.model.actions import AddCDCFile, AddFile, Protocol
 from airflow_delta.engine.model.commit_info import ENGINE_INFO
+from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.storage.fileio import LocalFileIO
 from airflow_delta.engine.write.conflicts import IsolationLevel
 from airflow_delta.engine.write.options import CommitOptions
@@ -136,6 +137,9 @@ def test_read_then_write_is_not_a_blind_append(table: DeltaTable) -> None:
     removes = [line["remove"] for line in commit_lines(table, 3) if "remove" in line]
     assert len(removes) == 1 and removes[0]["dataChange"] is True
     assert removes[0]["extendedFileMetadata"] is True and removes[0]["partitionValues"] == {"p": "a"}
+    # remove_files encodes the line when staging: the generic encoder's text of the same action.
+    raw = [line for line in Path(table.root, "_delta_log", f"{3:020d}.json").read_text().splitlines() if '"remove"' in line]
+    assert raw == [json_text({"remove": removes[0]})]
     assert table.snapshot().files().num_rows == 1
 
 
