@@ -756,16 +756,9 @@ def optimize(
             removed = pa.concat_tables([b.files for b in bins])
             # The files rewritten are what this commit depends on: a concurrent commit removing one conflicts.
             txn.mark_files_read(removed)
-
-            def stage_removes(removed: pa.Table = removed, txn: Transaction = txn) -> None:
-                # Delta's OptimizeExecutor stamps every remove with the operation's start time.
-                txn.remove_files(removed, data_change=False, deletion_timestamp=started_ms)
-
             if rewriter is None:
-                # The removes are staged on this thread while the pool reads the bins.
-                written = _rewrite_here(snapshot, plan, bins, txn.written_files, while_rewriting=stage_removes)
+                written = _rewrite_here(snapshot, plan, bins, txn.written_files)
             else:
-                stage_removes()
                 written = [list(adds) for adds in rewriter(plan, bins)]
                 if len(written) != len(bins):
                     raise InvalidArgumentError(
@@ -775,6 +768,10 @@ def optimize(
                 written = [_as_zcube(adds, plan.zorder_by) for adds in written]
             # Files another process wrote are removed with the transaction's own if the commit fails.
             txn.add_files([a for adds in written for a in adds], written_for_this_commit=rewriter is not None)
+            # Delta's OptimizeExecutor stamps every remove with the operation's start time. Staged after
+            # the rewrite, not beside it: on 2 cores the main thread's staging slowed the readers more
+            # than it saved (benchmarks/README.md, comp21b).
+            txn.remove_files(removed, data_change=False, deletion_timestamp=started_ms)
             version = txn.commit(
                 "OPTIMIZE",
                 _operation_parameters(options, plan),
@@ -842,23 +839,10 @@ def _empty_plan(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
     )
 
 
-def _rewrite_here(
-    snapshot: Snapshot,
-    plan: OptimizePlan,
-    bins: Sequence[OptimizeBin],
-    written: WrittenFiles,
-    *,
-    while_rewriting: Callable[[], None] = lambda: None,
-) -> list[list[AddFile]]:
+def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[OptimizeBin], written: WrittenFiles) -> list[list[AddFile]]:
     """The bins rewritten in this process, two at a time: one bin's parquet encoding (which
-    releases the GIL) overlaps another's reads. Memory holds at most two bins.
-
-    ``while_rewriting`` runs on the calling thread once the pool has the bins (the
-    commit's serial preparation, overlapped with the reads); if it raises, the bins'
-    files are removed as for a failing bin.
-    """
+    releases the GIL) overlaps another's reads. Memory holds at most two bins."""
     if len(bins) == 1 or plan.zorder_by:  # a Z-order bin is a whole partition: one at a time
-        while_rewriting()
         return [
             rewrite_bin(
                 snapshot, b.files, zorder_by=plan.zorder_by, max_file_size=plan.max_file_size, written=written,
@@ -880,9 +864,7 @@ def _rewrite_here(
 
     try:
         with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:
-            pending = pool.map(one, range(len(bins)))
-            while_rewriting()
-            results = list(pending)
+            results = list(pool.map(one, range(len(bins))))
     except BaseException:
         for files in per_bin:
             files.remove_all()

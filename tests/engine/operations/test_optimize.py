@@ -103,7 +103,7 @@ def test_compaction_keeps_rows_fewer_files_data_change_false(table_path: str) ->
     file_actions = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
     assert len(file_actions) == files_before + 2
     assert all(a["dataChange"] is False for a in file_actions)
-    # As Delta's OptimizeExecutor: every remove carries the operation's start time (staged while bins are read).
+    # As Delta's OptimizeExecutor: every remove carries the operation's start time.
     removes = [a["remove"] for a in actions if "remove" in a]
     assert {r["deletionTimestamp"] for r in removes} == {result.metrics["startTimeMs"]}
     assert result.metrics["numFilesRemoved"] == files_before and result.metrics["numFilesAdded"] == 2
