@@ -512,34 +512,46 @@ _FILE = "__airflow_delta_file"  # the row's file: its index in the file actions 
 _ROW = "__airflow_delta_row"
 
 
-def _key_values(source: pa.Table, column: str) -> KeyValues:
+def _integer_keys(source: pa.Table, column: str, known: dict[str, _IntegerKeys | None]) -> _IntegerKeys | None:
+    """The source column's integer or date keys, sorted once per MERGE (kept in ``known``); None for other types."""
+    if column not in known:
+        numeric = _as_int64(_key_column(source.column(column)).drop_null())
+        known[column] = None if numeric is None else _IntegerKeys.of(numeric)
+    return known[column]
+
+
+def _key_values(source: pa.Table, column: str, known: dict[str, _IntegerKeys | None]) -> KeyValues:
     values = source.column(column)
     if pa.types.is_integer(values.type):
-        # Sorted once with numpy: the range and the distinct count without hashing every source row.
-        ordered = np.sort(_as_int64(_key_column(values).drop_null()))  # type: ignore[arg-type]
-        if not len(ordered):
+        # Sorted with numpy: the range and the distinct count without hashing every source row.
+        keys = _integer_keys(source, column, known)
+        assert keys is not None
+        if not len(keys.ordered):
             return None, None, []
-        distinct = ordered[_first_of_runs(ordered)]
-        return int(ordered[0]), int(ordered[-1]), distinct.tolist() if len(distinct) <= MAX_SKIPPING_KEYS else None
+        listed = keys.distinct.tolist() if len(keys.distinct) <= MAX_SKIPPING_KEYS else None
+        return int(keys.ordered[0]), int(keys.ordered[-1]), listed
     low_high = pc.min_max(values).as_py()
     distinct = pc.unique(values.drop_null()) if values.null_count < len(values) else pa.array([])
     listed = distinct.to_pylist() if len(distinct) <= MAX_SKIPPING_KEYS else None
     return low_high["min"], low_high["max"], listed
 
 
-def _read_filter(bound: BoundMerge, source: pa.Table) -> str | None:
+def _read_filter(bound: BoundMerge, source: pa.Table, known: dict[str, _IntegerKeys | None] | None = None) -> str | None:
     """The recorded read predicate: the Spark job's (``merge._read_target_files``), from the same pieces."""
     types = {f.name: f.type for f in bound.target_schema}
-    skipping = source_key_filter({t: (types[t], _key_values(source, s)) for t, s in bound.keys})
+    known = {} if known is None else known
+    skipping = source_key_filter({t: (types[t], _key_values(source, s, known)) for t, s in bound.keys})
     parts = [text for text in (target_only_filter(bound.spec, bound.target_schema.names), skipping) if text]
     return " AND ".join(f"({text})" for text in parts) or None
 
 
-def _read_target_files(txn: Transaction, bound: BoundMerge, source: pa.Table) -> tuple[str | None, pa.Table]:
+def _read_target_files(
+    txn: Transaction, bound: BoundMerge, source: pa.Table, known: dict[str, _IntegerKeys | None]
+) -> tuple[str | None, pa.Table]:
     """The target files to join, recorded as read, and the filter that chose them (the Spark job's choice)."""
     if bound.by_source:
         return None, txn.read_files(None)
-    for text in dict.fromkeys([_read_filter(bound, source), target_only_filter(bound.spec, bound.target_schema.names)]):
+    for text in dict.fromkeys([_read_filter(bound, source, known), target_only_filter(bound.spec, bound.target_schema.names)]):
         if text is None:
             continue
         try:
@@ -589,18 +601,19 @@ class _IntegerKeys:
     dense enough, a bitmap of which values in ``low..`` the source holds (one bit per value)."""
 
     ordered: np.ndarray
+    distinct: np.ndarray  # ``ordered`` without repeats
     low: int = 0
     bits: np.ndarray | None = None  # uint8, bit ``v - low`` (little-endian within each byte) set for each value v
 
     @classmethod
     def of(cls, values: np.ndarray) -> _IntegerKeys:
         ordered = np.sort(values)
+        distinct = ordered[_first_of_runs(ordered)]
         if not len(ordered):
-            return cls(ordered)
+            return cls(ordered, distinct)
         low, high = int(ordered[0]), int(ordered[-1])
         if high - low >= _BITS_PER_SOURCE_KEY * len(ordered) + (1 << 23):
-            return cls(ordered)
-        distinct = ordered[_first_of_runs(ordered)]
+            return cls(ordered, distinct)
         offsets = distinct - low
         byte_of = offsets >> 3
         bit = np.left_shift(np.uint8(1), (offsets & 7).astype(np.uint8))
@@ -608,7 +621,7 @@ class _IntegerKeys:
         starts = np.flatnonzero(_first_of_runs(byte_of))
         bits = np.zeros((high - low) // 8 + 1, dtype=np.uint8)
         bits[byte_of[starts]] = np.add.reduceat(bit, starts, dtype=np.uint8)
-        return cls(ordered, low, bits)
+        return cls(ordered, distinct, low, bits)
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
         if self.bits is not None:
@@ -641,14 +654,14 @@ class _KeyFilter:
     filtered on (every row is kept for it).
     """
 
-    def __init__(self, bound: BoundMerge, source: pa.Table) -> None:
+    def __init__(self, bound: BoundMerge, source: pa.Table, known: dict[str, _IntegerKeys | None]) -> None:
         self.checks: list[tuple[str, _IntegerKeys | pa.Array]] = []
         for target_column, source_column in bound.keys:
             values = _key_column(source.column(source_column)).drop_null()
             if values.type != _key_type(bound.target_schema.field(target_column).type):
                 continue
-            numeric = _as_int64(values)
-            self.checks.append((target_column, _IntegerKeys.of(numeric) if numeric is not None else pc.unique(values)))
+            keys = _integer_keys(source, source_column, known)
+            self.checks.append((target_column, keys if keys is not None else pc.unique(values)))
 
     def mask(self, rows: pa.Table) -> np.ndarray | None:
         """Per row of ``rows``, whether it may match (None: every row may)."""
@@ -725,11 +738,7 @@ def _read_target(
 
 def _key_type(data_type: pa.DataType) -> pa.DataType:
     """The type a join key of ``data_type`` is compared in: integers as int64, strings as string."""
-    if pa.types.is_integer(data_type):
-        return pa.int64()
-    if pa.types.is_large_string(data_type):
-        return pa.string()
-    return data_type
+    return pa.int64() if pa.types.is_integer(data_type) else _normal(data_type)
 
 
 def _key_column(values: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -842,7 +851,8 @@ def stage_merge(
     metrics["numSourceRows"] = source.num_rows
     parameters = operation_parameters(spec)
     scan_started = time.monotonic()
-    read_filter, files = _read_target_files(txn, bound, source)
+    known: dict[str, _IntegerKeys | None] = {}  # the source's integer keys, sorted once for both uses
+    read_filter, files = _read_target_files(txn, bound, source, known)
     metrics["numTargetFilesBeforeSkipping"] = snapshot.add_actions.num_rows
     metrics["numTargetFilesAfterSkipping"] = files.num_rows
     # Row groups the filter rules out hold no matched row either (it is a superset of the matches);
@@ -854,7 +864,7 @@ def stage_merge(
         files,
         read_filter if skips_row_groups else None,
         _target_columns(bound, context, use_deletion_vectors),
-        _KeyFilter(bound, source) if streams else None,
+        _KeyFilter(bound, source, known) if streams else None,
         stream_bytes,
     )
     s_rows, t_rows = _matched_pairs(bound, source, target)
