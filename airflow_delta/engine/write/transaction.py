@@ -436,8 +436,8 @@ class Transaction:
         self._encode_removes(removes)
 
     def _encode_removes(self, removes: Sequence[RemoveFile]) -> None:
-        """Encode staged removes now: OPTIMIZE stages thousands while its bins are read, so the
-        commit that follows writes their lines without building them. A remove that cannot be
+        """Encode staged removes once, when staged: every commit attempt's payload and the
+        ``.crc`` hook reuse the lines (an OPTIMIZE stages thousands). A remove that cannot be
         encoded is left to the commit, which reports it as before."""
         partitions_seen: dict[int, str] = {}
         for remove in removes:
