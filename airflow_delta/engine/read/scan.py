@@ -70,6 +70,9 @@ _FIELD_ID_BYTES = PARQUET_FIELD_ID_KEY.encode()
 _CHUNKS_PER_WORKER = 4
 # File layouts a scan remembers (files of one table are mostly stored alike; each lookup is linear).
 _KEPT_LAYOUTS = 8
+# Files up to this size (as the log records it) are read whole into memory and parsed there:
+# a small file's footer and column chunks are one read instead of several.
+_SMALL_FILE_BYTES = 1 << 20
 _PHYSICAL_NAME_BYTES = PHYSICAL_NAME_KEY.encode()
 _DELTA_FIELD_ID_BYTES = FIELD_ID_KEY.encode()
 
@@ -165,7 +168,8 @@ def read_data(
     )
     partition_arrays = {name: partitions.field(name) for name in partition_names if name in read_schema.names}
     # Partition values are taken per run of files below, not per file.
-    tasks = [_FileTask(path, deleted_rows[i], {}) for i, path in enumerate(paths)]
+    small_sizes = _small_sizes(files) if not plan.pre_buffer else [None] * len(paths)
+    tasks = [_FileTask(path, deleted_rows[i], {}, small_sizes[i]) for i, path in enumerate(paths)]
     # A few (large) files also decode their columns in parallel; many files already keep
     # every core busy one file each.
     column_threads = len(tasks) < (os.cpu_count() or 4)
@@ -191,6 +195,15 @@ def read_data(
         for start, stop in _same_layout_runs(stored)
     ]
     return pa.concat_tables(tables) if tables else empty_table(output_schema)
+
+
+def _small_sizes(files: pa.Table) -> list[int | None]:
+    """Per file, its logged size when at most :data:`_SMALL_FILE_BYTES` (read whole), else None."""
+    if "size" not in files.column_names:
+        return [None] * files.num_rows
+    sizes = files.column("size")
+    small = pc.and_kleene(pc.greater_equal(sizes, 0), pc.less_equal(sizes, _SMALL_FILE_BYTES))
+    return pc.if_else(small, sizes, None).to_pylist()
 
 
 def _rows_only(num_rows: int) -> pa.Table:
@@ -224,6 +237,9 @@ class _FileTask:
     path: str  # absolute, FileIO form
     deleted_rows: np.ndarray | None  # sorted row indexes the file's deletion vector removes
     partition_values: dict[str, pa.Scalar]
+    # The file's size as the log records it, when it is small enough to read whole (a hint:
+    # see FileIO.read_small_file); None: open it for reads of its footer and column chunks.
+    small_size: int | None = None
 
 
 def _project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
@@ -508,7 +524,8 @@ def _file_layout(plan: _FilePlan, path: str, parquet: ParquetReader) -> _FileLay
 
 
 def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
-    with plan.io.open_input_file(task.path) as source:
+    whole = plan.io.read_small_file(task.path, task.small_size) if task.small_size is not None else None
+    with (plan.io.open_input_file(task.path) if whole is None else pa.BufferReader(whole)) as source:
         # The reader pq.ParquetFile wraps, without its per-file Python set-up.
         parquet = ParquetReader()
         parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=plan.pre_buffer, arrow_extensions_enabled=True)

@@ -447,6 +447,37 @@ def test_missing_and_outside_files_are_refused(tmp_path: Path) -> None:
         read_data(snapshot, snapshot.add_actions)
 
 
+@pytest.mark.parametrize("logged", ["exact", "smaller", "larger", "zero"])
+def test_a_small_file_is_read_whole_whatever_size_the_log_says(tmp_path: Path, logged: str) -> None:
+    """Small local files are read into memory in one read; the logged size only decides how much
+    to ask for. A log that understates it falls back to the streamed open, one that overstates
+    it reads what is there: the rows are the same either way."""
+    data = pa.table({"id": pa.array(range(50), pa.int64()), "s": pa.array([f"v{i}" for i in range(50)])})
+    add = _write_file(tmp_path, "f.parquet", data)
+    size = {"exact": add.size, "smaller": add.size - 100, "larger": add.size + 5000, "zero": 0}[logged]
+    snapshot = _write_log(tmp_path, [_field("id", "long"), _field("s", "string")], [AddFile("f.parquet", {}, size, 0)])
+    assert read_data(snapshot, snapshot.add_actions).equals(data)
+
+
+def test_a_data_file_that_is_a_link_is_read_only_if_it_stays_inside(tmp_path: Path) -> None:
+    """The whole-file read never follows a link (O_NOFOLLOW): a linked data file takes the checked
+    open, which reads a link that stays inside the table and refuses one that leads out."""
+    table, outside = tmp_path / "t", tmp_path / "outside"
+    data = pa.table({"id": pa.array([1, 2], pa.int64())})
+    add = _write_file(table, "real.parquet", data)
+    outside.mkdir()
+    pq.write_table(pa.table({"id": pa.array([666], pa.int64())}), outside / "secret.parquet")
+    os.symlink(table / "real.parquet", table / "inside.parquet")
+    os.symlink(outside / "secret.parquet", table / "out.parquet")
+    snapshot = _write_log(table, [_field("id", "long")], [AddFile("inside.parquet", {}, add.size, 0)])
+    assert read_data(snapshot, snapshot.add_actions).equals(data)
+    size = os.path.getsize(outside / "secret.parquet")
+    snapshot = _write_log(tmp_path / "t2", [_field("id", "long")], [AddFile("out.parquet", {}, size, 0)])
+    os.symlink(outside / "secret.parquet", tmp_path / "t2" / "out.parquet")
+    with pytest.raises(PathOutsideTableError, match="real location"):
+        read_data(snapshot, snapshot.add_actions)
+
+
 def test_unreadable_parquet_is_reported_with_its_path(tmp_path: Path) -> None:
     (tmp_path / "bad.parquet").write_bytes(b"not parquet at all")
     snapshot = _write_log(tmp_path, [_field("id", "long")], [AddFile("bad.parquet", {}, 18, 0)])

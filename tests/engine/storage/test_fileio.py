@@ -128,6 +128,7 @@ def test_every_operation_refuses_a_linked_directory_leading_out(confined: tuple[
         "open_input_file": lambda: io.open_input_file(target),
         "read_bytes": lambda: io.read_bytes(target),
         "read_range": lambda: io.read_range(target, 0, 2),
+        "read_small_file": lambda: io.read_small_file(target, 100),
         "info": lambda: io.info(target),
         "exists": lambda: io.exists(target),
         "list_dir": lambda: io.list_dir(str(table / "out")),
@@ -164,6 +165,12 @@ def test_a_file_link_is_read_only_if_it_stays_inside_and_never_written_through(
         io.read_bytes(link)
     os.symlink(table / "sub" / "mine", table / "sub" / "inside-link")
     assert io.read_bytes(str(table / "sub" / "inside-link")) == b"mine"  # a link within the table is fine
+    # The whole-file read never goes through a link: it leaves links to the checked open above.
+    assert io.read_small_file(link, 100) is None
+    assert io.read_small_file(str(table / "sub" / "inside-link"), 100) is None
+    assert io.read_small_file(str(table / "sub" / "mine"), 4) == b"mine"
+    assert io.read_small_file(str(table / "sub" / "mine"), 100) == b"mine"  # a log that says more
+    assert io.read_small_file(str(table / "sub" / "mine"), 3) is None  # a file larger than the log says
     with pytest.raises(PathOutsideTableError, match="real location"):
         io.open_output_stream(link)  # a link leading out
     with pytest.raises(InvalidPathError, match="never writes through"):
@@ -243,7 +250,7 @@ _KINDS = st.sampled_from(["dir", "link-out", "link-in", "file-link-out", "missin
 @given(
     layout=st.lists(st.tuples(_NAMES, _KINDS), min_size=1, max_size=3),
     target=st.lists(_NAMES, min_size=1, max_size=3),
-    operation=st.sampled_from(["read", "info", "list", "write", "put", "stream", "delete"]),
+    operation=st.sampled_from(["read", "read_small", "info", "list", "write", "put", "stream", "delete"]),
 )
 def test_no_operation_ever_touches_outside_whatever_the_links(
     layout: list[tuple[str, str]], target: list[str], operation: str
@@ -282,6 +289,8 @@ def test_no_operation_ever_touches_outside_whatever_the_links(
         io, _root = resolve_table_uri(str(table))
         calls = {
             "read": lambda: io.read_bytes(path),
+            # As the scan reads a small data file: whole at once, or (a link) through the checked open.
+            "read_small": lambda: io.read_small_file(path, 1 << 10) or io.read_bytes(path),
             "info": lambda: io.info(path),
             "list": lambda: io.list_dir(path),
             "write": lambda: io.write_bytes(path, b"new"),
@@ -302,7 +311,7 @@ def test_no_operation_ever_touches_outside_whatever_the_links(
         if refused:
             assert not parent_inside or not inside
         # What leads out is refused (reads look at the file itself; writes and deletes at its directory).
-        if operation == "read" and not inside and os.path.exists(path):
+        if operation in ("read", "read_small") and not inside and os.path.exists(path):
             assert refused
         if operation in ("write", "put", "stream", "delete") and not parent_inside:
             assert refused
@@ -359,6 +368,7 @@ def test_atomic_output_removes_its_temporary_file_on_failure(tmp_path: Path) -> 
 
 _LOOP_OPERATIONS = {
     "read": lambda io, path: io.read_bytes(path),
+    "read_small": lambda io, path: io.read_small_file(path, 10) or io.read_bytes(path),
     "info": lambda io, path: io.info(path),
     "exists": lambda io, path: io.exists(path),
     "is_dir": lambda io, path: io.is_dir(path),
@@ -397,7 +407,7 @@ def test_a_symbolic_link_loop_on_the_way_is_a_typed_error(tmp_path: Path, operat
         _LOOP_OPERATIONS[operation](io, path if operation not in ("list", "walk") else os.path.dirname(path))
 
 
-@pytest.mark.parametrize("operation", ["read", "check_inside"])
+@pytest.mark.parametrize("operation", ["read", "read_small", "check_inside"])
 def test_a_file_that_is_a_link_loop_is_a_typed_error_when_read(tmp_path: Path, operation: str) -> None:
     table = tmp_path / "table"
     table.mkdir()
