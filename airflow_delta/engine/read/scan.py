@@ -201,9 +201,9 @@ def _small_sizes(files: pa.Table) -> list[int | None]:
     """Per file, its logged size when at most :data:`_SMALL_FILE_BYTES` (read whole), else None."""
     if "size" not in files.column_names:
         return [None] * files.num_rows
-    sizes = files.column("size")
-    small = pc.and_kleene(pc.greater_equal(sizes, 0), pc.less_equal(sizes, _SMALL_FILE_BYTES))
-    return pc.if_else(small, sizes, None).to_pylist()
+    # The tasks are Python objects anyway; comparing against Python ints in pyarrow compute
+    # would convert them, and the first conversion of a Python object imports pandas.
+    return [s if s is not None and 0 <= s <= _SMALL_FILE_BYTES else None for s in files.column("size").to_pylist()]
 
 
 def _rows_only(num_rows: int) -> pa.Table:
@@ -523,6 +523,25 @@ def _file_layout(plan: _FilePlan, path: str, parquet: ParquetReader) -> _FileLay
     return layout
 
 
+def _reads_whole_files(plan: _FilePlan, num_leaves: int) -> bool:
+    """Whether a file of ``num_leaves`` parquet columns may be stored like a known layout that reads every column."""
+    return any(k.leaves is None and k.names is None and k.num_leaves == num_leaves for k in plan.layouts)
+
+
+def _known_whole_layout(plan: _FilePlan, file_schema: pa.Schema, num_leaves: int) -> _FileLayout | None:
+    """The known layout that reads every column of files whose Arrow schema (field metadata, so field
+    ids, included) is ``file_schema``: a layout is worked out from that schema and the leaf count alone."""
+    for known in plan.layouts:
+        if (
+            known.leaves is None
+            and known.names is None
+            and known.num_leaves == num_leaves
+            and known.file_schema.equals(file_schema, check_metadata=True)
+        ):
+            return known
+    return None
+
+
 def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     whole = plan.io.read_small_file(task.path, task.small_size) if task.small_size is not None else None
     with (plan.io.open_input_file(task.path) if whole is None else pa.BufferReader(whole)) as source:
@@ -531,9 +550,20 @@ def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) 
         parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=plan.pre_buffer, arrow_extensions_enabled=True)
         metadata = parquet.metadata
         num_rows = metadata.num_rows
-        layout = _file_layout(plan, task.path, parquet)
-        if layout.names is not None:
-            raw = parquet.read_all(use_threads=use_threads).select(layout.names)
+        raw = None
+        if _reads_whole_files(plan, metadata.num_columns):
+            # Files like those met so far are read whole: read this one, then recognise its layout by the
+            # Arrow schema it came out with. (Recognising it by the parquet schema first would take
+            # FileMetaData.schema, which pyarrow keeps in a reference cycle: one per file, left to
+            # the garbage collector, which then runs every few hundred files holding the GIL.)
+            raw = parquet.read_all(use_threads=use_threads)
+            layout = _known_whole_layout(plan, raw.schema, metadata.num_columns) or _file_layout(plan, task.path, parquet)
+        else:
+            layout = _file_layout(plan, task.path, parquet)
+        if raw is not None and layout.names is None and layout.leaves is None:
+            pass  # read whole, as the layout reads
+        elif layout.names is not None:
+            raw = (raw if raw is not None else parquet.read_all(use_threads=use_threads)).select(layout.names)
         else:
             raw = parquet.read_all(column_indices=layout.leaves, use_threads=use_threads)
 

@@ -447,6 +447,50 @@ def test_missing_and_outside_files_are_refused(tmp_path: Path) -> None:
         read_data(snapshot, snapshot.add_actions)
 
 
+def test_files_of_several_layouts_interleaved_are_each_read_by_their_own(tmp_path: Path) -> None:
+    """Files read whole are recognised by the Arrow schema they come out with; one stored otherwise
+    (another column order, an extra column to leave out, another stored type) gets its own layout."""
+    base = pa.table({"id": pa.array([1, 2], pa.int64()), "s": pa.array(["a", "b"])})
+    shapes = {
+        "same": base,
+        "extra": base.append_column("dropped", pa.array([9, 9], pa.int64())),
+        "permuted": base.select(["s", "id"]),
+        "large": base.cast(pa.schema([("id", pa.int64()), ("s", pa.large_string())])),
+    }
+    order = ["same", "extra", "same", "permuted", "large", "same", "extra", "permuted"]
+    adds = []
+    for i, shape in enumerate(order):
+        data = shapes[shape].set_column(shapes[shape].schema.get_field_index("id"), "id", pa.array([2 * i, 2 * i + 1], pa.int64()))
+        adds.append(_write_file(tmp_path, f"f{i}.parquet", data))
+    snapshot = _write_log(tmp_path, [_field("id", "long"), _field("s", "string")], adds)
+    result = read_data(snapshot, snapshot.add_actions, max_workers=1)
+    assert result.schema == pa.schema([("id", pa.int64()), ("s", pa.string())])
+    assert result.column("id").to_pylist() == list(range(2 * len(order)))
+    assert result.column("s").to_pylist() == ["a", "b"] * len(order)
+
+
+def test_a_scan_of_many_files_leaves_no_reference_cycles(tmp_path: Path) -> None:
+    """Reading a file leaves nothing for the cyclic garbage collector (pyarrow's FileMetaData.schema
+    is a cycle): with thousands of files, collections would otherwise run every few hundred files."""
+    import gc
+
+    adds = [_write_file(tmp_path, f"f{i}.parquet", pa.table({"id": pa.array([i], pa.int64())})) for i in range(30)]
+    snapshot = _write_log(tmp_path, [_field("id", "long")], adds)
+    read_data(snapshot, snapshot.add_actions, max_workers=1)  # the layout, once per scan
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        read_data(snapshot, snapshot.add_actions, max_workers=1)
+        gc.collect()
+        left = [type(o).__name__ for o in gc.garbage if type(o).__module__.startswith("pyarrow")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert len(left) <= 2, left  # the one layout worked out by this scan
+
+
 @pytest.mark.parametrize("logged", ["exact", "smaller", "larger", "zero"])
 def test_a_small_file_is_read_whole_whatever_size_the_log_says(tmp_path: Path, logged: str) -> None:
     """Small local files are read into memory in one read; the logged size only decides how much
