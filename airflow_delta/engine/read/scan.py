@@ -489,6 +489,11 @@ class _FileLayout:
     parquet_schema: pq.ParquetSchema
     key_value_metadata: dict[bytes, bytes] | None
 
+    @property
+    def whole(self) -> bool:
+        """Whether files of this layout are read whole (every column)."""
+        return self.leaves is None and self.names is None
+
 
 def _file_layout(plan: _FilePlan, path: str, parquet: ParquetReader) -> _FileLayout:
     """The layout of the file ``parquet`` has open (found among those ``plan`` has seen, usually one).
@@ -523,25 +528,6 @@ def _file_layout(plan: _FilePlan, path: str, parquet: ParquetReader) -> _FileLay
     return layout
 
 
-def _reads_whole_files(plan: _FilePlan, num_leaves: int) -> bool:
-    """Whether a file of ``num_leaves`` parquet columns may be stored like a known layout that reads every column."""
-    return any(k.leaves is None and k.names is None and k.num_leaves == num_leaves for k in plan.layouts)
-
-
-def _known_whole_layout(plan: _FilePlan, file_schema: pa.Schema, num_leaves: int) -> _FileLayout | None:
-    """The known layout that reads every column of files whose Arrow schema (field metadata, so field
-    ids, included) is ``file_schema``: a layout is worked out from that schema and the leaf count alone."""
-    for known in plan.layouts:
-        if (
-            known.leaves is None
-            and known.names is None
-            and known.num_leaves == num_leaves
-            and known.file_schema.equals(file_schema, check_metadata=True)
-        ):
-            return known
-    return None
-
-
 def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _StoredRows:
     whole = plan.io.read_small_file(task.path, task.small_size) if task.small_size is not None else None
     with (plan.io.open_input_file(task.path) if whole is None else pa.BufferReader(whole)) as source:
@@ -551,16 +537,22 @@ def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) 
         metadata = parquet.metadata
         num_rows = metadata.num_rows
         raw = None
-        if _reads_whole_files(plan, metadata.num_columns):
+        num_leaves = metadata.num_columns
+        candidates = [known for known in plan.layouts if known.whole and known.num_leaves == num_leaves]
+        if candidates:
             # Files like those met so far are read whole: read this one, then recognise its layout by the
-            # Arrow schema it came out with. (Recognising it by the parquet schema first would take
-            # FileMetaData.schema, which pyarrow keeps in a reference cycle: one per file, left to
-            # the garbage collector, which then runs every few hundred files holding the GIL.)
+            # Arrow schema it came out with (field metadata, so field ids, included; a layout is worked
+            # out from that schema and the leaf count alone). Recognising it by the parquet schema first
+            # would take FileMetaData.schema, which pyarrow keeps in a reference cycle: one per file, left
+            # to the garbage collector, which then runs every few hundred files holding the GIL.
             raw = parquet.read_all(use_threads=use_threads)
-            layout = _known_whole_layout(plan, raw.schema, metadata.num_columns) or _file_layout(plan, task.path, parquet)
+            schema = raw.schema
+            layout = next((k for k in candidates if k.file_schema.equals(schema, check_metadata=True)), None)
+            if layout is None:
+                layout = _file_layout(plan, task.path, parquet)
         else:
             layout = _file_layout(plan, task.path, parquet)
-        if raw is not None and layout.names is None and layout.leaves is None:
+        if raw is not None and layout.whole:
             pass  # read whole, as the layout reads
         elif layout.names is not None:
             raw = (raw if raw is not None else parquet.read_all(use_threads=use_threads)).select(layout.names)
