@@ -26,7 +26,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -46,11 +46,6 @@ from airflow_delta.engine.model.arrow_numpy import (
     string_scalar,
 )
 from airflow_delta.engine.model.table_features import check_readable
-from airflow_delta.engine.read.checkpoint_reader import (
-    CheckpointActions,
-    read_checkpoint_actions,
-    read_checkpoint_file_actions,
-)
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
     LogAction,
@@ -66,6 +61,9 @@ from airflow_delta.engine.read.commit_reader import (
 )
 from airflow_delta.engine.read.listing import LogSegment, commit_version
 from airflow_delta.engine.storage.fileio import FileIO
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.checkpoint_reader import CheckpointActions
 
 
 @dataclass(frozen=True)
@@ -218,6 +216,8 @@ class FileActions:
         seg = self.segment
         if seg.checkpoint_version is None:
             return EMPTY_FILE_ACTIONS
+        from airflow_delta.engine.read.checkpoint_reader import read_checkpoint_file_actions  # see replay_metadata
+
         return read_checkpoint_file_actions(self.io, seg.checkpoint_version, seg.checkpoint_files, self._sidecars,
                                             key=key, partition_keys=self._partition_keys)
 
@@ -308,6 +308,10 @@ def replay_metadata(io: FileIO, segment: LogSegment, *, check_protocol: bool = T
     """
     checkpoint: CheckpointActions | None = None
     if segment.checkpoint_version is not None:
+        # Loaded with the first checkpoint read, not with the module: a log without a
+        # checkpoint (a young table, the OPTIMIZE benchmark's) never creates its classes.
+        from airflow_delta.engine.read.checkpoint_reader import read_checkpoint_actions
+
         checkpoint = read_checkpoint_actions(io, segment.table_root, segment.checkpoint_version,
                                              segment.checkpoint_files)
     versions = [commit_version(f.name) for f in segment.commit_files]

@@ -50,7 +50,6 @@ from airflow_delta.engine.errors import (
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, Protocol
 from airflow_delta.engine.model.arrow_numpy import bool_array, combined, empty_table, int64_array, mask_to_numpy
 from airflow_delta.engine.model.column_mapping import column_mapping_mode
-from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
 from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, materialized_columns, stable_values
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
@@ -395,6 +394,9 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
     column = files.column("deletion_vector")
     if column.null_count == len(column):
         return none
+    # Loaded once a file has a DV, not with the module: a table without DVs (an OPTIMIZE of
+    # one, every read of one) never needs the DV file code (random, zlib, Z85, pyroaring's bitmaps).
+    from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 
     # Only rows that have a DV become Python objects (files with DVs are the minority).
     groups: dict[tuple[str, str], list[tuple[int, DeletionVectorDescriptor]]] = {}

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 import string
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -379,6 +378,10 @@ def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> st
             ]
         )
     if layout.random_prefix_length:
+        # Imported here: only a table with delta.randomizeFilePrefixes needs it, and secrets
+        # loads hmac and hashlib (~2 ms) that no other writer uses.
+        import secrets
+
         alphabet = string.ascii_letters + string.digits
         return "".join(secrets.choice(alphabet) for _ in range(layout.random_prefix_length))
     return "/".join(

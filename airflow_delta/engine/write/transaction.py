@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -84,10 +84,8 @@ from airflow_delta.engine.model.commit_info import (
     encode_operation_metrics,
     encode_operation_parameters,
 )
-from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
 from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.model.property_validation import normalize_properties
 from airflow_delta.engine.read.listing import CommitFrontier, LogListing, commit_frontier, commit_path, list_log
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
@@ -110,7 +108,9 @@ from airflow_delta.engine.write.file_removes import (
 )
 from airflow_delta.engine.write.options import CommitOptions
 from airflow_delta.engine.write.retry import RetryPolicy
-from airflow_delta.engine.write.row_deletion import RowDeletion, stage_row_deletion
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.write.row_deletion import RowDeletion
 
 # Work after a successful commit (.crc file, automatic checkpoint, log cleanup): the
 # caller (the facade) passes it in, so the transaction never reaches up for it. It gets
@@ -492,6 +492,10 @@ class Transaction:
         }
         deletion_timestamp = check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
         check_int("target_dv_file_size", target_dv_file_size, minimum=1, optional=True)
+        # Loaded on the first DV delete, not with the module: the other writers (appends,
+        # OPTIMIZE) commit through this class without ever staging a deletion vector.
+        from airflow_delta.engine.write.row_deletion import stage_row_deletion
+
         summary = stage_row_deletion(
             self._require_snapshot(),
             self.metadata,
@@ -538,6 +542,10 @@ class Transaction:
             dv = getattr(action, "deletion_vector", None)
             if dv is None or dv.storage_type == "i":
                 continue
+            # Loaded here, not with the module: only a staged action with an on-disk DV needs the
+            # DV file code (random, zlib, Z85), which a commit without DVs (OPTIMIZE's) never imports.
+            from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
+
             try:
                 storage_paths.append(dv_absolute_path(root, dv))
             except InvalidPathError as exc:
@@ -567,6 +575,9 @@ class Transaction:
         check_str_mapping("properties", properties, none_values=True)
         base = self.metadata
         configuration = dict(base.configuration)
+        # Loaded here: only a commit that sets properties validates them (most commit none).
+        from airflow_delta.engine.model.property_validation import normalize_properties
+
         normalized = normalize_properties({k: v for k, v in properties.items() if v is not None})
         if normalized.min_reader_version is not None or normalized.min_writer_version is not None:
             raise InvalidTransactionError(
@@ -1332,7 +1343,6 @@ __all__ = [
     "ConcurrentModificationError",
     "IsolationLevel",
     "PostCommitHook",
-    "RowDeletion",
     "Transaction",
     "encode_operation_metrics",
     "encode_operation_parameters",
