@@ -30,8 +30,8 @@ import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 from typing import Protocol as Interface
 
 import numpy as np
@@ -160,6 +160,7 @@ def read_data(
         partition_names=partition_names,
         mode=mode,
         row_filter=row_filter,
+        layouts=[],
         pre_buffer=not isinstance(snapshot.io, LocalFileIO),
     )
     partition_arrays = {name: partitions.field(name) for name in partition_names if name in read_schema.names}
@@ -200,8 +201,10 @@ def _rows_only(num_rows: int) -> pa.Table:
 # ------------------------------------------------------------------------------- planning
 
 
-@dataclass(frozen=True, slots=True)
-class _FilePlan:
+# The scan's private records are named tuples and plain slotted classes, not dataclasses:
+# a frozen dataclass costs over a millisecond to create at import (it compiles six methods),
+# a named tuple a quarter of that, and nothing here compares, prints or copies them.
+class _FilePlan(NamedTuple):
     """What every file read of one scan shares."""
 
     io: FileIO
@@ -211,18 +214,20 @@ class _FilePlan:
     partition_names: set[str]
     mode: str
     row_filter: pc.Expression | None
+    # File layouts met so far (see _file_layout), shared by the scan's threads: pass a new list.
+    layouts: list[_FileLayout]
     # Arrow's pre-buffering coalesces a file's column reads into few requests, which pays on
     # object stores; on a local disk it only hands each small read to an I/O thread and waits.
     pre_buffer: bool = True
-    # File layouts met so far (see _file_layout), shared by the scan's threads.
-    layouts: list[_FileLayout] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
 class _FileTask:
-    path: str  # absolute, FileIO form
-    deleted_rows: np.ndarray | None  # sorted row indexes the file's deletion vector removes
-    partition_values: dict[str, pa.Scalar]
+    __slots__ = ("deleted_rows", "partition_values", "path")
+
+    def __init__(self, path: str, deleted_rows: np.ndarray | None, partition_values: dict[str, pa.Scalar]) -> None:
+        self.path = path  # absolute, FileIO form
+        self.deleted_rows = deleted_rows  # sorted row indexes the file's deletion vector removes
+        self.partition_values = partition_values
 
 
 def _project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
@@ -428,13 +433,15 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
 # ------------------------------------------------------------------------------ one file
 
 
-@dataclass(frozen=True, slots=True)
 class _StoredRows:
     """The live rows of one file as the file stores them (deletion vector applied), and its layout."""
 
-    raw: pa.Table  # the file's columns that hold table columns, under the file's own names and types
-    num_rows: int
-    layout: _FileLayout
+    __slots__ = ("layout", "num_rows", "raw")
+
+    def __init__(self, raw: pa.Table, num_rows: int, layout: _FileLayout) -> None:
+        self.raw = raw  # the file's columns that hold table columns, under the file's own names and types
+        self.num_rows = num_rows
+        self.layout = layout
 
 
 def _file_error(path: str, exc: Exception) -> DeltaError:
@@ -459,8 +466,7 @@ def _read_stored(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _Stored
         raise _file_error(task.path, exc) from exc
 
 
-@dataclass(frozen=True, slots=True)
-class _FileLayout:
+class _FileLayout(NamedTuple):
     """Where the table's columns are in files stored with one schema, worked out once per schema."""
 
     file_schema: pa.Schema
@@ -823,6 +829,7 @@ def _unfiltered_plan(snapshot: ScanSource, columns: Sequence[str]) -> _FilePlan:
         partition_names=set(snapshot.partition_columns),
         mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
         row_filter=None,
+        layouts=[],
     )
 
 

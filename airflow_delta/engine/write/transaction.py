@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
@@ -110,6 +109,8 @@ from airflow_delta.engine.write.options import CommitOptions
 from airflow_delta.engine.write.retry import RetryPolicy
 
 if TYPE_CHECKING:
+    import random
+
     from airflow_delta.engine.write.row_deletion import RowDeletion
 
 # Work after a successful commit (.crc file, automatic checkpoint, log cleanup): the
@@ -142,9 +143,12 @@ _ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 
 
 
-@dataclass(frozen=True)
-class _CommitPlan:
-    """What a commit writes and checks, decided once before its first attempt."""
+class _CommitPlan(NamedTuple):
+    """What a commit writes and checks, decided once before its first attempt.
+
+    A named tuple, not a frozen dataclass: as immutable, and a quarter of the cost to
+    create at import (a frozen dataclass compiles six methods), which every committing process pays.
+    """
 
     operation: str
     operation_parameters: Mapping[str, Any] | None
@@ -168,24 +172,31 @@ class _CommitPlan:
     read_high_water_mark: int = row_tracking.MISSING_HIGH_WATER_MARK
 
 
-@dataclass
 class _Race:
-    """The state of the attempts of one commit: where it tries next and what it learned."""
+    """The state of the attempts of one commit: where it tries next and what it learned.
 
-    attempt_version: int
-    previous_ts: int | None  # in-commit timestamp (or file time) the next commit must exceed
-    next_version: int = 0
-    lost: int = 0
-    # A version this transaction's write may have landed in (the write reported an
-    # error) that has not been read back yet; attempts only move past a version after
-    # reading it, so there is at most one.
-    unresolved: int | None = None
-    storage_error: BaseException | None = None
-    # A commit write is under way: if it raises, whether it landed is unknown.
-    in_flight: bool = False
-    # The log as checked before each attempt, by version: an attempt that reported an
-    # error but landed is confirmed against it when it is found.
-    frontiers: dict[int, CommitFrontier] = field(default_factory=dict)
+    A plain slotted class, not a dataclass (about a millisecond to create at import).
+    """
+
+    __slots__ = (
+        "attempt_version", "frontiers", "in_flight", "lost", "next_version", "previous_ts", "storage_error", "unresolved",
+    )
+
+    def __init__(self, attempt_version: int, previous_ts: int | None) -> None:
+        self.attempt_version = attempt_version
+        self.previous_ts = previous_ts  # in-commit timestamp (or file time) the next commit must exceed
+        self.next_version = 0
+        self.lost = 0
+        # A version this transaction's write may have landed in (the write reported an
+        # error) that has not been read back yet; attempts only move past a version after
+        # reading it, so there is at most one.
+        self.unresolved: int | None = None
+        self.storage_error: BaseException | None = None
+        # A commit write is under way: if it raises, whether it landed is unknown.
+        self.in_flight = False
+        # The log as checked before each attempt, by version: an attempt that reported an
+        # error but landed is confirmed against it when it is found.
+        self.frontiers: dict[int, CommitFrontier] = {}
 
     @property
     def may_have_landed(self) -> bool:
@@ -231,7 +242,8 @@ class Transaction:
         self.retry: RetryPolicy = options.retry
         self.engine_info = options.engine_info
         self.txn_id = str(uuid.uuid4())
-        self._rng = random.Random(options.seed)
+        self._seed = options.seed
+        self._rng: random.Random | None = None  # made on the first backoff (see _commit)
         self._committer: Committer = committer if committer is not None else FileIOCommitter(location)
         self._post_commit = post_commit
         self._requested_isolation = (
@@ -731,6 +743,12 @@ class Transaction:
             if self.attempts < self.retry.max_attempts:
                 # Sleep *before* catching up with the winners, so the attempt that follows
                 # targets the newest version rather than one that aged during the sleep.
+                if self._rng is None:
+                    # Imported here: only a commit that lost a race draws a backoff, and most
+                    # processes never lose one (random with its hashing costs ~1 ms to import).
+                    import random
+
+                    self._rng = random.Random(self._seed)
                 delay = self.retry.backoff(race.lost, self._rng)
                 if delay > 0:
                     time.sleep(delay)
