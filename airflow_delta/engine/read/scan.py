@@ -53,12 +53,12 @@ from airflow_delta.engine.model.column_mapping import column_mapping_mode
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
 from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, materialized_columns, stable_values
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
-from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 from airflow_delta.engine.storage.paths import check_log_paths, encode_log_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.expressions import Predicate
+    from airflow_delta.engine.read.row_groups import RowGroupColumn
 
 # Upper bound of concurrent file reads; object stores like more, local disks need fewer.
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
@@ -924,6 +924,10 @@ def _groups_to_read(
     if predicate is None:
         groups = list(range(metadata.num_row_groups))
     else:
+        # Imported here: only a read with a predicate prunes row groups by their statistics
+        # (an OPTIMIZE or a whole-table read never does).
+        from airflow_delta.engine.read.row_groups import row_groups_may_match
+
         groups = row_groups_may_match(predicate, metadata, _leaf_columns(plan.read_schema, file_schema, metadata, matches))
     if row_groups is not None:
         groups = [g for g in groups if g in row_groups]
@@ -973,6 +977,8 @@ def _leaf_columns(
     first_leaf = np.concatenate([[0], np.cumsum([_leaf_count(f.type) for f in file_schema])]).astype(np.int64)
     if int(first_leaf[-1]) != metadata.num_columns:
         return {}  # a layout we do not understand: no statistics, every row group is read
+    from airflow_delta.engine.read.row_groups import RowGroupColumn  # with the pruning (_groups_to_read)
+
     out: dict[str, RowGroupColumn] = {}
     for name, index in matches.items():
         if index is None:

@@ -25,7 +25,7 @@ import re
 import string
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,10 +59,12 @@ from airflow_delta.engine.model.table_features import (
     check_writable,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 from airflow_delta.engine.storage.written_files import WrittenFiles
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.table_context import TableContext
 
 log = logging.getLogger(__name__)
 
@@ -392,6 +394,18 @@ def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> st
     )
 
 
+def _check_source(snapshot: object) -> None:
+    """What the writers take: a Snapshot, or a TableContext (Spark executors).
+
+    TableContext is imported only for a value that is not a Snapshot: a writer in the
+    driver's process (OPTIMIZE, an append) never needs its module.
+    """
+    if not isinstance(snapshot, Snapshot):
+        from airflow_delta.engine.read.table_context import TableContext
+
+        check_instance("snapshot", snapshot, (Snapshot, TableContext))
+
+
 def _file_name(index: int, compression: str, token: str | None = None, *, kind: str = "part") -> str:
     unique = f"{token}-{uuid.uuid4()}" if token else str(uuid.uuid4())
     return f"{kind}-{index:05d}-{unique}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
@@ -593,7 +607,7 @@ def write_data_files(
     file name, so that a job whose writers may outlive its own cleanup (Spark tasks being
     killed) can find and remove the files it wrote.
     """
-    check_instance("snapshot", snapshot, (Snapshot, TableContext))
+    _check_source(snapshot)
     check_str("name_token", name_token, optional=True)
     if name_token is not None and not _NAME_TOKEN.fullmatch(name_token):
         raise InvalidArgumentError("name_token", name_token, "1 to 64 ASCII letters, digits or '-'")
@@ -659,7 +673,7 @@ def write_change_data_files(
     ``written`` and ``name_token`` as in :func:`write_data_files`; files of a failed call
     are removed.
     """
-    check_instance("snapshot", snapshot, (Snapshot, TableContext))
+    _check_source(snapshot)
     check_str("name_token", name_token, optional=True)
     if name_token is not None and not _NAME_TOKEN.fullmatch(name_token):
         raise InvalidArgumentError("name_token", name_token, "1 to 64 ASCII letters, digits or '-'")

@@ -76,9 +76,9 @@ from airflow_delta.engine.model.arguments import (
     check_str_sequence,
 )
 from airflow_delta.engine.model.arrow_numpy import string_array
-from airflow_delta.engine.model.column_defaults import IDENTITY_COMMIT_TAG, is_identity_only_update
 from airflow_delta.engine.model.commit_info import (
     ENGINE_INFO,
+    IDENTITY_COMMIT_TAG,
     build_commit_info,
     encode_operation_metrics,
     encode_operation_parameters,
@@ -790,7 +790,15 @@ class Transaction:
                 "a transaction cannot replace the table identity"
             )
         removed_keys = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
-        if write_metadata and read_metadata is not None and is_identity_only_update(read_metadata, metadata):
+        if write_metadata and read_metadata is not None:
+            # Imported here: only a commit that writes metadata asks (a writer that stages files
+            # alone, such as OPTIMIZE, never needs the identity-column code).
+            from airflow_delta.engine.model.column_defaults import is_identity_only_update
+
+            identity_only = is_identity_only_update(read_metadata, metadata)
+        else:
+            identity_only = False
+        if identity_only:
             # Delta tags a commit whose only metadata change is identity high-water marks,
             # so that concurrent writers that change no metadata need not conflict with it.
             tags = {**(tags or {}), IDENTITY_COMMIT_TAG: "true"}

@@ -151,10 +151,12 @@ def test_dv_delete_on_a_spark_table_with_deletion_vectors_is_pandas_free(tmp_pat
     assert DeltaTable(str(root)).snapshot().to_arrow().num_rows == before - found["deleted"]  # type: ignore[operator]
 
 
-# What a plain OPTIMIZE (no appId) of a table without deletion vectors, checkpoints or
-# manifests has no use for: the other operations' results, the DV code (and pyroaring),
-# the checkpoint reader, the manifest writer, property validation, resumable-OPTIMIZE
-# bookkeeping, and the stdlib modules only those pieces (and a commit's backoff) need.
+# What a plain OPTIMIZE (no appId) of a local table without deletion vectors, checkpoints,
+# manifests or identity columns has no use for: the other operations' results, the DV code
+# (and pyroaring), the checkpoint reader, the manifest writer, property validation,
+# resumable-OPTIMIZE bookkeeping, row-group pruning (it reads whole files), the executors'
+# TableContext, object-store URI parsing, and the stdlib modules only those pieces (and a
+# commit's backoff) need.
 # Each costs import time in every fresh worker process that compacts a table.
 _OPTIMIZE_CHILD = """
 import json, os, sys
@@ -166,6 +168,8 @@ UNUSED = (
     "airflow_delta.engine.operations.manifest", "airflow_delta.engine.read.checkpoint_reader",
     "airflow_delta.engine.write.row_deletion", "airflow_delta.engine.model.deletion_vector_files",
     "airflow_delta.engine.model.roaring_bitmap", "airflow_delta.engine.model.property_validation",
+    "airflow_delta.engine.model.column_defaults", "airflow_delta.engine.read.row_groups",
+    "airflow_delta.engine.read.table_context", "airflow_delta.engine.storage.options",
 )
 print(json.dumps({
     "versions": list(result.versions), "removed": result.metrics["numFilesRemoved"],
