@@ -198,6 +198,8 @@ DURATION_DEFAULTS: dict[str, timedelta | None] = {
 
 @dataclass(frozen=True, slots=True)
 class TableProperties:
+    """The ``delta.*`` table properties this engine acts on, parsed, with Delta's defaults."""
+
     append_only: bool = False
     checkpoint_interval: int = 10
     checkpoint_policy: str = "classic"
