@@ -94,12 +94,14 @@ def _symlink_manifests(
     Like the other steps it never raises: a table that cannot have manifests (deletion
     vectors, column mapping) is logged as an error, the commit stands.
     """
-    # Imported here: only a table with the manifest property set needs the manifest writer.
-    from airflow_delta.engine.operations.manifest import manifests_after_commit
-
     try:
         if snapshot is None:
             snapshot = load_snapshot(location.io, location.root, version)
+        # Imported here: only a table with the manifest property set needs the manifest writer
+        # (inside the try, like the checkpoint writer below: the commit stands whatever fails,
+        # and the failure is logged with its traceback).
+        from airflow_delta.engine.operations.manifest import manifests_after_commit
+
         manifests_after_commit(location, snapshot, actions)
     except Exception:
         log.error("post-commit: could not update the symlink manifests after version %d", version, exc_info=True)
