@@ -276,6 +276,7 @@ if TYPE_CHECKING:
         range_ids_from_bounds,
         rewrite_bin,
     )
+    from airflow_delta.engine.operations.optimize_result import OptimizeResult, PartitionOptimizePlan
     from airflow_delta.engine.operations.options import CheckpointOptions
     from airflow_delta.engine.operations.results import (
         DELETE_METRIC_NAMES,
@@ -283,8 +284,6 @@ if TYPE_CHECKING:
         CheckpointRunResult,
         DeleteResult,
         HealthReport,
-        OptimizeResult,
-        PartitionOptimizePlan,
         RestoreResult,
         SizeBucket,
         VacuumResult,
@@ -410,9 +409,10 @@ _PUBLIC_BY_MODULE: dict[str, tuple[str, ...]] = {
         "range_bounds", "range_ids_from_bounds", "rewrite_bin",
     ),
     "airflow_delta.engine.operations.options": ("CheckpointOptions",),
+    "airflow_delta.engine.operations.optimize_result": ("OptimizeResult", "PartitionOptimizePlan"),
     "airflow_delta.engine.operations.results": (
         "AppendResult", "CheckpointRunResult", "DELETE_METRIC_NAMES", "DeleteResult", "HealthReport",
-        "OptimizeResult", "PartitionOptimizePlan", "RestoreResult", "SizeBucket", "VacuumResult",
+        "RestoreResult", "SizeBucket", "VacuumResult",
     ),
     "airflow_delta.engine.operations.vacuum": (
         "ListFiles", "TableListing", "list_table_files", "list_top_level", "merge_listings",

@@ -40,13 +40,13 @@ if TYPE_CHECKING:
     from airflow_delta.engine.operations.convert import ConvertResult, FooterReader
     from airflow_delta.engine.operations.manifest import ManifestResult
     from airflow_delta.engine.operations.optimize import BinRewriter
+    from airflow_delta.engine.operations.optimize_result import OptimizeResult
     from airflow_delta.engine.operations.options import CheckpointOptions
     from airflow_delta.engine.operations.results import (
         AppendResult,
         CheckpointRunResult,
         DeleteResult,
         HealthReport,
-        OptimizeResult,
         RestoreResult,
         VacuumResult,
     )

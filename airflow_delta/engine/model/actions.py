@@ -140,6 +140,8 @@ def check_action_body(key: str, body: Any) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
+    """The ``protocol`` action: the minimum reader and writer versions and (reader 3, writer 7) the table features."""
+
     min_reader_version: int
     min_writer_version: int
     reader_features: frozenset[str] | None = None
@@ -180,12 +182,16 @@ class Protocol:
 
 @dataclass(frozen=True, slots=True)
 class Format:
+    """The ``format`` of a ``metaData`` action: always ``parquet``, with its options."""
+
     provider: str = "parquet"
     options: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
 
 
 @dataclass(frozen=True, slots=True)
 class Metadata:
+    """The ``metaData`` action: the table's id, schema, partition columns and properties."""
+
     id: str
     schema_string: str
     partition_columns: tuple[str, ...] = ()
@@ -259,6 +265,8 @@ class SetTransaction:
 
 @dataclass(frozen=True, slots=True)
 class DomainMetadata:
+    """The ``domainMetadata`` action: one domain's configuration, or its removal."""
+
     domain: str
     configuration: str
     removed: bool = False
@@ -313,6 +321,8 @@ class DeletionVectorDescriptor:
 
 @dataclass(frozen=True, slots=True)
 class AddFile:
+    """The ``add`` action: a data file now in the table, with its statistics and deletion vector."""
+
     path: str  # URI-encoded, as written to the log
     partition_values: Mapping[str, str | None]
     size: int
@@ -387,6 +397,8 @@ class AddFile:
 
 @dataclass(frozen=True, slots=True)
 class RemoveFile:
+    """The ``remove`` action: a data file (with its deletion vector) no longer in the table."""
+
     path: str
     deletion_timestamp: int | None = None
     data_change: bool = True
@@ -446,6 +458,8 @@ class RemoveFile:
 
 @dataclass(frozen=True, slots=True)
 class AddCDCFile:
+    """The ``cdc`` action: a Change Data Feed file the commit wrote."""
+
     path: str
     partition_values: Mapping[str, str | None]
     size: int

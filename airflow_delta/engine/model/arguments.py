@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from airflow_delta.engine.errors import InvalidArgumentError
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor
-from airflow_delta.engine.model.roaring_bitmap import MAX_ROW_INDEX, RoaringBitmapArray
 
 __all__ = [
     "check_bool",
@@ -40,9 +39,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-_MAX_ROW_INDEX = MAX_ROW_INDEX  # the largest row index a deletion vector holds
-
 
 def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
@@ -185,6 +181,10 @@ def check_row_indexes(name: str, value: object) -> np.ndarray | pa.Array | pa.Ch
     1-D int64/uint64 numpy array). Floats (even 1.0), bools, strings, nulls, nested lists
     and negative numbers are refused here, with the argument named.
     """
+    # Imported here, not with the module: every verb checks its arguments with this module,
+    # and only a DV delete needs the bitmaps (pyroaring).
+    from airflow_delta.engine.model.roaring_bitmap import MAX_ROW_INDEX, RoaringBitmapArray
+
     if isinstance(value, RoaringBitmapArray):
         return value
     if isinstance(value, range):
@@ -213,15 +213,15 @@ def check_row_indexes(name: str, value: object) -> np.ndarray | pa.Array | pa.Ch
         except OverflowError:
             array = np.asarray([int(i) for i in items], dtype=object)
     if array.dtype == object:
-        raise InvalidArgumentError(name, value, f"row positions must be between 0 and {_MAX_ROW_INDEX}")
+        raise InvalidArgumentError(name, value, f"row positions must be between 0 and {MAX_ROW_INDEX}")
     if array.ndim != 1:
         raise InvalidArgumentError(name, value, f"pass a flat list of row positions, not an array of shape {array.shape}")
     if array.dtype.kind not in "iu":
         raise InvalidArgumentError(name, value, f"pass integer row positions, not an array of {array.dtype}")
     if array.size and array.dtype.kind == "i" and int(array.min()) < 0:
         raise InvalidArgumentError(name, int(array.min()), "row positions are 0-based: every one must be >= 0")
-    if array.size and int(array.max()) > _MAX_ROW_INDEX:
-        raise InvalidArgumentError(name, int(array.max()), f"row positions must be at most {_MAX_ROW_INDEX}")
+    if array.size and int(array.max()) > MAX_ROW_INDEX:
+        raise InvalidArgumentError(name, int(array.max()), f"row positions must be at most {MAX_ROW_INDEX}")
     return array
 
 

@@ -10,7 +10,7 @@ What Delta keeps in a column's metadata and the rules writers follow (PROTOCOL.m
   furthest in the step's direction ever generated. New values are
   ``highWaterMark + step * k`` (``start + step * k`` before any), ``k >= 0``, unique within a
   write; the write records its own furthest value as the new high-water mark in the
-  same commit (a metadata update, tagged :data:`IDENTITY_COMMIT_TAG` when it is the only
+  same commit (a metadata update, tagged :data:`~.commit_info.IDENTITY_COMMIT_TAG` when it is the only
   change, so that concurrent commits without a metadata update do not conflict with it).
 * A generated column has ``delta.generationExpression``, a Spark SQL expression over the
   row's other columns; every written row must hold ``column <=> expression``.
@@ -39,9 +39,6 @@ IDENTITY_HIGH_WATER_MARK_KEY = "delta.identity.highWaterMark"
 IDENTITY_ALLOW_EXPLICIT_INSERT_KEY = "delta.identity.allowExplicitInsert"
 GENERATION_EXPRESSION_KEY = "delta.generationExpression"
 CURRENT_DEFAULT_KEY = "CURRENT_DEFAULT"
-# The commitInfo tag Delta puts on a commit whose only metadata change is identity
-# high-water marks (DeltaSourceUtils.IDENTITY_COMMITINFO_TAG).
-IDENTITY_COMMIT_TAG = "delta.identity.schemaUpdate"
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
@@ -211,7 +208,7 @@ def with_identity_high_water_marks(metadata: Metadata, candidates: Mapping[str, 
 
 def without_identity_high_water_marks(schema_json: Mapping[str, Any] | str) -> dict[str, Any]:
     """The schema with every ``delta.identity.highWaterMark`` removed: what two metadata compare on
-    to tell an identity-only update (:data:`IDENTITY_COMMIT_TAG`) from any other."""
+    to tell an identity-only update (:data:`~.commit_info.IDENTITY_COMMIT_TAG`) from any other."""
     schema = json.loads(json.dumps(parse_schema_json(schema_json)))
     for field in schema.get("fields", []):
         meta = field.get("metadata")

@@ -10,6 +10,10 @@ from airflow_delta import __version__
 from airflow_delta.engine.model.json_text import json_text
 
 ENGINE_INFO = f"airflow-delta/{__version__}"
+# The commitInfo tag Delta puts on a commit whose only metadata change is identity
+# high-water marks (DeltaSourceUtils.IDENTITY_COMMITINFO_TAG). Here rather than with the
+# identity columns (column_defaults) because conflict checking reads it on every commit.
+IDENTITY_COMMIT_TAG = "delta.identity.schemaUpdate"
 
 
 def encode_operation_parameters(parameters: Mapping[str, Any] | None) -> dict[str, str | bool | int | float | None]:
@@ -83,4 +87,4 @@ def build_commit_info(
     return info
 
 
-__all__ = ["ENGINE_INFO", "build_commit_info", "encode_operation_metrics", "encode_operation_parameters"]
+__all__ = ["ENGINE_INFO", "IDENTITY_COMMIT_TAG", "build_commit_info", "encode_operation_metrics", "encode_operation_parameters"]

@@ -198,6 +198,8 @@ DURATION_DEFAULTS: dict[str, timedelta | None] = {
 
 @dataclass(frozen=True, slots=True)
 class TableProperties:
+    """The ``delta.*`` table properties this engine acts on, parsed, with Delta's defaults."""
+
     append_only: bool = False
     checkpoint_interval: int = 10
     checkpoint_policy: str = "classic"
@@ -340,3 +342,13 @@ class TableProperties:
         """Refuse, when a table is given them, durations Delta refuses or would misread."""
         for key, value in self.durations:
             check_interval_settable(key, value)
+
+
+# Here, beside the other properties, rather than with the manifest writer: every commit's
+# post-commit step asks whether it is set, and only a table that sets it loads that writer.
+SYMLINK_MANIFEST_PROPERTY = "delta.compatibility.symlinkFormatManifest.enabled"
+
+
+def symlink_manifest_enabled(configuration: Mapping[str, str]) -> bool:
+    """Whether the table asks for manifests after each commit (the property, case-insensitively true)."""
+    return str(configuration.get(SYMLINK_MANIFEST_PROPERTY, "false")).strip().lower() == "true"

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from airflow_delta.engine.errors import ManifestNotSupportedError
 from airflow_delta.engine.model.arrow_numpy import group_row_indices, int64_array, null_scalar, string_scalar
 from airflow_delta.engine.model.column_mapping import column_mapping_mode
+from airflow_delta.engine.model.properties import SYMLINK_MANIFEST_PROPERTY, symlink_manifest_enabled
 from airflow_delta.engine.read.snapshot import Snapshot, relative_paths
 from airflow_delta.engine.storage.fileio import LocalFileIO
 from airflow_delta.engine.storage.location import TableLocation
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 
 MANIFEST_DIR = "_symlink_format_manifest"
 MANIFEST_FILE = "manifest"
-SYMLINK_MANIFEST_PROPERTY = "delta.compatibility.symlinkFormatManifest.enabled"
 # A partition: its values as the log writes them, in the table's partition column order.
 PartitionKey = tuple[str | None, ...]
 
@@ -71,11 +71,6 @@ class ManifestResult:
             "deleted": list(self.deleted),
             "numDataFiles": self.num_data_files,
         }
-
-
-def symlink_manifest_enabled(configuration: Mapping[str, str]) -> bool:
-    """Whether the table asks for manifests after each commit (the property, case-insensitively true)."""
-    return str(configuration.get(SYMLINK_MANIFEST_PROPERTY, "false")).strip().lower() == "true"
 
 
 def generate_symlink_manifest(

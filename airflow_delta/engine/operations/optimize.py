@@ -53,14 +53,7 @@ from airflow_delta.engine.model.column_mapping import ColumnMapping
 from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.stats_columns import indexed_columns
 from airflow_delta.engine.model.stats_parse import parse_stats
-from airflow_delta.engine.operations.optimize_progress import (
-    OPTIMIZE_APP_ID_TAG,
-    OPTIMIZE_BATCH_TAG,
-    EarlierBatches,
-    batch_tag,
-    find_earlier_batches,
-)
-from airflow_delta.engine.operations.results import OptimizeResult, PartitionOptimizePlan
+from airflow_delta.engine.operations.optimize_result import OptimizeResult, PartitionOptimizePlan
 from airflow_delta.engine.read.scan import read_data
 from airflow_delta.engine.storage.written_files import WrittenFiles
 from airflow_delta.engine.write.data_files import write_data_files
@@ -68,6 +61,7 @@ from airflow_delta.engine.write.options import CommitOptions, OptimizeOptions
 from airflow_delta.engine.write.transaction import PostCommitHook, Transaction
 
 if TYPE_CHECKING:
+    from airflow_delta.engine.operations.optimize_progress import EarlierBatches
     from airflow_delta.engine.read.snapshot import Snapshot
     from airflow_delta.engine.read.table_context import TableContext
     from airflow_delta.engine.storage.location import TableLocation
@@ -713,7 +707,17 @@ def optimize(
     started_ms = _now_ms()
     if snapshot is None:
         raise TableNotFoundError(location.uri, "OPTIMIZE needs an existing table")
-    earlier = find_earlier_batches(location, snapshot, app_id) if app_id is not None else None
+    earlier: EarlierBatches | None = None
+    if app_id is not None:
+        # Loaded only for a resumable OPTIMIZE (an appId): a plain one never looks for earlier batches.
+        from airflow_delta.engine.operations.optimize_progress import (
+            OPTIMIZE_APP_ID_TAG,
+            OPTIMIZE_BATCH_TAG,
+            batch_tag,
+            find_earlier_batches,
+        )
+
+        earlier = find_earlier_batches(location, snapshot, app_id)
     remaining = _remaining_budget(options, earlier)
     if earlier is not None and not options.dry_run:
         mapping = ColumnMapping.from_metadata(snapshot.metadata, snapshot.protocol)

@@ -16,8 +16,7 @@ from typing import Any
 from airflow_delta.engine.checkpoint.maintenance import check_log_maintenance_supported, should_checkpoint
 from airflow_delta.engine.errors import InvalidLogError
 from airflow_delta.engine.model.actions import Metadata
-from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.operations.manifest import manifests_after_commit, symlink_manifest_enabled
+from airflow_delta.engine.model.properties import TableProperties, symlink_manifest_enabled
 from airflow_delta.engine.read import crc
 from airflow_delta.engine.read.listing import list_log_segment
 from airflow_delta.engine.read.replay import replay_metadata
@@ -98,6 +97,11 @@ def _symlink_manifests(
     try:
         if snapshot is None:
             snapshot = load_snapshot(location.io, location.root, version)
+        # Imported here: only a table with the manifest property set needs the manifest writer
+        # (inside the try, like the checkpoint writer below: the commit stands whatever fails,
+        # and the failure is logged with its traceback).
+        from airflow_delta.engine.operations.manifest import manifests_after_commit
+
         manifests_after_commit(location, snapshot, actions)
     except Exception:
         log.error("post-commit: could not update the symlink manifests after version %d", version, exc_info=True)

@@ -30,8 +30,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -68,8 +67,10 @@ FILE_ACTION_KEYS = ("add", "remove")
 EMPTY_FILE_ACTIONS: pa.Table = pa.table([pa.nulls(0, f.type) for f in FILE_ACTIONS_SCHEMA], schema=FILE_ACTIONS_SCHEMA)
 
 
-@dataclass(frozen=True, slots=True)
-class LogAction:
+# The reader's records (LogAction, ParsedLog, JoinedFiles, LogLines) are named tuples, not frozen dataclasses: as immutable, a quarter of the
+# cost to create at import (a frozen dataclass compiles six methods, ~1 ms), which every
+# process that opens a table pays; nothing compares them to other types or copies them.
+class LogAction(NamedTuple):
     """A non-file action found in the log: its commit version, global order, key and body."""
 
     version: int
@@ -79,8 +80,7 @@ class LogAction:
     source: str = ""  # the log file it was read from (for error messages)
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedLog:
+class ParsedLog(NamedTuple):
     """The actions of a run of JSON files: file actions as Arrow, everything else as dicts."""
 
     file_actions: pa.Table  # FILE_ACTIONS_SCHEMA, ``seq`` from ``seq_start`` in line order
@@ -236,8 +236,7 @@ def only_lines(log: LogLines, keep: np.ndarray) -> LogLines:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class JoinedFiles:
+class JoinedFiles(NamedTuple):
     """Several files' bytes in one buffer, each followed by a newline; ``starts[i]`` is file i's offset."""
 
     data: np.ndarray  # uint8
@@ -275,8 +274,7 @@ def read_files_joined(io: FileIO, files: Sequence[FileInfo]) -> JoinedFiles | li
     return JoinedFiles(data, starts)
 
 
-@dataclass(frozen=True, slots=True)
-class LogLines:
+class LogLines(NamedTuple):
     """JSON log files split into lines over one buffer (zero-copy), and which lines are add/remove.
 
     This is what the metadata pass of replay keeps so that the (lazy) file-action pass

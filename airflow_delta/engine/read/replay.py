@@ -26,7 +26,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -46,11 +46,6 @@ from airflow_delta.engine.model.arrow_numpy import (
     string_scalar,
 )
 from airflow_delta.engine.model.table_features import check_readable
-from airflow_delta.engine.read.checkpoint_reader import (
-    CheckpointActions,
-    read_checkpoint_actions,
-    read_checkpoint_file_actions,
-)
 from airflow_delta.engine.read.commit_reader import (
     EMPTY_FILE_ACTIONS,
     LogAction,
@@ -66,6 +61,9 @@ from airflow_delta.engine.read.commit_reader import (
 )
 from airflow_delta.engine.read.listing import LogSegment, commit_version
 from airflow_delta.engine.storage.fileio import FileIO
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.checkpoint_reader import CheckpointActions
 
 
 @dataclass(frozen=True)
@@ -218,6 +216,8 @@ class FileActions:
         seg = self.segment
         if seg.checkpoint_version is None:
             return EMPTY_FILE_ACTIONS
+        from airflow_delta.engine.read.checkpoint_reader import read_checkpoint_file_actions  # see replay_metadata
+
         return read_checkpoint_file_actions(self.io, seg.checkpoint_version, seg.checkpoint_files, self._sidecars,
                                             key=key, partition_keys=self._partition_keys)
 
@@ -287,8 +287,10 @@ def _file_keys(actions: pa.Table, *, comparable: bool = False) -> pa.Array:
     return combined(pc.binary_join_element_wise(actions.column("path"), dv, string_scalar("\x00")))
 
 
-@dataclass(frozen=True)
-class LogState:
+# LogState and ActionState are named tuples, not frozen dataclasses: as immutable, a quarter of the
+# cost to create at import (a frozen dataclass compiles six methods, ~1 ms), which every
+# process that opens a table pays; nothing compares them to other types or copies them.
+class LogState(NamedTuple):
     """The result of the metadata pass: everything but the file actions, which are lazy."""
 
     version: int
@@ -308,6 +310,10 @@ def replay_metadata(io: FileIO, segment: LogSegment, *, check_protocol: bool = T
     """
     checkpoint: CheckpointActions | None = None
     if segment.checkpoint_version is not None:
+        # Loaded with the first checkpoint read, not with the module: a log without a
+        # checkpoint (a young table, the OPTIMIZE benchmark's) never creates its classes.
+        from airflow_delta.engine.read.checkpoint_reader import read_checkpoint_actions
+
         checkpoint = read_checkpoint_actions(io, segment.table_root, segment.checkpoint_version,
                                              segment.checkpoint_files)
     versions = [commit_version(f.name) for f in segment.commit_files]
@@ -368,8 +374,7 @@ def _describe(segment: LogSegment) -> str:
     return f"{segment.log_dir} ({' and '.join(parts) or 'no files'})"
 
 
-@dataclass(frozen=True)
-class ActionState:
+class ActionState(NamedTuple):
     protocol: Protocol | None
     metadata: Metadata | None
     transactions: Mapping[str, SetTransaction]

@@ -30,8 +30,8 @@ import itertools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 from typing import Protocol as Interface
 
 import numpy as np
@@ -50,16 +50,15 @@ from airflow_delta.engine.errors import (
 from airflow_delta.engine.model.actions import DeletionVectorDescriptor, Metadata, Protocol
 from airflow_delta.engine.model.arrow_numpy import bool_array, combined, empty_table, int64_array, mask_to_numpy
 from airflow_delta.engine.model.column_mapping import column_mapping_mode
-from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 from airflow_delta.engine.model.partition_values import parse_partition_values, partition_schema
 from airflow_delta.engine.model.row_tracking import ROW_COMMIT_VERSION, ROW_ID, materialized_columns, stable_values
 from airflow_delta.engine.model.schema import FIELD_ID_KEY, PARQUET_FIELD_ID_KEY, PHYSICAL_NAME_KEY, VARIANT_TYPE
-from airflow_delta.engine.read.row_groups import RowGroupColumn, row_groups_may_match
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO
 from airflow_delta.engine.storage.paths import check_log_paths, encode_log_path
 
 if TYPE_CHECKING:
     from airflow_delta.engine.expressions import Predicate
+    from airflow_delta.engine.read.row_groups import RowGroupColumn
 
 # Upper bound of concurrent file reads; object stores like more, local disks need fewer.
 DEFAULT_MAX_WORKERS = min(32, (os.cpu_count() or 4) * 2)
@@ -164,6 +163,7 @@ def read_data(
         partition_names=partition_names,
         mode=mode,
         row_filter=row_filter,
+        layouts=[],
         pre_buffer=not isinstance(snapshot.io, LocalFileIO),
     )
     partition_arrays = {name: partitions.field(name) for name in partition_names if name in read_schema.names}
@@ -214,8 +214,10 @@ def _rows_only(num_rows: int) -> pa.Table:
 # ------------------------------------------------------------------------------- planning
 
 
-@dataclass(frozen=True, slots=True)
-class _FilePlan:
+# The scan's private records are named tuples and plain slotted classes, not dataclasses:
+# a frozen dataclass costs over a millisecond to create at import (it compiles six methods),
+# a named tuple a quarter of that, and nothing here compares, prints or copies them.
+class _FilePlan(NamedTuple):
     """What every file read of one scan shares."""
 
     io: FileIO
@@ -225,21 +227,29 @@ class _FilePlan:
     partition_names: set[str]
     mode: str
     row_filter: pc.Expression | None
+    # File layouts met so far (see _file_layout), shared by the scan's threads: pass a new list.
+    layouts: list[_FileLayout]
     # Arrow's pre-buffering coalesces a file's column reads into few requests, which pays on
     # object stores; on a local disk it only hands each small read to an I/O thread and waits.
     pre_buffer: bool = True
-    # File layouts met so far (see _file_layout), shared by the scan's threads.
-    layouts: list[_FileLayout] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
 class _FileTask:
-    path: str  # absolute, FileIO form
-    deleted_rows: np.ndarray | None  # sorted row indexes the file's deletion vector removes
-    partition_values: dict[str, pa.Scalar]
-    # The file's size as the log records it, when it is small enough to read whole (a hint:
-    # see FileIO.read_small_file); None: open it for reads of its footer and column chunks.
-    small_size: int | None = None
+    __slots__ = ("deleted_rows", "partition_values", "path", "small_size")
+
+    def __init__(
+        self,
+        path: str,
+        deleted_rows: np.ndarray | None,
+        partition_values: dict[str, pa.Scalar],
+        small_size: int | None = None,
+    ) -> None:
+        self.path = path  # absolute, FileIO form
+        self.deleted_rows = deleted_rows  # sorted row indexes the file's deletion vector removes
+        self.partition_values = partition_values
+        # The file's size as the log records it, when it is small enough to read whole (a hint:
+        # see FileIO.read_small_file); None: open it for reads of its footer and column chunks.
+        self.small_size = small_size
 
 
 def _project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
@@ -411,6 +421,9 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
     column = files.column("deletion_vector")
     if column.null_count == len(column):
         return none
+    # Loaded once a file has a DV, not with the module: a table without DVs (an OPTIMIZE of
+    # one, every read of one) never needs the DV file code (random, zlib, Z85, pyroaring's bitmaps).
+    from airflow_delta.engine.model.deletion_vector_files import dv_descriptor_from_struct, read_deletion_vectors
 
     # Only rows that have a DV become Python objects (files with DVs are the minority).
     groups: dict[tuple[str, str], list[tuple[int, DeletionVectorDescriptor]]] = {}
@@ -442,13 +455,15 @@ def _deleted_rows(snapshot: ScanSource, files: pa.Table, workers: int) -> list[n
 # ------------------------------------------------------------------------------ one file
 
 
-@dataclass(frozen=True, slots=True)
 class _StoredRows:
     """The live rows of one file as the file stores them (deletion vector applied), and its layout."""
 
-    raw: pa.Table  # the file's columns that hold table columns, under the file's own names and types
-    num_rows: int
-    layout: _FileLayout
+    __slots__ = ("layout", "num_rows", "raw")
+
+    def __init__(self, raw: pa.Table, num_rows: int, layout: _FileLayout) -> None:
+        self.raw = raw  # the file's columns that hold table columns, under the file's own names and types
+        self.num_rows = num_rows
+        self.layout = layout
 
 
 def _file_error(path: str, exc: Exception) -> DeltaError:
@@ -473,8 +488,7 @@ def _read_stored(plan: _FilePlan, task: _FileTask, use_threads: bool) -> _Stored
         raise _file_error(task.path, exc) from exc
 
 
-@dataclass(frozen=True, slots=True)
-class _FileLayout:
+class _FileLayout(NamedTuple):
     """Where the table's columns are in files stored with one schema, worked out once per schema."""
 
     file_schema: pa.Schema
@@ -860,6 +874,7 @@ def _unfiltered_plan(snapshot: ScanSource, columns: Sequence[str]) -> _FilePlan:
         partition_names=set(snapshot.partition_columns),
         mode=column_mapping_mode(snapshot.metadata, snapshot.protocol),
         row_filter=None,
+        layouts=[],
     )
 
 
@@ -954,6 +969,10 @@ def _groups_to_read(
     if predicate is None:
         groups = list(range(metadata.num_row_groups))
     else:
+        # Imported here: only a read with a predicate prunes row groups by their statistics
+        # (an OPTIMIZE or a whole-table read never does).
+        from airflow_delta.engine.read.row_groups import row_groups_may_match
+
         groups = row_groups_may_match(predicate, metadata, _leaf_columns(plan.read_schema, file_schema, metadata, matches))
     if row_groups is not None:
         groups = [g for g in groups if g in row_groups]
@@ -1003,6 +1022,8 @@ def _leaf_columns(
     first_leaf = np.concatenate([[0], np.cumsum([_leaf_count(f.type) for f in file_schema])]).astype(np.int64)
     if int(first_leaf[-1]) != metadata.num_columns:
         return {}  # a layout we do not understand: no statistics, every row group is read
+    from airflow_delta.engine.read.row_groups import RowGroupColumn  # with the pruning (_groups_to_read)
+
     out: dict[str, RowGroupColumn] = {}
     for name, index in matches.items():
         if index is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_delta.engine.errors import InvalidArgumentError
 from airflow_delta.engine.storage.fileio import FileIO, LocalFileIO, resolve_table_uri
-from airflow_delta.engine.storage.options import is_object_store_uri, parse_object_store_uri
+from airflow_delta.engine.storage.uri_schemes import is_object_store_uri
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,10 @@ class TableLocation:
             raise InvalidArgumentError("table_uri", table_uri, "a path or URI without NUL bytes")
         if is_object_store_uri(table_uri):
             # Imported here: obstore is needed only where a table on an object store is
-            # opened, so an executor working on a local table runs without it.
+            # opened, so an executor working on a local table runs without it; the URI
+            # parser and storage options likewise load only for such a table.
             from airflow_delta.engine.storage.object_store import ObjectStoreFileIO
+            from airflow_delta.engine.storage.options import parse_object_store_uri
 
             parsed = parse_object_store_uri(table_uri)
             return cls(ObjectStoreFileIO(parsed, storage_options), parsed.root, table_uri)

@@ -21,26 +21,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_delta.engine.errors import InvalidArgumentError
-
-StoreKind = Literal["s3", "azure", "gcs"]
-
-# URI scheme -> store. ``s3a`` is how Spark (Hadoop's S3A) users write S3 URIs; ``abfs``/``abfss``
-# are Hadoop's ADLS Gen2 schemes, ``az``/``azure``/``adl`` those delta-rs accepts for Azure Blob.
-OBJECT_STORE_SCHEMES: dict[str, StoreKind] = {
-    "s3": "s3",
-    "s3a": "s3",
-    "az": "azure",
-    "azure": "azure",
-    "adl": "azure",
-    "abfs": "azure",
-    "abfss": "azure",
-    "gs": "gcs",
-    "gcs": "gcs",
-}
+from airflow_delta.engine.storage.uri_schemes import OBJECT_STORE_SCHEMES, StoreKind, is_object_store_uri
 
 STORE_NAMES: dict[StoreKind, str] = {"s3": "S3", "azure": "Azure Blob Storage", "gcs": "Google Cloud Storage"}
 
@@ -77,10 +62,6 @@ class ObjectStoreURI:
     def root(self) -> str:
         """The table root in the FileIO's path form: ``bucket/prefix`` (no scheme, no trailing slash)."""
         return f"{self.bucket}/{self.prefix}" if self.prefix else self.bucket
-
-
-def is_object_store_uri(uri: str) -> bool:
-    return "://" in uri and uri.split("://", 1)[0].lower() in OBJECT_STORE_SCHEMES
 
 
 def parse_object_store_uri(uri: str) -> ObjectStoreURI:

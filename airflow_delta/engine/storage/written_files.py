@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from airflow_delta.engine.storage.fileio import FileIO
 
@@ -28,10 +27,14 @@ log = logging.getLogger(__name__)
 __all__ = ["WrittenFiles"]
 
 
-@dataclass(frozen=True, slots=True)
 class _Written:
-    path: str
-    fingerprint: tuple[int, int] | None  # (size, modification ms) once written; None: ours alone
+    # A plain slotted class, not a dataclass: nothing compares or prints it, and a dataclass
+    # costs about a millisecond to create at import, which every writing task pays.
+    __slots__ = ("fingerprint", "path")
+
+    def __init__(self, path: str, fingerprint: tuple[int, int] | None) -> None:
+        self.path = path
+        self.fingerprint = fingerprint  # (size, modification ms) once written; None: ours alone
 
 
 class WrittenFiles:

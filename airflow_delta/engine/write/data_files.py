@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 import string
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,10 +59,12 @@ from airflow_delta.engine.model.table_features import (
     check_writable,
 )
 from airflow_delta.engine.read.snapshot import Snapshot
-from airflow_delta.engine.read.table_context import TableContext
 from airflow_delta.engine.storage.fileio import FileIO
 from airflow_delta.engine.storage.paths import encode_log_path, resolve_in_table
 from airflow_delta.engine.storage.written_files import WrittenFiles
+
+if TYPE_CHECKING:
+    from airflow_delta.engine.read.table_context import TableContext
 
 log = logging.getLogger(__name__)
 
@@ -307,9 +307,12 @@ def _type_problem(src: pa.DataType, dst: pa.DataType, path: str) -> str | None:
 # ---------------------------------------------------------------------- data files
 
 
-@dataclass(frozen=True, slots=True)
-class _WriteLayout:
-    """Everything about a table that decides how its data files are laid out."""
+class _WriteLayout(NamedTuple):
+    """Everything about a table that decides how its data files are laid out.
+
+    A named tuple, not a frozen dataclass: as immutable, a quarter of the cost to create at
+    import (a frozen dataclass compiles six methods), and nothing compares or prints it.
+    """
 
     io: FileIO
     root: str
@@ -379,6 +382,10 @@ def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> st
             ]
         )
     if layout.random_prefix_length:
+        # Imported here: only a table with delta.randomizeFilePrefixes needs it, and secrets
+        # loads hmac and hashlib (~2 ms) that no other writer uses.
+        import secrets
+
         alphabet = string.ascii_letters + string.digits
         return "".join(secrets.choice(alphabet) for _ in range(layout.random_prefix_length))
     return "/".join(
@@ -387,16 +394,35 @@ def _partition_dir(layout: _WriteLayout, values: Mapping[str, str | None]) -> st
     )
 
 
+def _check_source(snapshot: object) -> None:
+    """What the writers take: a Snapshot, or a TableContext (Spark executors).
+
+    TableContext is imported only for a value that is not a Snapshot: a writer in the
+    driver's process (OPTIMIZE, an append) never needs its module.
+    """
+    if not isinstance(snapshot, Snapshot):
+        from airflow_delta.engine.read.table_context import TableContext
+
+        check_instance("snapshot", snapshot, (Snapshot, TableContext))
+
+
 def _file_name(index: int, compression: str, token: str | None = None, *, kind: str = "part") -> str:
     unique = f"{token}-{uuid.uuid4()}" if token else str(uuid.uuid4())
     return f"{kind}-{index:05d}-{unique}.c000{_COMPRESSION_EXTENSIONS[compression]}.parquet"
 
 
-@dataclass(slots=True)
 class _PartitionBuffer:
-    values: dict[str, str | None]  # logical name -> serialized value
-    tables: list[pa.Table] = field(default_factory=list)
-    rows: int = 0
+    """The rows of one partition waiting for their file.
+
+    A plain slotted class, not a dataclass (about a millisecond to create at import).
+    """
+
+    __slots__ = ("rows", "tables", "values")
+
+    def __init__(self, values: dict[str, str | None]) -> None:
+        self.values = values  # logical name -> serialized value
+        self.tables: list[pa.Table] = []
+        self.rows = 0
 
 
 class _FileWriter:
@@ -581,7 +607,7 @@ def write_data_files(
     file name, so that a job whose writers may outlive its own cleanup (Spark tasks being
     killed) can find and remove the files it wrote.
     """
-    check_instance("snapshot", snapshot, (Snapshot, TableContext))
+    _check_source(snapshot)
     check_str("name_token", name_token, optional=True)
     if name_token is not None and not _NAME_TOKEN.fullmatch(name_token):
         raise InvalidArgumentError("name_token", name_token, "1 to 64 ASCII letters, digits or '-'")
@@ -647,13 +673,13 @@ def write_change_data_files(
     ``written`` and ``name_token`` as in :func:`write_data_files`; files of a failed call
     are removed.
     """
-    check_instance("snapshot", snapshot, (Snapshot, TableContext))
+    _check_source(snapshot)
     check_str("name_token", name_token, optional=True)
     if name_token is not None and not _NAME_TOKEN.fullmatch(name_token):
         raise InvalidArgumentError("name_token", name_token, "1 to 64 ASCII letters, digits or '-'")
     check_instance("data", data, (pa.Table, pa.RecordBatchReader, pa.RecordBatch))
     check_writable(snapshot.protocol, snapshot.metadata)
-    layout = replace(_layout(snapshot, None, name_token), change_data=True, random_prefix_length=0)
+    layout = _layout(snapshot, None, name_token)._replace(change_data=True, random_prefix_length=0)
     files = written if written is not None else WrittenFiles(layout.io)
     with files.removed_on_failure():
         writer = _FileWriter(layout, files)

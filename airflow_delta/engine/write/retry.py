@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_delta.engine.model.arguments import check_int, check_number
+
+if TYPE_CHECKING:
+    import random
 
 DEFAULT_MAX_ATTEMPTS = 100
 DEFAULT_INITIAL_BACKOFF = 0.002  # seconds

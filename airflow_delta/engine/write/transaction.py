@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
@@ -77,17 +76,15 @@ from airflow_delta.engine.model.arguments import (
     check_str_sequence,
 )
 from airflow_delta.engine.model.arrow_numpy import string_array
-from airflow_delta.engine.model.column_defaults import IDENTITY_COMMIT_TAG, is_identity_only_update
 from airflow_delta.engine.model.commit_info import (
     ENGINE_INFO,
+    IDENTITY_COMMIT_TAG,
     build_commit_info,
     encode_operation_metrics,
     encode_operation_parameters,
 )
-from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
 from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
-from airflow_delta.engine.model.property_validation import normalize_properties
 from airflow_delta.engine.read.listing import CommitFrontier, LogListing, commit_frontier, commit_path, list_log
 from airflow_delta.engine.read.snapshot import Snapshot, load_snapshot
 from airflow_delta.engine.storage.location import TableLocation
@@ -110,7 +107,11 @@ from airflow_delta.engine.write.file_removes import (
 )
 from airflow_delta.engine.write.options import CommitOptions
 from airflow_delta.engine.write.retry import RetryPolicy
-from airflow_delta.engine.write.row_deletion import RowDeletion, stage_row_deletion
+
+if TYPE_CHECKING:
+    import random
+
+    from airflow_delta.engine.write.row_deletion import RowDeletion
 
 # Work after a successful commit (.crc file, automatic checkpoint, log cleanup): the
 # caller (the facade) passes it in, so the transaction never reaches up for it. It gets
@@ -142,9 +143,12 @@ _ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 
 
 
-@dataclass(frozen=True)
-class _CommitPlan:
-    """What a commit writes and checks, decided once before its first attempt."""
+class _CommitPlan(NamedTuple):
+    """What a commit writes and checks, decided once before its first attempt.
+
+    A named tuple, not a frozen dataclass: as immutable, and a quarter of the cost to
+    create at import (a frozen dataclass compiles six methods), which every committing process pays.
+    """
 
     operation: str
     operation_parameters: Mapping[str, Any] | None
@@ -168,24 +172,31 @@ class _CommitPlan:
     read_high_water_mark: int = row_tracking.MISSING_HIGH_WATER_MARK
 
 
-@dataclass
 class _Race:
-    """The state of the attempts of one commit: where it tries next and what it learned."""
+    """The state of the attempts of one commit: where it tries next and what it learned.
 
-    attempt_version: int
-    previous_ts: int | None  # in-commit timestamp (or file time) the next commit must exceed
-    next_version: int = 0
-    lost: int = 0
-    # A version this transaction's write may have landed in (the write reported an
-    # error) that has not been read back yet; attempts only move past a version after
-    # reading it, so there is at most one.
-    unresolved: int | None = None
-    storage_error: BaseException | None = None
-    # A commit write is under way: if it raises, whether it landed is unknown.
-    in_flight: bool = False
-    # The log as checked before each attempt, by version: an attempt that reported an
-    # error but landed is confirmed against it when it is found.
-    frontiers: dict[int, CommitFrontier] = field(default_factory=dict)
+    A plain slotted class, not a dataclass (about a millisecond to create at import).
+    """
+
+    __slots__ = (
+        "attempt_version", "frontiers", "in_flight", "lost", "next_version", "previous_ts", "storage_error", "unresolved",
+    )
+
+    def __init__(self, attempt_version: int, previous_ts: int | None) -> None:
+        self.attempt_version = attempt_version
+        self.previous_ts = previous_ts  # in-commit timestamp (or file time) the next commit must exceed
+        self.next_version = 0
+        self.lost = 0
+        # A version this transaction's write may have landed in (the write reported an
+        # error) that has not been read back yet; attempts only move past a version after
+        # reading it, so there is at most one.
+        self.unresolved: int | None = None
+        self.storage_error: BaseException | None = None
+        # A commit write is under way: if it raises, whether it landed is unknown.
+        self.in_flight = False
+        # The log as checked before each attempt, by version: an attempt that reported an
+        # error but landed is confirmed against it when it is found.
+        self.frontiers: dict[int, CommitFrontier] = {}
 
     @property
     def may_have_landed(self) -> bool:
@@ -231,7 +242,8 @@ class Transaction:
         self.retry: RetryPolicy = options.retry
         self.engine_info = options.engine_info
         self.txn_id = str(uuid.uuid4())
-        self._rng = random.Random(options.seed)
+        self._seed = options.seed
+        self._rng: random.Random | None = None  # made on the first backoff (see _commit)
         self._committer: Committer = committer if committer is not None else FileIOCommitter(location)
         self._post_commit = post_commit
         self._requested_isolation = (
@@ -492,6 +504,10 @@ class Transaction:
         }
         deletion_timestamp = check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
         check_int("target_dv_file_size", target_dv_file_size, minimum=1, optional=True)
+        # Loaded on the first DV delete, not with the module: the other writers (appends,
+        # OPTIMIZE) commit through this class without ever staging a deletion vector.
+        from airflow_delta.engine.write.row_deletion import stage_row_deletion
+
         summary = stage_row_deletion(
             self._require_snapshot(),
             self.metadata,
@@ -538,6 +554,10 @@ class Transaction:
             dv = getattr(action, "deletion_vector", None)
             if dv is None or dv.storage_type == "i":
                 continue
+            # Loaded here, not with the module: only a staged action with an on-disk DV needs the
+            # DV file code (random, zlib, Z85), which a commit without DVs (OPTIMIZE's) never imports.
+            from airflow_delta.engine.model.deletion_vector_files import dv_absolute_path
+
             try:
                 storage_paths.append(dv_absolute_path(root, dv))
             except InvalidPathError as exc:
@@ -567,6 +587,9 @@ class Transaction:
         check_str_mapping("properties", properties, none_values=True)
         base = self.metadata
         configuration = dict(base.configuration)
+        # Loaded here: only a commit that sets properties validates them (most commit none).
+        from airflow_delta.engine.model.property_validation import normalize_properties
+
         normalized = normalize_properties({k: v for k, v in properties.items() if v is not None})
         if normalized.min_reader_version is not None or normalized.min_writer_version is not None:
             raise InvalidTransactionError(
@@ -720,6 +743,12 @@ class Transaction:
             if self.attempts < self.retry.max_attempts:
                 # Sleep *before* catching up with the winners, so the attempt that follows
                 # targets the newest version rather than one that aged during the sleep.
+                if self._rng is None:
+                    # Imported here: only a commit that lost a race draws a backoff, and most
+                    # processes never lose one (random with its hashing costs ~1 ms to import).
+                    import random
+
+                    self._rng = random.Random(self._seed)
                 delay = self.retry.backoff(race.lost, self._rng)
                 if delay > 0:
                     time.sleep(delay)
@@ -761,7 +790,15 @@ class Transaction:
                 "a transaction cannot replace the table identity"
             )
         removed_keys = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
-        if write_metadata and read_metadata is not None and is_identity_only_update(read_metadata, metadata):
+        if write_metadata and read_metadata is not None:
+            # Imported here: only a commit that writes metadata asks (a writer that stages files
+            # alone, such as OPTIMIZE, never needs the identity-column code).
+            from airflow_delta.engine.model.column_defaults import is_identity_only_update
+
+            identity_only = is_identity_only_update(read_metadata, metadata)
+        else:
+            identity_only = False
+        if identity_only:
             # Delta tags a commit whose only metadata change is identity high-water marks,
             # so that concurrent writers that change no metadata need not conflict with it.
             tags = {**(tags or {}), IDENTITY_COMMIT_TAG: "true"}
@@ -1332,7 +1369,6 @@ __all__ = [
     "ConcurrentModificationError",
     "IsolationLevel",
     "PostCommitHook",
-    "RowDeletion",
     "Transaction",
     "encode_operation_metrics",
     "encode_operation_parameters",

@@ -149,3 +149,44 @@ def test_dv_delete_on_a_spark_table_with_deletion_vectors_is_pandas_free(tmp_pat
     found = _run(str(root), "dv", "value = 5")
     assert found["before"] == [] and found["after"] == [], found
     assert DeltaTable(str(root)).snapshot().to_arrow().num_rows == before - found["deleted"]  # type: ignore[operator]
+
+
+# What a plain OPTIMIZE (no appId) of a local table without deletion vectors, checkpoints,
+# manifests or identity columns has no use for: the other operations' results, the DV code
+# (and pyroaring), the checkpoint reader, the manifest writer, property validation,
+# resumable-OPTIMIZE bookkeeping, row-group pruning (it reads whole files), the executors'
+# TableContext, object-store URI parsing, and the stdlib modules only those pieces (and a
+# commit's backoff) need.
+# Each costs import time in every fresh worker process that compacts a table.
+_OPTIMIZE_CHILD = """
+import json, os, sys
+from airflow_delta.engine import DeltaTable
+result = DeltaTable(sys.argv[1]).optimize()
+UNUSED = (
+    "pandas", "pyarrow.dataset", "sqlglot", "pyroaring", "random", "secrets",
+    "airflow_delta.engine.operations.results", "airflow_delta.engine.operations.optimize_progress",
+    "airflow_delta.engine.operations.manifest", "airflow_delta.engine.read.checkpoint_reader",
+    "airflow_delta.engine.write.row_deletion", "airflow_delta.engine.model.deletion_vector_files",
+    "airflow_delta.engine.model.roaring_bitmap", "airflow_delta.engine.model.property_validation",
+    "airflow_delta.engine.model.column_defaults", "airflow_delta.engine.read.row_groups",
+    "airflow_delta.engine.read.table_context", "airflow_delta.engine.storage.options",
+)
+print(json.dumps({
+    "versions": list(result.versions), "removed": result.metrics["numFilesRemoved"],
+    "loaded": [m for m in UNUSED if m in sys.modules],
+    "log": sorted(os.listdir(os.path.join(sys.argv[1], "_delta_log"))),
+}))
+"""
+
+
+def test_optimize_loads_only_what_it_uses(tmp_path: Path) -> None:
+    root = _table(tmp_path / "t", deletion_vectors=False, partitioned=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _OPTIMIZE_CHILD, root], capture_output=True, text=True, check=False, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["versions"] == [3] and found["removed"] == 2, found  # it compacted the two files
+    assert found["loaded"] == [], found
+    assert "00000000000000000003.crc" in found["log"], found  # its post-commit work ran
+    assert DeltaTable(root).snapshot().to_arrow().num_rows == 200
