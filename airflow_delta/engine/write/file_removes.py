@@ -185,7 +185,7 @@ class RemoveBatch:
     partition_columns: tuple[str, ...]
     paths: list[str]  # log paths, as staged
     keys: list[tuple[str, str | None]]  # (decoded path, DV unique id) per row
-    blob: bytes
+    blob: pa.Buffer
     generic: Mapping[int, RemoveFile]
 
     def __len__(self) -> int:
@@ -274,31 +274,36 @@ def stage_remove_batch(
     if flagged.size:
         check_log_paths(table_root, [paths[i] for i in flagged], where)
 
-    escaped = np.flatnonzero(mask_to_numpy(pc.match_substring(path_column, "%")))
     decoded = list(paths)
-    for i in escaped.tolist():
-        decoded[i] = decode_log_path(paths[i])
+    if (_utf8_bytes(path_column) == 0x25).any():  # a '%' escape somewhere: decode those paths
+        for i in np.flatnonzero(mask_to_numpy(pc.match_substring(path_column, "%"))).tolist():
+            decoded[i] = decode_log_path(paths[i])
     keys: list[tuple[str, str | None]] = [(p, None) for p in decoded]
     for i, remove in generic.items():
         keys[i] = (decoded[i], remove.dv_unique_id)
 
     head = (
-        f',"dataChange":{_BOOLEAN[data_change]},"deletionTimestamp":{int(deletion_timestamp)}'
+        f'","dataChange":{_BOOLEAN[data_change]},"deletionTimestamp":{int(deletion_timestamp)}'
         ',"extendedFileMetadata":true,"partitionValues":'
     )
+    # One join of all the pieces (each line ends in a newline, so the buffer is the joined lines);
+    # only a field with some nulls is joined on its own first.
     parts: list[Any] = [
-        _text('{"remove":{"path":'), _json_strings(path_column), _text(head), _partition_json(files, columns)
+        _text('{"remove":{"path":"'), _escaped(path_column), _text(head), _partition_json(files, columns)
     ]
     for name, key, is_string in _OPTIONAL_FIELDS:
         if name not in files.column_names or files.column(name).null_count == num_rows:
             continue
         column = combined(files.column(name))
-        text = _json_strings(column) if is_string else pc.cast(column, pa.string())
-        parts.append(pc.fill_null(pc.binary_join_element_wise(_text(key), text, _EMPTY), _EMPTY))
-    parts.append(_text("}}"))
-    lines = pc.binary_join_element_wise(*parts, _EMPTY)
+        pieces = [_text(key + '"'), _escaped(column), _QUOTE] if is_string else [_text(key), pc.cast(column, pa.string())]
+        if column.null_count:
+            parts.append(pc.fill_null(pc.binary_join_element_wise(*pieces, _EMPTY), _EMPTY))
+        else:
+            parts += pieces
+    parts.append(_text("}}\n"))
+    lines = pc.binary_join_element_wise(*_merged(parts), _EMPTY)
     if generic:
-        replacements = string_array([remove_json_line(generic[i]) for i in generic_rows.tolist()])
+        replacements = string_array([remove_json_line(generic[i]) + "\n" for i in generic_rows.tolist()])
         lines = pc.replace_with_mask(lines, _mask(generic_rows, num_rows), replacements)
     return RemoveBatch(
         files=files,
@@ -359,7 +364,6 @@ def _is_string_map(arrow_type: pa.DataType) -> bool:
 _EMPTY = string_scalar("")
 _NULL_TEXT = string_scalar("null")
 _QUOTE = string_scalar('"')
-_NEWLINE = string_scalar("\n")
 
 
 def _text(value: str) -> pa.StringScalar:
@@ -385,19 +389,45 @@ def _generic_rows(files: pa.Table) -> np.ndarray:
     return out
 
 
-def _json_strings(values: pa.Array) -> pa.Array:
-    """Each string as a JSON string literal, exactly as ``encode_basestring`` writes it; nulls stay null.
+def _escaped(values: pa.Array) -> pa.Array:
+    """Each string as the inside of a JSON string literal, exactly as ``encode_basestring`` writes
+    it (between its quotes); nulls stay null.
 
     Only ``"`` and ``\\`` need escaping in a value without control characters (non-ASCII is
-    kept as itself); the few values holding one are encoded one by one.
+    kept as itself); the few values holding one are encoded one by one. Which characters
+    occur is first asked of the bytes of all the values at once.
     """
-    escaped = pc.replace_substring(pc.replace_substring(values, "\\", "\\\\"), '"', '\\"')
-    quoted = pc.binary_join_element_wise(_QUOTE, escaped, _QUOTE, _EMPTY)
-    special = np.flatnonzero(mask_to_numpy(pc.match_substring_regex(values, r"[\x00-\x1f]")))
-    if special.size:
-        replacements = string_array([encode_basestring(values[int(i)].as_py()) for i in special])
-        quoted = pc.replace_with_mask(quoted, _mask(special, len(values)), replacements)
-    return quoted
+    data = _utf8_bytes(values)
+    escaped = values
+    if (data == 0x5C).any():
+        escaped = pc.replace_substring(escaped, "\\", "\\\\")
+    if (data == 0x22).any():
+        escaped = pc.replace_substring(escaped, '"', '\\"')
+    if (data < 0x20).any():
+        special = np.flatnonzero(mask_to_numpy(pc.match_substring_regex(values, r"[\x00-\x1f]")))
+        replacements = string_array([encode_basestring(values[int(i)].as_py())[1:-1] for i in special])
+        escaped = pc.replace_with_mask(escaped, _mask(special, len(values)), replacements)
+    return escaped
+
+
+def _utf8_bytes(values: pa.Array) -> np.ndarray:
+    """The bytes of all the values of a string array, as one numpy view."""
+    offsets = offsets_to_numpy(values)
+    data = values.buffers()[2]
+    if data is None or offsets[-1] == offsets[0]:
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+
+
+def _merged(parts: list[Any]) -> list[Any]:
+    """``parts`` with neighbouring literal scalars joined into one (fewer pieces to join per row)."""
+    out: list[Any] = []
+    for part in parts:
+        if isinstance(part, pa.StringScalar) and out and isinstance(out[-1], pa.StringScalar):
+            out[-1] = _text(out[-1].as_py() + part.as_py())
+        else:
+            out.append(part)
+    return out
 
 
 def _partition_lookups(files: pa.Table, columns: Sequence[str]) -> list[pa.Array]:
@@ -416,19 +446,20 @@ def _partition_json(files: pa.Table, columns: Sequence[str]) -> pa.Array | pa.St
     parts: list[Any] = [_text("{")]
     for n, (column, values) in enumerate(zip(columns, _partition_lookups(files, columns), strict=True)):
         parts.append(_text(("," if n else "") + encode_basestring(column) + ":"))
-        parts.append(pc.fill_null(_json_strings(values), _NULL_TEXT))
+        quoted = pc.binary_join_element_wise(_QUOTE, _escaped(values), _QUOTE, _EMPTY)
+        parts.append(pc.fill_null(quoted, _NULL_TEXT) if values.null_count else quoted)
     parts.append(_text("}"))
-    return pc.binary_join_element_wise(*parts, _EMPTY)
+    return pc.binary_join_element_wise(*_merged(parts), _EMPTY)
 
 
-def _joined(lines: pa.Array) -> bytes:
-    """The lines' UTF-8 text joined by newlines, from the array's buffer (no object per line)."""
+def _joined(lines: pa.Array) -> pa.Buffer:
+    """The text of ``lines`` (each ending in a newline) as UTF-8 without the last newline: a slice of
+    the array's buffer (no object per line, no copy; ``bytes.join`` takes it as it takes bytes)."""
     if not len(lines):
-        return b""
-    with_newlines = pc.binary_join_element_wise(lines, _NEWLINE, _EMPTY)
-    offsets, data = with_newlines.buffers()[1:3]
-    start, end = np.frombuffer(offsets, dtype=np.int32)[[with_newlines.offset, with_newlines.offset + len(lines)]]
-    return data.slice(int(start), int(end) - 1 - int(start)).to_pybytes()
+        return pa.py_buffer(b"")
+    offsets = offsets_to_numpy(lines)
+    start, end = int(offsets[0]), int(offsets[-1])
+    return lines.buffers()[2].slice(start, end - 1 - start)
 
 
 __all__ = [

@@ -1251,7 +1251,7 @@ class Transaction:
             {"commitInfo": info},
             *(a if isinstance(a, RemoveBatch) else {ACTION_KEYS[type(a)]: a.to_json()} for a in actions),
         ]
-        lines = [encoded(json_text(objects[0]))]
+        lines: list[bytes | pa.Buffer] = [encoded(json_text(objects[0]))]  # bytes.join takes a buffer as bytes
         # A remove's line is put together from its fields (many per commit; the same text); a batch's
         # lines were encoded when it was staged, joined by newlines as here.
         partitions_seen: dict[int, str] = {}

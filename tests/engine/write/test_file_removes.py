@@ -167,7 +167,7 @@ def test_a_batch_of_removes_is_the_objects_line_for_line(rows: list[dict[str, An
         return
     batch = stage_remove_batch(files, _BATCH_METADATA, 77, data_change=data_change, table_root=_ROOT, where="a staged remove action")
     assert batch is not None
-    assert batch.blob.decode().split("\n") == [json_text({"remove": r.to_json()}) for r in removes]
+    assert batch.blob.to_pybytes().decode().split("\n") == [json_text({"remove": r.to_json()}) for r in removes]
     assert batch.json_objects() == [{"remove": r.to_json()} for r in removes]
     assert batch.keys == [(decode_log_path(r.path), r.dv_unique_id) for r in removes]
     assert batch.paths == [r.path for r in removes] and len(batch) == len(removes)
