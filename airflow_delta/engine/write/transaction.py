@@ -452,10 +452,7 @@ class Transaction:
     def _remove_keys(self) -> Iterable[tuple[str, str, str | None]]:
         """(log path, decoded path, DV unique id) of every staged remove, in staging order."""
         for entry in self._removes:
-            if isinstance(entry, RemoveBatch):
-                yield from ((path, key[0], key[1]) for path, key in zip(entry.paths, entry.keys, strict=True))
-            else:
-                yield entry.path, decode_log_path(entry.path), entry.dv_unique_id
+            yield from _entry_keys(entry)
 
     def _removes_data(self) -> Iterable[tuple[str, bool]]:
         """(log path, dataChange) of the staged removes, a batch's first for the whole batch (one flag)."""
@@ -798,7 +795,7 @@ class Transaction:
             read_paths=_concat(self._read_path_chunks),
             read_app_ids=frozenset(self._read_app_ids),
             app_transactions={a: t.version for a, t in self._app_transactions.items()},
-            removed_paths=frozenset(path for path, _ in removed_keys),  # decoded once, above
+            removed_paths=frozenset([path for path, _ in removed_keys]),  # decoded once, above
             domains=frozenset(self._domains),
             changes_protocol=write_protocol and read_protocol is not None,
             changes_metadata=write_metadata and read_metadata is not None,
@@ -1120,15 +1117,24 @@ class Transaction:
                 raise InvalidTransactionError(f"file {add.path!r} is added twice in one commit")
             seen_adds.add(key)
         seen_removes: set[tuple[str, str | None]] = set()
-        for path, decoded, dv_id in self._remove_keys():
-            key = (decoded, dv_id)
-            if key in seen_removes:
-                raise InvalidTransactionError(f"file {path!r} is removed twice in one commit")
-            if key in seen_adds:
-                raise InvalidTransactionError(
-                    f"file {path!r} (same deletion vector) is both added and removed in one commit"
-                )
-            seen_removes.add(key)
+        for entry in self._removes:
+            if isinstance(entry, RemoveBatch):
+                # A batch at once, as sets; the file by file check below only to name a duplicate.
+                batch_keys = set(entry.keys)
+                if len(batch_keys) == len(entry.keys) and seen_removes.isdisjoint(batch_keys) and (
+                    seen_adds.isdisjoint(batch_keys)
+                ):
+                    seen_removes |= batch_keys
+                    continue
+            for path, decoded, dv_id in _entry_keys(entry):
+                key = (decoded, dv_id)
+                if key in seen_removes:
+                    raise InvalidTransactionError(f"file {path!r} is removed twice in one commit")
+                if key in seen_adds:
+                    raise InvalidTransactionError(
+                        f"file {path!r} (same deletion vector) is both added and removed in one commit"
+                    )
+                seen_removes.add(key)
 
         expected = set(physical_partition_columns(metadata))
         for add in self._adds:
@@ -1308,6 +1314,13 @@ class Transaction:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _entry_keys(entry: RemoveFile | RemoveBatch) -> Iterable[tuple[str, str, str | None]]:
+    """(log path, decoded path, DV unique id) of a staged remove, or of each remove of a batch."""
+    if isinstance(entry, RemoveBatch):
+        return ((path, key[0], key[1]) for path, key in zip(entry.paths, entry.keys, strict=True))
+    return ((entry.path, decode_log_path(entry.path), entry.dv_unique_id),)
 
 
 def _now_ms() -> int:
