@@ -173,8 +173,8 @@ class RemoveBatch:
 
     What :func:`staged_removes` would give as objects, without building 10,000 of them for an
     OPTIMIZE: the log lines (``blob``: the lines joined by ``\\n``, each exactly
-    :func:`remove_json_line` of the remove), the keys a commit checks for duplicates and
-    conflicts (decoded path, DV id), and what the post-commit hook reads
+    :func:`remove_json_line` of the remove), what a commit checks for duplicates and
+    conflicts (decoded paths, DV ids), and what the post-commit hook reads
     (:meth:`json_objects`, built only when asked for). Rows a remove carries tags or a
     deletion vector for are built as :class:`RemoveFile` objects (``generic``, by row).
     """
@@ -184,7 +184,8 @@ class RemoveBatch:
     data_change: bool
     partition_columns: tuple[str, ...]
     paths: list[str]  # log paths, as staged
-    keys: list[tuple[str, str | None]]  # (decoded path, DV unique id) per row
+    decoded: list[str]  # the paths percent-decoded: with the DV id (if any), what names the file
+    dv_ids: Mapping[int, str]  # the DV unique id by row, for the rows that have a DV
     blob: pa.Buffer
     generic: Mapping[int, RemoveFile]
 
@@ -278,9 +279,7 @@ def stage_remove_batch(
     if (_utf8_bytes(path_column) == 0x25).any():  # a '%' escape somewhere: decode those paths
         for i in np.flatnonzero(mask_to_numpy(pc.match_substring(path_column, "%"))).tolist():
             decoded[i] = decode_log_path(paths[i])
-    keys: list[tuple[str, str | None]] = [(p, None) for p in decoded]
-    for i, remove in generic.items():
-        keys[i] = (decoded[i], remove.dv_unique_id)
+    dv_ids = {i: remove.dv_unique_id for i, remove in generic.items() if remove.dv_unique_id is not None}
 
     head = (
         f'","dataChange":{_BOOLEAN[data_change]},"deletionTimestamp":{int(deletion_timestamp)}'
@@ -311,7 +310,8 @@ def stage_remove_batch(
         data_change=data_change,
         partition_columns=columns,
         paths=paths,
-        keys=keys,
+        decoded=decoded,
+        dv_ids=dv_ids,
         blob=_joined(lines),
         generic=generic,
     )

@@ -778,7 +778,7 @@ class Transaction:
                 f"the staged metadata has table id {metadata.id!r}, the table's is {read_metadata.id!r}; "
                 "a transaction cannot replace the table identity"
             )
-        removed_keys = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
+        removed_paths = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
         if write_metadata and read_metadata is not None and is_identity_only_update(read_metadata, metadata):
             # Delta tags a commit whose only metadata change is identity high-water marks,
             # so that concurrent writers that change no metadata need not conflict with it.
@@ -795,7 +795,7 @@ class Transaction:
             read_paths=_concat(self._read_path_chunks),
             read_app_ids=frozenset(self._read_app_ids),
             app_transactions={a: t.version for a, t in self._app_transactions.items()},
-            removed_paths=frozenset([path for path, _ in removed_keys]),  # decoded once, above
+            removed_paths=removed_paths,  # decoded once, when staged
             domains=frozenset(self._domains),
             changes_protocol=write_protocol and read_protocol is not None,
             changes_metadata=write_metadata and read_metadata is not None,
@@ -1108,33 +1108,44 @@ class Transaction:
 
     def _validate_actions(
         self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata
-    ) -> set[tuple[str, str | None]]:
-        """Refuse staged actions no valid commit holds; returns the removes' (decoded path, DV id) keys."""
+    ) -> frozenset[str]:
+        """Refuse staged actions no valid commit holds; returns the removes' decoded paths."""
+        # A file is its (decoded path, DV id); the keys without a DV are kept as bare paths, so
+        # that a batch of removes (thousands, rarely with DVs) is checked as one set of strings.
         seen_adds: set[tuple[str, str | None]] = set()
         for add in self._adds:
             key = (decode_log_path(add.path), add.dv_unique_id)
             if key in seen_adds:
                 raise InvalidTransactionError(f"file {add.path!r} is added twice in one commit")
             seen_adds.add(key)
-        seen_removes: set[tuple[str, str | None]] = set()
+        added_plain = {path for path, dv_id in seen_adds if dv_id is None}
+        removed_plain: set[str] = set()
+        removed_with_dv: set[tuple[str, str]] = set()
         for entry in self._removes:
-            if isinstance(entry, RemoveBatch):
-                # A batch at once, as sets; the file by file check below only to name a duplicate.
-                batch_keys = set(entry.keys)
-                if len(batch_keys) == len(entry.keys) and seen_removes.isdisjoint(batch_keys) and (
-                    seen_adds.isdisjoint(batch_keys)
+            if isinstance(entry, RemoveBatch) and not entry.dv_ids:
+                # The file by file check below runs only to name a duplicate.
+                batch_paths = set(entry.decoded)
+                if len(batch_paths) == len(entry) and removed_plain.isdisjoint(batch_paths) and (
+                    added_plain.isdisjoint(batch_paths)
                 ):
-                    seen_removes |= batch_keys
+                    removed_plain |= batch_paths
                     continue
             for path, decoded, dv_id in _entry_keys(entry):
-                key = (decoded, dv_id)
-                if key in seen_removes:
+                if dv_id is None:
+                    seen = decoded in removed_plain
+                    removed_plain.add(decoded)
+                else:
+                    seen = (decoded, dv_id) in removed_with_dv
+                    removed_with_dv.add((decoded, dv_id))
+                if seen:
                     raise InvalidTransactionError(f"file {path!r} is removed twice in one commit")
-                if key in seen_adds:
+                if (decoded, dv_id) in seen_adds:
                     raise InvalidTransactionError(
                         f"file {path!r} (same deletion vector) is both added and removed in one commit"
                     )
-                seen_removes.add(key)
+        removed_paths = frozenset(removed_plain)
+        if removed_with_dv:
+            removed_paths |= {path for path, _ in removed_with_dv}
 
         expected = set(physical_partition_columns(metadata))
         for add in self._adds:
@@ -1181,7 +1192,7 @@ class Transaction:
                     f"(removes files and adds {adds_data[0]!r}) without cdc actions; stage the change data "
                     "with add_cdc()"
                 )
-        return seen_removes
+        return removed_paths
 
     def _isolation_level(
         self, operation: str, metadata: Metadata, write_protocol: bool, write_metadata: bool
@@ -1319,7 +1330,8 @@ class Transaction:
 def _entry_keys(entry: RemoveFile | RemoveBatch) -> Iterable[tuple[str, str, str | None]]:
     """(log path, decoded path, DV unique id) of a staged remove, or of each remove of a batch."""
     if isinstance(entry, RemoveBatch):
-        return ((path, key[0], key[1]) for path, key in zip(entry.paths, entry.keys, strict=True))
+        dv_ids = entry.dv_ids
+        return ((path, decoded, dv_ids.get(i)) for i, (path, decoded) in enumerate(zip(entry.paths, entry.decoded, strict=True)))
     return ((entry.path, decode_log_path(entry.path), entry.dv_unique_id),)
 
 

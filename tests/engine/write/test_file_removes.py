@@ -169,7 +169,8 @@ def test_a_batch_of_removes_is_the_objects_line_for_line(rows: list[dict[str, An
     assert batch is not None
     assert batch.blob.to_pybytes().decode().split("\n") == [json_text({"remove": r.to_json()}) for r in removes]
     assert batch.json_objects() == [{"remove": r.to_json()} for r in removes]
-    assert batch.keys == [(decode_log_path(r.path), r.dv_unique_id) for r in removes]
+    assert batch.decoded == [decode_log_path(r.path) for r in removes]
+    assert [batch.dv_ids.get(i) for i in range(len(removes))] == [r.dv_unique_id for r in removes]
     assert batch.paths == [r.path for r in removes] and len(batch) == len(removes)
     sizes = batch.remove_sizes()
     assert (None if sizes is None else sizes.tolist()) == (
