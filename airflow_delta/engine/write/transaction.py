@@ -424,7 +424,11 @@ class Transaction:
         self._removes.append(action)
 
     def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
-        """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
+        """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`).
+
+        With the schema's column types the removes are kept as columns (a :class:`RemoveBatch`:
+        no object per file for an OPTIMIZE's thousands); the log gets the same lines either way.
+        """
         self._ensure_open()
         check_instance("files", files, pa.Table)
         if "path" not in files.column_names:
