@@ -256,14 +256,14 @@ def stage_remove_batch(
     ``encode_basestring`` instead), numbers cast to decimal text, partition values looked
     up per column. Rows with tags or a deletion vector take :func:`remove_json_line`.
     """
-    if not _plain_columns(files):
-        return None
     columns = tuple(physical_partition_columns(metadata))
+    if not _plain_columns(files) or not _fits_one_string_array(files, columns):
+        return None
     num_rows = files.num_rows
     path_column = combined(files.column("path"))
     paths: list[str] = path_column.to_pylist()
-    # The reader's rule: the cheap superset test of check_log_paths, here on the whole column;
-    # only the paths it flags are checked one by one (all of them pass or raise there).
+    # The objects of rows with tags or a DV first, as staged_removes builds every object before
+    # the path checks (a malformed DV is reported as before).
     generic_rows = np.flatnonzero(_generic_rows(files))
     generic: dict[int, RemoveFile] = {}
     if generic_rows.size:
@@ -271,6 +271,8 @@ def stage_remove_batch(
             files.take(int64_array(generic_rows)), deletion_timestamp, data_change=data_change, partition_columns=columns
         ), strict=True):
             generic[i] = remove
+    # The reader's rule: the cheap superset test of check_log_paths, here on the whole column;
+    # only the paths it flags are checked one by one (all of them pass or raise there).
     flagged = np.flatnonzero(mask_to_numpy(pc.match_substring_regex(path_column, _PATHS_TO_CHECK)))
     if flagged.size:
         check_log_paths(table_root, [paths[i] for i in flagged], where)
@@ -349,6 +351,27 @@ def _plain_columns(files: pa.Table) -> bool:
         if not pa.types.is_struct(dv_type) or dv_type.get_field_index("storageType") < 0:
             return False
     return True
+
+
+# What the lines of one batch may hold (Arrow strings have 32-bit offsets): per row, the fixed
+# text of a remove (its keys, flags and numbers: under 300 bytes) besides its strings.
+_MAX_BATCH_TEXT = 2**31 - 1
+_FIXED_TEXT_PER_ROW = 512
+_ESCAPED_GROWTH = 6  # a control character becomes a six-character \u escape
+
+
+def _fits_one_string_array(files: pa.Table, partition_columns: Sequence[str]) -> bool:
+    """Whether the lines of ``files`` surely fit one Arrow string array (else: objects, as before)."""
+    per_row = _FIXED_TEXT_PER_ROW + sum(len(encode_basestring(c).encode()) + 8 for c in partition_columns)
+    strings = 0
+    for name in ("path", "stats"):
+        if name in files.column_names:
+            strings += sum(
+                int(np.diff(offsets_to_numpy(chunk)[[0, -1]])[0]) for chunk in files.column(name).chunks if len(chunk)
+            )
+    if "partition_values" in files.column_names:
+        strings += files.column("partition_values").nbytes
+    return files.num_rows * per_row + _ESCAPED_GROWTH * strings <= _MAX_BATCH_TEXT
 
 
 def _is_string_map(arrow_type: pa.DataType) -> bool:

@@ -16,6 +16,7 @@ from airflow_delta.engine.model.committed_actions import CommittedActions
 from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.read.crc import EMPTY_STATE, deleted_records_histogram, file_size_histogram, next_checksum
 from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path
+from airflow_delta.engine.write import file_removes
 from airflow_delta.engine.write.file_removes import (
     only_partition_columns,
     physical_partition_columns,
@@ -179,9 +180,14 @@ def test_a_batch_of_removes_is_the_objects_line_for_line(rows: list[dict[str, An
     assert batch.remove_deletion_vectors() == [r.deletion_vector.to_json() for r in removes if r.deletion_vector]
 
 
-def test_a_batch_is_not_built_for_columns_of_another_type() -> None:
-    """Columns the builder does not encode (a size as text) leave the removes to the objects."""
+def test_a_batch_is_not_built_for_columns_of_another_type_or_too_much_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns the builder does not encode (a size as text), or more text than one Arrow string
+    array holds, leave the removes to the objects."""
     files = pa.table({"path": ["a.parquet"], "size": ["10"]})
+    assert stage_remove_batch(files, _BATCH_METADATA, 1, data_change=True, table_root=_ROOT, where="w") is None
+    files = file_actions({"path": "p=a/f.parquet", "stats": '{"numRecords":1}'})
+    assert stage_remove_batch(files, _BATCH_METADATA, 1, data_change=True, table_root=_ROOT, where="w") is not None
+    monkeypatch.setattr(file_removes, "_MAX_BATCH_TEXT", 600)
     assert stage_remove_batch(files, _BATCH_METADATA, 1, data_change=True, table_root=_ROOT, where="w") is None
 
 
