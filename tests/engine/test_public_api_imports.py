@@ -2,7 +2,7 @@
 is what it uses: ``import airflow_delta.engine`` loads no engine module and not pyarrow,
 ``from airflow_delta.engine import DeltaTable`` loads the facade with the storage layer only,
 and a lite VACUUM dry run loads neither the commit path nor the checkpoint writer (nor pandas,
-which pyarrow imports to convert a Python object).
+which pyarrow imports to convert a Python object); nor does an OPTIMIZE load pandas.
 
 Each case runs in a fresh interpreter, so that nothing an earlier test imported hides an import.
 """
@@ -38,6 +38,8 @@ result = DeltaTable(sys.argv[1]).vacuum(
 )
 out["vacuum"] = {"files": result.num_files_to_delete, "engine": loaded("airflow_delta.engine"),
                  "heavy": [m for m in ("pandas", "pyarrow.dataset", "sqlglot", "numpy.ma") if m in sys.modules]}
+compacted = DeltaTable(sys.argv[1]).optimize()
+out["optimize"] = {"removed": compacted.metrics["numFilesRemoved"], "pandas": "pandas" in sys.modules}
 print(json.dumps(out))
 """
 
@@ -48,6 +50,7 @@ def _table_with_a_removed_file(root: Path) -> str:
     table.append(pa.table({"id": pa.array([1, 2], pa.int64())}, schema=schema))
     table.append(pa.table({"id": pa.array([3], pa.int64())}, schema=schema))
     table.delete("id = 3")  # removes the second file whole: one file for a lite VACUUM
+    table.append(pa.table({"id": pa.array([4], pa.int64())}, schema=schema))  # two live files to compact
     return str(root)
 
 
@@ -69,6 +72,8 @@ def test_imports_follow_use(tmp_path: Path) -> None:
     assert "airflow_delta.engine.operations.vacuum" in vacuum
     assert not {n for n in vacuum if n.startswith("airflow_delta.engine.write.")}, sorted(vacuum)
     assert "airflow_delta.engine.checkpoint.writer" not in vacuum, sorted(vacuum)
+    # OPTIMIZE stages its removes as Arrow columns: no Python value reaches a pyarrow conversion.
+    assert found["optimize"] == {"removed": 2, "pandas": False}, found
 
 
 def test_every_public_name_is_listed_and_resolves_to_its_module() -> None:

@@ -892,12 +892,16 @@ def _actual_partitions(plan: OptimizePlan, adds_per_bin: Sequence[Sequence[AddFi
     )
 
 
-def _file_sizes(sizes: Sequence[int]) -> dict[str, Any]:
+def _file_sizes(sizes: Sequence[int] | np.ndarray) -> dict[str, Any]:
     """Delta's FileSizeMetrics: min, max, avg, totalFiles, totalSize."""
-    if not sizes:
+    values = np.asarray(sizes, dtype=np.int64)
+    if not values.size:
         return {"min": None, "max": None, "avg": 0.0, "totalFiles": 0, "totalSize": 0}
-    total = int(sum(sizes))
-    return {"min": int(min(sizes)), "max": int(max(sizes)), "avg": total / len(sizes), "totalFiles": len(sizes), "totalSize": total}
+    total = int(values.sum())
+    return {
+        "min": int(values.min()), "max": int(values.max()), "avg": total / values.size, "totalFiles": int(values.size),
+        "totalSize": total,
+    }
 
 
 def _metrics(
@@ -918,7 +922,7 @@ def _metrics(
     batches of earlier tries (rewriting ``earlier_partitions``), counted in as if this run
     had committed them.
     """
-    removed = [s for b in bins for s in _sizes(b.files)]
+    removed = _removed_sizes(bins)
     if adds_per_bin is None:
         added = [
             int(b.size * b.live_fraction / plan.output_files(b))
@@ -935,7 +939,7 @@ def _metrics(
     considered = plan.considered_files
     num_batches = num_batches or 0
     if earlier is not None:
-        removed += _sizes(earlier.removed)
+        removed = np.concatenate([removed, _int64(earlier.removed.column("size"))])
         added += _sizes(earlier.added)
         num_dvs += earlier.deletion_vectors_removed
         dv_rows += earlier.deletion_vector_rows_removed
@@ -944,14 +948,14 @@ def _metrics(
         partitions |= earlier_partitions
     metrics: dict[str, Any] = {
         "numFilesAdded": len(added),
-        "numFilesRemoved": len(removed),
+        "numFilesRemoved": int(removed.size),
         "filesAdded": _file_sizes(added),
         "filesRemoved": _file_sizes(removed),
         "partitionsOptimized": len(partitions),
         "zOrderStats": None,
         "numBatches": num_batches,
         "totalConsideredFiles": considered,
-        "totalFilesSkipped": considered - len(removed),
+        "totalFilesSkipped": considered - int(removed.size),
         "preserveInsertionOrder": False,
         "numDeletionVectorsRemoved": num_dvs,
         "deletionVectorStats": {"numDeletionVectorsRemoved": num_dvs, "numDeletionVectorRowsRemoved": dv_rows},
@@ -963,7 +967,7 @@ def _metrics(
     if plan.zorder_by:
         # Delta's ZOrderStats for its "all" strategy: every file of a partition is one input,
         # and each partition becomes one Z-cube.
-        inputs = {"num": len(removed), "size": int(sum(removed))}
+        inputs = {"num": int(removed.size), "size": int(removed.sum())}
         metrics["zOrderStats"] = {
             "strategyName": "all",
             "inputCubeFiles": {"num": 0, "size": 0},
@@ -979,14 +983,19 @@ def _sizes(files: pa.Table) -> list[int]:
     return _int64(files.column("size")).tolist()
 
 
+def _removed_sizes(bins: Sequence[OptimizeBin]) -> np.ndarray:
+    """The sizes of the files the bins rewrite, as one int64 array (no int object per file)."""
+    return np.concatenate([_int64(b.files.column("size")) for b in bins]) if bins else np.zeros(0, dtype=np.int64)
+
+
 def _commit_metrics(bins: Sequence[OptimizeBin], adds: Sequence[AddFile]) -> dict[str, int]:
     """The ``operationMetrics`` Delta writes into an OPTIMIZE commit, for one batch."""
-    removed = [s for b in bins for s in _sizes(b.files)]
+    removed = _removed_sizes(bins)
     added = np.array(sorted(a.size for a in adds), dtype=np.int64)
     quantile = (lambda q: int(np.percentile(added, q, method="lower"))) if added.size else (lambda q: 0)
     return {
-        "numRemovedFiles": len(removed),
-        "numRemovedBytes": int(sum(removed)),
+        "numRemovedFiles": int(removed.size),
+        "numRemovedBytes": int(removed.sum()),
         "p25FileSize": quantile(25),
         "numDeletionVectorsRemoved": sum(b.num_files - b.files.column("deletion_vector").null_count for b in bins),
         "minFileSize": int(added.min()) if added.size else 0,

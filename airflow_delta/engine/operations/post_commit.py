@@ -16,6 +16,7 @@ from typing import Any
 from airflow_delta.engine.checkpoint.maintenance import check_log_maintenance_supported, should_checkpoint
 from airflow_delta.engine.errors import InvalidLogError
 from airflow_delta.engine.model.actions import Metadata
+from airflow_delta.engine.model.committed_actions import CommittedActions
 from airflow_delta.engine.model.properties import TableProperties, symlink_manifest_enabled
 from airflow_delta.engine.read import crc
 from airflow_delta.engine.read.listing import list_log_segment
@@ -114,7 +115,8 @@ def _metadata_at(location: TableLocation, version: int, actions: Sequence[Mappin
     The commit's own metaData, else the version's ``.crc``, else a replay of the
     non-file actions only; None if the log cannot be replayed.
     """
-    for action in actions or ():
+    # Only removes are kept as columns: the metaData, if any, is among the other actions.
+    for action in actions.other_actions if isinstance(actions, CommittedActions) else actions or ():
         if "metaData" in action:
             return Metadata.from_json(action["metaData"])
     checksum = crc.read_version_checksum(location.io, location.root, version)

@@ -34,6 +34,7 @@ from airflow_delta.engine.errors import CommitNotSupportedError, CorruptCommitEr
 from airflow_delta.engine.model import log_json
 from airflow_delta.engine.model.actions import DomainMetadata, Metadata, Protocol, SetTransaction
 from airflow_delta.engine.model.arrow_numpy import combined, indices_to_numpy
+from airflow_delta.engine.model.committed_actions import CommittedActions
 from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.storage.fileio import FileIO
@@ -183,20 +184,30 @@ def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, An
     that is already live (``dataChange=false`` in a commit without removes, or a
     duplicate key in the commit): counting it would double it.
     """
+    # The removes a transaction kept as columns (an OPTIMIZE's thousands) are counted from them;
+    # every other action is a JSON object.
+    columns = actions.remove_columns if isinstance(actions, CommittedActions) else []
+    if isinstance(actions, CommittedActions):
+        actions = actions.other_actions
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
+    num_removes = len(removes) + sum(len(c) for c in columns)
     commit_info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None) or {}
-    if any(not a.get("dataChange", True) for a in adds) and not removes:
+    if any(not a.get("dataChange", True) for a in adds) and not num_removes:
         return None
     keys = [(a.get("path"), _dv_key(a)) for a in adds]
     if len(set(keys)) != len(keys):
         return None
-    if any(r.get("size") is None for r in removes):
+    column_sizes = [c.remove_sizes() for c in columns]
+    if any(r.get("size") is None for r in removes) or any(sizes is None for sizes in column_sizes):
         return None
     try:
-        num_files = int(previous["numFiles"]) + len(adds) - len(removes)
-        size = int(previous["tableSizeBytes"]) + sum(int(a["size"]) for a in adds) - sum(int(r["size"]) for r in removes)
-    except (KeyError, TypeError, ValueError):
+        removed_sizes = np.concatenate(
+            [np.array([int(r["size"]) for r in removes], dtype=np.int64), *column_sizes]  # type: ignore[list-item]
+        )
+        num_files = int(previous["numFiles"]) + len(adds) - num_removes
+        size = int(previous["tableSizeBytes"]) + sum(int(a["size"]) for a in adds) - sum(removed_sizes.tolist())
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     if num_files < 0 or size < 0:
         return None
@@ -237,26 +248,31 @@ def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, An
     checksum["metadata"] = metadata
     checksum["protocol"] = protocol
 
+    rm_dvs = [r["deletionVector"] for r in removes if r.get("deletionVector")]
+    rm_dvs += [dv for c in columns for dv in c.remove_deletion_vectors()]
     if previous.get("numDeletionVectorsOpt") is not None and previous.get("numDeletedRecordsOpt") is not None:
         add_dvs = [a["deletionVector"] for a in adds if a.get("deletionVector")]
-        rm_dvs = [r["deletionVector"] for r in removes if r.get("deletionVector")]
         checksum["numDeletionVectorsOpt"] = int(previous["numDeletionVectorsOpt"]) + len(add_dvs) - len(rm_dvs)
         checksum["numDeletedRecordsOpt"] = (
             int(previous["numDeletedRecordsOpt"])
             + sum(int(d.get("cardinality", 0)) for d in add_dvs)
             - sum(int(d.get("cardinality", 0)) for d in rm_dvs)
         )
-    histogram = _updated_size_histogram(previous, adds, removes)
+    histogram = _updated_size_histogram(previous, adds, removed_sizes)
     if histogram is not None:
         checksum["fileSizeHistogram"] = histogram
-    deleted_histogram = _updated_deleted_records_histogram(previous, adds, removes)
+    # A remove without a deletion vector counts in the histogram's first bin (0 rows deleted).
+    removed_cardinalities = [_cardinality(r) for r in removes] + [0] * (num_removes - len(removes))
+    for n, dv in enumerate(dv for c in columns for dv in c.remove_deletion_vectors()):
+        removed_cardinalities[len(removes) + n] = int(dv.get("cardinality", 0))
+    deleted_histogram = _updated_deleted_records_histogram(previous, adds, removed_cardinalities)
     if deleted_histogram is not None:
         checksum["deletedRecordCountsHistogramOpt"] = deleted_histogram
     return checksum
 
 
 def _updated_size_histogram(
-    previous: Mapping[str, Any], adds: Sequence[Mapping[str, Any]], removes: Sequence[Mapping[str, Any]]
+    previous: Mapping[str, Any], adds: Sequence[Mapping[str, Any]], removed_sizes: np.ndarray
 ) -> dict[str, list[int]] | None:
     old = previous.get("fileSizeHistogram") or previous.get("histogramOpt")
     if not isinstance(old, Mapping):
@@ -270,7 +286,7 @@ def _updated_size_histogram(
     if not boundaries or len(counts) != len(boundaries) or len(total) != len(boundaries):
         return None
     added = file_size_histogram([int(a["size"]) for a in adds], boundaries)
-    removed = file_size_histogram([int(r["size"]) for r in removes], boundaries)
+    removed = file_size_histogram(removed_sizes, boundaries)
     counts = counts + np.asarray(added["fileCounts"]) - np.asarray(removed["fileCounts"])
     total = total + np.asarray(added["totalBytes"]) - np.asarray(removed["totalBytes"])
     if (counts < 0).any() or (total < 0).any():
@@ -279,23 +295,24 @@ def _updated_size_histogram(
 
 
 def _updated_deleted_records_histogram(
-    previous: Mapping[str, Any], adds: Sequence[Mapping[str, Any]], removes: Sequence[Mapping[str, Any]]
+    previous: Mapping[str, Any], adds: Sequence[Mapping[str, Any]], removed_cardinalities: Sequence[int]
 ) -> dict[str, list[int]] | None:
     old = previous.get("deletedRecordCountsHistogramOpt")
     if not isinstance(old, Mapping) or len(old.get("deletedRecordCounts") or ()) != len(DELETED_RECORD_BIN_BOUNDARIES):
         return None
-
-    def cardinalities(actions: Sequence[Mapping[str, Any]]) -> list[int]:
-        return [int((a.get("deletionVector") or {}).get("cardinality", 0)) for a in actions]
-
     counts = (
         np.asarray(old["deletedRecordCounts"], dtype=np.int64)
-        + np.asarray(deleted_records_histogram(cardinalities(adds))["deletedRecordCounts"])
-        - np.asarray(deleted_records_histogram(cardinalities(removes))["deletedRecordCounts"])
+        + np.asarray(deleted_records_histogram([_cardinality(a) for a in adds])["deletedRecordCounts"])
+        - np.asarray(deleted_records_histogram(removed_cardinalities)["deletedRecordCounts"])
     )
     if (counts < 0).any():
         return None
     return {"deletedRecordCounts": counts.tolist()}
+
+
+def _cardinality(action: Mapping[str, Any]) -> int:
+    """The rows the action's deletion vector deletes (0 without one)."""
+    return int((action.get("deletionVector") or {}).get("cardinality", 0))
 
 
 def _dv_key(action: Mapping[str, Any]) -> str | None:

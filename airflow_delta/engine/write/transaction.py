@@ -83,6 +83,7 @@ from airflow_delta.engine.model.commit_info import (
     encode_operation_metrics,
     encode_operation_parameters,
 )
+from airflow_delta.engine.model.committed_actions import CommittedActions
 from airflow_delta.engine.model.json_text import json_text, utf8_bytes
 from airflow_delta.engine.model.properties import TableProperties
 from airflow_delta.engine.read.listing import CommitFrontier, LogListing, commit_frontier, commit_path, list_log
@@ -100,9 +101,11 @@ from airflow_delta.engine.write.conflicts import (
 )
 from airflow_delta.engine.write.file_matching import files_may_match
 from airflow_delta.engine.write.file_removes import (
+    RemoveBatch,
     physical_partition_columns,
     remove_json_line,
     removes_from_file_actions,
+    stage_remove_batch,
     staged_removes,
 )
 from airflow_delta.engine.write.options import CommitOptions
@@ -253,10 +256,9 @@ class Transaction:
         self.read_version: int = self.snapshot.version if self.snapshot is not None else -1
 
         self._adds: list[AddFile] = []
-        self._removes: list[RemoveFile] = []
-        # The JSON object and log line of removes staged by remove_files, by the remove's id
-        # (each stays alive in _removes): encoded when staged, not on the commit's critical path.
-        self._encoded_removes: dict[int, tuple[dict[str, Any], bytes]] = {}
+        # In staging order: single removes, and the removes of remove_files() as batches (columns
+        # and their log lines, encoded when staged: no object per file for an OPTIMIZE's thousands).
+        self._removes: list[RemoveFile | RemoveBatch] = []
         self._cdc: list[AddCDCFile] = []
         self._metadata: Metadata | None = None
         self._protocol: Protocol | None = None
@@ -276,8 +278,8 @@ class Transaction:
         self.isolation_level: IsolationLevel | None = None
         self._committed_payload = b""
         # The committed payload's actions as JSON objects, for the post-commit hook (None: parse the payload).
-        self._committed_actions: list[dict[str, Any]] | None = None
-        self._serialized_actions: list[dict[str, Any]] | None = None
+        self._committed_actions: list[dict[str, Any] | RemoveBatch] | None = None
+        self._serialized_actions: list[dict[str, Any] | RemoveBatch] | None = None
         # The files this transaction wrote: removed if it aborts or its commit fails.
         self.written_files = WrittenFiles(location.io)
         self._race: _Race | None = None
@@ -434,7 +436,11 @@ class Transaction:
         self._removes.append(action)
 
     def remove_files(self, files: pa.Table, *, data_change: bool = True, deletion_timestamp: int | None = None) -> None:
-        """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`)."""
+        """Stage a ``remove`` for each row of ``files`` (``FILE_ACTIONS_SCHEMA``, e.g. from :meth:`read_files`).
+
+        With the schema's column types the removes are kept as columns (a :class:`RemoveBatch`:
+        no object per file for an OPTIMIZE's thousands); the log gets the same lines either way.
+        """
         self._ensure_open()
         check_instance("files", files, pa.Table)
         if "path" not in files.column_names:
@@ -442,22 +448,35 @@ class Transaction:
         check_bool("data_change", data_change)
         deletion_timestamp = check_int("deletion_timestamp", deletion_timestamp, minimum=0, optional=True)
         ts = deletion_timestamp if deletion_timestamp is not None else _now_ms()
+        if not files.num_rows:
+            return
+        # Column-wise when the columns allow it (the same lines, checks and keys as the objects).
+        batch = stage_remove_batch(
+            files, self.metadata, ts, data_change=data_change, table_root=self.location.root,
+            where="a staged remove action",
+        )
+        if batch is not None:
+            generic = list(batch.generic.values())
+            if generic:
+                self._check_staged_paths("remove", generic)  # their deletion vectors' paths
+            self._removes.append(batch)
+            return
         removes = staged_removes(files, self.metadata, ts, data_change=data_change)
         self._check_staged_paths("remove", removes)
         self._removes.extend(removes)
-        self._encode_removes(removes)
 
-    def _encode_removes(self, removes: Sequence[RemoveFile]) -> None:
-        """Encode staged removes once, when staged: every commit attempt's payload and the
-        ``.crc`` hook reuse the lines (an OPTIMIZE stages thousands). A remove that cannot be
-        encoded is left to the commit, which reports it as before."""
-        partitions_seen: dict[int, str] = {}
-        for remove in removes:
-            try:
-                line = utf8_bytes(remove_json_line(remove, partitions_seen), "commit content")
-            except InvalidArgumentError:
-                return
-            self._encoded_removes[id(remove)] = ({"remove": remove.to_json()}, line)
+    def _remove_keys(self) -> Iterable[tuple[str, str, str | None]]:
+        """(log path, decoded path, DV unique id) of every staged remove, in staging order."""
+        for entry in self._removes:
+            yield from _entry_keys(entry)
+
+    def _removes_data(self) -> Iterable[tuple[str, bool]]:
+        """(log path, dataChange) of the staged removes, a batch's first for the whole batch (one flag)."""
+        for entry in self._removes:
+            if isinstance(entry, RemoveBatch):
+                yield entry.paths[0], entry.data_change
+            else:
+                yield entry.path, entry.data_change
 
     def delete_rows(
         self,
@@ -513,7 +532,7 @@ class Transaction:
             self.metadata,
             rows_by_path,
             table_uri=self.location.uri,
-            already_removed={decode_log_path(r.path) for r in self._removes},
+            already_removed={decoded for _, decoded, _ in self._remove_keys()},
             deletion_timestamp=deletion_timestamp,
             clock=_now_ms,
             target_dv_file_size=target_dv_file_size,
@@ -689,7 +708,10 @@ class Transaction:
         self.committed_version = version
         self.written_files.forget()
         if self._post_commit is not None:
-            actions = self._committed_actions
+            actions: Sequence[Mapping[str, Any]] | None = None
+            if self._committed_actions is not None:
+                # Batches of removes stay columns: the .crc hook counts them without an object per file.
+                actions = CommittedActions(self._committed_actions)
             if actions is None:
                 actions = [json.loads(line) for line in self._committed_payload.split(b"\n") if line]  # bytes: no 4x str
             try:
@@ -789,7 +811,7 @@ class Transaction:
                 f"the staged metadata has table id {metadata.id!r}, the table's is {read_metadata.id!r}; "
                 "a transaction cannot replace the table identity"
             )
-        removed_keys = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
+        removed_paths = self._validate_actions(operation, metadata, protocol, read_metadata or metadata)
         if write_metadata and read_metadata is not None:
             # Imported here: only a commit that writes metadata asks (a writer that stages files
             # alone, such as OPTIMIZE, never needs the identity-column code).
@@ -814,7 +836,7 @@ class Transaction:
             read_paths=_concat(self._read_path_chunks),
             read_app_ids=frozenset(self._read_app_ids),
             app_transactions={a: t.version for a, t in self._app_transactions.items()},
-            removed_paths=frozenset(path for path, _ in removed_keys),  # decoded once, above
+            removed_paths=removed_paths,  # decoded once, when staged
             domains=frozenset(self._domains),
             changes_protocol=write_protocol and read_protocol is not None,
             changes_metadata=write_metadata and read_metadata is not None,
@@ -1127,24 +1149,44 @@ class Transaction:
 
     def _validate_actions(
         self, operation: str, metadata: Metadata, protocol: Protocol, read_metadata: Metadata
-    ) -> set[tuple[str, str | None]]:
-        """Refuse staged actions no valid commit holds; returns the removes' (decoded path, DV id) keys."""
+    ) -> frozenset[str]:
+        """Refuse staged actions no valid commit holds; returns the removes' decoded paths."""
+        # A file is its (decoded path, DV id); the keys without a DV are kept as bare paths, so
+        # that a batch of removes (thousands, rarely with DVs) is checked as one set of strings.
         seen_adds: set[tuple[str, str | None]] = set()
         for add in self._adds:
             key = (decode_log_path(add.path), add.dv_unique_id)
             if key in seen_adds:
                 raise InvalidTransactionError(f"file {add.path!r} is added twice in one commit")
             seen_adds.add(key)
-        seen_removes: set[tuple[str, str | None]] = set()
-        for rm in self._removes:
-            key = (decode_log_path(rm.path), rm.dv_unique_id)
-            if key in seen_removes:
-                raise InvalidTransactionError(f"file {rm.path!r} is removed twice in one commit")
-            if key in seen_adds:
-                raise InvalidTransactionError(
-                    f"file {rm.path!r} (same deletion vector) is both added and removed in one commit"
-                )
-            seen_removes.add(key)
+        added_plain = {path for path, dv_id in seen_adds if dv_id is None}
+        removed_plain: set[str] = set()
+        removed_with_dv: set[tuple[str, str]] = set()
+        for entry in self._removes:
+            if isinstance(entry, RemoveBatch) and not entry.dv_ids:
+                # The file by file check below runs only to name a duplicate.
+                batch_paths = set(entry.decoded)
+                if len(batch_paths) == len(entry) and removed_plain.isdisjoint(batch_paths) and (
+                    added_plain.isdisjoint(batch_paths)
+                ):
+                    removed_plain |= batch_paths
+                    continue
+            for path, decoded, dv_id in _entry_keys(entry):
+                if dv_id is None:
+                    seen = decoded in removed_plain
+                    removed_plain.add(decoded)
+                else:
+                    seen = (decoded, dv_id) in removed_with_dv
+                    removed_with_dv.add((decoded, dv_id))
+                if seen:
+                    raise InvalidTransactionError(f"file {path!r} is removed twice in one commit")
+                if (decoded, dv_id) in seen_adds:
+                    raise InvalidTransactionError(
+                        f"file {path!r} (same deletion vector) is both added and removed in one commit"
+                    )
+        removed_paths = frozenset(removed_plain)
+        if removed_with_dv:
+            removed_paths |= {path for path, _ in removed_with_dv}
 
         expected = set(physical_partition_columns(metadata))
         for add in self._adds:
@@ -1163,11 +1205,15 @@ class Transaction:
 
         read_props = TableProperties.from_configuration(read_metadata.configuration)
         if read_props.append_only and "appendOnly" in protocol_gate.writer_features(protocol):
-            changed = [r.path for r in self._removes if r.data_change]
+            changed = [
+                n for entry in self._removes if entry.data_change
+                for n in ([len(entry)] if isinstance(entry, RemoveBatch) else [1])
+            ]
             if changed:
+                first = next(path for path, data_change in self._removes_data() if data_change)
                 raise AppendOnlyViolationError(
                     f"the table is append-only (delta.appendOnly=true) and this commit removes data from "
-                    f"{len(changed)} file(s), e.g. {changed[0]!r}; only dataChange=false rewrites are allowed. "
+                    f"{sum(changed)} file(s), e.g. {first!r}; only dataChange=false rewrites are allowed. "
                     "Set delta.appendOnly=false first if the data must really go"
                 )
 
@@ -1179,7 +1225,7 @@ class Transaction:
         # untouched rows as deleted and re-inserted, so it must carry its cdc files.
         props = TableProperties.from_configuration(metadata.configuration)
         if props.enable_change_data_feed and "changeDataFeed" in protocol_gate.writer_features(protocol) and not self._cdc:
-            removes_data = any(r.data_change for r in self._removes)
+            removes_data = any(r.data_change for r in self._removes)  # a batch has one flag
             adds_data = [a.path for a in self._adds if a.data_change]
             if removes_data and adds_data and operation.upper() not in _REPLACING_OPERATIONS:
                 raise InvalidTransactionError(
@@ -1187,7 +1233,7 @@ class Transaction:
                     f"(removes files and adds {adds_data[0]!r}) without cdc actions; stage the change data "
                     "with add_cdc()"
                 )
-        return seen_removes
+        return removed_paths
 
     def _isolation_level(
         self, operation: str, metadata: Metadata, write_protocol: bool, write_metadata: bool
@@ -1253,24 +1299,24 @@ class Transaction:
         def encoded(text: str) -> bytes:
             return utf8_bytes(text, "commit content")
 
-        # The JSON objects are kept beside the bytes: the post-commit hook reads them, not the bytes again.
-        actions: list[Action] = [*([protocol] if protocol is not None else []), *([metadata] if metadata is not None else []),
-                                 *self._app_transactions.values(), *self._domains.values(), *extra_domains,
-                                 *self._removes, *adds, *self._cdc]
-        # Removes staged by remove_files were encoded then; the others are encoded here.
-        staged = self._encoded_removes
-        cached = [staged.get(id(a)) if type(a) is RemoveFile else None for a in actions]
-        objects = [
-            {"commitInfo": info},
-            *(c[0] if c is not None else {ACTION_KEYS[type(a)]: a.to_json()} for a, c in zip(actions, cached, strict=True)),
+        # The JSON objects are kept beside the bytes: the post-commit hook reads them, not the bytes again
+        # (a batch of removes stands for its objects until the hook asks for them).
+        actions: list[Action | RemoveBatch] = [
+            *([protocol] if protocol is not None else []), *([metadata] if metadata is not None else []),
+            *self._app_transactions.values(), *self._domains.values(), *extra_domains, *self._removes, *adds, *self._cdc,
         ]
-        lines = [encoded(json_text(objects[0]))]
-        # A remove's line is put together from its fields (many per commit; the same text).
+        objects: list[dict[str, Any] | RemoveBatch] = [
+            {"commitInfo": info},
+            *(a if isinstance(a, RemoveBatch) else {ACTION_KEYS[type(a)]: a.to_json()} for a in actions),
+        ]
+        lines: list[bytes | pa.Buffer] = [encoded(json_text(objects[0]))]  # bytes.join takes a buffer as bytes
+        # A remove's line is put together from its fields (many per commit; the same text); a batch's
+        # lines were encoded when it was staged, joined by newlines as here.
         partitions_seen: dict[int, str] = {}
         lines += [
-            c[1] if c is not None
+            a.blob if isinstance(a, RemoveBatch)
             else encoded(remove_json_line(a, partitions_seen) if type(a) is RemoveFile else json_text(o))
-            for a, o, c in zip(actions, objects[1:], cached, strict=True)
+            for a, o in zip(actions, objects[1:], strict=True)
         ]
         lines.append(b"")
         self._serialized_actions = objects
@@ -1320,6 +1366,14 @@ class Transaction:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _entry_keys(entry: RemoveFile | RemoveBatch) -> Iterable[tuple[str, str, str | None]]:
+    """(log path, decoded path, DV unique id) of a staged remove, or of each remove of a batch."""
+    if isinstance(entry, RemoveBatch):
+        dv_ids = entry.dv_ids
+        return ((path, decoded, dv_ids.get(i)) for i, (path, decoded) in enumerate(zip(entry.paths, entry.decoded, strict=True)))
+    return ((entry.path, decode_log_path(entry.path), entry.dv_unique_id),)
 
 
 def _now_ms() -> int:

@@ -6,16 +6,23 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from airflow_delta.engine.errors import InvalidPathError, PathOutsideTableError
 from airflow_delta.engine.model.actions import FILE_ACTIONS_SCHEMA, DeletionVectorDescriptor, Metadata, RemoveFile
+from airflow_delta.engine.model.committed_actions import CommittedActions
 from airflow_delta.engine.model.json_text import json_text
+from airflow_delta.engine.read.crc import EMPTY_STATE, deleted_records_histogram, file_size_histogram, next_checksum
+from airflow_delta.engine.storage.paths import check_log_paths, decode_log_path
+from airflow_delta.engine.write import file_removes
 from airflow_delta.engine.write.file_removes import (
     only_partition_columns,
     physical_partition_columns,
     remove_json_line,
     removes_from_file_actions,
+    stage_remove_batch,
     staged_removes,
 )
 
@@ -118,3 +125,88 @@ def test_a_removes_log_line_is_the_generic_encoding_of_its_json(
     assert [remove_json_line(r, seen) for r in (remove, other, remove)] == [
         line, json_text({"remove": other.to_json()}), line
     ]
+
+
+# ------------------------------------------------------------ removes staged as columns
+
+_ROOT = "/tables/t"
+_PARTITION_COLUMNS = ("p", 'q"\\é😀')
+_BATCH_METADATA = Metadata(id="t", schema_string=schema_string("v", *_PARTITION_COLUMNS), partition_columns=_PARTITION_COLUMNS)
+# Partition keys of file actions: the table's columns, and others (extra keys in one map type of a log).
+_KEY = st.sampled_from([*_PARTITION_COLUMNS, "old", "\n"])
+_PATH = st.lists(st.sampled_from(["a", "/", ".", "%", "%2", "%41", ":", '"', "\\", "\n", "é", "😀", " ", "=", "?"]), max_size=8).map("".join)
+# Paths a reader takes (most examples), with escapes, quotes and non-ASCII to encode.
+_SAFE_PATH = st.lists(st.sampled_from(["a", "%41", "%C3%A9", "%25", '"', "'", "é", "😀", " ", "=", "/"]), max_size=6).map("".join)
+_SIZE = st.none() | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_FILE_ROW = st.fixed_dictionaries({
+    "path": _SAFE_PATH.map(lambda p: f"p=a/{p}.parquet") | _PATH,
+    "partition_values": st.none() | st.lists(st.tuples(_KEY, st.none() | _TEXT), max_size=4),
+    "size": _SIZE,
+    "stats": st.none() | _TEXT,
+    "tags": st.none() | st.lists(st.tuples(_TEXT, _TEXT), max_size=2),
+    "deletion_vector": st.none() | st.just(DV) | st.just({**DV, "storageType": None}),
+    "base_row_id": _SIZE,
+    "default_row_commit_version": _SIZE,
+})
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(_FILE_ROW, min_size=1, max_size=5), data_change=st.booleans())
+def test_a_batch_of_removes_is_the_objects_line_for_line(rows: list[dict[str, Any]], data_change: bool) -> None:
+    """The column-wise builder writes, checks and counts exactly what the remove objects give: each
+    line is the generic encoder's text of the remove's JSON (quotes, backslashes, control, astral and
+    non-ASCII characters, duplicate and extra partition keys, tags, DVs, nulls anywhere), a path a
+    reader refuses is refused with the same error, and the keys, JSON objects and sizes are the objects'."""
+    files = file_actions(*rows)
+    removes = staged_removes(files, _BATCH_METADATA, 77, data_change=data_change)
+    try:
+        check_log_paths(_ROOT, [r.path for r in removes], "a staged remove action")
+    except (InvalidPathError, PathOutsideTableError) as exc:
+        with pytest.raises(type(exc)) as refused:
+            stage_remove_batch(files, _BATCH_METADATA, 77, data_change=data_change, table_root=_ROOT, where="a staged remove action")
+        assert str(refused.value) == str(exc)
+        return
+    batch = stage_remove_batch(files, _BATCH_METADATA, 77, data_change=data_change, table_root=_ROOT, where="a staged remove action")
+    assert batch is not None
+    assert batch.blob.to_pybytes().decode().split("\n") == [json_text({"remove": r.to_json()}) for r in removes]
+    assert batch.json_objects() == [{"remove": r.to_json()} for r in removes]
+    assert batch.decoded == [decode_log_path(r.path) for r in removes]
+    assert [batch.dv_ids.get(i) for i in range(len(removes))] == [r.dv_unique_id for r in removes]
+    assert batch.paths == [r.path for r in removes] and len(batch) == len(removes)
+    sizes = batch.remove_sizes()
+    assert (None if sizes is None else sizes.tolist()) == (
+        None if any(r.size is None for r in removes) else [r.size for r in removes]
+    )
+    assert batch.remove_deletion_vectors() == [r.deletion_vector.to_json() for r in removes if r.deletion_vector]
+
+
+def test_a_batch_is_not_built_for_columns_of_another_type_or_too_much_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns the builder does not encode (a size as text), or more text than one Arrow string
+    array holds, leave the removes to the objects."""
+    files = pa.table({"path": ["a.parquet"], "size": ["10"]})
+    assert stage_remove_batch(files, _BATCH_METADATA, 1, data_change=True, table_root=_ROOT, where="w") is None
+    files = file_actions({"path": "p=a/f.parquet", "stats": '{"numRecords":1}'})
+    assert stage_remove_batch(files, _BATCH_METADATA, 1, data_change=True, table_root=_ROOT, where="w") is not None
+    monkeypatch.setattr(file_removes, "_MAX_BATCH_TEXT", 600)
+    assert stage_remove_batch(files, _BATCH_METADATA, 1, data_change=True, table_root=_ROOT, where="w") is None
+
+
+def test_committed_actions_count_a_batch_from_its_columns() -> None:
+    """The .crc after a commit with a batch of removes is the one its JSON objects give."""
+    files = file_actions(
+        {"path": "p=a/f1.parquet", "partition_values": [("p", "a")], "size": 10, "deletion_vector": DV},
+        {"path": "p=a/f2.parquet", "partition_values": [("p", "a")], "size": 5},
+    )
+    batch = stage_remove_batch(files, _BATCH_METADATA, 3, data_change=True, table_root=_ROOT, where="w")
+    assert batch is not None
+    previous = {
+        **EMPTY_STATE, "numFiles": 3, "tableSizeBytes": 100, "numDeletionVectorsOpt": 1, "numDeletedRecordsOpt": 2,
+        "metadata": _BATCH_METADATA.to_json(), "protocol": {"minReaderVersion": 3, "minWriterVersion": 7},
+        "fileSizeHistogram": file_size_histogram([10, 5, 85]),
+        "deletedRecordCountsHistogramOpt": deleted_records_histogram([2, 0, 0]),
+    }
+    info = {"commitInfo": {"txnId": "x", "operation": "DELETE"}}
+    lazy = next_checksum(previous, CommittedActions([info, batch]))
+    assert lazy == next_checksum(previous, [info, *batch.json_objects()])
+    assert lazy is not None and (lazy["numFiles"], lazy["tableSizeBytes"], lazy["numDeletionVectorsOpt"]) == (1, 85, 0)
+    assert list(CommittedActions([info, batch])) == [info, *batch.json_objects()]

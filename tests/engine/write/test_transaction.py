@@ -31,7 +31,7 @@ from airflow_delta.engine.errors import (
     TransactionAlreadyCommittedError,
     UnsupportedFeatureError,
 )
-from airflow_delta.engine.model.actions import AddCDCFile, AddFile, Protocol
+from airflow_delta.engine.model.actions import AddCDCFile, AddFile, Protocol, RemoveFile
 from airflow_delta.engine.model.commit_info import ENGINE_INFO
 from airflow_delta.engine.model.json_text import json_text
 from airflow_delta.engine.storage.fileio import LocalFileIO
@@ -419,6 +419,37 @@ def test_duplicate_and_misplaced_actions_are_refused(table: DeltaTable) -> None:
     assert table.version() == 2
 
 
+
+def test_removes_staged_as_batches_and_one_by_one_are_checked_and_written_in_staging_order(table: DeltaTable) -> None:
+    """remove_files() stages a batch (columns); the duplicate check and the log see the same removes,
+    in the order they were staged, as if each had been staged alone."""
+    for stage_twice in (
+        lambda txn, files: (txn.remove_files(files), txn.remove_files(files)),
+        lambda txn, files: (txn.remove_files(files), txn.remove(_single_remove(files, 1))),
+        lambda txn, files: (txn.remove(_single_remove(files, 1)), txn.remove_files(files)),
+    ):
+        txn = table.transaction()
+        stage_twice(txn, txn.read_files("p = 'a'"))
+        with pytest.raises(InvalidTransactionError, match=r"p=a/.*is removed twice"):
+            txn.commit("DELETE")
+    for part, ids in (("a", [4]), ("b", [12]), ("b", [13])):
+        append(table, part, ids)
+    txn = table.transaction()
+    files_a, files_b = txn.read_files("p = 'a'"), txn.read_files("p = 'b'")
+    assert (files_a.num_rows, files_b.num_rows) == (2, 3)
+    single = _single_remove(files_b, 5)
+    txn.remove_files(files_a, deletion_timestamp=7)
+    txn.remove(single)
+    txn.remove_files(files_b.slice(1), deletion_timestamp=7)
+    version = txn.commit("DELETE")
+    removes = [line["remove"] for line in commit_lines(table, version) if "remove" in line]
+    assert [r["path"] for r in removes] == [
+        *files_a.column("path").to_pylist(), single.path, *files_b.slice(1).column("path").to_pylist()
+    ]
+    assert [r["deletionTimestamp"] for r in removes] == [7] * files_a.num_rows + [5] + [7] * (files_b.num_rows - 1)
+    assert table.snapshot().files().num_rows == 0
+
+
 def _cdf_table(table_path: str) -> DeltaTable:
     """A table with Change Data Feed and deletion vectors on, its protocol written raw as Spark writes it."""
     reference = DeltaTable.create(table_path + "_ref", SCHEMA, partition_by=["p"])
@@ -755,6 +786,14 @@ def _add_json(files: pa.Table) -> dict[str, Any]:
         "path": row["path"], "partitionValues": dict(row["partition_values"]), "size": row["size"],
         "modificationTime": row["modification_time"], "dataChange": True, "stats": row["stats"],
     }
+
+
+def _single_remove(files: pa.Table, deletion_timestamp: int) -> RemoveFile:
+    """A remove of the first of ``files``, staged by itself."""
+    row = files.slice(0, 1).to_pylist()[0]
+    return RemoveFile(
+        row["path"], deletion_timestamp, partition_values=dict(row["partition_values"]), size=row["size"]
+    )
 
 
 def _inline_dv() -> Any:
