@@ -248,8 +248,8 @@ def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, An
     checksum["metadata"] = metadata
     checksum["protocol"] = protocol
 
-    rm_dvs = [r["deletionVector"] for r in removes if r.get("deletionVector")]
-    rm_dvs += [dv for c in columns for dv in c.remove_deletion_vectors()]
+    column_dvs = [dv for c in columns for dv in c.remove_deletion_vectors()]
+    rm_dvs = [r["deletionVector"] for r in removes if r.get("deletionVector")] + column_dvs
     if previous.get("numDeletionVectorsOpt") is not None and previous.get("numDeletedRecordsOpt") is not None:
         add_dvs = [a["deletionVector"] for a in adds if a.get("deletionVector")]
         checksum["numDeletionVectorsOpt"] = int(previous["numDeletionVectorsOpt"]) + len(add_dvs) - len(rm_dvs)
@@ -262,9 +262,11 @@ def next_checksum(previous: Mapping[str, Any], actions: Sequence[Mapping[str, An
     if histogram is not None:
         checksum["fileSizeHistogram"] = histogram
     # A remove without a deletion vector counts in the histogram's first bin (0 rows deleted).
-    removed_cardinalities = [_cardinality(r) for r in removes] + [0] * (num_removes - len(removes))
-    for n, dv in enumerate(dv for c in columns for dv in c.remove_deletion_vectors()):
-        removed_cardinalities[len(removes) + n] = int(dv.get("cardinality", 0))
+    removed_cardinalities = (
+        [_cardinality(r) for r in removes]
+        + [int(dv.get("cardinality", 0)) for dv in column_dvs]
+        + [0] * (num_removes - len(removes) - len(column_dvs))
+    )
     deleted_histogram = _updated_deleted_records_histogram(previous, adds, removed_cardinalities)
     if deleted_histogram is not None:
         checksum["deletedRecordCountsHistogramOpt"] = deleted_histogram

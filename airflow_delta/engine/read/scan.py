@@ -550,7 +550,8 @@ def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) 
         parquet.open(source, coerce_int96_timestamp_unit="us", pre_buffer=plan.pre_buffer, arrow_extensions_enabled=True)
         metadata = parquet.metadata
         num_rows = metadata.num_rows
-        raw = None
+        raw: pa.Table | None = None
+        layout: _FileLayout | None = None
         num_leaves = metadata.num_columns
         candidates = [known for known in plan.layouts if known.whole and known.num_leaves == num_leaves]
         if candidates:
@@ -562,16 +563,12 @@ def _read_stored_unchecked(plan: _FilePlan, task: _FileTask, use_threads: bool) 
             raw = parquet.read_all(use_threads=use_threads)
             schema = raw.schema
             layout = next((k for k in candidates if k.file_schema.equals(schema, check_metadata=True)), None)
-            if layout is None:
-                layout = _file_layout(plan, task.path, parquet)
-        else:
+        if layout is None:
             layout = _file_layout(plan, task.path, parquet)
-        if raw is not None and layout.whole:
-            pass  # read whole, as the layout reads
-        elif layout.names is not None:
-            raw = (raw if raw is not None else parquet.read_all(use_threads=use_threads)).select(layout.names)
-        else:
-            raw = parquet.read_all(column_indices=layout.leaves, use_threads=use_threads)
+            if layout.names is not None:
+                raw = (raw if raw is not None else parquet.read_all(use_threads=use_threads)).select(layout.names)
+            elif raw is None or not layout.whole:
+                raw = parquet.read_all(column_indices=layout.leaves, use_threads=use_threads)
 
     if task.deleted_rows is not None and task.deleted_rows.size:
         raw = raw.filter(_keep_mask(task.path, task.deleted_rows, num_rows))

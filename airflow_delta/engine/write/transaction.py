@@ -470,14 +470,6 @@ class Transaction:
         for entry in self._removes:
             yield from _entry_keys(entry)
 
-    def _removes_data(self) -> Iterable[tuple[str, bool]]:
-        """(log path, dataChange) of the staged removes, a batch's first for the whole batch (one flag)."""
-        for entry in self._removes:
-            if isinstance(entry, RemoveBatch):
-                yield entry.paths[0], entry.data_change
-            else:
-                yield entry.path, entry.data_change
-
     def delete_rows(
         self,
         deletes: Mapping[str, Any],
@@ -1205,15 +1197,13 @@ class Transaction:
 
         read_props = TableProperties.from_configuration(read_metadata.configuration)
         if read_props.append_only and "appendOnly" in protocol_gate.writer_features(protocol):
-            changed = [
-                n for entry in self._removes if entry.data_change
-                for n in ([len(entry)] if isinstance(entry, RemoveBatch) else [1])
-            ]
+            changed = [entry for entry in self._removes if entry.data_change]  # a batch has one flag
             if changed:
-                first = next(path for path, data_change in self._removes_data() if data_change)
+                count = sum(len(e) if isinstance(e, RemoveBatch) else 1 for e in changed)
+                first = changed[0].paths[0] if isinstance(changed[0], RemoveBatch) else changed[0].path
                 raise AppendOnlyViolationError(
                     f"the table is append-only (delta.appendOnly=true) and this commit removes data from "
-                    f"{sum(changed)} file(s), e.g. {first!r}; only dataChange=false rewrites are allowed. "
+                    f"{count} file(s), e.g. {first!r}; only dataChange=false rewrites are allowed. "
                     "Set delta.appendOnly=false first if the data must really go"
                 )
 
