@@ -682,6 +682,18 @@ class ObjectStoreForkError(DeltaError):
         )
 
 
+class RewriteProcessError(DeltaError):
+    """A process forked to rewrite part of an OPTIMIZE ended without its results.
+
+    It was killed (by the out-of-memory killer, or by hand) or failed in a way that could
+    not be carried back as its own error. Nothing was committed and every file written for
+    the run was removed. Running it again can succeed; if the process was killed for memory,
+    a smaller ``max_file_size`` makes each bin fit.
+    """
+
+    retryable = True
+
+
 # ------------------------------------------------------------------ across processes
 
 

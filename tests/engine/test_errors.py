@@ -40,6 +40,7 @@ RETRYABLE = {
     "PathOutsideTableError": False,
     # maintenance: a shorter retention or vacuumed files stay so on a retry
     "RetentionTooShortError": False,
+    "RewriteProcessError": True,
     "VacuumLiteNotPossibleError": False,
     "RestoreFilesMissingError": False,
     # the parquet directory must be fixed first (a stray file, a type clash, a bad partition directory)

@@ -31,6 +31,7 @@ The reference is Delta's ``OptimizeTableCommand`` / ``OptimizeExecutor`` and its
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import os
 import time
@@ -86,8 +87,16 @@ __all__ = [
 ZORDER_NUM_RANGES = 1000
 # Rows whose Z-values are computed at once: the bit matrix takes 32 bytes per row and column.
 _ZORDER_CHUNK_ROWS = 1 << 20
-# Bins rewritten at once in the worker.
+# Bins rewritten at once in the worker (by two processes or two threads).
 _PARALLEL_BINS = 2
+# What a bin's rewrite imports on first use (deletion vectors, new file names, the table context).
+_IMPORTED_BY_A_REWRITE = (
+    "airflow_delta.engine.model.deletion_vector_files",
+    "airflow_delta.engine.read.table_context",
+    "secrets",
+)
+# Input files from which a second process pays for its fork (a few ms) over a second thread.
+_FORK_MIN_FILES = 64
 # write_data_files cuts files by an in-memory size estimate; OPTIMIZE decides the cut itself.
 _ONE_FILE = 1 << 62
 
@@ -844,8 +853,9 @@ def _empty_plan(snapshot: Snapshot, options: OptimizeOptions) -> OptimizePlan:
 
 
 def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[OptimizeBin], written: WrittenFiles) -> list[list[AddFile]]:
-    """The bins rewritten in this process, two at a time: one bin's parquet encoding (which
-    releases the GIL) overlaps another's reads. Memory holds at most two bins."""
+    """The bins rewritten by this task, two at a time: in a process forked beside this one where
+    that is safe (:mod:`forked_lanes`), else in two threads, where one bin's parquet encoding
+    (which releases the GIL) overlaps another's reads. Memory holds at most two bins."""
     if len(bins) == 1 or plan.zorder_by:  # a Z-order bin is a whole partition: one at a time
         return [
             rewrite_bin(
@@ -854,29 +864,53 @@ def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[Optimiz
             )
             for b in bins
         ]
-    # Each bin records its files apart (a failing bin removes only its own while others write);
-    # when any fails, the pool waits for the others and every bin's files are removed.
-    per_bin = [WrittenFiles(snapshot.io) for _ in bins]
+    cores = _cores()
     # One reader thread per core in all: a small file's read holds the GIL for part of it,
     # and more threads than cores only hand the GIL back and forth.
-    read_workers = max(1, (os.cpu_count() or 2) // _PARALLEL_BINS)
+    read_workers = max(1, cores // _PARALLEL_BINS)
+    if cores > 1 and sum(b.num_files for b in bins) >= _FORK_MIN_FILES:
+        from airflow_delta.engine.operations import forked_lanes
+
+        if forked_lanes.lanes_possible(snapshot.io):
+            for module in _IMPORTED_BY_A_REWRITE:  # before the fork: the children import nothing
+                importlib.import_module(module)
+
+            def rewrite_as_json(i: int, files: WrittenFiles) -> list[dict[str, Any]]:
+                adds = rewrite_bin(
+                    snapshot, bins[i].files, max_file_size=plan.max_file_size, written=files, read_workers=read_workers
+                )
+                return [add.to_json() for add in adds]  # a child's adds cross as their log JSON
+
+            per_bin = forked_lanes.run_in_lanes(len(bins), rewrite_as_json, snapshot.io, written, lanes=_PARALLEL_BINS)
+            return [[AddFile.from_json(add) for add in adds] for adds in per_bin]
+    # Each bin records its files apart (a failing bin removes only its own while others write);
+    # when any fails, the pool waits for the others and every bin's files are removed.
+    per_bin_files = [WrittenFiles(snapshot.io) for _ in bins]
 
     def one(i: int) -> list[AddFile]:
         return rewrite_bin(
-            snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i], read_workers=read_workers
+            snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin_files[i], read_workers=read_workers
         )
 
     try:
         with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:
             results = list(pool.map(one, range(len(bins))))
     except BaseException:
-        for files in per_bin:
+        for files in per_bin_files:
             files.remove_all()
         raise
-    for files in per_bin:
+    for files in per_bin_files:
         for path in files.paths:
             written.record(path)  # the transaction's now: removed if its commit fails
     return results
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _actual_partitions(plan: OptimizePlan, adds_per_bin: Sequence[Sequence[AddFile]]) -> tuple[PartitionOptimizePlan, ...]:
