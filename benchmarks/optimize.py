@@ -202,4 +202,8 @@ def summarize(results: list[Result]) -> None:
         theirs = r.theirs.detail if r.theirs is not None else {}
         print(f"# {r.case.name}: ours files {r.ours.detail.get('filesRemoved')} -> {r.ours.detail.get('filesAdded')}, "
               f"delta-rs {theirs.get('filesRemoved')} -> {theirs.get('filesAdded')}", flush=True)
+        if "children_cpu_seconds" in r.ours.detail:  # the forked rewrite process (counted in ours cpu)
+            print(f"# {r.case.name}: ours cpu includes {r.ours.detail['children_cpu_seconds']:.3f} s of the forked "
+                  f"rewrite process, whose peak RSS was {r.ours.detail['largest_child_peak_rss_mb']} MB "
+                  "(pages shared with the task included)", flush=True)
     shutil.rmtree(_SCRATCH, ignore_errors=True)
