@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import gc
 import logging
 import os
@@ -56,7 +55,9 @@ log = logging.getLogger(__name__)
 _TOKEN = struct.Struct("<i")
 _LENGTH = struct.Struct("<Q")
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+# Tokens in the pipe at most: 4 KiB, one page, the least a pipe holds (a user over
+# pipe-user-pages-soft gets one-page pipes). More tasks than that go several to a token.
+_MAX_TOKENS = 1024
 
 # Message kinds, child to parent.
 _WRITTEN, _LOG, _TOOK, _DONE, _FAILED = "written", "log", "took", "done", "failed"
@@ -79,9 +80,10 @@ def run_in_lanes(count: int, task: LaneTask, io: FileIO, written: WrittenFiles, 
     :func:`lanes_possible` first.
     """
     children = min(lanes, count) - 1
+    per_token = -(-count // _MAX_TOKENS)  # consecutive tasks a token stands for
     tokens_read, tokens_write = os.pipe2(os.O_CLOEXEC)
     try:
-        _fill(tokens_write, count)
+        _fill(tokens_write, -(-count // per_token))
     finally:
         os.close(tokens_write)
     ours = WrittenFiles(io)
@@ -89,15 +91,20 @@ def run_in_lanes(count: int, task: LaneTask, io: FileIO, written: WrittenFiles, 
     started: list[_Child] = []
     try:
         with _tokens_closed_after(tokens_read):
-            started = [_Child.fork(tokens_read, task, io) for _ in range(children)]
+            for _ in range(children):
+                started.append(_Child.fork(tokens_read, per_token, count, task, io))
             for child in started:
                 child.drain_in_background(results)
-            # The parent's lane: stops early when a child fails (its error is raised below).
+            # The parent's lane, until the tokens run out or a child reports a failure.
             while not any(c.failed.is_set() for c in started):
-                i = _next_token(tokens_read)
-                if i is None:
+                token = _next_token(tokens_read)
+                if token is None:
                     break
-                results[i] = task(i, ours)
+                for i in _tasks_of(token, per_token, count):
+                    results[i] = task(i, ours)
+        for child in started:
+            if child.failed.is_set():
+                child.raise_failure()  # at once: the other children are killed below
         for child in started:
             child.wait()
         for child in started:
@@ -123,20 +130,17 @@ def run_in_lanes(count: int, task: LaneTask, io: FileIO, written: WrittenFiles, 
 
 
 def _fill(fd: int, count: int) -> None:
-    """Write the task numbers ``0..count-1`` into the pipe ``fd`` at once (no reader yet)."""
-    data = struct.pack(f"<{count}i", *range(count))
-    if len(data) > 65536:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, _F_SETPIPE_SZ, len(data))
-    os.set_blocking(fd, False)  # a pipe too small fails here, never blocks with nobody reading
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    """Write the tokens ``0..count-1`` (at most ``_MAX_TOKENS``: 4 KiB, which every pipe holds) at once."""
+    os.write(fd, struct.pack(f"<{count}i", *range(count)))
 
 
 def _next_token(fd: int) -> int | None:
     data = os.read(fd, _TOKEN.size)
     return _TOKEN.unpack(data)[0] if data else None
+
+
+def _tasks_of(token: int, per_token: int, count: int) -> range:
+    return range(token * per_token, min((token + 1) * per_token, count))
 
 
 @contextlib.contextmanager
@@ -164,7 +168,7 @@ class _Child:
         self._running: int | None = None  # the task it took last, until its result came
 
     @classmethod
-    def fork(cls, tokens: int, task: LaneTask, io: FileIO) -> _Child:
+    def fork(cls, tokens: int, per_token: int, count: int, task: LaneTask, io: FileIO) -> _Child:
         reports_read, reports_write = os.pipe2(os.O_CLOEXEC)
         parent = os.getpid()
         # Objects that exist now are frozen out of the child's garbage collections, which
@@ -182,7 +186,7 @@ class _Child:
             raise
         if pid == 0:  # the child: never returns
             os.close(reports_read)
-            _child_main(parent, tokens, reports_write, task, io)
+            _child_main(parent, tokens, per_token, count, reports_write, task, io)
         gc.unfreeze()
         os.close(reports_write)
         return cls(pid, reports_read, io)
@@ -325,7 +329,9 @@ def _picklable(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _child_main(parent: int, tokens: int, reports_fd: int, task: LaneTask, io: FileIO) -> None:
+def _child_main(
+    parent: int, tokens: int, per_token: int, count: int, reports_fd: int, task: LaneTask, io: FileIO
+) -> None:
     """A forked lane: take task numbers until none are left, report, and ``os._exit``."""
     code = 1
     try:
@@ -336,9 +342,10 @@ def _child_main(parent: int, tokens: int, reports_fd: int, task: LaneTask, io: F
         _forward_logging(reports)
         written = _ReportedWrittenFiles(io, reports)
         try:
-            while (i := _next_token(tokens)) is not None:
-                reports.send(_TOOK, i)
-                reports.send(_DONE, i, task(i, written))
+            while (token := _next_token(tokens)) is not None:
+                for i in _tasks_of(token, per_token, count):
+                    reports.send(_TOOK, i)
+                    reports.send(_DONE, i, task(i, written))
             code = 0
         except BaseException as exc:
             written.remove_all()  # the parent removes them too; whoever comes first

@@ -61,6 +61,21 @@ def test_tasks_run_in_both_processes_and_results_come_in_task_order(tmp_path: Pa
     assert _files(tmp_path) == {f"f{i}" for i in range(12)}
 
 
+@pytest.mark.parametrize("count", [1, 2, 1025, 2100])
+def test_any_number_of_tasks_runs_once_each(tmp_path: Path, count: int) -> None:
+    """More tasks than the token pipe holds one to a token go several to a token."""
+    io = LocalFileIO(str(tmp_path))
+    ran = tmp_path / "ran"
+    ran.mkdir()
+
+    def task(i: int, files: WrittenFiles) -> int:
+        (ran / str(i)).touch(exist_ok=False)  # a task that ran twice fails here
+        return i * i
+
+    assert run_in_lanes(count, task, io, WrittenFiles(io), lanes=2) == [i * i for i in range(count)]
+    assert len(list(ran.iterdir())) == count
+
+
 def test_a_childs_engine_error_is_raised_as_its_class_and_every_file_is_removed(tmp_path: Path) -> None:
     io = LocalFileIO(str(tmp_path))
     written = WrittenFiles(io)
