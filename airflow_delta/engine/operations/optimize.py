@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import itertools
+import logging
 import os
 import time
 import uuid
@@ -99,6 +100,9 @@ _IMPORTED_BY_A_REWRITE = (
 _FORK_MIN_FILES = 64
 # write_data_files cuts files by an in-memory size estimate; OPTIMIZE decides the cut itself.
 _ONE_FILE = 1 << 62
+
+
+log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------ the plan
@@ -882,6 +886,10 @@ def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[Optimiz
                 return [add.to_json() for add in adds]  # a child's adds cross as their log JSON
 
             per_bin = forked_lanes.run_in_lanes(len(bins), rewrite_as_json, snapshot.io, written, lanes=_PARALLEL_BINS)
+            log.info(
+                "rewrote %d bins of %d files in %d processes (this one and %d forked from it)",
+                len(bins), sum(b.num_files for b in bins), _PARALLEL_BINS, _PARALLEL_BINS - 1,
+            )
             return [[AddFile.from_json(add) for add in adds] for adds in per_bin]
     # Each bin records its files apart (a failing bin removes only its own while others write);
     # when any fails, the pool waits for the others and every bin's files are removed.

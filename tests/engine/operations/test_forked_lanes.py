@@ -295,7 +295,7 @@ def test_a_bin_that_fails_in_a_forked_lane_commits_nothing_and_leaves_no_file(tm
     assert data_files_on_disk(path) == on_disk  # nothing either lane wrote is left
 
 
-def test_optimize_forks_beside_other_threads(tmp_path: Path, forks: list[int]) -> None:
+def test_optimize_forks_beside_other_threads(tmp_path: Path, forks: list[int], caplog: pytest.LogCaptureFixture) -> None:
     """An Airflow task runs beside threads of its own (the supervisor's channel): lanes still fork."""
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, daemon=True)
@@ -304,9 +304,11 @@ def test_optimize_forks_beside_other_threads(tmp_path: Path, forks: list[int]) -
         path = str(tmp_path / "t")
         t = small_files_table(path, files_per_partition=3, partitions=("a", "b"))
         before = read_with_deltars(path)
-        t.optimize()
+        with caplog.at_level(logging.INFO, logger="airflow_delta.engine.operations.optimize"):
+            t.optimize()
     finally:
         stop.set()
         other.join()
     assert len(forks) == 1
+    assert "rewrote 2 bins of 6 files in 2 processes (this one and 1 forked from it)" in caplog.messages
     assert_oracles_read(path, before)
