@@ -59,6 +59,8 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # pipe-user-pages-soft gets one-page pipes). More tasks than that go several to a token.
 _MAX_TOKENS = 1024
 
+# A child's wait status when another part of the process reaped it first.
+_REAPED_ELSEWHERE = -1
 # Message kinds, child to parent.
 _WRITTEN, _LOG, _TOOK, _DONE, _FAILED = "written", "log", "took", "done", "failed"
 
@@ -225,7 +227,10 @@ class _Child:
 
     def wait(self) -> None:
         if self.status is None:
-            _, self.status = os.waitpid(self.pid, 0)
+            try:
+                _, self.status = os.waitpid(self.pid, 0)
+            except ChildProcessError:  # reaped by someone else's SIGCHLD handler: its reports decide
+                self.status = _REAPED_ELSEWHERE
         if self._drain is not None:
             self._drain.join()  # the pipe ends when the child has exited: all its reports are read
             self._drain = None
@@ -237,12 +242,13 @@ class _Child:
     def raise_failure(self) -> None:
         if self.error is not None:
             raise self.error
-        if self.status != 0 or self._running is not None:
-            how = (
-                f"was killed by signal {os.WTERMSIG(self.status)}"
-                if self.status is not None and os.WIFSIGNALED(self.status)
-                else f"exited with status {os.waitstatus_to_exitcode(self.status or 0)}"
-            )
+        if self.status not in (0, _REAPED_ELSEWHERE) or self._running is not None:
+            if self.status is None or self.status == _REAPED_ELSEWHERE:
+                how = "ended"
+            elif os.WIFSIGNALED(self.status):
+                how = f"was killed by signal {os.WTERMSIG(self.status)}"
+            else:
+                how = f"exited with status {os.waitstatus_to_exitcode(self.status)}"
             raise RewriteProcessError(
                 f"the rewrite process {self.pid} {how} before it finished its work"
                 + (f" (task {self._running})" if self._running is not None else "")

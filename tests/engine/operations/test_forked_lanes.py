@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -74,6 +75,26 @@ def test_any_number_of_tasks_runs_once_each(tmp_path: Path, count: int) -> None:
 
     assert run_in_lanes(count, task, io, WrittenFiles(io), lanes=2) == [i * i for i in range(count)]
     assert len(list(ran.iterdir())) == count
+
+
+def test_a_child_reaped_by_someone_elses_sigchld_handler_still_delivers(tmp_path: Path) -> None:
+    """A host process (a web server, a task runner) may reap every child on SIGCHLD itself."""
+    io = LocalFileIO(str(tmp_path))
+
+    def reap_all(signum: int, frame: object) -> None:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+
+    def task(i: int, files: WrittenFiles) -> int:
+        time.sleep(0.02)
+        return i
+
+    previous = signal.signal(signal.SIGCHLD, reap_all)
+    try:
+        assert run_in_lanes(6, task, io, WrittenFiles(io), lanes=2) == list(range(6))
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
 
 
 def test_a_childs_engine_error_is_raised_as_its_class_and_every_file_is_removed(tmp_path: Path) -> None:
