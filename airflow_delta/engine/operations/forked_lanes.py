@@ -168,6 +168,7 @@ class _Child:
         self.status: int | None = None
         self._drain: threading.Thread | None = None
         self._running: int | None = None  # the task it took last, until its result came
+        self._torn = False  # its last report was cut short
 
     @classmethod
     def fork(cls, tokens: int, per_token: int, count: int, task: LaneTask, io: FileIO) -> _Child:
@@ -216,9 +217,9 @@ class _Child:
                     elif kind == _FAILED:
                         self.error = _rebuilt_error(message[1])
                         self.failed.set()
-        except BaseException as exc:  # a torn report: the child died mid-message
-            self.error = self.error or RewriteProcessError(f"lost the reports of process {self.pid}: {exc}")
-            self.failed.set()
+        except (EOFError, pickle.UnpicklingError):  # a torn report: the child died mid-message
+            self._torn = True
+            self.failed.set()  # its wait status says why (raise_failure)
 
     def kill(self) -> None:
         if self.status is None:
@@ -242,7 +243,7 @@ class _Child:
     def raise_failure(self) -> None:
         if self.error is not None:
             raise self.error
-        if self.status not in (0, _REAPED_ELSEWHERE) or self._running is not None:
+        if self.status not in (0, _REAPED_ELSEWHERE) or self._running is not None or self._torn:
             if self.status is None or self.status == _REAPED_ELSEWHERE:
                 how = "ended"
             elif os.WIFSIGNALED(self.status):
