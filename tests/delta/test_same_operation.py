@@ -412,7 +412,7 @@ class DeltaSide:
 
 
 class DeltaSides:
-    """Delta's side of each case, run once per module: the MERGE operator on Spark is held to
+    """Delta's side of each case, run once per module: the MERGE job on Spark is held to
     the very statement (and Delta's read of its result) that the worker's copy-on-write MERGE
     case is, so Delta runs that MERGE once."""
 
