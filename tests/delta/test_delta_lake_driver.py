@@ -19,7 +19,7 @@ def test_delta_reads_every_version_our_engine_writes(delta_lake: DeltaLakeSessio
     table = DeltaTable.create(path, schema, partition_by=["part"], properties={"delta.enableDeletionVectors": "true"})
     table.append(pa.table({"id": list(range(10)), "part": ["a", "b"] * 5}, schema=schema))
     table.delete("id >= 7")
-    # All versions in one request (read_versions); the next test also reads one by version (read).
+    # All versions in one request (read_versions); the next test reads them one by one (read).
     theirs = delta_lake.read_versions(path, range(table.version() + 1))
     assert sorted(theirs) == [0, 1, 2] and theirs[0].num_rows == 0  # the empty version 0 too
     for version in range(table.version() + 1):
@@ -48,11 +48,8 @@ def test_our_engine_reads_every_version_delta_writes(delta_lake: DeltaLakeSessio
     delta_lake.sql(f"UPDATE {ref} SET name = 'z' WHERE id = 3")
     table = DeltaTable(path)
     assert table.version() == 3
-    # Every version in one request; one version also through read(path, version) (one request each).
-    theirs = delta_lake.read_versions(path, range(4))
     for version in range(4):
-        assert sorted_rows(table.snapshot(version).to_arrow()) == sorted_rows(theirs[version]), version
-    assert sorted_rows(delta_lake.read(path, 2)) == sorted_rows(theirs[2])
+        assert sorted_rows(table.snapshot(version).to_arrow()) == sorted_rows(delta_lake.read(path, version)), version
     assert sorted_rows(table.snapshot().to_arrow()) == [
         {"id": 1, "name": "a"},
         {"id": 3, "name": "z"},
