@@ -118,7 +118,7 @@ class DeltaLakeSession:
         name: str = "delta-oracle",
         master: str = "local[2]",
         driver_memory: str = "1g",
-        shuffle_partitions: int = 2,
+        shuffle_partitions: int = 1,
         spark_conf: Mapping[str, str] | None = None,
     ) -> DeltaLakeSession:
         """Start a session (a few seconds: a JVM); ``work_dir`` holds its logs and results."""

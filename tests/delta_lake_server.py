@@ -52,14 +52,22 @@ def _session(config: dict[str, Any]) -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
-        .config("spark.default.parallelism", str(config.get("shuffle_partitions", 2)))
+        .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 1)))
+        .config("spark.default.parallelism", str(config.get("shuffle_partitions", 1)))
+        # A scan of a few small files in one task, not one per core: each task more is a
+        # closure serialised and a projection generated for a handful of rows.
+        .config("spark.sql.leafNodeDefaultParallelism", str(config.get("shuffle_partitions", 1)))
+        # No adaptive re-planning: its stage-by-stage re-optimisation costs more than it can
+        # save on kilobytes, and results do not depend on it.
+        .config("spark.sql.adaptive.enabled", "false")
+        # The plan description Spark renders for every query's execution event: the short one.
+        .config("spark.sql.ui.explainMode", "simple")
         # Delta rebuilds each snapshot's state with a shuffle into 50 partitions by default:
         # on a tiny test table that is 50 tasks (each compiling code) per version read.
         # A few partitions give the same state with a fraction of the tasks.
-        .config("spark.databricks.delta.snapshotPartitions", str(config.get("shuffle_partitions", 2)))
+        .config("spark.databricks.delta.snapshotPartitions", str(config.get("shuffle_partitions", 1)))
         # VACUUM lists a table's directories in this many tasks (Spark's default: 10,000).
-        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(config.get("shuffle_partitions", 2)))
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(config.get("shuffle_partitions", 1)))
         # Test tables hold tens of rows: compiling Java for each new plan costs more than
         # interpreting it, and the results do not depend on it.
         .config("spark.sql.codegen.wholeStage", "false")
@@ -69,8 +77,9 @@ def _session(config: dict[str, Any]) -> Any:
         .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
         # A JVM that serves a test session: the C1 compiler only (C2's compilations of
         # Catalyst cost more CPU than they save on tiny tables; the product's small jobs
-        # do the same, docs/operators.md) and one GC thread on 2 cores.
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        # do the same, docs/operators.md) and one GC thread on 2 cores; a young generation
+        # of 256 MB, so the short-lived garbage of each statement dies in fewer collections.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn256m")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # No Ivy: every jar is local; a stray package resolution must fail, not download.

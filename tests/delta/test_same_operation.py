@@ -15,7 +15,7 @@ SQL on one copy and with ours on the other, and compares:
 Ours runs through the engine's public API (``DeltaTable`` verbs) or the worker path of the
 operators (``run_update_in_worker``, ``run_merge_in_worker``): the DML operators under
 ``execution="auto"`` run exactly these for tables this small, so the commit is the one the
-operator writes. One case goes through the real operator on Spark (spark-submit, local
+operator writes. One case runs the operator's Spark job (``run_merge``, on Spark in local
 mode) to check that the Spark job writes the same metrics.
 """
 
@@ -34,12 +34,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta.engine import DeltaTable, OptimizeOptions
-from airflow_delta.operators.dml import DeltaMergeOperator
+from airflow_delta.spark.merge import run_merge
 from airflow_delta.spark.merge_worker import run_merge_in_worker
 from airflow_delta.spark.specs import MergeClause, MergeSource, MergeSpec, TableRef, TaskIdentity, UpdateSpec
 from airflow_delta.spark.update_worker import run_update_in_worker, update_refusal
-from tests.airflow_layer import airflow_home, context, set_connection  # noqa: F401  (airflow_home: a fixture)
 from tests.delta_lake import DeltaLakeSession, sorted_rows, table_ref
+from tests.spark.conftest import spark  # noqa: F401  (a fixture: the Spark session of tests/spark)
 
 SCHEMA = pa.schema(
     [
@@ -223,8 +223,8 @@ MERGE_SOURCE = [
 MERGE_REWRITE_CHOICE = ("numTargetFilesRemoved", "numTargetBytesRemoved", "numTargetRowsCopied", "numOutputRows")
 
 
-def _merge(path: str, source: str) -> None:
-    spec = MergeSpec(
+def _merge_spec(path: str, source: str) -> MergeSpec:
+    return MergeSpec(
         target=TableRef(path),
         source=MergeSource(parquet=source),
         on="t.id = s.id",
@@ -233,7 +233,10 @@ def _merge(path: str, source: str) -> None:
         source_alias="s",
         target_alias="t",
     )
-    run_merge_in_worker(spec)
+
+
+def _merge(path: str, source: str) -> None:
+    run_merge_in_worker(_merge_spec(path, source))
 
 
 def _vacuum(path: str, _source: str) -> None:
@@ -409,7 +412,7 @@ class DeltaSide:
 
 
 class DeltaSides:
-    """Delta's side of each case, run once per module: the MERGE operator on Spark is held to
+    """Delta's side of each case, run once per module: the MERGE job on Spark is held to
     the very statement (and Delta's read of its result) that the worker's copy-on-write MERGE
     case is, so Delta runs that MERGE once."""
 
@@ -451,33 +454,30 @@ def test_the_same_operation_writes_the_same_rows_changes_and_metrics(
     _check_the_same_operation(delta_lake, delta_sides, tmp_path, case)
 
 
-def _merge_operator_on_spark(path: str, source: str) -> None:
-    DeltaMergeOperator(
-        task_id="merge",
-        table=path,
-        source={"parquet": source},
-        on="t.id = s.id",
-        source_alias="s",
-        target_alias="t",
-        clauses=list(MERGE_CLAUSES),
-        execution="spark",
-    ).execute(context(task_id="merge"))
+def _merge_job_on_spark(spark: Any) -> Callable[[str, str], None]:  # noqa: F811
+    def run(path: str, source: str) -> None:
+        run_merge(spark, _merge_spec(path, source))
+
+    return run
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("airflow_home")
-def test_the_merge_operator_on_spark_writes_what_delta_writes(
-    delta_lake: DeltaLakeSession, delta_sides: DeltaSides, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_merge_job_on_spark_writes_what_delta_writes(
+    delta_lake: DeltaLakeSession,
+    delta_sides: DeltaSides,
+    spark: Any,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
 ) -> None:
-    # The real operator and its Spark job (spark-submit, local mode): the job's metrics are
-    # its own code (airflow_delta/spark/merge.py), not the worker's.
-    set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
-    set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}})
+    # The operator's Spark job itself (airflow_delta/spark/merge.py's run_merge, on the test
+    # session's Spark in local mode): its metrics are its own code, not the worker's. The
+    # operator's way there (DeltaMergeOperator(execution="spark") -> SparkSubmitHook ->
+    # spark-submit) is run end to end by tests/operators/test_small_merge_job.py and
+    # tests/operators/test_spark_application.py.
     case = Case(
-        "merge-operator-on-spark",
+        "merge-job-on-spark",
         COPY_ON_WRITE,
         lambda ref, s: MERGE_SQL.format(ref=ref, source=s),
-        _merge_operator_on_spark,
+        _merge_job_on_spark(spark),
         ("MERGE",),
         delta_choice=MERGE_REWRITE_CHOICE,
     )
