@@ -21,6 +21,29 @@ STAND_IN = Path(__file__).resolve().parent / "hooks" / "dml_stand_in.py"
 SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string())])
 
 
+def tiny_job_driver_conf() -> dict[str, str]:
+    """Spark conf for the driver JVM of a test's job: the C1 compiler only, the serial GC, and
+    the worker's class archive (``airflow_delta/hooks/driver_jvm.py``) when it is written.
+
+    Every job of the tests reads a few kilobytes, but the hook gives the C1-only option only
+    to the jobs it plans as small (a DELETE or UPDATE of a few small files): a MERGE, an
+    OPTIMIZE or a job whose predicate it cannot plan runs with C2 and the parallel GC, whose
+    compilations and threads cost about as much CPU again as the rest of the job (the MERGE of
+    test_small_merge_job: 46 s of the driver JVM's CPU, 22 s with these options). Given in the
+    connection's ``spark_conf``, as a user gives JVM options, the hook takes them as they are
+    and adds nothing (no archive option, no background archive writer): the archive is named
+    here. What the hook itself chooses is tested apart (test_delta_hook's
+    ``test_a_small_job_runs_its_driver_jvm_with_c1_only...``, tests/hooks/test_driver_jvm.py).
+    """
+    from airflow_delta.hooks.driver_jvm import worker_driver_class_archive
+
+    options = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    archive = worker_driver_class_archive()
+    if archive is not None and archive.exists:
+        options.append(archive.use_option())
+    return {"spark.driver.extraJavaOptions": " ".join(options)}
+
+
 def set_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, conn: dict[str, Any]) -> None:
     """An Airflow connection as Airflow reads it from ``AIRFLOW_CONN_<ID>`` (JSON)."""
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))

@@ -1,8 +1,9 @@
 """A real browser against a real Airflow UI, for the tests of what a person sees.
 
 Reusable by any test module: the fixtures ``api_server``, ``browser`` and ``airflow_page`` are
-in tests/conftest.py (a module overrides ``api_server_env`` to give its server connections or
-settings), or use the classes directly.
+in tests/conftest.py, or use the classes directly. The session has one api-server (per xdist
+worker), shared by every browser module: its settings (``api_server_env``) are the union of what
+those modules need, and each module makes its own connections and data through it.
 
 - :class:`ApiServer`: ``airflow api-server`` on 127.0.0.1 (a free port) with its own
   temporary ``AIRFLOW_HOME`` and SQLite database, the simple auth manager with one admin
@@ -17,9 +18,10 @@ settings), or use the classes directly.
   which ``make test`` sets, else the test's pytest tmp dir), the path printed.
 
 What costs seconds is done once: the metadata database is migrated once per session and
-copied into each server's home (``migrated_airflow_db``), and a person logs in through the
-login form once per module (``login_state``); each test's page is a fresh browser context
-that starts from that login's cookies and storage.
+copied into the server's home (``migrated_airflow_db``); the api-server starts once per session
+(about 15 s of CPU: Airflow's imports, its FastAPI apps, the providers and plugins); a person
+logs in through the login form once per module (``login_state``); each test's page is a fresh
+browser context that starts from that login's cookies and storage.
 
 ``make test`` installs Chromium with apt-get when it is missing and it runs as root; the
 fixtures fail with what to install otherwise.
@@ -259,14 +261,26 @@ class AirflowPage:
 
 
 # ----------------------------------------------------------------------------- fixtures
-# tests/conftest.py imports them for every module; a module may override `api_server_env` to
-# give its server connections or settings.
+# tests/conftest.py imports them for every module. A module must not import `api_server` itself
+# (nor a fixture that asks for it): pytest would give that module a server of its own.
+
+MAINTENANCE_HISTORY_SETTING = "AIRFLOW__DELTA__MAINTENANCE_HISTORY_URI"
 
 
-@pytest.fixture(scope="module")
-def api_server_env() -> dict[str, str]:
-    """Extra environment of the module's api-server (``AIRFLOW_CONN_*``, ``AIRFLOW__*``); override per module."""
-    return {}
+@pytest.fixture(scope="session")
+def api_server_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Extra environment of the session's api-server: what each browser module needs.
+
+    - tests/hooks/test_delta_connection_form.py: a ``spark_local`` connection for the delta
+      connections it makes (the hook's checks look it up);
+    - tests/plugins/test_delta_tables.py: ``[delta] maintenance_history_uri``, a path where
+      that module writes its history (the plugin reads the setting and the history at every
+      request, so the table need not exist when the server starts).
+    """
+    return {
+        "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        MAINTENANCE_HISTORY_SETTING: str(tmp_path_factory.mktemp("airflow_ui_lake") / "maintenance_history"),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -278,11 +292,11 @@ def migrated_airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return migrated_database(tmp_path_factory)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def api_server(
     tmp_path_factory: pytest.TempPathFactory, api_server_env: dict[str, str], migrated_airflow_db: Path
 ) -> Iterator[ApiServer]:
-    """One ``airflow api-server`` per test module, stopped at the module's end."""
+    """One ``airflow api-server`` per test session (per xdist worker), stopped at the session's end."""
     reason = chromium_missing_reason()
     if reason is not None:
         pytest.fail(reason)

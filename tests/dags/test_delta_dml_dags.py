@@ -12,6 +12,7 @@ own run. Tables are checked with delta-rs and delta-kernel-rs, MERGE against Duc
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ import pytest
 from airflow_delta.engine import DeltaTable
 from airflow_delta.hooks.delta import DeltaHook
 from scripts.airflow_cli import EXAMPLE_DAGS, SPARK_LOCAL_CONNECTIONS, AirflowCli, output_tail
-from tests.airflow_layer import migrated_airflow
+from tests.airflow_layer import migrated_airflow, tiny_job_driver_conf
 from tests.oracles import assert_oracles_read
 
 DAGS_FOLDER = EXAMPLE_DAGS
@@ -61,7 +62,11 @@ class Case:
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
     """The tables of the four tests, each run through its DAG once (one process for the four runs)."""
-    airflow: AirflowCli = migrated_airflow(tmp_path_factory, DAGS_FOLDER, SPARK_LOCAL_CONNECTIONS)
+    # The demo's local-mode connections, the driver JVM tuned for a tiny job (tiny_job_driver_conf).
+    delta_default = json.loads(SPARK_LOCAL_CONNECTIONS["AIRFLOW_CONN_DELTA_DEFAULT"])
+    delta_default["extra"]["spark_conf"].update(tiny_job_driver_conf())
+    connections = {**SPARK_LOCAL_CONNECTIONS, "AIRFLOW_CONN_DELTA_DEFAULT": json.dumps(delta_default)}
+    airflow: AirflowCli = migrated_airflow(tmp_path_factory, DAGS_FOLDER, connections)
     root = tmp_path_factory.mktemp("dml")
     tables: dict[str, tuple[Path, list[dict[str, Any]], str, dict[str, Any]]] = {}
 

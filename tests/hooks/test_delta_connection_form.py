@@ -1,7 +1,7 @@
 """The ``delta`` connection's form in Airflow's own UI, in a real browser (Debian's Chromium).
 
-An ``airflow api-server`` on 127.0.0.1 with the provider installed (tests/browser.py); a
-person logs in through the simple auth manager (once for the module), opens the Add and
+The session's ``airflow api-server`` on 127.0.0.1 with the provider installed and a
+``spark_local`` connection (tests/browser.py's ``api_server_env``); a person logs in through the simple auth manager (once for the module), opens the Add and
 the Edit forms, saves, and uses the Test button. The connections a test edits are made
 through the api-server's REST API, where the UI's list reads them. Screenshots of each
 step are kept under each test's tmp dir (``screenshots/``), their paths printed.
@@ -41,11 +41,6 @@ def docs_extra() -> dict[str, object]:
     connection = json.loads(found.group(1))
     assert connection["conn_type"] == "delta"
     return dict(connection["extra"])
-
-
-@pytest.fixture(scope="module")
-def api_server_env() -> dict[str, str]:
-    return {"AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"})}
 
 
 def _add_connection(server: ApiServer, conn_id: str, extra: dict[str, object]) -> None:

@@ -34,7 +34,7 @@ from airflow_delta.hooks.delta import (
 )
 from airflow_delta.spark.job_result import JobResult
 from airflow_delta.spark.specs import DeleteSpec, ExecutionOptions, TableRef, TaskIdentity
-from tests.airflow_layer import SCHEMA, STAND_IN, make_table, set_connection
+from tests.airflow_layer import SCHEMA, STAND_IN, make_table, set_connection, tiny_job_driver_conf
 from tests.oracles import assert_oracles_read
 from tests.standalone_cluster import STANDALONE_JAVA_OPTIONS
 
@@ -61,8 +61,9 @@ def _local_connections(monkeypatch: pytest.MonkeyPatch, spark_conf: dict[str, st
 
 
 def _local_job_connections(monkeypatch: pytest.MonkeyPatch, spark_conf: dict[str, str] | None = None) -> None:
-    """The connections of the tests' real local-mode jobs: as :func:`_local_connections`, without the web UI."""
-    _local_connections(monkeypatch, {**NO_UI, **(spark_conf or {})})
+    """The connections of the tests' real local-mode jobs: as :func:`_local_connections`, without the web UI,
+    the driver JVM tuned for a tiny job (:func:`tests.airflow_layer.tiny_job_driver_conf`)."""
+    _local_connections(monkeypatch, {**NO_UI, **tiny_job_driver_conf(), **(spark_conf or {})})
 
 
 # --------------------------------------------------------------------------- connection
@@ -318,6 +319,7 @@ def test_submit_to_a_standalone_cluster_in_client_mode(
     set_connection(monkeypatch, "spark_standalone", {"conn_type": "spark", "host": host, "port": int(port)})
     executor_conf = {
         **NO_UI,
+        **tiny_job_driver_conf(),  # the driver runs here, in client mode
         "spark.airflowDeltaTest.reportExecutorEngine": "true",
         # The executor JVM lives for one small job: C1 only, the serial GC (as the cluster's daemons).
         "spark.executor.extraJavaOptions": STANDALONE_JAVA_OPTIONS,

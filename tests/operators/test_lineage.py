@@ -33,7 +33,7 @@ from airflow_delta.operators.dml import DeltaDeleteOperator, DeltaMergeOperator,
 from airflow_delta.operators.lineage import openlineage_dataset_name, output_statistics, table_asset_uri
 from airflow_delta.operators.maintenance import CheckpointOperator, OptimizeOperator, RestoreOperator, VacuumOperator
 from airflow_delta.spark.specs import DeleteSpec, TableRef, TaskIdentity
-from tests.airflow_layer import context, make_table, migrated_airflow, set_connection
+from tests.airflow_layer import context, make_table, migrated_airflow, set_connection, tiny_job_driver_conf
 from tests.oracles import assert_oracles_read
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -362,7 +362,9 @@ def test_a_dag_run_records_asset_events_openlineage_and_passes_spark_conf(
             ),
             "AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO": "True",
             "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "AIRFLOW_CONN_DELTA_DEFAULT": json.dumps({"conn_type": "delta", "extra": {"spark_conn_id": "spark_local"}}),
+            "AIRFLOW_CONN_DELTA_DEFAULT": json.dumps(
+                {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local", "spark_conf": tiny_job_driver_conf()}}
+            ),
             "LINEAGE_TABLE": str(table),
         },
         logging_level="INFO",  # the task log, with the Spark-Submit command line, in the output

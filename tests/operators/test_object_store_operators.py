@@ -21,7 +21,7 @@ from airflow_delta.engine import DeltaTable, InvalidArgumentError, ObjectStoreFi
 from airflow_delta.hooks.delta import DeltaHook
 from airflow_delta.operators.dml import DeltaDeleteOperator
 from airflow_delta.operators.maintenance import CheckpointOperator, OptimizeOperator, VacuumOperator
-from tests.airflow_layer import SCHEMA, context, set_connection
+from tests.airflow_layer import SCHEMA, context, set_connection, tiny_job_driver_conf
 from tests.object_store_helpers import (
     AZURITE_ACCOUNT,
     AZURITE_KEY,
@@ -73,7 +73,7 @@ def test_delete_optimize_vacuum_and_checkpoint_operators_on_an_object_store(
     server = object_store
     set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
     set_connection(monkeypatch, "delta_default", {"conn_type": "delta", "extra": {
-        "spark_conn_id": "spark_local", "storage_options": server.storage_options}})
+        "spark_conn_id": "spark_local", "storage_options": server.storage_options, "spark_conf": tiny_job_driver_conf()}})
     uri, rows = _make_table(server)
 
     # DELETE in the worker (deletion vectors), then on Spark local mode through the hook.

@@ -22,7 +22,7 @@ from airflow_delta.operators.dml import DeltaDeleteOperator, DeltaMergeOperator,
 from airflow_delta.operators.links import SparkApplicationLink
 from airflow_delta.operators.maintenance import OptimizeOperator, VacuumOperator
 from airflow_delta.provider import get_provider_info
-from tests.airflow_layer import context, make_table, set_connection
+from tests.airflow_layer import context, make_table, set_connection, tiny_job_driver_conf
 from tests.oracles import assert_oracles_read
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
@@ -32,9 +32,13 @@ NO_APPLICATION = "registered no Spark application"
 
 
 def _local_spark(monkeypatch: pytest.MonkeyPatch, **extra: object) -> None:
+    """Spark local mode, the driver JVM tuned for a tiny job (:func:`tests.airflow_layer.tiny_job_driver_conf`);
+    the web UI as the hook decides (these tests are about the application it registers)."""
     set_connection(monkeypatch, "spark_local", {"conn_type": "spark", "host": "local[2]"})
     set_connection(
-        monkeypatch, "delta_default", {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local", **extra}}
+        monkeypatch,
+        "delta_default",
+        {"conn_type": "delta", "extra": {"spark_conn_id": "spark_local", "spark_conf": tiny_job_driver_conf(), **extra}},
     )
 
 

@@ -1,5 +1,5 @@
 """The "Delta tables" page in a real browser: Debian's headless Chromium (Playwright) against an
-``airflow api-server`` on 127.0.0.1 with the provider's plugin, logged in through Airflow's own
+``airflow api-server`` on 127.0.0.1 with the provider's plugin (the session's, tests/browser.py), logged in through Airflow's own
 login form; screenshots kept under the test's tmp dir. Without login, the page and its API answer 401."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,22 +21,22 @@ from airflow_delta.engine import (
     resolve_fleet,
 )
 from scripts.fleet_tables import build_fleet
-from tests.browser import (  # noqa: F401 - fixtures
-    AirflowPage,
-    ApiServer,
-    airflow_page,
-    api_server,
-    browser,
-    screenshot_dir,
-)
+
+# The fixtures (api_server, browser, airflow_page) come from tests/conftest.py: imported here,
+# pytest would start this module an api-server of its own instead of the session's.
+from tests.browser import MAINTENANCE_HISTORY_SETTING, AirflowPage, ApiServer, screenshot_dir
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The demo fleet, two health checks recorded around an OPTIMIZE of sales/orders."""
+def lake(tmp_path_factory: pytest.TempPathFactory, api_server: ApiServer) -> dict[str, str]:
+    """The demo fleet, two health checks recorded around an OPTIMIZE of sales/orders, in the
+    maintenance history the session's api-server reads (its ``[delta] maintenance_history_uri``)."""
     root = tmp_path_factory.mktemp("lake")
     tables = build_fleet(root, small_files=12)
-    history = str(tmp_path_factory.mktemp("history") / "maintenance_history")
+    history = api_server.airflow.env_vars[MAINTENANCE_HISTORY_SETTING]
     uris = resolve_fleet(prefix=str(root))
     append_history(history, [MaintenanceRecord.from_health(r, dag_id="delta_fleet_maintenance")
                              for r in fleet_health(uris)])
@@ -53,11 +54,6 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {**tables, "history": history}
 
 
-@pytest.fixture(scope="module")
-def api_server_env(lake: dict[str, str]) -> dict[str, str]:
-    return {"AIRFLOW__DELTA__MAINTENANCE_HISTORY_URI": lake["history"]}
-
-
 def _status(url: str, headers: dict[str, str] | None = None) -> int:
     request = urllib.request.Request(url, headers=headers or {})
     try:
@@ -68,7 +64,7 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
 
 
 def test_the_page_and_its_api_need_a_login(
-    api_server: ApiServer, browser, tmp_path: Path, request: pytest.FixtureRequest  # noqa: F811
+    api_server: ApiServer, browser: Browser, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     base = api_server.base_url
     for path in ("/delta-tables/", "/delta-tables/api/fleet", "/delta-tables/table?uri=x", "/delta-tables/api/table?uri=x"):
@@ -90,7 +86,7 @@ def test_the_page_and_its_api_need_a_login(
     assert _status(base + "/delta-tables/api/fleet", {"Authorization": f"Bearer {api_server.token()}"}) == 200
 
 
-def test_the_fleet_page_and_a_table_page(airflow_page: AirflowPage, lake: dict[str, str]) -> None:  # noqa: F811
+def test_the_fleet_page_and_a_table_page(airflow_page: AirflowPage, lake: dict[str, str]) -> None:
     page = airflow_page.page
     # The UI's navigation has the page (an external view in Browse), shown in Airflow's frame.
     airflow_page.goto("/")
@@ -140,7 +136,7 @@ def test_the_fleet_page_and_a_table_page(airflow_page: AirflowPage, lake: dict[s
     assert all(p.exists() for p in airflow_page.screenshots)
 
 
-def test_the_api_returns_the_same_fleet_as_json(airflow_page: AirflowPage, lake: dict[str, str]) -> None:  # noqa: F811
+def test_the_api_returns_the_same_fleet_as_json(airflow_page: AirflowPage, lake: dict[str, str]) -> None:
     response = airflow_page.page.request.get(f"{airflow_page.server.base_url}/delta-tables/api/fleet")
     assert response.status == 200
     body = response.json()
