@@ -99,14 +99,20 @@ def object_store(request: pytest.FixtureRequest) -> ObjectStoreServer:
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Every test that uses Delta Lake runs on one xdist worker (``--dist loadgroup``).
+    """Every test that uses Delta Lake runs on one xdist worker (``--dist loadgroup``), and
+    every other module's tests run together on one worker.
 
     The Delta session is per worker: a JVM of 1-1.6 GB that takes 30 s or more to start.
     One group means one JVM for the suite, and the other worker runs everything else.
+    A module is a group of its own because xdist hands out ungrouped tests one by one: a
+    module whose tests land on both workers sets up its module fixtures (a demo run, a
+    standalone Spark cluster, an api-server and a browser) on each.
     (A hook of its own, before xdist's ``pytest_collection_modifyitems`` reads the marker.)
     """
     if "delta_lake" in getattr(item, "fixturenames", ()):
         _join_xdist_group(item, "delta_lake")
+    elif item.get_closest_marker("xdist_group") is None:
+        _join_xdist_group(item, item.nodeid.split("::", 1)[0])
 
 
 def _join_xdist_group(item: pytest.Item, group: str) -> None:
