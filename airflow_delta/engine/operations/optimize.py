@@ -873,7 +873,8 @@ def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[Optimiz
     # One reader thread per core in all: a small file's read holds the GIL for part of it,
     # and more threads than cores only hand the GIL back and forth.
     read_workers = max(1, cores // _PARALLEL_BINS)
-    if cores > 1 and sum(b.num_files for b in bins) >= _FORK_MIN_FILES:
+    num_files = sum(b.num_files for b in bins)
+    if cores > 1 and num_files >= _FORK_MIN_FILES:
         from airflow_delta.engine.operations import forked_lanes
 
         if forked_lanes.lanes_possible(snapshot.io):
@@ -886,29 +887,31 @@ def _rewrite_here(snapshot: Snapshot, plan: OptimizePlan, bins: Sequence[Optimiz
                 )
                 return [add.to_json() for add in adds]  # a child's adds cross as their log JSON
 
-            per_bin = forked_lanes.run_in_lanes(len(bins), rewrite_as_json, snapshot.io, written, lanes=_PARALLEL_BINS)
+            adds_per_bin = forked_lanes.run_in_lanes(
+                len(bins), rewrite_as_json, snapshot.io, written, lanes=_PARALLEL_BINS
+            )
             log.info(
                 "rewrote %d bins of %d files in %d processes (this one and %d forked from it)",
-                len(bins), sum(b.num_files for b in bins), _PARALLEL_BINS, _PARALLEL_BINS - 1,
+                len(bins), num_files, _PARALLEL_BINS, _PARALLEL_BINS - 1,
             )
-            return [[AddFile.from_json(add) for add in adds] for adds in per_bin]
+            return [[AddFile.from_json(add) for add in adds] for adds in adds_per_bin]
     # Each bin records its files apart (a failing bin removes only its own while others write);
     # when any fails, the pool waits for the others and every bin's files are removed.
-    per_bin_files = [WrittenFiles(snapshot.io) for _ in bins]
+    per_bin = [WrittenFiles(snapshot.io) for _ in bins]
 
     def one(i: int) -> list[AddFile]:
         return rewrite_bin(
-            snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin_files[i], read_workers=read_workers
+            snapshot, bins[i].files, max_file_size=plan.max_file_size, written=per_bin[i], read_workers=read_workers
         )
 
     try:
         with ThreadPoolExecutor(max_workers=_PARALLEL_BINS, thread_name_prefix="delta-optimize") as pool:
             results = list(pool.map(one, range(len(bins))))
     except BaseException:
-        for files in per_bin_files:
+        for files in per_bin:
             files.remove_all()
         raise
-    for files in per_bin_files:
+    for files in per_bin:
         for path in files.paths:
             written.record(path)  # the transaction's now: removed if its commit fails
     return results
